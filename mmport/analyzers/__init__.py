@@ -1,0 +1,105 @@
+"""Static analysis of a model's HF code into a :class:`~mmport.spec.PortSpec`.
+
+Each analyzer is a small libcst visitor plus one function returning frozen
+facts with provenance; :func:`analyze` runs them for a snapshot.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mmport import __version__
+from mmport.analyzers.count import analyze_replacement
+from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
+from mmport.analyzers.layout import analyze_layout
+from mmport.analyzers.sourcefile import find_method
+from mmport.errors import AnalysisError
+from mmport.sources import Snapshot
+from mmport.spec import ModalitySpec, PortSpec, Source
+
+__all__ = ["analyze"]
+
+
+class _SelfAssignments(cst.CSTVisitor):
+    """``self.<name> = ...`` statements of a constructor."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, cst.Assign] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            self.nodes.setdefault(target.attr.value, node)
+
+
+def _attribute_source(processor_cls: type, attr: str) -> Source:
+    """Where the processor's constructor sets ``self.<attr>``."""
+    found = find_method(processor_cls, "__init__")
+    if found is not None:
+        visitor = _SelfAssignments()
+        found[1].visit(visitor)
+        if attr in visitor.nodes:
+            return found[0].source(visitor.nodes[attr])
+    raise AnalysisError(f"{processor_cls.__name__}.__init__ does not set self.{attr}")
+
+
+def _architecture(snapshot: Snapshot) -> str:
+    architectures = snapshot.config_dict.get("architectures") or []
+    if architectures:
+        return architectures[0]
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    return MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(snapshot.model_type, "")
+
+
+def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
+    processor_cls = type(processor)
+    facts = analyze_replacement(processor_cls, "image")
+    placeholder_source = _attribute_source(processor_cls, facts.token_attr)
+    token_attr = f"{facts.token_attr}_id"
+    geometry = analyze_geometry(type(processor.image_processor))
+    if facts.count.uses_geometry and geometry.kind != "fixed":
+        raise AnalysisError(f"the count of {processor_cls.__name__} depends on an item size not fixed by its image processor")
+    size = _fixed_size(processor.image_processor, geometry.size_expr)
+    return ModalitySpec(
+        modality="image",
+        placeholder=getattr(processor, facts.token_attr),
+        placeholder_source=placeholder_source,
+        token_attr=token_attr,
+        token_id=getattr(processor, token_attr),
+        token_source=_attribute_source(processor_cls, token_attr),
+        count=facts.count,
+        geometry=geometry,
+        update=analyze_layout(processor_cls, placeholder_source),
+        fields=analyze_output_fields(type(processor.image_processor)),
+        limit=None,
+        worst_case_size=size,
+    )
+
+
+def _fixed_size(image_processor, size_expr: str) -> tuple[int, int] | None:
+    """This snapshot's processed (height, width), evaluated like the port will."""
+    if not size_expr:
+        return None
+    size = eval(size_expr, {}, {"image_processor": image_processor})  # expression built by analyze_geometry
+    return (size["height"], size["width"]) if "height" in size else None
+
+
+def analyze(snapshot: Snapshot) -> PortSpec:
+    """Analyse ``snapshot``'s HF code and settings into a PortSpec."""
+    import transformers
+
+    processor = snapshot.load_processor()
+    architecture = _architecture(snapshot)
+    prefix = architecture.removesuffix("ForConditionalGeneration") or type(processor).__name__.removesuffix("Processor")
+    return PortSpec(
+        model_type=snapshot.model_type,
+        ref=snapshot.ref,
+        class_prefix=prefix,
+        architecture=architecture,
+        processor_class=type(processor).__name__,
+        config_class=type(snapshot.load_config()).__name__,
+        transformers_version=transformers.__version__,
+        mmport_version=__version__,
+        modalities=(_image_spec(snapshot, processor),),
+    )

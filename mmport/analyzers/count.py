@@ -1,0 +1,123 @@
+"""Derive the per-item token count from the HF processor's replacement hook.
+
+In transformers 5.x, ``replace_<modality>_token(self, image_inputs, image_idx)``
+returns the string that replaces one placeholder. The common shape is::
+
+    pixel_values = image_inputs["pixel_values"][image_idx]
+    height, width = get_image_size(to_numpy_array(pixel_values))
+    num_image_tokens = (height // self.patch_size) * (width // self.patch_size)
+    if self.vision_feature_select_strategy == "default":
+        num_image_tokens -= 1
+    return self.image_token * num_image_tokens
+
+From it we keep the statements that compute the count (``self`` renamed to
+``processor``), note whether they read the processed ``height``/``width``,
+and learn which processor attribute holds the repeated token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from mmport.analyzers.sourcefile import ParsedSource, find_method
+from mmport.errors import AnalysisError
+from mmport.spec import CountRule
+
+__all__ = ["ReplacementFacts", "analyze_replacement"]
+
+GEOMETRY_NAMES = frozenset({"height", "width"})
+
+
+@dataclass(frozen=True)
+class ReplacementFacts:
+    """What the replacement hook says: the count and the repeated token attribute."""
+
+    count: CountRule
+    token_attr: str
+
+
+class _SelfToProcessor(cst.CSTTransformer):
+    """Rename ``self`` to ``processor`` so HF lines run inside a port."""
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        return updated_node.with_changes(value="processor") if original_node.value == "self" else updated_node
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    visitor = _Names()
+    node.visit(visitor)
+    return visitor.names
+
+
+def _assigned(stmt: cst.CSTNode) -> set[str]:
+    """Names bound by an assignment statement (tuple targets included)."""
+    bound: set[str] = set()
+    for node in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                bound |= _names(target.target)
+    return bound
+
+
+def _repeated_token(expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+    """Split ``self.<attr> * count`` (either order) into ``(attr, count)``."""
+    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)):
+        return None
+    for token, count in ((expr.left, expr.right), (expr.right, expr.left)):
+        if isinstance(token, cst.Attribute) and isinstance(token.value, cst.Name) and token.value.value == "self":
+            return token.attr.value, count
+    return None
+
+
+def _port_code(parsed: ParsedSource, node: cst.CSTNode) -> str:
+    return parsed.module.code_for_node(node.visit(_SelfToProcessor())).strip()
+
+
+def analyze_replacement(processor_cls: type, modality: str = "image") -> ReplacementFacts:
+    """Read ``replace_<modality>_token`` of ``processor_cls`` (or a base class)."""
+    hook = f"replace_{modality}_token"
+    found = find_method(processor_cls, hook)
+    if found is None:
+        raise AnalysisError(f"{processor_cls.__name__} defines no {hook}; its expansion cannot be derived statically")
+    parsed, func = found
+    inputs_param = func.params.params[1].name.value
+    body = list(func.body.body)
+    last = body[-1]
+    ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) else None
+    split = _repeated_token(ret.value) if isinstance(ret, cst.Return) and ret.value else None
+    if split is None:
+        raise AnalysisError(f"{hook} of {processor_cls.__name__} does not return `token * count`")
+    token_attr, count_expr = split
+    statements, uses_geometry = [], False
+    tainted = {inputs_param}  # names that hold the processed item
+    for stmt in body[:-1]:
+        names = _names(stmt)
+        if names & (tainted - GEOMETRY_NAMES):
+            # Reads the processed item: allowed only to learn its height and width.
+            tainted |= _assigned(stmt)
+            uses_geometry |= bool(_assigned(stmt) & GEOMETRY_NAMES)
+            continue
+        statements.append(_port_code(parsed, stmt))
+    leaked: set[str] = set()
+    for code in (*statements, _port_code(parsed, count_expr)):
+        leaked |= _names(cst.parse_module(code)) & (tainted - GEOMETRY_NAMES)
+    if leaked:
+        raise AnalysisError(f"{hook} counts from {sorted(leaked)}, not only the item's height and width")
+    rule = CountRule(
+        statements=tuple(statements),
+        result=_port_code(parsed, count_expr),
+        uses_geometry=uses_geometry,
+        strategy="derived",
+        source=parsed.source(func),
+    )
+    return ReplacementFacts(rule, token_attr)

@@ -1,0 +1,86 @@
+"""Facts from the HF image processor: the processed item size and output keys.
+
+A 5.x image processor declares its defaults as class attributes
+(``crop_size = {"height": 224, "width": 224}``, ``do_center_crop = True``)
+and returns ``BatchFeature(data={"pixel_values": ...})``. When it center-crops,
+every item leaves at ``crop_size``; otherwise at ``size`` (when that is a
+height/width pair). The port reads these attributes at run time, so it follows
+whatever the snapshot's image processor config says.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import libcst as cst
+
+from mmport.analyzers.sourcefile import ParsedSource, parse_file
+from mmport.spec import FieldSpec, GeometryRule, Source
+
+__all__ = ["analyze_geometry", "analyze_output_fields"]
+
+
+def _class_assignments(cls: type) -> dict[str, tuple[ParsedSource, cst.Assign]]:
+    """Class-level ``name = value`` lines along the MRO (nearest class wins)."""
+    found: dict[str, tuple[ParsedSource, cst.Assign]] = {}
+    for klass in cls.__mro__:
+        filename = inspect.getsourcefile(klass) if klass.__module__.startswith("transformers") else None
+        if filename is None:
+            continue
+        parsed = parse_file(filename)
+        classdef = parsed.find_class(klass.__name__)
+        if classdef is None:
+            continue
+        for stmt in classdef.body.body:
+            for node in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
+                if isinstance(node, (cst.Assign, cst.AnnAssign)):
+                    targets = node.targets if isinstance(node, cst.Assign) else [node]
+                    for target in targets:
+                        if isinstance(target.target, cst.Name):
+                            found.setdefault(target.target.value, (parsed, node))
+    return found
+
+
+def analyze_geometry(image_processor_cls: type) -> GeometryRule:
+    """How a fixed-size image processor sizes every item."""
+    attrs = _class_assignments(image_processor_cls)
+    if "crop_size" in attrs and "do_center_crop" in attrs:
+        parsed, node = attrs["crop_size"]
+        expr = "image_processor.crop_size if image_processor.do_center_crop else image_processor.size"
+        return GeometryRule("fixed", expr, parsed.source(node))
+    if "size" in attrs:
+        parsed, node = attrs["size"]
+        return GeometryRule("fixed", "image_processor.size", parsed.source(node))
+    return GeometryRule("none")
+
+
+class _BatchFeatureKeys(cst.CSTVisitor):
+    """String keys of ``BatchFeature(data={...})`` dict literals."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[str, cst.CSTNode]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not (isinstance(node.func, cst.Name) and node.func.value == "BatchFeature"):
+            return
+        for arg in node.args:
+            if isinstance(arg.value, cst.Dict) and (arg.keyword is None or arg.keyword.value == "data"):
+                for element in arg.value.elements:
+                    if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+                        self.keys.append((element.key.evaluated_value, element.key))
+
+
+def analyze_output_fields(image_processor_cls: type, modality: str = "image") -> tuple[FieldSpec, ...]:
+    """Output keys of the image processor; each item is one slice (``batched``)."""
+    for klass in image_processor_cls.__mro__:
+        filename = inspect.getsourcefile(klass) if klass.__module__.startswith("transformers") else None
+        if filename is None:
+            continue
+        parsed = parse_file(filename)
+        classdef = parsed.find_class(klass.__name__)
+        visitor = _BatchFeatureKeys()
+        if classdef is not None:
+            classdef.visit(visitor)
+        if visitor.keys:
+            return tuple(FieldSpec(key, "batched", parsed.source(node)) for key, node in dict(visitor.keys).items())
+    return (FieldSpec("pixel_values", "batched", Source("(default)", 0)),)

@@ -1,0 +1,107 @@
+"""Find how the HF processor lays out the prompt around the items.
+
+Most processors *replace* each placeholder in the user's text. Some build the
+prompt themselves in ``prepare_inputs_layout`` with an f-string such as::
+
+    f"{IMAGE_TOKEN * len(images)}{self.tokenizer.bos_token}{prompt}\\n"
+
+which means: *insert* the items' tokens at the start with no placeholder in
+the text, follow the last one with ``bos_token``, and append ``"\\n"``.
+A constructor line ``tokenizer.add_bos_token = False`` means the prompt is
+tokenized without special tokens.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mmport.analyzers.sourcefile import ParsedSource, find_method
+from mmport.spec import PromptUpdateSpec, Source
+
+__all__ = ["analyze_layout"]
+
+
+def _tokenizer_attr(expr: cst.BaseExpression) -> str | None:
+    """``self.tokenizer.<attr>`` → ``attr``."""
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Attribute):
+        inner = expr.value
+        if inner.attr.value == "tokenizer" and isinstance(inner.value, cst.Name) and inner.value.value == "self":
+            return expr.attr.value
+    return None
+
+
+def _is_item_block(expr: cst.BaseExpression) -> bool:
+    """``TOKEN * n``: the items' placeholder block at the head of the f-string."""
+    return isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)
+
+
+class _LayoutStrings(cst.CSTVisitor):
+    """Collect f-strings that begin with the item block."""
+
+    def __init__(self) -> None:
+        self.found: list[cst.FormattedString] = []
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        first = node.parts[0] if node.parts else None
+        if isinstance(first, cst.FormattedStringExpression) and _is_item_block(first.expression):
+            self.found.append(node)
+
+
+def _insertion_from(parsed: ParsedSource, fstring: cst.FormattedString) -> PromptUpdateSpec:
+    trailing: list[str] = []
+    suffix = ""
+    seen_prompt = False
+    for part in fstring.parts[1:]:
+        if isinstance(part, cst.FormattedStringText):
+            if seen_prompt:
+                suffix += part.value.encode().decode("unicode_escape")
+            continue
+        attr = _tokenizer_attr(part.expression)
+        if attr and not seen_prompt:
+            trailing.append(attr)
+        elif attr is None:
+            seen_prompt = True
+    source = parsed.source(fstring)
+    return PromptUpdateSpec(
+        mode="insert",
+        target="start",
+        source=source,
+        trailing_tokens=tuple(trailing),
+        prompt_suffix=suffix,
+        suffix_source=source if suffix else None,
+    )
+
+
+class _BosSwitch(cst.CSTVisitor):
+    """Find ``tokenizer.add_bos_token = False`` in a constructor."""
+
+    def __init__(self) -> None:
+        self.node: cst.Assign | None = None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target
+        if isinstance(target, cst.Attribute) and target.attr.value == "add_bos_token":
+            if isinstance(node.value, cst.Name) and node.value.value == "False":
+                self.node = node
+
+
+def _bos_disabled(processor_cls: type) -> bool:
+    found = find_method(processor_cls, "__init__")
+    if found is None:
+        return False
+    visitor = _BosSwitch()
+    found[1].visit(visitor)
+    return visitor.node is not None
+
+
+def analyze_layout(processor_cls: type, placeholder_source: Source) -> PromptUpdateSpec:
+    """Replacement of the placeholder, unless the processor inserts items itself."""
+    found = find_method(processor_cls, "prepare_inputs_layout")
+    if found is not None and found[0].relpath.startswith("models/"):
+        parsed, func = found
+        visitor = _LayoutStrings()
+        func.visit(visitor)
+        if visitor.found:
+            spec = _insertion_from(parsed, visitor.found[0])
+            return PromptUpdateSpec(**{**spec.__dict__, "add_special_tokens": not _bos_disabled(processor_cls)})
+    return PromptUpdateSpec(mode="replace", target="placeholder", source=placeholder_source)

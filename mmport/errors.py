@@ -1,0 +1,48 @@
+"""One exception hierarchy for mmport.
+
+Every error a user can cause derives from :class:`MmportError`; the CLI turns
+it into one red line and exit code 2. Messages say what is wrong *and* what
+to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AnalysisError",
+    "BadReferenceError",
+    "DeviceError",
+    "MmportError",
+    "OutputExistsError",
+    "PortLoadError",
+    "RenderError",
+]
+
+
+class MmportError(Exception):
+    """Base of every error caused by bad input or usage (exit code 2)."""
+
+    exit_code = 2
+
+
+class BadReferenceError(MmportError):
+    """REF is neither a snapshot directory, a reachable hub id nor a model_type."""
+
+
+class AnalysisError(MmportError):
+    """The HF source of a model could not be analysed."""
+
+
+class RenderError(MmportError):
+    """A template failed to render (a bug in a template or a PortSpec)."""
+
+
+class OutputExistsError(MmportError):
+    """scaffold would overwrite existing files without --force."""
+
+
+class PortLoadError(MmportError):
+    """A port file failed to import or lacks the classes verify needs."""
+
+
+class DeviceError(MmportError):
+    """A requested device (e.g. CUDA) is not available."""

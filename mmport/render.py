@@ -1,0 +1,87 @@
+"""Render a PortSpec into port files with the one Jinja environment.
+
+Rendering happens fully in memory and every Python file is compiled before
+anything touches the output directory; files are then written through
+temporary names and renamed, so a failure never leaves half a port behind.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from mmport.errors import OutputExistsError, RenderError
+from mmport.spec import PortSpec
+
+__all__ = ["RenderedFile", "render_port", "write_files"]
+
+# template → output name, with {model} standing for the model_type.
+OUTPUTS = {
+    "processing.py.jinja": "{model}_processing.py",
+    "model.py.jinja": "{model}.py",
+    "test_port.py.jinja": "test_{model}_port.py",
+}
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """One rendered output file, not yet written."""
+
+    name: str
+    text: str
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("mmport", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render_port(spec: PortSpec) -> list[RenderedFile]:
+    """Render every output for ``spec``; each Python file must compile."""
+    files = []
+    for template, pattern in OUTPUTS.items():
+        name = pattern.format(model=spec.model_type)
+        try:
+            text = _environment().get_template(template).render(spec=spec)
+        except jinja2.TemplateError as exc:
+            raise RenderError(f"template {template} failed for {spec.model_type}: {exc}") from None
+        try:
+            compile(text, name, "exec")
+        except SyntaxError as exc:
+            raise RenderError(f"rendered {name} does not compile (line {exc.lineno}): {exc.msg}") from None
+        files.append(RenderedFile(name, text))
+    return files
+
+
+def write_files(files: list[RenderedFile], directory: Path, *, force: bool = False) -> list[Path]:
+    """Write ``files`` into ``directory``; refuse to overwrite unless ``force``."""
+    if directory.exists() and not directory.is_dir():
+        raise OutputExistsError(f"'{directory}' exists and is not a directory; choose another -o")
+    existing = [directory / f.name for f in files if (directory / f.name).exists()]
+    if existing and not force:
+        names = ", ".join(str(p) for p in existing)
+        raise OutputExistsError(f"{names} already exist; pass --force to overwrite them")
+    directory.mkdir(parents=True, exist_ok=True)
+    staged = []
+    try:
+        for f in files:
+            tmp = directory / f".{f.name}.mmport-tmp"
+            tmp.write_text(f.text)
+            staged.append((tmp, directory / f.name))
+        for tmp, final in staged:
+            os.replace(tmp, final)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+    return [final for _, final in staged]

@@ -1,0 +1,81 @@
+"""Resolve a model reference (directory, hub id or model_type) to a Snapshot."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from mmport import __version__
+from mmport.errors import BadReferenceError
+from mmport.sources.snapshot import Snapshot
+
+__all__ = ["Snapshot", "cache_root", "resolve"]
+
+
+def cache_root() -> Path:
+    """Where synthetic snapshots are kept (``$MMPORT_CACHE`` or ~/.cache/mmport)."""
+    return Path(os.environ.get("MMPORT_CACHE") or Path.home() / ".cache" / "mmport")
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.startswith((".", "/", "~")) or ref.endswith("/") or os.sep in ref and Path(ref).parent.exists()
+
+
+def _local(ref: str) -> Snapshot:
+    path = Path(ref).expanduser()
+    if not path.is_dir():
+        raise BadReferenceError(f"'{ref}' is not a directory; pass a model snapshot directory, a hub id or a model_type")
+    if not (path / "config.json").is_file():
+        raise BadReferenceError(
+            f"'{ref}' has no config.json; point at the directory that holds the model's config and processor files"
+        )
+    model_type = json.loads((path / "config.json").read_text()).get("model_type")
+    if not model_type:
+        raise BadReferenceError(f"'{path / 'config.json'}' names no model_type; is it a transformers config?")
+    return Snapshot(ref=ref, path=path.resolve(), origin="local", model_type=model_type)
+
+
+def _synthetic(model_type: str) -> Snapshot:
+    """Build (once) and return the synthetic snapshot of ``model_type``."""
+    import transformers
+
+    from mmport.sources.synthetic import build_synthetic
+
+    target = cache_root() / "synthetic" / f"mmport-{__version__}-transformers-{transformers.__version__}" / model_type
+    if not (target / "config.json").is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Build beside the target and rename, so a crash never leaves half a snapshot.
+        staging = Path(tempfile.mkdtemp(prefix=f".{model_type}-", dir=target.parent))
+        try:
+            build_synthetic(model_type, staging)
+            shutil.rmtree(target, ignore_errors=True)
+            staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return Snapshot(ref=model_type, path=target, origin="synthetic", model_type=model_type)
+
+
+def resolve(ref: str) -> Snapshot:
+    """Resolve ``ref``: an existing directory, a hub id ``org/name``, or a model_type.
+
+    Raises :class:`BadReferenceError` with a one-line message saying what to do
+    when the reference cannot be resolved.
+    """
+    if Path(ref).expanduser().exists() or _looks_like_path(ref):
+        return _local(ref)
+    if "/" in ref:
+        from mmport.sources.hub import download
+
+        return _local_from_hub(ref, download(ref))
+    from mmport.sources.synthetic import processor_class_for
+
+    processor_class_for(ref)  # unknown model_types fail here, before any work
+    return _synthetic(ref)
+
+
+def _local_from_hub(ref: str, path: Path) -> Snapshot:
+    snapshot = _local(str(path))
+    return Snapshot(ref=ref, path=snapshot.path, origin="hub", model_type=snapshot.model_type)

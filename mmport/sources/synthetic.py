@@ -1,0 +1,129 @@
+"""Synthetic snapshots: a model_type built offline from transformers' defaults.
+
+``build_synthetic("llava", directory)`` writes what a hub checkpoint would hold
+for processing — ``config.json``, the processor and image-processor configs and
+a tokenizer — using only the installed transformers' default config, default
+image processor and a generated tokenizer (see :mod:`mmport.sources.tokens`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mmport.errors import BadReferenceError
+from mmport.sources.defaults import image_processor_reads, lookup_config, none_default_params
+from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, write_tokenizer
+
+__all__ = ["build_synthetic", "processor_class_for", "multimodal_model_types"]
+
+_SPECIAL_SHAPE = re.compile(r"^(<[^<>\s]{1,48}>|<\|[^|\s]{1,48}\|>|\[[A-Z_]{2,32}\])$")
+_ID_SUFFIXES = ("_token_id", "_token_index")
+
+
+def multimodal_model_types() -> list[str]:
+    """model_types of the installed transformers that have a processor class."""
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    return sorted(PROCESSOR_MAPPING_NAMES)
+
+
+def processor_class_for(model_type: str) -> type:
+    """The HF processor class for ``model_type``, or a BadReferenceError."""
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
+
+    name = PROCESSOR_MAPPING_NAMES.get(model_type)
+    if name is None:
+        raise BadReferenceError(
+            f"unknown model_type '{model_type}': transformers has no processor for it; "
+            "pass a snapshot directory, a hub id (org/name) or one of `mmport list-types`"
+        )
+    return processor_class_from_name(name)
+
+
+def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
+    """Named and anonymous special-token strings the processor's code uses."""
+    named: dict[str, str] = {}
+    for param in inspect.signature(processor_cls.__init__).parameters.values():
+        if param.name.endswith("_token") and isinstance(param.default, str):
+            named[param.name] = param.default
+    anonymous: list[str] = []
+    module = inspect.getmodule(processor_cls)
+    for attr, value in vars(module).items():
+        if isinstance(value, str) and _SPECIAL_SHAPE.match(value):
+            if attr.isupper() and attr.endswith("_TOKEN"):
+                named.setdefault(attr.lower(), value)
+            else:
+                anonymous.append(value)
+    return named, [t for t in anonymous if t not in named.values()]
+
+
+def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, int]:
+    """Pin each named token to the id the config gives ``<name>_id``/``_index``."""
+    fixed: dict[str, int] = {}
+    layers = [config, *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v]]
+    for layer in layers:
+        for key, value in layer.items():
+            suffix = next((s for s in _ID_SUFFIXES if key.endswith(s)), None)
+            if suffix is None or not isinstance(value, int) or isinstance(value, bool):
+                continue
+            text = texts.get(key[: -len(suffix)] + "_token")
+            if text and text not in fixed and value not in fixed.values():
+                fixed[text] = value
+    return fixed
+
+
+def _image_processor(model_type: str) -> Any:
+    """The default image processor, torchvision-backed when that is installed."""
+    from transformers.models.auto.image_processing_auto import (
+        IMAGE_PROCESSOR_MAPPING_NAMES,
+        get_image_processor_class_from_name,
+    )
+
+    names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
+    has_torchvision = importlib.util.find_spec("torchvision") is not None
+    order = ("torchvision", "pil") if has_torchvision else ("pil",)
+    for backend in order:
+        if names.get(backend):
+            return get_image_processor_class_from_name(names[backend])()
+    raise BadReferenceError(
+        f"model_type '{model_type}' has no image processor usable here"
+        + ("" if has_torchvision else "; install torchvision (see README)")
+    )
+
+
+def _processor_kwargs(processor_cls: type, config: Mapping[str, Any], image_processor: Any) -> dict[str, Any]:
+    """Settings a checkpoint would carry, derived from the config (see defaults)."""
+    kwargs = {}
+    for name in none_default_params(processor_cls):
+        value = lookup_config(config, name)
+        if value is not None:
+            kwargs[name] = value
+    for name in image_processor_reads(processor_cls):
+        if getattr(image_processor, name, None) is None:
+            value = lookup_config(config, name)
+            if value is not None:
+                setattr(image_processor, name, value)
+    return kwargs
+
+
+def build_synthetic(model_type: str, directory: Path) -> None:
+    """Write a synthetic snapshot of ``model_type`` into ``directory``."""
+    from transformers import CONFIG_MAPPING, AutoTokenizer
+
+    processor_cls = processor_class_for(model_type)
+    config = CONFIG_MAPPING[model_type]()
+    config_dict = config.to_dict()
+    named, anonymous = _special_tokens(processor_cls)
+    texts = {**BASE_SPECIALS, **named}
+    write_tokenizer(TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts)), directory)
+    config.save_pretrained(directory)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    image_processor = _image_processor(model_type)
+    kwargs = _processor_kwargs(processor_cls, config_dict, image_processor)
+    processor = processor_cls(image_processor=image_processor, tokenizer=tokenizer, **kwargs)
+    processor.save_pretrained(directory)

@@ -1,0 +1,147 @@
+"""PortSpec: the single data model between analysis and rendering.
+
+Frozen dataclasses, JSON-serialisable with :func:`to_json`. Every derived fact
+carries a :class:`Source`: the HF file (relative to the transformers package)
+and line it was read from, so a porter can check the rule against its origin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CountRule",
+    "FieldSpec",
+    "GeometryRule",
+    "ModalitySpec",
+    "PortSpec",
+    "PromptUpdateSpec",
+    "Source",
+    "to_json",
+]
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a fact came from: ``models/llava/processing_llava.py:64``."""
+
+    file: str
+    line: int
+    code: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class GeometryRule:
+    """How the HF image processor sizes an item before counting.
+
+    ``kind`` is ``"fixed"`` when every item is resized to one size read from
+    the image processor at run time (``size_expr``), ``"none"`` when the count
+    does not depend on the item at all.
+    """
+
+    kind: str
+    size_expr: str = ""
+    source: Source | None = None
+
+
+@dataclass(frozen=True)
+class CountRule:
+    """The number of tokens one item expands to.
+
+    ``statements`` are Python lines, transplanted from the HF processor with
+    ``self`` renamed to ``processor``, that leave the count in ``result``;
+    they may read ``height`` and ``width`` (the processed item size).
+    ``strategy`` is ``"derived"`` (static) or ``"delegated"`` (HF at run time).
+    """
+
+    statements: tuple[str, ...]
+    result: str
+    uses_geometry: bool
+    strategy: str
+    source: Source
+
+
+@dataclass(frozen=True)
+class PromptUpdateSpec:
+    """How the item's tokens enter the prompt.
+
+    ``mode`` is ``"replace"`` (the placeholder token becomes the expansion) or
+    ``"insert"`` (tokens go in at ``target`` without any placeholder text).
+    ``trailing_tokens`` are tokenizer attributes (``bos_token``) appended after
+    the last item's tokens; they get no embedding. ``prompt_suffix`` is text the
+    HF processor appends to every prompt; ``add_special_tokens`` is False when
+    the HF processor switches its tokenizer's BOS off.
+    """
+
+    mode: str
+    target: str
+    source: Source
+    trailing_tokens: tuple[str, ...] = ()
+    prompt_suffix: str = ""
+    add_special_tokens: bool = True
+    suffix_source: Source | None = None
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One HF output key and how it splits into items (vLLM field config)."""
+
+    key: str
+    layout: str
+    source: Source
+    size_key: str = ""
+
+
+@dataclass(frozen=True)
+class ModalitySpec:
+    """Everything a port needs for one modality (``image``)."""
+
+    modality: str
+    placeholder: str
+    placeholder_source: Source
+    token_attr: str
+    token_id: int
+    token_source: Source
+    count: CountRule
+    geometry: GeometryRule
+    update: PromptUpdateSpec
+    fields: tuple[FieldSpec, ...]
+    limit: int | None
+    worst_case_size: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    """What ``mmport inspect`` reports and ``mmport scaffold`` renders."""
+
+    model_type: str
+    ref: str
+    class_prefix: str
+    architecture: str
+    processor_class: str
+    config_class: str
+    transformers_version: str
+    mmport_version: str
+    modalities: tuple[ModalitySpec, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Source):
+        return str(value)
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def to_json(spec: PortSpec) -> str:
+    """The spec as indented JSON; sources appear as ``file:line`` strings."""
+    return json.dumps(_plain(spec), indent=2)
