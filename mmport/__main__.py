@@ -1,0 +1,5 @@
+"""``python -m mmport``."""
+
+from mmport.cli import main
+
+main()

@@ -1,0 +1,126 @@
+"""The ``mmport`` command line: thin typer commands over the library.
+
+Heavy imports (torch, transformers) happen inside commands, so ``mmport
+--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mmport import __version__
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="mmport",
+    help="Port Hugging Face multimodal models to vLLM and prove the port right.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+RefArg = Annotated[str, typer.Argument(help="A snapshot directory, a hub id (org/name) or a transformers model_type.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mmport {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+) -> None:
+    """Port Hugging Face multimodal models to vLLM and prove the port right."""
+
+
+def _run(action):
+    """Run ``action``; a user mistake becomes one red line and exit code 2."""
+    from mmport.errors import MmportError
+
+    try:
+        return action()
+    except MmportError as exc:
+        from mmport.console import error
+
+        error(str(exc))
+        raise typer.Exit(exc.exit_code) from None
+
+
+def _analyze(ref: str):
+    from mmport.analyzers import analyze
+    from mmport.sources import resolve
+
+    return analyze(resolve(ref))
+
+
+@app.command()
+def inspect(
+    ref: RefArg,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the PortSpec as JSON.")] = False,
+) -> None:
+    """Report what a port needs, each fact with the HF source line it came from."""
+    spec = _run(lambda: _analyze(ref))
+    from mmport.console import console, spec_table
+    from mmport.spec import to_json
+
+    if json_out:
+        typer.echo(to_json(spec))
+    else:
+        console.print(spec_table(spec))
+
+
+@app.command()
+def scaffold(
+    ref: RefArg,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write the port into.")],
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+) -> None:
+    """Render a complete vLLM port (processing, model, parity test) into DIR."""
+    from mmport.render import render_port, write_files
+
+    def action():
+        return write_files(render_port(_analyze(ref)), output, force=force)
+
+    written = _run(action)
+    from mmport.console import console
+
+    for path in written:
+        console.print(f"wrote {path}")
+
+
+@app.command()
+def verify(
+    ref: RefArg,
+    port: Annotated[Path, typer.Option("--port", help="The port's processing module (a .py file).")],
+    probes: Annotated[int, typer.Option("--probes", min=1, help="Number of seeded probe cases.")] = 8,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for the probes.")] = 0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write a JSON report to this file.")] = None,
+    junit_path: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report to this file.")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="auto (real vLLM when importable), vllm or bundled.")] = "auto",
+) -> None:
+    """Check a port against the HF processor. Exit 0 pass, 1 a check failed, 2 bad input."""
+    from mmport.console import console, report_table
+    from mmport.errors import PortLoadError
+    from mmport.verify import verify_port
+
+    if not port.is_file():
+        _run(lambda: (_ for _ in ()).throw(PortLoadError(f"port file '{port}' does not exist; pass the generated <model>_processing.py")))
+    with console.status("verifying…") as status:
+        report = _run(lambda: verify_port(ref, port, probes=probes, seed=seed, backend=backend, progress=status.update))
+    console.print(report_table(report))
+    for path, text in ((json_path, report.to_json()), (junit_path, report.to_junit())):
+        if path is not None:
+            path.write_text(text)
+    console.print(f"{'PASS' if report.passed else 'FAIL'} in {report.seconds:.1f}s")
+    raise typer.Exit(0 if report.passed else 1)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,51 @@
+"""``mmport verify``: run any port against the HF reference (DESIGN §4).
+
+verify never reads a PortSpec: the port is a black box loaded from a file and
+run through vLLM (or the bundled runtime); HF's processor is the reference.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mmport.verify.report import CHECKS, CheckResult, Failure, Report
+
+__all__ = ["Report", "verify_port"]
+
+
+def verify_port(
+    ref: str,
+    port_path: Path,
+    *,
+    probes: int = 8,
+    seed: int = 0,
+    backend: str = "auto",
+    progress: Callable[[str], None] | None = None,
+) -> Report:
+    """Verify the port in ``port_path`` against the HF processor of ``ref``."""
+    from mmport.runtime.backends import select_backend
+    from mmport.sources import resolve
+    from mmport.verify.probes import make_probes
+    from mmport.verify.reference import HFReference
+    from mmport.verify.session import Session
+
+    started = time.perf_counter()
+    snapshot = resolve(ref)
+    chosen = select_backend(backend)
+    port = chosen.load_port(Path(port_path))
+    session = Session(HFReference(snapshot), chosen.build(port, snapshot.path))
+    checks = {name: CheckResult(name) for name in CHECKS}
+    for probe in make_probes(probes, seed):
+        if progress:
+            progress(f"{probe.name}: {len(probe.sizes)} item(s)")
+        session.run_probe(probe, checks)
+    if progress:
+        progress("dummy inputs and limits")
+    session.check_dummy(checks["dummy"])
+    session.check_limits(checks["limits"])
+    return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started)
+
+
+__all__ += ["CheckResult", "Failure"]

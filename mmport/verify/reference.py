@@ -1,0 +1,66 @@
+"""The HF side of verify: the real processor, called the way a user would."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mmport.sources import Snapshot
+from mmport.sources._quiet import quiet_transformers
+
+__all__ = ["HFOutput", "HFReference"]
+
+
+@dataclass
+class HFOutput:
+    """What the HF processor returned for one prompt and its items."""
+
+    input_ids: list[int]
+    mm: dict[str, torch.Tensor]
+
+
+class HFReference:
+    """Calls the snapshot's HF processor; learns its placeholder convention."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.processor = snapshot.load_processor()
+        self.token = self.processor.image_token
+        self.token_id = self.processor.image_token_id
+        self.text_keys = set(self.processor.tokenizer.model_input_names) | {"labels", "token_type_ids"}
+        self._counts: dict[tuple[int, int], int] = {}
+        self.placeholder = None if self._inserts_items() else self.token
+
+    def _inserts_items(self) -> bool:
+        """True when HF accepts an image with no placeholder in the text.
+
+        Such processors insert the image tokens themselves (PaliGemma); for
+        them probes carry no placeholder text.
+        """
+        from mmport.verify.probes import make_image
+
+        try:
+            self.run("probe", [make_image(8, 8, 0)])
+        except (ValueError, TypeError, IndexError):
+            return False
+        return True
+
+    def run(self, prompt: str, images: list) -> HFOutput:
+        """Process one prompt with ``images``; raises what HF raises."""
+        with quiet_transformers():
+            out = self.processor(text=[prompt], images=images or None, return_tensors="pt")
+        mm = {k: v for k, v in out.items() if k not in self.text_keys and isinstance(v, torch.Tensor)}
+        return HFOutput(out["input_ids"][0].tolist(), mm)
+
+    def single(self, image: Any) -> HFOutput:
+        """HF on one item alone (the minimal prompt that carries it)."""
+        return self.run(self.placeholder or "", [image])
+
+    def item_count(self, image: Any) -> int:
+        """Embedding positions HF gives this item: its image tokens, alone."""
+        # Counts depend on an item's size, never on its pixels: cache per size.
+        if image.size not in self._counts:
+            self._counts[image.size] = self.single(image).input_ids.count(self.token_id)
+        return self._counts[image.size]
+

@@ -1,0 +1,109 @@
+"""One verify run: the HF reference and the port runner, probe by probe."""
+
+from __future__ import annotations
+
+from mmport.verify.checks import check_cache, check_fields, check_placeholders, check_tokens
+from mmport.verify.probes import Probe, make_image
+from mmport.verify.reference import HFReference
+from mmport.verify.report import CheckResult, Failure
+
+__all__ = ["Session"]
+
+# Items asked of the port's dummy builder, and the item count probed for
+# "unlimited" when a port declares no limit.
+DUMMY_ITEMS = 2
+UNLIMITED_PROBE = 3
+DUMMY_SEQ_LEN = 1 << 16
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+class Session:
+    """Runs probes through both sides and feeds the checks."""
+
+    def __init__(self, hf: HFReference, runner) -> None:
+        self.hf = hf
+        self.runner = runner
+        self.max_count = 0
+
+    def _port(self, prompt: str, images: list):
+        return self.runner.process(prompt, {"image": images} if images else {})
+
+    def run_probe(self, probe: Probe, checks: dict[str, CheckResult]) -> None:
+        """Run one probe through HF and the port and apply the per-probe checks."""
+        prompt, images = probe.prompt(self.hf.placeholder), probe.images()
+        try:
+            expected = self.hf.run(prompt, images)
+        except Exception:  # HF rejects this input: nothing to compare against
+            return
+        try:
+            actual = self._port(prompt, images)
+        except Exception as exc:
+            checks["tokens"].runs += 1
+            checks["tokens"].failures.append(Failure(probe.name, f"the port raised {_one_line(exc)}"))
+            return
+        check_tokens(checks["tokens"], probe.name, expected.input_ids, actual.prompt_token_ids)
+        if not images:
+            return
+        counts = [self.hf.item_count(image) for image in images]
+        self.max_count = max(self.max_count, *counts)
+        placeholders = actual.placeholders.get("image", [])
+        check_placeholders(checks["placeholders"], probe.name, expected.input_ids, self.hf.token_id, counts, placeholders)
+        singles = [self.hf.single(image).mm for image in images]
+        check_fields(checks["fields"], probe.name, expected.mm, singles, actual.items.get("image", []))
+        if len(images) > 1:
+            alone = [self._port(self.hf.placeholder or "", [image]) for image in images]
+            check_cache(checks["cache"], probe.name, actual, alone)
+
+    def check_dummy(self, result: CheckResult) -> None:
+        """The port's dummy inputs reach the largest count HF produced."""
+        limit = self.runner.supported_mm_limits().get("image")
+        wanted = min(DUMMY_ITEMS, limit) if limit is not None else DUMMY_ITEMS
+        result.runs += 1
+        try:
+            text, data = self.runner.dummy(DUMMY_SEQ_LEN, {"image": wanted})
+            output = self.runner.dummy_output(DUMMY_SEQ_LEN, {"image": wanted})
+        except Exception as exc:
+            result.failures.append(Failure("dummy", f"the port's dummy inputs fail: {_one_line(exc)}"))
+            return
+        images = data.get("image", [])
+        if len(images) != wanted:
+            result.failures.append(Failure("dummy", "dummy image count for mm_counts", None, str(wanted), str(len(images))))
+            return
+        embeds = [ph.num_embeds for ph in output.placeholders.get("image", [])]
+        if min(embeds, default=0) < self.max_count:
+            message = "dummy item placeholders are below the largest count seen over the probes (worst case)"
+            result.failures.append(Failure("dummy", message, None, str(self.max_count), str(min(embeds, default=0))))
+            return
+        self._check_dummy_against_hf(result, text, images, embeds)
+
+    def _check_dummy_against_hf(self, result: CheckResult, text: str, images: list, embeds: list[int]) -> None:
+        try:
+            hf_ids = self.hf.run(text, images).input_ids
+        except Exception as exc:
+            result.failures.append(Failure("dummy", f"HF rejects the port's dummy text and images: {_one_line(exc)}"))
+            return
+        if hf_ids.count(self.hf.token_id) != sum(embeds):
+            message = "embedding positions for the dummy inputs"
+            result.failures.append(Failure("dummy", message, None, str(hf_ids.count(self.hf.token_id)), str(sum(embeds))))
+
+    def check_limits(self, result: CheckResult) -> None:
+        """HF accepts as many items as the port's declared limit allows."""
+        limit = self.runner.supported_mm_limits().get("image")
+        count = limit if limit is not None else UNLIMITED_PROBE
+        result.runs += 1
+        images = [make_image(32, 32, i) for i in range(count)]
+        prompt = (self.hf.placeholder or "") * count + " limits"
+        try:
+            self.hf.run(prompt, images)
+        except Exception as exc:
+            message = f"the port allows {'any number of' if limit is None else limit} images but HF rejects {count}: {_one_line(exc)}"
+            result.failures.append(Failure("limits", message))
+            return
+        try:
+            self._port(prompt, images)
+        except Exception as exc:
+            result.failures.append(Failure("limits", f"the port rejects {count} images within its own limit: {_one_line(exc)}"))
