@@ -70,11 +70,16 @@ def _assigned(stmt: cst.CSTNode) -> set[str]:
 
 
 def _repeated_token(expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
-    """Split ``self.<attr> * count`` (either order) into ``(attr, count)``."""
+    """Split ``self.<name>_token * count`` (either order) into ``(attr, count)``."""
     if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)):
         return None
     for token, count in ((expr.left, expr.right), (expr.right, expr.left)):
-        if isinstance(token, cst.Attribute) and isinstance(token.value, cst.Name) and token.value.value == "self":
+        if (
+            isinstance(token, cst.Attribute)
+            and isinstance(token.value, cst.Name)
+            and token.value.value == "self"
+            and token.attr.value.endswith("_token")
+        ):
             return token.attr.value, count
     return None
 

@@ -1,0 +1,106 @@
+"""Analyzer examples: dedented HF-style source → the fact derived from it."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+
+import pytest
+
+from mmport.analyzers.count import analyze_replacement
+from mmport.analyzers.layout import analyze_layout
+from mmport.errors import AnalysisError
+from mmport.spec import Source
+
+
+def _load(tmp_path, source: str, name: str = "Proc") -> type:
+    path = tmp_path / f"processing_example_{abs(hash(source))}.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # inspect finds sources through sys.modules
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+VALID_GRID = """
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx):
+            pixel_values = image_inputs["pixel_values"][image_idx]
+            height, width = pixel_values.shape[-2:]
+            n = (height // self.patch_size) * (width // self.patch_size)
+            return self.image_token * n
+"""
+
+VALID_FIXED = """
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx):
+            return self.image_seq_length * self.image_token
+"""
+
+INVALID_READS_MORE = """
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx):
+            rows = image_inputs["rows"][image_idx]
+            return self.image_token * rows
+"""
+
+
+def test_grid_count_keeps_statements_and_uses_geometry(tmp_path) -> None:
+    facts = analyze_replacement(_load(tmp_path, VALID_GRID))
+    assert facts.token_attr == "image_token"
+    assert facts.count.statements == ("n = (height // processor.patch_size) * (width // processor.patch_size)",)
+    assert facts.count.result == "n"
+    assert facts.count.uses_geometry
+    assert facts.count.source.line == 3
+
+
+def test_fixed_count_either_operand_order(tmp_path) -> None:
+    facts = analyze_replacement(_load(tmp_path, VALID_FIXED))
+    assert facts.count.result == "processor.image_seq_length"
+    assert not facts.count.uses_geometry
+
+
+def test_count_reading_more_than_geometry_is_refused(tmp_path) -> None:
+    with pytest.raises(AnalysisError):
+        analyze_replacement(_load(tmp_path, INVALID_READS_MORE))
+
+
+INSERTING = '''
+    IMAGE_TOKEN = "<image>"
+    class Proc:
+        def __init__(self, tokenizer):
+            tokenizer.add_bos_token = False
+        def prepare_inputs_layout(self, images=None, text=None):
+            return [f"{IMAGE_TOKEN * len(images)}{self.tokenizer.bos_token}{prompt}\\n" for prompt in text]
+'''
+
+
+def test_layout_fstring_means_insertion(tmp_path, monkeypatch) -> None:
+    cls = _load(tmp_path, INSERTING)
+    # Only transformers' own model files are read for layouts; pretend this is one.
+    monkeypatch.setattr("mmport.analyzers.layout.find_method", _as_model_file("mmport.analyzers.layout.find_method"))
+    update = analyze_layout(cls, Source("x", 1))
+    assert (update.mode, update.target) == ("insert", "start")
+    assert update.trailing_tokens == ("bos_token",)
+    assert update.prompt_suffix == "\n"
+    assert update.add_special_tokens is False
+
+
+def test_plain_processor_replaces_placeholder(tmp_path) -> None:
+    update = analyze_layout(_load(tmp_path, VALID_FIXED), Source("x", 1))
+    assert (update.mode, update.target) == ("replace", "placeholder")
+
+
+def _as_model_file(qualname: str):
+    from mmport.analyzers.sourcefile import ParsedSource, find_method
+
+    def wrapped(cls, name):
+        found = find_method(cls, name)
+        if found is None:
+            return None
+        parsed, func = found
+        return ParsedSource("models/example/" + parsed.relpath.rsplit("/", 1)[-1], parsed.module, parsed.positions), func
+
+    return wrapped

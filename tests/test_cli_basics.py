@@ -1,0 +1,82 @@
+"""CLI behaviour a user meets first: help, version, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import run_cli
+
+
+def test_help_imports_neither_torch_nor_transformers() -> None:
+    code = (
+        "import sys\n"
+        "from mmport.cli import app\n"
+        "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "inspect" in out and "scaffold" in out and "verify" in out
+    assert "HEAVY []" in out
+
+
+def _assert_user_error(result: subprocess.CompletedProcess, fragment: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert fragment in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2
+
+
+def test_unknown_model_type(tmp_path) -> None:
+    _assert_user_error(run_cli("inspect", "not_a_model_type"), "unknown model_type")
+
+
+def test_missing_directory(tmp_path) -> None:
+    _assert_user_error(run_cli("inspect", str(tmp_path / "nope") + "/"), "not a directory")
+
+
+def test_directory_without_config(tmp_path) -> None:
+    _assert_user_error(run_cli("inspect", str(tmp_path)), "no config.json")
+
+
+def test_hub_id_offline_and_not_cached(tmp_path) -> None:
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    _assert_user_error(run_cli("inspect", "someorg/some-model", env=env), "not in the local cache")
+
+
+def test_scaffold_without_force_writes_nothing(tmp_path) -> None:
+    out = tmp_path / "port"
+    assert run_cli("scaffold", "llava", "-o", str(out)).returncode == 0
+    before = {p.name: p.read_text() for p in out.iterdir()}
+    (out / "llava_processing.py").write_text("# edited by hand\n")
+    result = run_cli("scaffold", "llava", "-o", str(out))
+    _assert_user_error(result, "--force")
+    assert (out / "llava_processing.py").read_text() == "# edited by hand\n"
+    assert sorted(before) == sorted(p.name for p in out.iterdir())
+
+
+def test_inspect_json_is_a_port_spec() -> None:
+    result = run_cli("inspect", "llava", "--json")
+    assert result.returncode == 0, result.stderr
+    spec = json.loads(result.stdout)
+    image = spec["modalities"][0]
+    assert image["count"]["source"].startswith("models/llava/processing_llava.py:")
+    assert image["update"]["mode"] == "replace"
+
+
+def test_verify_port_file_missing(tmp_path) -> None:
+    _assert_user_error(run_cli("verify", "llava", "--port", str(tmp_path / "x.py")), "does not exist")
+
+
+def test_verify_port_that_fails_to_import(tmp_path) -> None:
+    bad = tmp_path / "bad_port.py"
+    bad.write_text("import definitely_not_a_module\n")
+    _assert_user_error(run_cli("verify", "llava", "--port", str(bad)), "bad_port.py")
+
+
+def test_verify_port_without_classes(tmp_path) -> None:
+    empty = tmp_path / "empty_port.py"
+    empty.write_text("X = 1\n")
+    _assert_user_error(run_cli("verify", "llava", "--port", str(empty)), "BaseProcessingInfo")
