@@ -1,0 +1,51 @@
+"""Local snapshots with real-world geometry, built from synthetic ones in code."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from mmport.sources import resolve
+
+
+def _edit(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def llava15_snapshot(directory: Path) -> Path:
+    """LLaVA-1.5 style: CLIP at 336 px / patch 14, CLS counted, `default` strategy."""
+    shutil.copytree(resolve("llava").path, directory)
+
+    def processor(data):
+        data["num_additional_image_tokens"] = 1
+        data["vision_feature_select_strategy"] = "default"
+        data["patch_size"] = 14
+        data["image_processor"]["crop_size"] = {"height": 336, "width": 336}
+        data["image_processor"]["size"] = {"shortest_edge": 336}
+
+    def config(data):
+        data["vision_config"].update(image_size=336, patch_size=14)
+
+    _edit(directory / "processor_config.json", processor)
+    _edit(directory / "config.json", config)
+    return directory
+
+
+def paligemma448_snapshot(directory: Path) -> Path:
+    """PaliGemma at 448 px with 1024 image tokens."""
+    shutil.copytree(resolve("paligemma").path, directory)
+
+    def processor(data):
+        data["image_processor"]["size"] = {"height": 448, "width": 448}
+        data["image_processor"]["image_seq_length"] = 1024
+
+    def config(data):
+        data["vision_config"].update(image_size=448)
+        data["text_config"]["num_image_tokens"] = 1024
+
+    _edit(directory / "processor_config.json", processor)
+    _edit(directory / "config.json", config)
+    return directory
