@@ -34,7 +34,7 @@ def spec_table(spec) -> Table:
             ("prompt update", f"{update.mode} at {update.target}", str(update.source)),
             ("non-embedding tokens", ", ".join(update.trailing_tokens) or "none", str(update.source) if update.trailing_tokens else ""),
             ("prompt suffix", repr(update.prompt_suffix) if update.prompt_suffix else "none", str(update.suffix_source or "")),
-            ("special tokens in prompt", "yes" if update.add_special_tokens else "no (HF adds BOS itself)", ""),
+            ("special tokens in prompt", "yes" if update.add_special_tokens else "no (HF places BOS itself)", str(update.special_tokens_source or "")),
             *[(f"field {f.key}", f.layout, str(f.source)) for f in m.fields],
             ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
             ("worst-case size (h, w)", str(m.worst_case_size), ""),

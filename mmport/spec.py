@@ -86,6 +86,7 @@ class PromptUpdateSpec:
     prompt_suffix: str = ""
     add_special_tokens: bool = True
     suffix_source: Source | None = None
+    special_tokens_source: Source | None = None
 
 
 @dataclass(frozen=True)

@@ -77,11 +77,8 @@ INSERTING = '''
 '''
 
 
-def test_layout_fstring_means_insertion(tmp_path, monkeypatch) -> None:
-    cls = _load(tmp_path, INSERTING)
-    # Only transformers' own model files are read for layouts; pretend this is one.
-    monkeypatch.setattr("mmport.analyzers.layout.find_method", _as_model_file("mmport.analyzers.layout.find_method"))
-    update = analyze_layout(cls, Source("x", 1))
+def test_layout_fstring_means_insertion(tmp_path) -> None:
+    update = analyze_layout(_load(tmp_path, INSERTING), Source("x", 1))
     assert (update.mode, update.target) == ("insert", "start")
     assert update.trailing_tokens == ("bos_token",)
     assert update.prompt_suffix == "\n"
@@ -92,15 +89,3 @@ def test_plain_processor_replaces_placeholder(tmp_path) -> None:
     update = analyze_layout(_load(tmp_path, VALID_FIXED), Source("x", 1))
     assert (update.mode, update.target) == ("replace", "placeholder")
 
-
-def _as_model_file(qualname: str):
-    from mmport.analyzers.sourcefile import ParsedSource, find_method
-
-    def wrapped(cls, name):
-        found = find_method(cls, name)
-        if found is None:
-            return None
-        parsed, func = found
-        return ParsedSource("models/example/" + parsed.relpath.rsplit("/", 1)[-1], parsed.module, parsed.positions), func
-
-    return wrapped

@@ -34,7 +34,7 @@ class _SelfAssignments(cst.CSTVisitor):
 
 def _attribute_source(processor_cls: type, attr: str) -> Source:
     """Where the processor's constructor sets ``self.<attr>``."""
-    found = find_method(processor_cls, "__init__")
+    found = find_method(processor_cls, "__init__", models_only=True)
     if found is not None:
         visitor = _SelfAssignments()
         found[1].visit(visitor)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from mmport.analyzers.sourcefile import ParsedSource, find_method
+from mmport.analyzers.sourcefile import ParsedClass, find_method
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule
 
@@ -84,7 +84,7 @@ def _repeated_token(expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] 
     return None
 
 
-def _port_code(parsed: ParsedSource, node: cst.CSTNode) -> str:
+def _port_code(parsed: ParsedClass, node: cst.CSTNode) -> str:
     return parsed.module.code_for_node(node.visit(_SelfToProcessor())).strip()
 
 

@@ -10,28 +10,22 @@ whatever the snapshot's image processor config says.
 
 from __future__ import annotations
 
-import inspect
-
 import libcst as cst
 
-from mmport.analyzers.sourcefile import ParsedSource, parse_file
+from mmport.analyzers.sourcefile import ParsedClass, parse_class, transformers_classes
 from mmport.spec import FieldSpec, GeometryRule, Source
 
 __all__ = ["analyze_geometry", "analyze_output_fields"]
 
 
-def _class_assignments(cls: type) -> dict[str, tuple[ParsedSource, cst.Assign]]:
+def _class_assignments(cls: type) -> dict[str, tuple[ParsedClass, cst.Assign]]:
     """Class-level ``name = value`` lines along the MRO (nearest class wins)."""
-    found: dict[str, tuple[ParsedSource, cst.Assign]] = {}
-    for klass in cls.__mro__:
-        filename = inspect.getsourcefile(klass) if klass.__module__.startswith("transformers") else None
-        if filename is None:
+    found: dict[str, tuple[ParsedClass, cst.Assign]] = {}
+    for klass in transformers_classes(cls):
+        parsed = parse_class(klass)
+        if parsed is None:
             continue
-        parsed = parse_file(filename)
-        classdef = parsed.find_class(klass.__name__)
-        if classdef is None:
-            continue
-        for stmt in classdef.body.body:
+        for stmt in parsed.classdef.body.body:
             for node in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
                 if isinstance(node, (cst.Assign, cst.AnnAssign)):
                     targets = node.targets if isinstance(node, cst.Assign) else [node]
@@ -72,15 +66,11 @@ class _BatchFeatureKeys(cst.CSTVisitor):
 
 def analyze_output_fields(image_processor_cls: type, modality: str = "image") -> tuple[FieldSpec, ...]:
     """Output keys of the image processor; each item is one slice (``batched``)."""
-    for klass in image_processor_cls.__mro__:
-        filename = inspect.getsourcefile(klass) if klass.__module__.startswith("transformers") else None
-        if filename is None:
-            continue
-        parsed = parse_file(filename)
-        classdef = parsed.find_class(klass.__name__)
+    for klass in transformers_classes(image_processor_cls):
+        parsed = parse_class(klass)
         visitor = _BatchFeatureKeys()
-        if classdef is not None:
-            classdef.visit(visitor)
+        if parsed is not None:
+            parsed.classdef.visit(visitor)
         if visitor.keys:
             return tuple(FieldSpec(key, "batched", parsed.source(node)) for key, node in dict(visitor.keys).items())
     return (FieldSpec("pixel_values", "batched", Source("(default)", 0)),)

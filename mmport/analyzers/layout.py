@@ -13,9 +13,11 @@ tokenized without special tokens.
 
 from __future__ import annotations
 
+import dataclasses
+
 import libcst as cst
 
-from mmport.analyzers.sourcefile import ParsedSource, find_method
+from mmport.analyzers.sourcefile import ParsedClass, find_method
 from mmport.spec import PromptUpdateSpec, Source
 
 __all__ = ["analyze_layout"]
@@ -47,7 +49,7 @@ class _LayoutStrings(cst.CSTVisitor):
             self.found.append(node)
 
 
-def _insertion_from(parsed: ParsedSource, fstring: cst.FormattedString) -> PromptUpdateSpec:
+def _insertion_from(parsed: ParsedClass, fstring: cst.FormattedString) -> PromptUpdateSpec:
     trailing: list[str] = []
     suffix = ""
     seen_prompt = False
@@ -85,23 +87,29 @@ class _BosSwitch(cst.CSTVisitor):
                 self.node = node
 
 
-def _bos_disabled(processor_cls: type) -> bool:
-    found = find_method(processor_cls, "__init__")
+def _bos_switch(processor_cls: type) -> Source | None:
+    """Where the constructor turns its tokenizer's BOS off, if it does."""
+    found = find_method(processor_cls, "__init__", models_only=True)
     if found is None:
-        return False
+        return None
     visitor = _BosSwitch()
     found[1].visit(visitor)
-    return visitor.node is not None
+    return found[0].source(visitor.node) if visitor.node is not None else None
 
 
 def analyze_layout(processor_cls: type, placeholder_source: Source) -> PromptUpdateSpec:
     """Replacement of the placeholder, unless the processor inserts items itself."""
-    found = find_method(processor_cls, "prepare_inputs_layout")
-    if found is not None and found[0].relpath.startswith("models/"):
+    # Only a model's own layout can build the prompt; the base class's is generic.
+    found = find_method(processor_cls, "prepare_inputs_layout", models_only=True)
+    if found is not None:
         parsed, func = found
         visitor = _LayoutStrings()
         func.visit(visitor)
         if visitor.found:
-            spec = _insertion_from(parsed, visitor.found[0])
-            return PromptUpdateSpec(**{**spec.__dict__, "add_special_tokens": not _bos_disabled(processor_cls)})
+            switch = _bos_switch(processor_cls)
+            return dataclasses.replace(
+                _insertion_from(parsed, visitor.found[0]),
+                add_special_tokens=switch is None,
+                special_tokens_source=switch,
+            )
     return PromptUpdateSpec(mode="replace", target="placeholder", source=placeholder_source)

@@ -1,8 +1,14 @@
-"""Parse HF source files once, with positions, and find classes across the MRO."""
+"""Parse HF classes once, with positions, and find methods along the MRO.
+
+Only the class's own source is parsed (not its whole module): transformers'
+base modules run to thousands of lines, and positions for a whole module cost
+far more than the analysis itself. Lines are shifted back to file lines.
+"""
 
 from __future__ import annotations
 
 import inspect
+import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -12,33 +18,28 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from mmport.spec import Source
 
-__all__ = ["ParsedSource", "find_method", "parse_file"]
+__all__ = ["ParsedClass", "find_method", "parse_class", "transformers_classes"]
 
 
 @dataclass(frozen=True)
-class ParsedSource:
-    """One parsed module: its tree, positions, and path relative to transformers."""
+class ParsedClass:
+    """One parsed class: its tree, positions, and where it sits in its file."""
 
     relpath: str
+    classdef: cst.ClassDef
     module: cst.Module
     positions: dict
+    first_line: int
 
     def source(self, node: cst.CSTNode) -> Source:
-        """Provenance of ``node``: file, first line and that line's code."""
+        """Provenance of ``node``: file, line and that line's code."""
         line = self.positions[node].start.line
         code = self.module.code.splitlines()[line - 1].strip()
-        return Source(self.relpath, line, code)
+        return Source(self.relpath, line + self.first_line - 1, code)
 
-    def code(self, node: cst.CSTNode) -> str:
-        """The exact source text of ``node``."""
-        return self.module.code_for_node(node)
-
-    def find_class(self, name: str) -> cst.ClassDef | None:
-        """The top-level class called ``name`` in this module, if any."""
-        for stmt in self.module.body:
-            if isinstance(stmt, cst.ClassDef) and stmt.name.value == name:
-                return stmt
-        return None
+    def methods(self) -> dict[str, cst.FunctionDef]:
+        """The methods the class body defines, by name."""
+        return {stmt.name.value: stmt for stmt in self.classdef.body.body if isinstance(stmt, cst.FunctionDef)}
 
 
 def _relative(path: Path) -> str:
@@ -51,32 +52,35 @@ def _relative(path: Path) -> str:
         return str(path)
 
 
-@lru_cache(maxsize=64)
-def parse_file(path: str) -> ParsedSource:
-    """Parse ``path`` with position metadata (cached per path)."""
-    wrapper = MetadataWrapper(cst.parse_module(Path(path).read_text()), unsafe_skip_copy=True)
+@lru_cache(maxsize=128)
+def parse_class(klass: type) -> ParsedClass | None:
+    """Parse ``klass``'s source with position metadata (cached per class)."""
+    try:
+        lines, first_line = inspect.getsourcelines(klass)
+        filename = inspect.getsourcefile(klass)
+    except (OSError, TypeError):
+        return None
+    wrapper = MetadataWrapper(cst.parse_module(textwrap.dedent("".join(lines))), unsafe_skip_copy=True)
+    classdef = next((s for s in wrapper.module.body if isinstance(s, cst.ClassDef)), None)
+    if classdef is None or filename is None:
+        return None
     positions = dict(wrapper.resolve(PositionProvider))
-    return ParsedSource(_relative(Path(path)), wrapper.module, positions)
+    return ParsedClass(_relative(Path(filename)), classdef, wrapper.module, positions, first_line)
 
 
-def _methods(classdef: cst.ClassDef) -> dict[str, cst.FunctionDef]:
-    return {
-        stmt.name.value: stmt
-        for stmt in classdef.body.body
-        if isinstance(stmt, cst.FunctionDef)
-    }
+def transformers_classes(cls: type, *, models_only: bool = False) -> list[type]:
+    """``cls``'s MRO restricted to transformers (optionally its ``models/``) classes."""
+    prefix = "transformers.models." if models_only else "transformers."
+    return [k for k in cls.__mro__ if k.__module__.startswith(prefix) or k is cls]
 
 
-def find_method(cls: type, name: str) -> tuple[ParsedSource, cst.FunctionDef] | None:
+def find_method(cls: type, name: str, *, models_only: bool = False) -> tuple[ParsedClass, cst.FunctionDef] | None:
     """The first definition of method ``name`` along ``cls``'s MRO, parsed."""
-    for klass in cls.__mro__:
+    for klass in transformers_classes(cls, models_only=models_only):
         if name not in vars(klass):
             continue
-        filename = inspect.getsourcefile(klass)
-        if filename is None:
-            return None
-        parsed = parse_file(filename)
-        classdef = parsed.find_class(klass.__name__)
-        if classdef is not None and name in _methods(classdef):
-            return parsed, _methods(classdef)[name]
+        parsed = parse_class(klass)
+        if parsed is not None and name in parsed.methods():
+            return parsed, parsed.methods()[name]
+        return None
     return None
