@@ -1,0 +1,392 @@
+"""Where a port runs: under the real vLLM, or under mmport's bundled runtime.
+
+This module is the one place that knows which. ``verify`` asks for a backend,
+loads the port file through it and gets a :class:`PortRunner` that processes
+prompts exactly as that backend's vLLM would::
+
+    backend = select_backend("auto")            # real vLLM when importable
+    port = backend.load_port(Path("processing.py"))
+    runner = backend.build(port, snapshot.path)
+    output = runner.process("USER: <image>\\nWhat is this?", {"image": [img]})
+    output.placeholders["image"][0].num_embeds  # embeddings the encoder must give
+
+Both backends return the same plain :class:`PortOutput`, so checks compare
+them without knowing which ran. Nothing here imports vLLM, torch or
+transformers at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import json
+import re
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from mmport.errors import MmportError, PortLoadError
+from mmport.runtime.vllm_compat._alias import vllm_aliased, vllm_unaliased
+
+__all__ = [
+    "Backend",
+    "BundledBackend",
+    "PortClasses",
+    "PortOutput",
+    "PortPlaceholder",
+    "PortRunner",
+    "RealVllmBackend",
+    "select_backend",
+]
+
+_BASE_NAMES = ("BaseProcessingInfo", "BaseDummyInputsBuilder", "BaseMultiModalProcessor")
+_module_counter = itertools.count()
+_NOT_IDENT = re.compile(r"\W")
+_STUBBED_ARCHS: set[str] = set()
+
+
+@dataclass(frozen=True)
+class PortClasses:
+    """The three classes a port file defines, and the module name it was loaded under."""
+
+    info: type
+    dummy_inputs: type
+    processor: type
+    module_name: str
+
+
+@dataclass(frozen=True)
+class PortPlaceholder:
+    """One item's placeholder run: ``length`` prompt positions from ``offset``.
+
+    ``is_embed`` marks the positions that receive an encoder embedding;
+    ``None`` means all of them do.
+    """
+
+    offset: int
+    length: int
+    is_embed: tuple[bool, ...] | None
+
+    @property
+    def num_embeds(self) -> int:
+        """How many embeddings the encoder must produce for this item."""
+        return self.length if self.is_embed is None else sum(self.is_embed)
+
+
+def _values_equal(a: Any, b: Any) -> bool:
+    """Deep equality where tensors must match in dtype, shape and values."""
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        return (
+            isinstance(a, Mapping)
+            and isinstance(b, Mapping)
+            and a.keys() == b.keys()
+            and all(_values_equal(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_values_equal(x, y) for x, y in zip(a, b, strict=True))
+    if hasattr(a, "dtype") or hasattr(b, "dtype"):
+        import torch
+
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+        return type(a) is type(b) and bool((a == b).all())
+    return bool(a == b)
+
+
+@dataclass(eq=False)
+class PortOutput:
+    """What a port made of one prompt, in backend-neutral form.
+
+    ``items[modality][i]`` maps each field key to item ``i``'s own value, as
+    vLLM keeps it per item (``MultiModalKwargsItem.get_data()``): a batched
+    field's row without the batch axis, a flat field's slice, a shared
+    field's whole value. Batching items for the model stacks batched fields
+    along a new first axis and concatenates flat ones.
+    """
+
+    prompt_token_ids: list[int]
+    placeholders: dict[str, list[PortPlaceholder]]
+    items: dict[str, list[dict[str, object]]]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PortOutput):
+            return NotImplemented
+        return (
+            self.prompt_token_ids == other.prompt_token_ids
+            and self.placeholders == other.placeholders
+            and _values_equal(self.items, other.items)
+        )
+
+
+def _one_line(exc: BaseException) -> str:
+    """``"TypeName: first line of the message"``."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _embed_mask(is_embed: Any) -> tuple[bool, ...] | None:
+    return None if is_embed is None else tuple(bool(v) for v in is_embed.tolist())
+
+
+class PortRunner:
+    """A built port that processes prompts as its backend's vLLM does."""
+
+    def __init__(self, processor: Any, backend: Backend) -> None:
+        self._processor = processor
+        self._backend = backend
+        self._activate = backend.activate
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer the port's context uses."""
+        with self._activate():
+            return self._processor.info.get_tokenizer()
+
+    @property
+    def hf_processor(self) -> Any:
+        """The HF processor as the port obtains it (``info.get_hf_processor()``)."""
+        with self._activate():
+            return self._processor.info.get_hf_processor()
+
+    def supported_mm_limits(self) -> dict[str, int | None]:
+        """The port's ``get_supported_mm_limits()``."""
+        with self._activate():
+            return dict(self._processor.info.get_supported_mm_limits())
+
+    def process(self, prompt: str, mm_data: dict[str, list]) -> PortOutput:
+        """Parse and validate ``mm_data``, then call the processor on ``prompt``.
+
+        vLLM's own errors propagate unchanged: the three count checks as
+        ``RuntimeError``; a target found nowhere (not even in text) as vLLM's
+        ``AssertionError("Failed to apply prompt replacement ...")``.
+        """
+        with self._activate():
+            items = self._processor.info.parse_mm_data(mm_data)
+            return self._to_output(self._processor(prompt, items))
+
+    def dummy(self, seq_len: int, mm_counts: dict[str, int]) -> tuple[str, dict[str, list]]:
+        """The builder's dummy text and dummy data (values as the builder returned them)."""
+        builder = self._processor.dummy_inputs
+        with self._activate():
+            text = builder.get_dummy_text(mm_counts)
+            data = builder.get_dummy_mm_data(seq_len, mm_counts, self._dummy_options())
+        return text, dict(data)
+
+    def dummy_output(self, seq_len: int, mm_counts: dict[str, int]) -> PortOutput:
+        """The dummy inputs run through ``apply``, as vLLM's profiler does (without its padding)."""
+        with self._activate():
+            inputs = self._processor.get_dummy_inputs(seq_len, mm_counts, self._dummy_options())
+            timing = self._backend.vllm_module("multimodal.processing").TimingContext(enabled=False)
+            return self._to_output(self._processor.apply(inputs, timing))
+
+    def _dummy_options(self) -> Any:
+        # No per-modality caps: the builder's own worst case, as by default in vLLM.
+        return self._backend.vllm_module("config.multimodal").MultiModalDummyOptions()
+
+    def _to_output(self, result: Mapping[str, Any]) -> PortOutput:
+        placeholders = {
+            modality: [PortPlaceholder(r.offset, r.length, _embed_mask(r.is_embed)) for r in ranges]
+            for modality, ranges in result["mm_placeholders"].items()
+        }
+        items = {
+            modality: [dict(item.get_data()) for item in modality_items]
+            for modality, modality_items in result["mm_kwargs"].items()
+        }
+        return PortOutput(list(result["prompt_token_ids"]), placeholders, items)
+
+
+def _pick_class(module: ModuleType, base: type) -> type | str:
+    """The one concrete subclass of ``base`` the module defines, or a line saying what is wrong."""
+    defined = [
+        obj
+        for obj in vars(module).values()
+        if isinstance(obj, type) and issubclass(obj, base) and obj is not base and obj.__module__ == module.__name__
+    ]
+    # Intermediate classes the port subclasses itself do not count.
+    leaves = [c for c in defined if not any(o is not c and issubclass(o, c) for o in defined)]
+    if not leaves:
+        return f"no subclass of {base.__name__}"
+    if len(leaves) > 1:
+        return f"{len(leaves)} subclasses of {base.__name__} ({', '.join(sorted(c.__name__ for c in leaves))})"
+    return leaves[0]
+
+
+class Backend(ABC):
+    """A vLLM to run ports under; see :class:`RealVllmBackend` and :class:`BundledBackend`."""
+
+    name: str
+
+    @abstractmethod
+    def activate(self) -> AbstractContextManager[None]:
+        """The block inside which ``import vllm`` means this backend's vLLM."""
+
+    def vllm_module(self, name: str) -> ModuleType:
+        """This backend's ``vllm.<name>`` module (e.g. ``"multimodal.processing"``)."""
+        with self.activate():
+            return importlib.import_module(f"vllm.{name}")
+
+    @abstractmethod
+    def _make_context(self, snapshot_dir: Path, port: PortClasses) -> Any:
+        """An ``InputProcessingContext`` for the snapshot."""
+
+    def load_port(self, path: Path) -> PortClasses:
+        """Import a port file under a fresh module name and find its three classes.
+
+        Raises :class:`PortLoadError` when the file does not import (with the
+        error's first line) or does not define exactly one concrete subclass
+        of each base.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise PortLoadError(f"{path}: no such port file; pass the path of the port's processing module")
+        name = f"mmport_port_{_NOT_IDENT.sub('_', path.stem)}_{next(_module_counter)}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        # Registered before running, as a normal import would (dataclasses need it).
+        sys.modules[name] = module
+        try:
+            with self.activate():
+                spec.loader.exec_module(module)
+        except Exception as exc:
+            del sys.modules[name]
+            raise PortLoadError(f"{path}: the port does not import under {self.name}: {_one_line(exc)}") from exc
+        processing = self.vllm_module("multimodal.processing")
+        picked = [_pick_class(module, getattr(processing, base)) for base in _BASE_NAMES]
+        problems = [p for p in picked if isinstance(p, str)]
+        if problems:
+            raise PortLoadError(
+                f"{path}: {'; '.join(problems)}; a port defines exactly one concrete subclass of each of "
+                f"{', '.join(_BASE_NAMES)}"
+            )
+        return PortClasses(*picked, module_name=name)
+
+    def build(self, port: PortClasses, snapshot_dir: Path) -> PortRunner:
+        """Instantiate the port's classes on a context for ``snapshot_dir``."""
+        with self.activate():
+            ctx = self._make_context(Path(snapshot_dir), port)
+            try:
+                info = port.info(ctx)
+                processor = port.processor(info, port.dummy_inputs(info))
+            except Exception as exc:
+                raise PortLoadError(f"{port.module_name}: the port's classes fail to build: {_one_line(exc)}") from exc
+        return PortRunner(processor, self)
+
+
+class BundledBackend(Backend):
+    """mmport's own implementation of the vLLM 0.33 processing contract."""
+
+    name = "bundled vLLM 0.33 contract"
+
+    def activate(self) -> AbstractContextManager[None]:
+        """``import vllm`` resolves to :mod:`mmport.runtime.vllm_compat` inside the block."""
+        return vllm_aliased()
+
+    def _make_context(self, snapshot_dir: Path, port: PortClasses) -> Any:
+        from mmport.runtime.vllm_compat.multimodal.processing import InputProcessingContext
+
+        return InputProcessingContext.from_directory(snapshot_dir)
+
+
+class RealVllmBackend(Backend):
+    """The installed vLLM, with contexts built as vLLM builds them for a local directory."""
+
+    def __init__(self) -> None:
+        try:
+            with self.activate():
+                vllm = importlib.import_module("vllm")
+        except Exception as exc:
+            raise MmportError(f"vLLM cannot be imported here ({_one_line(exc)}); use the bundled backend") from exc
+        self.name = f"vllm {vllm.__version__}"
+
+    def activate(self) -> AbstractContextManager[None]:
+        """``import vllm`` is the installed vLLM inside the block (no alias can be active)."""
+        return vllm_unaliased()
+
+    def _make_context(self, snapshot_dir: Path, port: PortClasses) -> Any:
+        from vllm.config import ModelConfig
+        from vllm.multimodal.processing import InputProcessingContext
+        from vllm.tokenizers import cached_tokenizer_from_config
+
+        self._stub_unknown_architectures(snapshot_dir, port)
+        try:
+            model_config = ModelConfig(model=str(snapshot_dir), tokenizer=str(snapshot_dir), dtype="float32", seed=0)
+        except Exception as exc:
+            raise MmportError(f"{snapshot_dir}: vLLM cannot configure this model: {_one_line(exc)}") from exc
+        return InputProcessingContext(model_config, cached_tokenizer_from_config(model_config))
+
+    def _stub_unknown_architectures(self, snapshot_dir: Path, port: PortClasses) -> None:
+        """Register a processing-only stand-in for each architecture vLLM does not know.
+
+        A model being ported is usually not in vLLM yet, and vLLM refuses to
+        configure an unknown architecture. The stand-in carries the port's
+        processor registration and cannot be instantiated as a model.
+        """
+        from vllm import ModelRegistry
+
+        config = json.loads((snapshot_dir / "config.json").read_text())
+        # Our own stand-ins are replaced, so they always carry this port.
+        known = set(ModelRegistry.get_supported_archs()) - _STUBBED_ARCHS
+        for arch in config.get("architectures") or []:
+            if arch not in known:
+                ModelRegistry.register_model(arch, _processing_stub(arch, port))
+                _STUBBED_ARCHS.add(arch)
+
+
+def _processing_stub(arch: str, port: PortClasses) -> type:
+    """An ``nn.Module`` class named ``arch`` that passes vLLM's model checks but refuses to run."""
+    import torch.nn as nn
+    from vllm.model_executor.models.interfaces import SupportsMultiModal
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError(f"{arch} is mmport's processing-only stand-in; it has no model")
+
+    # vLLM recognises a generative model by these signatures.
+    namespace = {
+        "__module__": __name__,
+        "__init__": lambda self, *, vllm_config, prefix="": refuse(),
+        "forward": lambda self, input_ids, positions, **kwargs: refuse(),
+        "embed_input_ids": refuse,
+        "compute_logits": refuse,
+        "get_placeholder_str": classmethod(lambda cls, modality, i: None),
+    }
+    stub = type(arch, (nn.Module, SupportsMultiModal), namespace)
+    register = MULTIMODAL_REGISTRY.register_processor(port.processor, info=port.info, dummy_inputs=port.dummy_inputs)
+    return register(stub)
+
+
+@cache
+def _real_vllm_problem() -> str | None:
+    """Why the real vLLM's processing module cannot be imported, or ``None`` when it can."""
+    try:
+        with vllm_unaliased():
+            importlib.import_module("vllm.multimodal.processing")
+    except Exception as exc:
+        return _one_line(exc)
+    return None
+
+
+def select_backend(prefer: str = "auto") -> Backend:
+    """The backend to run ports under.
+
+    ``"auto"``: the real vLLM when ``vllm.multimodal.processing`` imports,
+    else the bundled runtime. ``"vllm"`` and ``"bundled"`` force one; forcing
+    vLLM where it does not import is an :class:`MmportError`.
+    """
+    if prefer == "bundled":
+        return BundledBackend()
+    if prefer not in ("auto", "vllm"):
+        raise MmportError(f"unknown backend {prefer!r}; choose one of auto, vllm, bundled")
+    problem = _real_vllm_problem()
+    if problem is None:
+        return RealVllmBackend()
+    if prefer == "vllm":
+        raise MmportError(f"vLLM cannot be imported here ({problem}); install vllm 0.33 or use the bundled backend")
+    return BundledBackend()

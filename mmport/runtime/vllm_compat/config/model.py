@@ -1,0 +1,96 @@
+"""A model config for the bundled runtime, built from a local snapshot directory.
+
+vLLM's ``ModelConfig`` does far more (weights, parallelism, quantization). The
+processing path reads only a handful of its attributes; this class holds
+exactly those, derived from the snapshot the way vLLM derives them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .multimodal import MultiModalConfig
+
+__all__ = ["ModelConfig"]
+
+# Config keys that bound the context length, as vLLM reads them (the
+# smallest present wins), and the length vLLM assumes when none is present.
+_MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+_DEFAULT_MAX_LEN = 2048
+
+
+def _derive_max_model_len(hf_config: Any) -> int:
+    """The context length: the smallest length key present in the text config.
+
+    (vLLM also stretches it by RoPE scaling factors; synthetic and probe
+    snapshots carry none, and only prompts longer than this are affected.)
+    """
+    text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+    found = [getattr(text_config, key, None) for key in _MAX_LEN_KEYS]
+    lengths = [int(v) for v in found if isinstance(v, (int, float)) and v > 0]
+    return min(lengths) if lengths else _DEFAULT_MAX_LEN
+
+
+@dataclass
+class ModelConfig:
+    """What the processing path needs to know about a model.
+
+    Build one with :meth:`from_directory`; the constructor takes the loaded
+    pieces so tests can assemble a config by hand.
+    """
+
+    model: str
+    hf_config: Any
+    tokenizer: str = ""
+    dtype: Any = None
+    max_model_len: int = _DEFAULT_MAX_LEN
+    multimodal_config: MultiModalConfig | None = field(default_factory=MultiModalConfig)
+    encoder_config: dict[str, Any] | None = None
+    trust_remote_code: bool = False
+    skip_tokenizer_init: bool = False
+    revision: str | None = None
+
+    @classmethod
+    def from_directory(cls, path: str | Path, *, dtype: str = "float32") -> ModelConfig:
+        """Load ``config.json`` (via ``AutoConfig``) and derive the context length."""
+        import torch
+        from transformers import AutoConfig
+
+        directory = Path(path)
+        hf_config = AutoConfig.from_pretrained(directory)
+        return cls(
+            model=str(directory),
+            tokenizer=str(directory),
+            hf_config=hf_config,
+            dtype=getattr(torch, dtype),
+            max_model_len=_derive_max_model_len(hf_config),
+        )
+
+    @property
+    def hf_text_config(self) -> Any:
+        """The language model's sub-config (the config itself for text-only models)."""
+        getter = getattr(self.hf_config, "get_text_config", None)
+        return getter() if getter is not None else self.hf_config
+
+    @property
+    def is_multimodal_model(self) -> bool:
+        """Whether the model takes multi-modal inputs (always, for a port)."""
+        return self.multimodal_config is not None
+
+    def get_multimodal_config(self) -> MultiModalConfig:
+        """The multi-modal config; a ``ValueError`` for a text-only model."""
+        if self.multimodal_config is None:
+            raise ValueError("The model is not multimodal.")
+        return self.multimodal_config
