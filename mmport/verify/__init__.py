@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mmport.verify.report import CHECKS, CheckResult, Failure, Report
 
-__all__ = ["Report", "verify_port"]
+__all__ = ["CheckResult", "Failure", "Report", "verify_port"]
 
 
 def verify_port(
@@ -27,25 +27,23 @@ def verify_port(
     """Verify the port in ``port_path`` against the HF processor of ``ref``."""
     from mmport.runtime.backends import select_backend
     from mmport.sources import resolve
+    from mmport.sources._quiet import quiet_transformers
     from mmport.verify.probes import make_probes
     from mmport.verify.reference import HFReference
     from mmport.verify.session import Session
 
     started = time.perf_counter()
-    snapshot = resolve(ref)
-    chosen = select_backend(backend)
-    port = chosen.load_port(Path(port_path))
-    session = Session(HFReference(snapshot), chosen.build(port, snapshot.path))
-    checks = {name: CheckResult(name) for name in CHECKS}
-    for probe in make_probes(probes, seed):
-        if progress:
-            progress(f"{probe.name}: {len(probe.sizes)} item(s)")
-        session.run_probe(probe, checks)
-    if progress:
-        progress("dummy inputs and limits")
-    session.check_dummy(checks["dummy"])
-    session.check_limits(checks["limits"])
+    notify = progress or (lambda message: None)
+    with quiet_transformers():
+        snapshot = resolve(ref)
+        chosen = select_backend(backend)
+        port = chosen.load_port(Path(port_path))
+        session = Session(HFReference(snapshot), chosen.build(port, snapshot.path))
+        checks = {name: CheckResult(name) for name in CHECKS}
+        for probe in make_probes(probes, seed):
+            notify(f"{probe.name}: {len(probe.sizes)} item(s)")
+            session.run_probe(probe, checks)
+        notify("dummy inputs and limits")
+        session.check_dummy(checks["dummy"])
+        session.check_limits(checks["limits"])
     return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started)
-
-
-__all__ += ["CheckResult", "Failure"]

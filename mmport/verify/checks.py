@@ -75,20 +75,27 @@ def _describe(value: Any) -> str:
 
 
 def compare_items(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[str, str, str] | None:
-    """First differing key between two per-item kwargs: (key, HF, port)."""
+    """First differing key between HF on one item and the port's item: (key, HF, port)."""
     for key, want in expected.items():
         got = actual.get(key)
         if got is None:
             return key, _describe(want), "missing"
-        if isinstance(want, torch.Tensor):
-            if not isinstance(got, torch.Tensor) or got.shape != want.shape or not torch.equal(got, want):
-                return key, _describe(want), _describe(got)
+        if isinstance(want, torch.Tensor) and not _matches_item(want, got):
+            return key, _describe(want), _describe(got)
     return None
 
 
-def _hf_item(single: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """HF's outputs for one item alone, without the batch axis of size one."""
-    return {k: v[0] if v.dim() > 0 and v.shape[0] == 1 else v for k, v in single.items()}
+def _matches_item(want: torch.Tensor, got: object) -> bool:
+    """Does the port's item value equal HF's output for that item alone?
+
+    HF returns one item with its batch axis; a batched field hands vLLM the
+    row, a flat or shared one the whole value. Either form is right.
+    """
+    if not isinstance(got, torch.Tensor):
+        return False
+    if got.shape == want.shape:
+        return torch.equal(got, want)
+    return want.dim() > 0 and want.shape[0] == 1 and got.shape == want.shape[1:] and torch.equal(got, want[0])
 
 
 def check_fields(result: CheckResult, probe: str, hf_mm: dict, singles: list[dict], items: list[dict]) -> None:
@@ -101,7 +108,7 @@ def check_fields(result: CheckResult, probe: str, hf_mm: dict, singles: list[dic
             result.failures.append(Failure(probe, f"HF returns {missing} but the port's field config drops them"))
             return
     for index, (single, item) in enumerate(zip(singles, items)):
-        diff = compare_items(_hf_item(single), item)
+        diff = compare_items(single, item)
         if diff is not None:
             key, want, got = diff
             result.failures.append(Failure(probe, f"item {index} field '{key}' differs from HF on that item alone", None, want, got))

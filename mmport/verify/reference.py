@@ -33,23 +33,25 @@ class HFReference:
         self.placeholder = None if self._inserts_items() else self.token
 
     def _inserts_items(self) -> bool:
-        """True when HF accepts an image with no placeholder in the text.
+        """True when HF puts image tokens in a prompt that has no placeholder.
 
         Such processors insert the image tokens themselves (PaliGemma); for
-        them probes carry no placeholder text.
+        them probes carry no placeholder text. Others either reject such a
+        prompt or (some 5.x releases) silently drop the image.
         """
         from mmport.verify.probes import make_image
 
         try:
-            self.run("probe", [make_image(8, 8, 0)])
+            output = self.run("probe", [make_image(8, 8, 0)])
         except (ValueError, TypeError, IndexError):
             return False
-        return True
+        return self.token_id in output.input_ids
 
     def run(self, prompt: str, images: list) -> HFOutput:
         """Process one prompt with ``images``; raises what HF raises."""
         with quiet_transformers():
-            out = self.processor(text=[prompt], images=images or None, return_tensors="pt")
+            # One prompt: its images nested in one list, which every processor reads as one sample.
+            out = self.processor(text=[prompt], images=[images] if images else None, return_tensors="pt")
         mm = {k: v for k, v in out.items() if k not in self.text_keys and isinstance(v, torch.Tensor)}
         return HFOutput(out["input_ids"][0].tolist(), mm)
 

@@ -55,7 +55,12 @@ class Session:
         singles = [self.hf.single(image).mm for image in images]
         check_fields(checks["fields"], probe.name, expected.mm, singles, actual.items.get("image", []))
         if len(images) > 1:
-            alone = [self._port(self.hf.placeholder or "", [image]) for image in images]
+            try:
+                alone = [self._port(self.hf.placeholder or "", [image]) for image in images]
+            except Exception as exc:
+                checks["cache"].runs += 1
+                checks["cache"].failures.append(Failure(probe.name, f"the port raised on one item alone: {_one_line(exc)}"))
+                return
             check_cache(checks["cache"], probe.name, actual, alone)
 
     def check_dummy(self, result: CheckResult) -> None:

@@ -1,0 +1,70 @@
+"""scaffold + verify end to end, on synthetic and real-geometry snapshots,
+and verify's verdict on wrong ports made by editing a correct one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from snapshots import llava15_snapshot, paligemma448_snapshot
+
+pytestmark = pytest.mark.slow
+
+HANDWRITTEN = Path(__file__).parent / "ports" / "llava_handwritten.py"
+
+
+def _verify(ref: str, port: Path, tmp_path: Path) -> tuple[int, dict]:
+    report = tmp_path / "report.json"
+    result = run_cli("verify", ref, "--port", str(port), "--probes", "6", "--json", str(report))
+    assert result.returncode in (0, 1), result.stderr
+    return result.returncode, json.loads(report.read_text())
+
+
+def _failed(report: dict) -> set[str]:
+    return {name for name, check in report["checks"].items() if check["status"] == "fail"}
+
+
+@pytest.mark.parametrize("model_type", ["llava", "paligemma"])
+def test_scaffold_then_verify_passes(model_type, scaffolded, tmp_path) -> None:
+    out = scaffolded(model_type)
+    code, report = _verify(model_type, out / f"{model_type}_processing.py", tmp_path)
+    assert code == 0, report
+    assert all(c["status"] == "pass" for c in report["checks"].values()), report
+
+
+@pytest.mark.parametrize("build", [llava15_snapshot, paligemma448_snapshot])
+def test_port_follows_local_snapshot_geometry(build, tmp_path) -> None:
+    snapshot = build(tmp_path / "snap")
+    out = tmp_path / "port"
+    assert run_cli("scaffold", str(snapshot), "-o", str(out)).returncode == 0
+    port = next(out.glob("*_processing.py"))
+    code, report = _verify(str(snapshot), port, tmp_path)
+    assert code == 0, report
+
+
+def test_handwritten_port_passes(tmp_path) -> None:
+    code, report = _verify("llava", HANDWRITTEN, tmp_path)
+    assert code == 0, report
+
+
+# (model_type, old text, new text, the check that must fail)
+MUTATIONS = [
+    ("llava", "        return num_image_tokens\n", "        return num_image_tokens + 1\n", "tokens"),
+    ("llava", "target=[image_token_id]", "target=[image_token_id + 1]", "tokens"),
+    ("llava", 'MultiModalFieldConfig.batched("image")', 'MultiModalFieldConfig.shared("image", 2)', "fields"),
+    ("llava", 'num_images=mm_counts.get("image", 0)', 'num_images=max(mm_counts.get("image", 0) - 1, 0)', "dummy"),
+    ("paligemma", "PromptIndexTargets.start()", "PromptIndexTargets.end()", "tokens"),
+]
+
+
+@pytest.mark.parametrize(("model_type", "old", "new", "check"), MUTATIONS, ids=[m[3] + "-" + m[0] for m in MUTATIONS])
+def test_wrong_port_fails_the_right_check(model_type, old, new, check, scaffolded, tmp_path) -> None:
+    source = (scaffolded(model_type) / f"{model_type}_processing.py").read_text()
+    assert old in source
+    wrong = tmp_path / f"{model_type}_processing.py"
+    wrong.write_text(source.replace(old, new))
+    code, report = _verify(model_type, wrong, tmp_path)
+    assert code == 1
+    assert check in _failed(report), report
