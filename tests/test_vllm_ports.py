@@ -1,0 +1,37 @@
+"""Generated ports inside real vLLM 0.33: they import unmodified and match HF there.
+
+Runs only where ``vllm.multimodal.processing`` imports (``-m vllm``); see
+docs/vllm.md for the environment CI builds for it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from snapshots import llava15_snapshot, paligemma448_snapshot
+
+from mmport.verify import verify_port
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _real_vllm() -> None:
+    pytest.importorskip("vllm.multimodal.processing")
+
+
+def _assert_passes(ref: str, port) -> None:
+    report = verify_port(ref, port, probes=6, seed=1, backend="vllm")
+    assert report.backend.startswith("vllm 0.33"), report.backend
+    assert report.passed, report.failure_summary()
+
+
+@pytest.mark.parametrize("model_type", ["llava", "paligemma"])
+def test_generated_port_matches_hf_in_real_vllm(model_type, scaffolded) -> None:
+    _assert_passes(model_type, scaffolded(model_type) / f"{model_type}_processing.py")
+
+
+@pytest.mark.parametrize("build", [llava15_snapshot, paligemma448_snapshot])
+def test_generated_port_follows_snapshot_in_real_vllm(build, tmp_path, scaffolded) -> None:
+    snapshot = build(tmp_path / "snap")
+    out = scaffolded(str(snapshot))
+    _assert_passes(str(snapshot), next(out.glob("*_processing.py")))
