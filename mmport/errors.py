@@ -8,6 +8,7 @@ to do next.
 from __future__ import annotations
 
 __all__ = [
+    "one_line",
     "AnalysisError",
     "BadReferenceError",
     "DeviceError",
@@ -46,3 +47,9 @@ class PortLoadError(MmportError):
 
 class DeviceError(MmportError):
     """A requested device (e.g. CUDA) is not available."""
+
+
+def one_line(exc: BaseException) -> str:
+    """``"TypeName: first line of the message"``, for reports and error lines."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__

@@ -24,15 +24,14 @@ import json
 import re
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mmport.errors import MmportError, PortLoadError
+from mmport.errors import MmportError, PortLoadError, one_line
+from mmport.runtime.runner import PortClasses, PortOutput, PortPlaceholder, PortRunner
 from mmport.runtime.vllm_compat._alias import vllm_aliased, vllm_unaliased
 
 __all__ = [
@@ -50,156 +49,6 @@ _BASE_NAMES = ("BaseProcessingInfo", "BaseDummyInputsBuilder", "BaseMultiModalPr
 _module_counter = itertools.count()
 _NOT_IDENT = re.compile(r"\W")
 _STUBBED_ARCHS: set[str] = set()
-
-
-@dataclass(frozen=True)
-class PortClasses:
-    """The three classes a port file defines, and the module name it was loaded under."""
-
-    info: type
-    dummy_inputs: type
-    processor: type
-    module_name: str
-
-
-@dataclass(frozen=True)
-class PortPlaceholder:
-    """One item's placeholder run: ``length`` prompt positions from ``offset``.
-
-    ``is_embed`` marks the positions that receive an encoder embedding;
-    ``None`` means all of them do.
-    """
-
-    offset: int
-    length: int
-    is_embed: tuple[bool, ...] | None
-
-    @property
-    def num_embeds(self) -> int:
-        """How many embeddings the encoder must produce for this item."""
-        return self.length if self.is_embed is None else sum(self.is_embed)
-
-
-def _values_equal(a: Any, b: Any) -> bool:
-    """Deep equality where tensors must match in dtype, shape and values."""
-    if isinstance(a, Mapping) or isinstance(b, Mapping):
-        return (
-            isinstance(a, Mapping)
-            and isinstance(b, Mapping)
-            and a.keys() == b.keys()
-            and all(_values_equal(a[k], b[k]) for k in a)
-        )
-    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_values_equal(x, y) for x, y in zip(a, b, strict=True))
-    if hasattr(a, "dtype") or hasattr(b, "dtype"):
-        import torch
-
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-            return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
-        return type(a) is type(b) and bool((a == b).all())
-    return bool(a == b)
-
-
-@dataclass(eq=False)
-class PortOutput:
-    """What a port made of one prompt, in backend-neutral form.
-
-    ``items[modality][i]`` maps each field key to item ``i``'s own value, as
-    vLLM keeps it per item (``MultiModalKwargsItem.get_data()``): a batched
-    field's row without the batch axis, a flat field's slice, a shared
-    field's whole value. Batching items for the model stacks batched fields
-    along a new first axis and concatenates flat ones.
-    """
-
-    prompt_token_ids: list[int]
-    placeholders: dict[str, list[PortPlaceholder]]
-    items: dict[str, list[dict[str, object]]]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, PortOutput):
-            return NotImplemented
-        return (
-            self.prompt_token_ids == other.prompt_token_ids
-            and self.placeholders == other.placeholders
-            and _values_equal(self.items, other.items)
-        )
-
-
-def _one_line(exc: BaseException) -> str:
-    """``"TypeName: first line of the message"``."""
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-
-def _embed_mask(is_embed: Any) -> tuple[bool, ...] | None:
-    return None if is_embed is None else tuple(bool(v) for v in is_embed.tolist())
-
-
-class PortRunner:
-    """A built port that processes prompts as its backend's vLLM does."""
-
-    def __init__(self, processor: Any, backend: Backend) -> None:
-        self._processor = processor
-        self._backend = backend
-        self._activate = backend.activate
-
-    @property
-    def tokenizer(self) -> Any:
-        """The tokenizer the port's context uses."""
-        with self._activate():
-            return self._processor.info.get_tokenizer()
-
-    @property
-    def hf_processor(self) -> Any:
-        """The HF processor as the port obtains it (``info.get_hf_processor()``)."""
-        with self._activate():
-            return self._processor.info.get_hf_processor()
-
-    def supported_mm_limits(self) -> dict[str, int | None]:
-        """The port's ``get_supported_mm_limits()``."""
-        with self._activate():
-            return dict(self._processor.info.get_supported_mm_limits())
-
-    def process(self, prompt: str, mm_data: dict[str, list]) -> PortOutput:
-        """Parse and validate ``mm_data``, then call the processor on ``prompt``.
-
-        vLLM's own errors propagate unchanged: the three count checks as
-        ``RuntimeError``; a target found nowhere (not even in text) as vLLM's
-        ``AssertionError("Failed to apply prompt replacement ...")``.
-        """
-        with self._activate():
-            items = self._processor.info.parse_mm_data(mm_data)
-            return self._to_output(self._processor(prompt, items))
-
-    def dummy(self, seq_len: int, mm_counts: dict[str, int]) -> tuple[str, dict[str, list]]:
-        """The builder's dummy text and dummy data (values as the builder returned them)."""
-        builder = self._processor.dummy_inputs
-        with self._activate():
-            text = builder.get_dummy_text(mm_counts)
-            data = builder.get_dummy_mm_data(seq_len, mm_counts, self._dummy_options())
-        return text, dict(data)
-
-    def dummy_output(self, seq_len: int, mm_counts: dict[str, int]) -> PortOutput:
-        """The dummy inputs run through ``apply``, as vLLM's profiler does (without its padding)."""
-        with self._activate():
-            inputs = self._processor.get_dummy_inputs(seq_len, mm_counts, self._dummy_options())
-            timing = self._backend.vllm_module("multimodal.processing").TimingContext(enabled=False)
-            return self._to_output(self._processor.apply(inputs, timing))
-
-    def _dummy_options(self) -> Any:
-        # No per-modality caps: the builder's own worst case, as by default in vLLM.
-        return self._backend.vllm_module("config.multimodal").MultiModalDummyOptions()
-
-    def _to_output(self, result: Mapping[str, Any]) -> PortOutput:
-        placeholders = {
-            modality: [PortPlaceholder(r.offset, r.length, _embed_mask(r.is_embed)) for r in ranges]
-            for modality, ranges in result["mm_placeholders"].items()
-        }
-        items = {
-            modality: [dict(item.get_data()) for item in modality_items]
-            for modality, modality_items in result["mm_kwargs"].items()
-        }
-        return PortOutput(list(result["prompt_token_ids"]), placeholders, items)
 
 
 def _pick_class(module: ModuleType, base: type) -> type | str:
@@ -256,7 +105,7 @@ class Backend(ABC):
                 spec.loader.exec_module(module)
         except Exception as exc:
             del sys.modules[name]
-            raise PortLoadError(f"{path}: the port does not import under {self.name}: {_one_line(exc)}") from exc
+            raise PortLoadError(f"{path}: the port does not import under {self.name}: {one_line(exc)}") from exc
         processing = self.vllm_module("multimodal.processing")
         picked = [_pick_class(module, getattr(processing, base)) for base in _BASE_NAMES]
         problems = [p for p in picked if isinstance(p, str)]
@@ -275,7 +124,7 @@ class Backend(ABC):
                 info = port.info(ctx)
                 processor = port.processor(info, port.dummy_inputs(info))
             except Exception as exc:
-                raise PortLoadError(f"{port.module_name}: the port's classes fail to build: {_one_line(exc)}") from exc
+                raise PortLoadError(f"{port.module_name}: the port's classes fail to build: {one_line(exc)}") from exc
         return PortRunner(processor, self)
 
 
@@ -302,7 +151,7 @@ class RealVllmBackend(Backend):
             with self.activate():
                 vllm = importlib.import_module("vllm")
         except Exception as exc:
-            raise MmportError(f"vLLM cannot be imported here ({_one_line(exc)}); use the bundled backend") from exc
+            raise MmportError(f"vLLM cannot be imported here ({one_line(exc)}); use the bundled backend") from exc
         self.name = f"vllm {vllm.__version__}"
 
     def activate(self) -> AbstractContextManager[None]:
@@ -318,7 +167,7 @@ class RealVllmBackend(Backend):
         try:
             model_config = ModelConfig(model=str(snapshot_dir), tokenizer=str(snapshot_dir), dtype="float32", seed=0)
         except Exception as exc:
-            raise MmportError(f"{snapshot_dir}: vLLM cannot configure this model: {_one_line(exc)}") from exc
+            raise MmportError(f"{snapshot_dir}: vLLM cannot configure this model: {one_line(exc)}") from exc
         return InputProcessingContext(model_config, cached_tokenizer_from_config(model_config))
 
     def _stub_unknown_architectures(self, snapshot_dir: Path, port: PortClasses) -> None:
@@ -369,7 +218,7 @@ def _real_vllm_problem() -> str | None:
         with vllm_unaliased():
             importlib.import_module("vllm.multimodal.processing")
     except Exception as exc:
-        return _one_line(exc)
+        return one_line(exc)
     return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mmport.errors import one_line
 from mmport.verify.checks import check_cache, check_fields, check_placeholders, check_tokens
 from mmport.verify.probes import Probe, make_image
 from mmport.verify.reference import HFReference
@@ -14,11 +15,6 @@ __all__ = ["Session"]
 DUMMY_ITEMS = 2
 UNLIMITED_PROBE = 3
 DUMMY_SEQ_LEN = 1 << 16
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}"[:300]
 
 
 class Session:
@@ -43,7 +39,7 @@ class Session:
             actual = self._port(prompt, images)
         except Exception as exc:
             checks["tokens"].runs += 1
-            checks["tokens"].failures.append(Failure(probe.name, f"the port raised {_one_line(exc)}"))
+            checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}"))
             return
         check_tokens(checks["tokens"], probe.name, expected.input_ids, actual.prompt_token_ids)
         if not images:
@@ -59,7 +55,7 @@ class Session:
                 alone = [self._port(self.hf.placeholder or "", [image]) for image in images]
             except Exception as exc:
                 checks["cache"].runs += 1
-                checks["cache"].failures.append(Failure(probe.name, f"the port raised on one item alone: {_one_line(exc)}"))
+                checks["cache"].failures.append(Failure(probe.name, f"the port raised on one item alone: {one_line(exc)}"))
                 return
             check_cache(checks["cache"], probe.name, actual, alone)
 
@@ -72,7 +68,7 @@ class Session:
             text, data = self.runner.dummy(DUMMY_SEQ_LEN, {"image": wanted})
             output = self.runner.dummy_output(DUMMY_SEQ_LEN, {"image": wanted})
         except Exception as exc:
-            result.failures.append(Failure("dummy", f"the port's dummy inputs fail: {_one_line(exc)}"))
+            result.failures.append(Failure("dummy", f"the port's dummy inputs fail: {one_line(exc)}"))
             return
         images = data.get("image", [])
         if len(images) != wanted:
@@ -89,7 +85,7 @@ class Session:
         try:
             hf_ids = self.hf.run(text, images).input_ids
         except Exception as exc:
-            result.failures.append(Failure("dummy", f"HF rejects the port's dummy text and images: {_one_line(exc)}"))
+            result.failures.append(Failure("dummy", f"HF rejects the port's dummy text and images: {one_line(exc)}"))
             return
         if hf_ids.count(self.hf.token_id) != sum(embeds):
             message = "embedding positions for the dummy inputs"
@@ -105,10 +101,10 @@ class Session:
         try:
             self.hf.run(prompt, images)
         except Exception as exc:
-            message = f"the port allows {'any number of' if limit is None else limit} images but HF rejects {count}: {_one_line(exc)}"
+            message = f"the port allows {'any number of' if limit is None else limit} images but HF rejects {count}: {one_line(exc)}"
             result.failures.append(Failure("limits", message))
             return
         try:
             self._port(prompt, images)
         except Exception as exc:
-            result.failures.append(Failure("limits", f"the port rejects {count} images within its own limit: {_one_line(exc)}"))
+            result.failures.append(Failure("limits", f"the port rejects {count} images within its own limit: {one_line(exc)}"))
