@@ -39,6 +39,14 @@ def _root(
     """Port Hugging Face multimodal models to vLLM and prove the port right."""
 
 
+def _fail(exc: Exception, code: int = 2):
+    """Report a user mistake as one red line and leave with ``code``."""
+    from mmport.console import error
+
+    error(str(exc))
+    raise typer.Exit(code)
+
+
 def _run(action):
     """Run ``action``; a user mistake becomes one red line and exit code 2."""
     from mmport.errors import MmportError
@@ -46,17 +54,19 @@ def _run(action):
     try:
         return action()
     except MmportError as exc:
-        from mmport.console import error
-
-        error(str(exc))
-        raise typer.Exit(exc.exit_code) from None
+        _fail(exc, exc.exit_code)
 
 
 def _analyze(ref: str):
     from mmport.analyzers import analyze
+    from mmport.console import err_console
     from mmport.sources import resolve
 
-    return analyze(resolve(ref))
+    # Progress goes to stderr so that `inspect --json` output stays clean.
+    with err_console.status(f"resolving {ref}…") as status:
+        snapshot = resolve(ref)
+        status.update(f"analysing {snapshot.model_type}…")
+        return analyze(snapshot)
 
 
 @app.command()
@@ -105,13 +115,16 @@ def verify(
     backend: Annotated[str, typer.Option("--backend", help="auto (real vLLM when importable), vllm or bundled.")] = "auto",
 ) -> None:
     """Check a port against the HF processor. Exit 0 pass, 1 a check failed, 2 bad input."""
-    from mmport.console import console, report_table
+    from mmport.console import console, err_console, report_table
     from mmport.errors import PortLoadError
     from mmport.verify import verify_port
 
     if not port.is_file():
-        _run(lambda: (_ for _ in ()).throw(PortLoadError(f"port file '{port}' does not exist; pass the generated <model>_processing.py")))
-    with console.status("verifying…") as status:
+        _fail(PortLoadError(f"port file '{port}' does not exist; pass the generated <model>_processing.py"))
+    for path in (json_path, junit_path):
+        if path is not None and not path.parent.is_dir():
+            _fail(ValueError(f"cannot write report '{path}': directory '{path.parent}' does not exist"))
+    with err_console.status("verifying…") as status:
         report = _run(lambda: verify_port(ref, port, probes=probes, seed=seed, backend=backend, progress=status.update))
     console.print(report_table(report))
     for path, text in ((json_path, report.to_json()), (junit_path, report.to_junit())):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["console", "error", "spec_table", "report_table"]
+__all__ = ["console", "err_console", "error", "spec_table", "report_table"]
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)

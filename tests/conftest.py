@@ -14,6 +14,10 @@ import pytest
 os.environ.setdefault("MMPORT_CACHE", tempfile.mkdtemp(prefix="mmport-test-cache-"))
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption("--update-golden", action="store_true", help="Rewrite tests/golden from the current templates.")
+
+
 def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m mmport ARGS`` as a user would; capture its output."""
     return subprocess.run(

@@ -38,13 +38,24 @@ def _local(ref: str) -> Snapshot:
     return Snapshot(ref=ref, path=path.resolve(), origin="local", model_type=model_type)
 
 
+def _builder_fingerprint() -> str:
+    """A short hash of the snapshot builder's code: a changed builder rebuilds."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for name in ("synthetic.py", "tokens.py", "defaults.py"):
+        digest.update((Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()[:10]
+
+
 def _synthetic(model_type: str) -> Snapshot:
     """Build (once) and return the synthetic snapshot of ``model_type``."""
     import transformers
 
     from mmport.sources.synthetic import build_synthetic
 
-    target = cache_root() / "synthetic" / f"mmport-{__version__}-transformers-{transformers.__version__}" / model_type
+    version = f"mmport-{__version__}-{_builder_fingerprint()}-transformers-{transformers.__version__}"
+    target = cache_root() / "synthetic" / version / model_type
     if not (target / "config.json").is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         # Build beside the target and rename, so a crash never leaves half a snapshot.

@@ -40,7 +40,7 @@ def processor_class_for(model_type: str) -> type:
     if name is None:
         raise BadReferenceError(
             f"unknown model_type '{model_type}': transformers has no processor for it; "
-            "pass a snapshot directory, a hub id (org/name) or one of `mmport list-types`"
+            "pass a snapshot directory, a hub id (org/name) or a transformers model_type such as llava"
         )
     return processor_class_from_name(name)
 
@@ -77,7 +77,7 @@ def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str,
     return fixed
 
 
-def _image_processor(model_type: str) -> Any:
+def _image_processor(model_type: str, config: Mapping[str, Any]) -> Any:
     """The default image processor, torchvision-backed when that is installed."""
     from transformers.models.auto.image_processing_auto import (
         IMAGE_PROCESSOR_MAPPING_NAMES,
@@ -89,11 +89,33 @@ def _image_processor(model_type: str) -> Any:
     order = ("torchvision", "pil") if has_torchvision else ("pil",)
     for backend in order:
         if names.get(backend):
-            return get_image_processor_class_from_name(names[backend])()
+            cls = get_image_processor_class_from_name(names[backend])
+            return cls(**_vision_geometry(cls, config))
     raise BadReferenceError(
         f"model_type '{model_type}' has no image processor usable here"
         + ("" if has_torchvision else "; install torchvision (see README)")
     )
+
+
+def _vision_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
+    """Size settings that make the image processor feed the configured tower.
+
+    transformers' default image processors and default model configs are
+    written independently (LLaVA's crops to 224 px while its default CLIP
+    tower takes 336 px); a real checkpoint pairs them. Each size setting the
+    image processor declares is set to the tower's ``image_size``.
+    """
+    image_size = lookup_config(config, "image_size")
+    if not isinstance(image_size, int):
+        return {}
+    overrides: dict[str, Any] = {}
+    for attr in ("size", "crop_size"):
+        size = getattr(image_processor_cls, attr, None)
+        if isinstance(size, Mapping) and {"height", "width"} <= set(size):
+            overrides[attr] = {"height": image_size, "width": image_size}
+        elif isinstance(size, Mapping) and set(size) == {"shortest_edge"}:
+            overrides[attr] = {"shortest_edge": image_size}
+    return overrides
 
 
 def _processor_kwargs(processor_cls: type, config: Mapping[str, Any], image_processor: Any) -> dict[str, Any]:
@@ -123,7 +145,7 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     write_tokenizer(TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts)), directory)
     config.save_pretrained(directory)
     tokenizer = AutoTokenizer.from_pretrained(directory)
-    image_processor = _image_processor(model_type)
+    image_processor = _image_processor(model_type, config_dict)
     kwargs = _processor_kwargs(processor_cls, config_dict, image_processor)
     processor = processor_cls(image_processor=image_processor, tokenizer=tokenizer, **kwargs)
     processor.save_pretrained(directory)

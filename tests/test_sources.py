@@ -1,0 +1,72 @@
+"""References resolve to snapshots whose processor settings agree with their config."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from mmport.errors import BadReferenceError
+from mmport.sources import resolve
+from mmport.sources.defaults import lookup_config
+
+
+@pytest.fixture(scope="module")
+def llava():
+    return resolve("llava")
+
+
+def test_synthetic_llava_agrees_with_its_config(llava) -> None:
+    processor, config = llava.load_processor(), llava.load_config()
+    assert llava.origin == "synthetic"
+    assert processor.tokenizer.image_token_id == config.image_token_index
+    assert processor.image_token_id == config.image_token_index
+    # None-default processor settings come from the config, by name.
+    assert processor.patch_size == config.vision_config.patch_size
+    assert processor.vision_feature_select_strategy == config.vision_feature_select_strategy
+    # The image processor feeds the tower the config describes.
+    assert processor.image_processor.crop_size["height"] == config.vision_config.image_size
+
+
+def test_synthetic_paligemma_takes_image_seq_length_from_config() -> None:
+    snapshot = resolve("paligemma")
+    processor = snapshot.load_processor()
+    assert processor.image_seq_length == lookup_config(snapshot.config_dict, "image_seq_length")
+    assert processor.image_token_id == snapshot.load_config().image_token_index
+
+
+def test_synthetic_vocabulary_holds_newlines(llava) -> None:
+    tokenizer = llava.load_processor().tokenizer
+    for text in ("\n", "\n\n"):
+        assert text in tokenizer.get_vocab()
+        assert tokenizer.encode(text, add_special_tokens=False) == [tokenizer.get_vocab()[text]]
+
+
+def test_synthetic_snapshot_is_built_once(llava) -> None:
+    stamp = (llava.path / "config.json").stat().st_mtime_ns
+    assert (resolve("llava").path / "config.json").stat().st_mtime_ns == stamp
+
+
+def test_local_directory(llava, tmp_path) -> None:
+    copy = shutil.copytree(llava.path, tmp_path / "snap")
+    snapshot = resolve(str(copy))
+    assert (snapshot.origin, snapshot.model_type, snapshot.path) == ("local", "llava", copy.resolve())
+
+
+def test_cached_hub_snapshot_resolves_offline(llava, tmp_path, monkeypatch) -> None:
+    # Lay the snapshot out as huggingface_hub's cache does, then go offline.
+    repo = tmp_path / "hub" / "models--someorg--tiny-llava"
+    files = repo / "snapshots" / "0123456789abcdef"
+    shutil.copytree(llava.path, files)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123456789abcdef")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    snapshot = resolve("someorg/tiny-llava")
+    assert (snapshot.origin, snapshot.model_type, snapshot.path) == ("hub", "llava", files.resolve())
+
+
+def test_unknown_model_type_names_the_problem() -> None:
+    with pytest.raises(BadReferenceError, match="unknown model_type 'no_such_model'"):
+        resolve("no_such_model")
