@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 __all__ = ["console", "err_console", "error", "spec_table", "report_table"]
@@ -13,7 +14,7 @@ err_console = Console(stderr=True, highlight=False)
 
 def error(message: str) -> None:
     """One red line on stderr, for a user mistake (no traceback)."""
-    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
 
 
 def spec_table(spec) -> Table:
@@ -28,7 +29,7 @@ def spec_table(spec) -> Table:
             ("modality", m.modality, ""),
             ("placeholder", repr(m.placeholder), str(m.placeholder_source)),
             ("token id", f"{m.token_attr} = {m.token_id}", str(m.token_source)),
-            ("count rule", "; ".join([*m.count.statements, f"→ {m.count.result}"]), str(m.count.source)),
+            ("count rule", "\n".join([*m.count.statements, f"→ {m.count.result}"]), str(m.count.source)),
             ("count strategy", m.count.strategy, ""),
             ("item geometry", m.geometry.size_expr or "not used", str(m.geometry.source or "")),
             ("prompt update", f"{update.mode} at {update.target}", str(update.source)),
@@ -40,7 +41,7 @@ def spec_table(spec) -> Table:
             ("worst-case size (h, w)", str(m.worst_case_size), ""),
         ]
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(escape(cell) for cell in row))
     return table
 
 
@@ -55,5 +56,5 @@ def report_table(report) -> Table:
     for check in report.checks.values():
         status = check.status
         detail = check.failures[0].describe() if check.failures else check.skipped
-        table.add_row(check.name, f"[{colours[status]}]{status}[/]", str(check.runs), detail)
+        table.add_row(check.name, f"[{colours[status]}]{status}[/]", str(check.runs), escape(detail))
     return table

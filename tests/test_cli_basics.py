@@ -80,3 +80,22 @@ def test_verify_port_without_classes(tmp_path) -> None:
     empty = tmp_path / "empty_port.py"
     empty.write_text("X = 1\n")
     _assert_user_error(run_cli("verify", "llava", "--port", str(empty)), "BaseProcessingInfo")
+
+
+def test_verify_report_path_in_missing_directory(tmp_path, scaffolded) -> None:
+    port = scaffolded("llava") / "llava_processing.py"
+    result = run_cli("verify", "llava", "--port", str(port), "--junit", str(tmp_path / "no" / "r.xml"))
+    _assert_user_error(result, "does not exist")
+
+
+def test_verify_writes_junit_naming_each_check(tmp_path, scaffolded) -> None:
+    from xml.etree import ElementTree
+
+    port = scaffolded("llava") / "llava_processing.py"
+    junit = tmp_path / "report.xml"
+    result = run_cli("verify", "llava", "--port", str(port), "--probes", "3", "--junit", str(junit))
+    assert result.returncode == 0, result.stdout + result.stderr
+    suite = ElementTree.parse(junit).getroot()
+    names = [case.get("name") for case in suite.iter("testcase")]
+    assert names == ["tokens", "placeholders", "fields", "cache", "dummy", "limits"]
+    assert suite.get("failures") == "0"

@@ -40,10 +40,12 @@ def verify_port(
         port = chosen.load_port(Path(port_path))
         session = Session(HFReference(snapshot), chosen.build(port, snapshot.path))
         checks = {name: CheckResult(name) for name in CHECKS}
+        cases = {}
         for probe in make_probes(probes, seed):
             notify(f"{probe.name}: {len(probe.sizes)} item(s)")
+            cases[probe.name] = f"images (w, h) {list(probe.sizes)}, prompt {probe.prompt(session.hf.placeholder)!r}"
             session.run_probe(probe, checks)
         notify("dummy inputs and limits")
         session.check_dummy(checks["dummy"])
         session.check_limits(checks["limits"])
-    return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started)
+    return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started, cases)

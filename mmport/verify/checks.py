@@ -51,7 +51,7 @@ def check_placeholders(result: CheckResult, probe: str, hf_ids: list[int], token
         return
     for index, (count, ph) in enumerate(zip(counts, placeholders)):
         if ph.num_embeds != count:
-            message = f"item {index}: embedding positions (placeholder at offset {ph.offset})"
+            message = f"item {index}: number of embedding positions in the placeholder"
             result.failures.append(Failure(probe, message, ph.offset, str(count), str(ph.num_embeds)))
             return
     hf_positions = [i for i, t in enumerate(hf_ids) if t == token_id]

@@ -60,6 +60,7 @@ class Report:
     seed: int
     checks: dict[str, CheckResult]
     seconds: float = 0.0
+    probe_cases: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -81,6 +82,7 @@ class Report:
             "seed": self.seed,
             "passed": self.passed,
             "seconds": round(self.seconds, 3),
+            "probe_cases": self.probe_cases,
             "checks": {
                 name: {"status": c.status, "runs": c.runs, "skipped": c.skipped, "failures": [asdict(f) for f in c.failures]}
                 for name, c in self.checks.items()
