@@ -57,7 +57,9 @@ class CountRule:
     ``statements`` are Python lines, transplanted from the HF processor with
     ``self`` renamed to ``processor``, that leave the count in ``result``;
     they may read ``height`` and ``width`` (the processed item size).
-    ``strategy`` is ``"derived"`` (static) or ``"delegated"`` (HF at run time).
+    ``strategy`` is ``"derived"`` (static) or ``"delegated"``: the port asks
+    the HF processor for each item's replacement at run time, and ``reason``
+    says why static derivation failed.
     """
 
     statements: tuple[str, ...]
@@ -65,6 +67,7 @@ class CountRule:
     uses_geometry: bool
     strategy: str
     source: Source
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,12 +94,17 @@ class PromptUpdateSpec:
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """One HF output key and how it splits into items (vLLM field config)."""
+    """One HF output key and how it splits into items (vLLM field config).
+
+    ``sizes`` is the extra argument of the layout, as a Python expression over
+    ``hf_inputs``: per-item row counts for ``flat_from_sizes``
+    (``hf_inputs["image_grid_thw"].prod(-1)``), the item count for ``shared``.
+    """
 
     key: str
     layout: str
     source: Source
-    size_key: str = ""
+    sizes: str = ""
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,10 @@ class ModalitySpec:
     fields: tuple[FieldSpec, ...]
     limit: int | None
     worst_case_size: tuple[int, int] | None
+    # "derived", or "per_item" when HF batches items in a way that cannot be
+    # split (padding across items): the port then calls HF once per item.
+    fields_strategy: str = "derived"
+    fields_reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -68,3 +68,21 @@ def test_wrong_port_fails_the_right_check(model_type, old, new, check, scaffolde
     code, report = _verify(model_type, wrong, tmp_path)
     assert code == 1
     assert check in _failed(report), report
+
+
+def test_delegated_count_passes_and_is_reported(scaffolded, tmp_path) -> None:
+    # Gemma 3 wraps each image in begin/end tokens: its count is not `token * n`,
+    # so the port asks the HF processor for each item's replacement.
+    inspect = run_cli("inspect", "gemma3", "--json")
+    assert json.loads(inspect.stdout)["modalities"][0]["count"]["strategy"] == "delegated"
+    code, report = _verify("gemma3", scaffolded("gemma3") / "gemma3_processing.py", tmp_path)
+    assert code == 0, report
+
+
+def test_items_padded_together_are_processed_one_by_one(scaffolded, tmp_path) -> None:
+    # LLaVA-NeXT pads each image's patches to the batch maximum, so no field
+    # layout splits the batch; the port calls HF once per image instead.
+    spec = json.loads(run_cli("inspect", "llava_next", "--json").stdout)["modalities"][0]
+    assert spec["fields_strategy"] == "per_item"
+    code, report = _verify("llava_next", scaffolded("llava_next") / "llava_next_processing.py", tmp_path)
+    assert code == 0, report

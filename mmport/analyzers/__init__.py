@@ -9,13 +9,14 @@ from __future__ import annotations
 import libcst as cst
 
 from mmport import __version__
-from mmport.analyzers.count import analyze_replacement
+from mmport.analyzers.count import ReplacementFacts, analyze_replacement
+from mmport.analyzers.fields import observe_fields, per_item_fields
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.sourcefile import find_method
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
-from mmport.spec import ModalitySpec, PortSpec, Source
+from mmport.spec import CountRule, GeometryRule, ModalitySpec, PortSpec, Source
 
 __all__ = ["analyze"]
 
@@ -52,15 +53,35 @@ def _architecture(snapshot: Snapshot) -> str:
     return MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(snapshot.model_type, "")
 
 
+def _replacement(processor_cls: type, geometry: GeometryRule) -> ReplacementFacts:
+    """The derived count, or a delegated one (with the reason) when derivation fails."""
+    try:
+        facts = analyze_replacement(processor_cls, "image")
+        if facts.count.uses_geometry and geometry.kind != "fixed":
+            raise AnalysisError("the count reads an item size that the image processor does not fix")
+        return facts
+    except AnalysisError as exc:
+        found = find_method(processor_cls, "replace_image_token") or find_method(processor_cls, "__call__")
+        source = found[0].source(found[1]) if found else Source("(processor)", 0)
+        return ReplacementFacts(CountRule((), "", False, "delegated", source, reason=str(exc)), "image_token")
+
+
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     processor_cls = type(processor)
-    facts = analyze_replacement(processor_cls, "image")
+    geometry = analyze_geometry(type(processor.image_processor))
+    facts = _replacement(processor_cls, geometry)
     placeholder_source = _attribute_source(processor_cls, facts.token_attr)
     token_attr = f"{facts.token_attr}_id"
-    geometry = analyze_geometry(type(processor.image_processor))
-    if facts.count.uses_geometry and geometry.kind != "fixed":
-        raise AnalysisError(f"the count of {processor_cls.__name__} depends on an item size not fixed by its image processor")
-    size = _fixed_size(processor.image_processor, geometry.size_expr)
+    update = analyze_layout(processor_cls, placeholder_source)
+    static_fields = analyze_output_fields(type(processor.image_processor))
+    placeholder = None if update.mode == "insert" else getattr(processor, facts.token_attr)
+    sources = {f.key: f.source for f in static_fields}
+    fields_strategy, fields_reason = "derived", ""
+    try:
+        fields = observe_fields(processor, placeholder, sources)
+    except (AnalysisError, RuntimeError) as exc:
+        fields_strategy, fields_reason = "per_item", str(exc).splitlines()[0]
+        fields = per_item_fields(processor, placeholder, sources)
     return ModalitySpec(
         modality="image",
         placeholder=getattr(processor, facts.token_attr),
@@ -70,10 +91,12 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         token_source=_attribute_source(processor_cls, token_attr),
         count=facts.count,
         geometry=geometry,
-        update=analyze_layout(processor_cls, placeholder_source),
-        fields=analyze_output_fields(type(processor.image_processor)),
+        update=update,
+        fields=fields,
         limit=None,
-        worst_case_size=size,
+        worst_case_size=_fixed_size(processor.image_processor, geometry.size_expr),
+        fields_strategy=fields_strategy,
+        fields_reason=fields_reason,
     )
 
 
@@ -82,7 +105,9 @@ def _fixed_size(image_processor, size_expr: str) -> tuple[int, int] | None:
     if not size_expr:
         return None
     size = eval(size_expr, {}, {"image_processor": image_processor})  # expression built by analyze_geometry
-    return (size["height"], size["width"]) if "height" in size else None
+    if size is None or size.get("height") is None:
+        return None
+    return (size["height"], size["width"])
 
 
 def analyze(snapshot: Snapshot) -> PortSpec:
@@ -90,8 +115,9 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     import transformers
 
     processor = snapshot.load_processor()
-    architecture = _architecture(snapshot)
-    prefix = architecture.removesuffix("ForConditionalGeneration") or type(processor).__name__.removesuffix("Processor")
+    prefix = type(processor).__name__.removesuffix("Processor")
+    architecture = _architecture(snapshot) or f"{prefix}ForConditionalGeneration"
+    prefix = architecture.removesuffix("ForConditionalGeneration") or prefix
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,

@@ -97,8 +97,30 @@ def _bos_switch(processor_cls: type) -> Source | None:
     return found[0].source(visitor.node) if visitor.node is not None else None
 
 
+def _text_defaults_switch(processor_cls: type) -> Source | None:
+    """Where the processor's kwargs defaults tokenize text without special tokens."""
+    import inspect
+
+    kwargs_cls = getattr(processor_cls, "valid_processor_kwargs", None)
+    defaults = getattr(kwargs_cls, "_defaults", None) or {}
+    if defaults.get("text_kwargs", {}).get("add_special_tokens") is False:
+        lines, first = inspect.getsourcelines(kwargs_cls)
+        offset = next((i for i, line in enumerate(lines) if "add_special_tokens" in line), 0)
+        file = inspect.getsourcefile(kwargs_cls) or ""
+        return Source(file.split("transformers/", 1)[-1], first + offset, lines[offset].strip())
+    return None
+
+
 def analyze_layout(processor_cls: type, placeholder_source: Source) -> PromptUpdateSpec:
     """Replacement of the placeholder, unless the processor inserts items itself."""
+    spec = _analyze_layout(processor_cls, placeholder_source)
+    switch = _text_defaults_switch(processor_cls)
+    if switch is not None and spec.add_special_tokens:
+        return dataclasses.replace(spec, add_special_tokens=False, special_tokens_source=switch)
+    return spec
+
+
+def _analyze_layout(processor_cls: type, placeholder_source: Source) -> PromptUpdateSpec:
     # Only a model's own layout can build the prompt; the base class's is generic.
     found = find_method(processor_cls, "prepare_inputs_layout", models_only=True)
     if found is not None:

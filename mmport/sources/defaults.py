@@ -12,18 +12,22 @@ sub-config, or else a name in the same :data:`CONCEPT_ALIASES` row.
 from __future__ import annotations
 
 import inspect
+import textwrap
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import libcst as cst
 
-__all__ = ["CONCEPT_ALIASES", "lookup_config", "none_default_params", "image_processor_reads"]
+__all__ = ["CONCEPT_ALIASES", "image_processor_reads", "lookup_config", "none_default_params", "tokenizer_token_reads"]
 
 # Names that checkpoints use for one concept. Policy, not per-model answers:
 # a lookup of any name in a row also tries the other names of that row.
 CONCEPT_ALIASES: tuple[tuple[str, ...], ...] = (
     ("image_seq_length", "num_image_tokens", "mm_tokens_per_image", "image_seq_len"),
 )
+
+# Tokens every synthetic tokenizer has anyway.
+BASE_TOKEN_NAMES = frozenset({"bos_token", "eos_token", "pad_token", "unk_token"})
 
 # Constructor parameters that are sub-processors or plumbing, never settings.
 _NOT_SETTINGS = {"image_processor", "tokenizer", "video_processor", "feature_extractor", "chat_template"}
@@ -57,37 +61,74 @@ def none_default_params(processor_cls: type) -> list[str]:
     ]
 
 
-class _ImageProcessorReads(cst.CSTVisitor):
-    """Collect ``image_processor.<name>`` reads inside a class's ``__init__``."""
+class _AttributeReads(cst.CSTVisitor):
+    """Collect ``<owner>.<name>`` reads (hasattr/getattr guards too) in ``__init__``s.
 
-    def __init__(self, class_name: str) -> None:
-        self.class_name = class_name
+    A guard with a literal fallback gives that name's default text::
+
+        self.image_token = "<|image_pad|>" if not hasattr(tokenizer, "image_token") else tokenizer.image_token
+    """
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
         self.names: list[str] = []
-        self._depth = 0
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return node.name.value == self.class_name
+        self.defaults: dict[str, str] = {}
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return node.name.value == "__init__"
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if isinstance(node.value, cst.Name) and node.value.value == "image_processor":
+        if isinstance(node.value, cst.Name) and node.value.value == self.owner:
             self.names.append(node.attr.value)
 
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        name = self._guarded_name(node.test.expression if isinstance(node.test, cst.UnaryOperation) else node.test)
+        for branch in (node.body, node.orelse):
+            if name and isinstance(branch, cst.SimpleString):
+                self.defaults.setdefault(name, branch.evaluated_value)
+
     def visit_Call(self, node: cst.Call) -> None:
-        # hasattr(image_processor, "name") guards count as reads of "name".
-        func = node.func
-        if isinstance(func, cst.Name) and func.value in {"hasattr", "getattr"} and len(node.args) >= 2:
-            target, attr = node.args[0].value, node.args[1].value
-            if isinstance(target, cst.Name) and target.value == "image_processor":
-                if isinstance(attr, cst.SimpleString):
-                    self.names.append(attr.evaluated_value)
+        name = self._guarded_name(node)
+        if name is None:
+            return
+        self.names.append(name)
+        if len(node.args) == 3 and isinstance(node.args[2].value, cst.SimpleString):
+            self.defaults.setdefault(name, node.args[2].value.evaluated_value)
+
+    def _guarded_name(self, node: cst.BaseExpression) -> str | None:
+        """``hasattr(owner, "name")`` / ``getattr(owner, "name", ...)`` → ``name``."""
+        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and len(node.args) >= 2):
+            return None
+        target, attr = node.args[0].value, node.args[1].value
+        if node.func.value in {"hasattr", "getattr"} and isinstance(target, cst.Name) and target.value == self.owner:
+            return attr.evaluated_value if isinstance(attr, cst.SimpleString) else None
+        return None
+
+
+def _constructor_reads(processor_cls: type, owner: str) -> _AttributeReads:
+    """What the constructors of ``processor_cls`` (and model bases) read off ``owner``."""
+    visitor = _AttributeReads(owner)
+    for klass in processor_cls.__mro__:
+        if klass.__module__.startswith("transformers.models") and "__init__" in vars(klass):
+            cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
+    return visitor
 
 
 def image_processor_reads(processor_cls: type) -> list[str]:
     """Attributes the processor's constructor reads off its image processor."""
-    source = inspect.getsource(inspect.getmodule(processor_cls))
-    visitor = _ImageProcessorReads(processor_cls.__name__)
-    cst.parse_module(source).visit(visitor)
-    return list(dict.fromkeys(visitor.names))
+    return list(dict.fromkeys(_constructor_reads(processor_cls, "image_processor").names))
+
+
+def tokenizer_token_reads(processor_cls: type) -> dict[str, str | None]:
+    """Named special tokens (``boi_token``) the constructor reads off its tokenizer.
+
+    Maps each name to the literal text the constructor falls back to, if any.
+    """
+    reads = _constructor_reads(processor_cls, "tokenizer")
+    tokens: dict[str, str | None] = {}
+    for name in reads.names:
+        stem = name.removesuffix("_id")
+        # add_bos_token and the like are switches, not tokens.
+        if stem.endswith("_token") and not stem.startswith("add_") and stem not in BASE_TOKEN_NAMES:
+            tokens.setdefault(stem, reads.defaults.get(stem))
+    return tokens

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mmport.errors import BadReferenceError
-from mmport.sources.defaults import image_processor_reads, lookup_config, none_default_params
+from mmport.sources.defaults import image_processor_reads, lookup_config, none_default_params, tokenizer_token_reads
 from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, write_tokenizer
 
 __all__ = ["build_synthetic", "processor_class_for", "multimodal_model_types"]
@@ -46,7 +46,12 @@ def processor_class_for(model_type: str) -> type:
 
 
 def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
-    """Named and anonymous special-token strings the processor's code uses."""
+    """Named and anonymous special-token strings the processor's code uses.
+
+    Named tokens come from ``*_token`` constructor defaults, ``*_TOKEN``
+    module constants, and ``tokenizer.<name>_token`` reads in the constructor
+    (those get a synthetic text such as ``<boi>`` when no default exists).
+    """
     named: dict[str, str] = {}
     for param in inspect.signature(processor_cls.__init__).parameters.values():
         if param.name.endswith("_token") and isinstance(param.default, str):
@@ -59,6 +64,8 @@ def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
                 named.setdefault(attr.lower(), value)
             else:
                 anonymous.append(value)
+    for name, default in tokenizer_token_reads(processor_cls).items():
+        named.setdefault(name, default or f"<{name.removesuffix('_token')}>")
     return named, [t for t in anonymous if t not in named.values()]
 
 
@@ -77,6 +84,26 @@ def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str,
     return fixed
 
 
+def _backend_class(mapping: Mapping[str, Any], keys: list[str], load) -> type | None:
+    """The class a (backend → name) mapping gives for the first known key."""
+    has_torchvision = importlib.util.find_spec("torchvision") is not None
+    order = ("torchvision", "pil") if has_torchvision else ("pil",)
+    for key in keys:
+        names = mapping.get(key)
+        if isinstance(names, str):
+            return load(names)
+        for backend in order:
+            if names and names.get(backend):
+                return load(names[backend])
+    return None
+
+
+def _lookup_keys(model_type: str, config: Mapping[str, Any]) -> list[str]:
+    """The model_type, then the model_types of its sub-configs (vision tower first)."""
+    subs = [v["model_type"] for v in config.values() if isinstance(v, Mapping) and "model_type" in v]
+    return [model_type, *sorted(subs, key=lambda t: "vision" not in t)]
+
+
 def _image_processor(model_type: str, config: Mapping[str, Any]) -> Any:
     """The default image processor, torchvision-backed when that is installed."""
     from transformers.models.auto.image_processing_auto import (
@@ -84,17 +111,30 @@ def _image_processor(model_type: str, config: Mapping[str, Any]) -> Any:
         get_image_processor_class_from_name,
     )
 
-    names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
-    has_torchvision = importlib.util.find_spec("torchvision") is not None
-    order = ("torchvision", "pil") if has_torchvision else ("pil",)
-    for backend in order:
-        if names.get(backend):
-            cls = get_image_processor_class_from_name(names[backend])
-            return cls(**_vision_geometry(cls, config))
-    raise BadReferenceError(
-        f"model_type '{model_type}' has no image processor usable here"
-        + ("" if has_torchvision else "; install torchvision (see README)")
-    )
+    cls = _backend_class(IMAGE_PROCESSOR_MAPPING_NAMES, _lookup_keys(model_type, config), get_image_processor_class_from_name)
+    if cls is None:
+        has_torchvision = importlib.util.find_spec("torchvision") is not None
+        raise BadReferenceError(
+            f"model_type '{model_type}' has no image processor usable here"
+            + ("" if has_torchvision else "; install torchvision (see README)")
+        )
+    return cls(**_vision_geometry(cls, config))
+
+
+def _other_processor(attribute: str, model_type: str, config: Mapping[str, Any]) -> Any | None:
+    """A default video processor or feature extractor for ``attribute``, if transformers maps one."""
+    from transformers.models.auto import feature_extraction_auto, video_processing_auto
+
+    keys = _lookup_keys(model_type, config)
+    if attribute == "video_processor":
+        mapping = video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES
+        cls = _backend_class(mapping, keys, video_processing_auto.video_processor_class_from_name)
+    elif attribute in {"feature_extractor", "audio_processor"}:
+        mapping = feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES
+        cls = _backend_class(mapping, keys, feature_extraction_auto.feature_extractor_class_from_name)
+    else:
+        return None
+    return cls() if cls is not None else None
 
 
 def _vision_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,6 +173,19 @@ def _processor_kwargs(processor_cls: type, config: Mapping[str, Any], image_proc
     return kwargs
 
 
+def _sub_processors(processor_cls: type, model_type: str, config: Mapping[str, Any], tokenizer: Any) -> dict[str, Any]:
+    """One default object per attribute the processor is built from."""
+    parts: dict[str, Any] = {}
+    for attribute in processor_cls.get_attributes():
+        if "tokenizer" in attribute:
+            parts[attribute] = tokenizer
+        elif attribute == "image_processor":
+            parts[attribute] = _image_processor(model_type, config)
+        else:
+            parts[attribute] = _other_processor(attribute, model_type, config)
+    return parts
+
+
 def build_synthetic(model_type: str, directory: Path) -> None:
     """Write a synthetic snapshot of ``model_type`` into ``directory``."""
     from transformers import CONFIG_MAPPING, AutoTokenizer
@@ -145,7 +198,7 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     write_tokenizer(TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts)), directory)
     config.save_pretrained(directory)
     tokenizer = AutoTokenizer.from_pretrained(directory)
-    image_processor = _image_processor(model_type, config_dict)
-    kwargs = _processor_kwargs(processor_cls, config_dict, image_processor)
-    processor = processor_cls(image_processor=image_processor, tokenizer=tokenizer, **kwargs)
+    parts = _sub_processors(processor_cls, model_type, config_dict, tokenizer)
+    kwargs = _processor_kwargs(processor_cls, config_dict, parts.get("image_processor"))
+    processor = processor_cls(**parts, **kwargs)
     processor.save_pretrained(directory)

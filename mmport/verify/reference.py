@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from mmport.analyzers.fields import mm_outputs
 from mmport.sources import Snapshot
 from mmport.sources._quiet import quiet_transformers
 
@@ -28,7 +29,6 @@ class HFReference:
         self.processor = snapshot.load_processor()
         self.token = self.processor.image_token
         self.token_id = self.processor.image_token_id
-        self.text_keys = set(self.processor.tokenizer.model_input_names) | {"labels", "token_type_ids"}
         self._counts: dict[tuple[int, int], int] = {}
         self.placeholder = None if self._inserts_items() else self.token
 
@@ -52,8 +52,7 @@ class HFReference:
         with quiet_transformers():
             # One prompt: its images nested in one list, which every processor reads as one sample.
             out = self.processor(text=[prompt], images=[images] if images else None, return_tensors="pt")
-        mm = {k: v for k, v in out.items() if k not in self.text_keys and isinstance(v, torch.Tensor)}
-        return HFOutput(out["input_ids"][0].tolist(), mm)
+        return HFOutput(out["input_ids"][0].tolist(), mm_outputs(self.processor, out))
 
     def single(self, image: Any) -> HFOutput:
         """HF on one item alone (the minimal prompt that carries it)."""

@@ -24,7 +24,7 @@ from vllm.renderers import TokenizeParams
 
 class PaliGemmaProcessingInfo(BaseProcessingInfo):
     def get_default_tok_params(self) -> TokenizeParams:
-        # The HF processor switches its tokenizer's BOS off and places BOS itself
+        # The HF processor tokenizes text without special tokens
         # (models/paligemma/processing_paligemma.py:84).
         return super().get_default_tok_params().with_kwargs(add_special_tokens=False)
 

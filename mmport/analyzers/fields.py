@@ -1,0 +1,117 @@
+"""Field layouts observed from the HF processor itself.
+
+How an output tensor splits into items is a property of the HF processor's
+behaviour, so it is read from that behaviour: the processor runs on two items
+of different sizes, alone and together, and each output key is classified:
+
+- ``batched``: together it has one row per item, and row *i* equals item *i* alone;
+- ``flat_from_sizes``: together it is the items' rows concatenated; the sizes
+  come from a batched integer key (``image_grid_thw.prod(-1)`` and the like);
+- ``shared``: the same value whatever the items.
+
+Keys the processor drops (``unused_input_names``) never appear here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmport.errors import AnalysisError
+from mmport.spec import FieldSpec, Source
+
+__all__ = ["mm_outputs", "observe_fields", "per_item_fields"]
+
+# Two (width, height) sizes far apart in area and aspect, so size-dependent
+# layouts (tiles, patch grids) show different row counts.
+PROBE_SIZES = ((64, 48), (900, 300))
+
+# Candidate size expressions over a batched integer key K, tried in order.
+SIZE_EXPRESSIONS = ("{k}.prod(-1)", "{k}", "{k}.sum(-1)")
+
+
+def _run(processor: Any, images: list, placeholder: str | None) -> dict[str, Any]:
+    import torch
+
+    from mmport.sources._quiet import quiet_transformers
+
+    text = (placeholder or "") * len(images)
+    with quiet_transformers():
+        out = processor(text=[text], images=[images], return_tensors="pt")
+    return mm_outputs(processor, out)
+
+
+def mm_outputs(processor: Any, out: Any) -> dict[str, Any]:
+    """The multimodal tensors of a processor output: not text-side keys.
+
+    Text-side keys are the tokenizer's inputs and anything shaped like
+    ``input_ids`` (token type ids, labels, mm token types).
+    """
+    import torch
+
+    text_keys = set(processor.tokenizer.model_input_names) | {"labels"}
+    shape = out["input_ids"].shape if "input_ids" in out else None
+    return {
+        k: v
+        for k, v in out.items()
+        if k not in text_keys and isinstance(v, torch.Tensor) and v.shape != shape
+    }
+
+
+def _size_expression(together: dict[str, Any], rows: list[int]) -> str | None:
+    import torch
+
+    for key, value in together.items():
+        if value.dtype.is_floating_point or value.dim() == 0 or value.shape[0] != len(rows):
+            continue
+        # A request without images has no such key: fall back to an empty one.
+        empty = f"torch.empty({(0, *value.shape[1:])}, dtype=torch.{str(value.dtype).removeprefix('torch.')})"
+        for pattern in SIZE_EXPRESSIONS:
+            expr = pattern.format(k=f'hf_inputs.get("{key}", {empty})')
+            sizes = eval(expr, {"torch": torch}, {"hf_inputs": together})  # from SIZE_EXPRESSIONS only
+            if isinstance(sizes, torch.Tensor) and sizes.dim() == 1 and sizes.tolist() == rows:
+                return expr
+    return None
+
+
+def _concatenates(value: Any, singles: list) -> bool:
+    import torch
+
+    if value.dim() == 0 or value.shape[0] != sum(s.shape[0] for s in singles):
+        return False
+    return all(s.shape[1:] == value.shape[1:] for s in singles) and torch.equal(value, torch.cat(singles))
+
+
+def observe_fields(processor: Any, placeholder: str | None, sources: dict[str, Source]) -> tuple[FieldSpec, ...]:
+    """Classify each HF output key by running the processor (see module doc)."""
+    import torch
+
+    from mmport.verify.probes import make_image
+
+    images = [make_image(w, h, i) for i, (w, h) in enumerate(PROBE_SIZES)]
+    alone = [_run(processor, [image], placeholder) for image in images]
+    together = _run(processor, images, placeholder)
+    fields = []
+    batched_key = next((k for k, v in together.items() if v.dim() > 0 and v.shape[0] == len(images)), None)
+    for key, value in together.items():
+        source = sources.get(key, Source("(observed from the HF processor)", 0))
+        singles = [a[key] for a in alone]
+        if all(torch.equal(value, s) for s in singles) and batched_key not in (None, key):
+            fields.append(FieldSpec(key, "shared", source, f'len(hf_inputs["{batched_key}"])'))
+        elif value.shape[0] == len(images) and all(s.shape[0] == 1 and torch.equal(value[i], s[0]) for i, s in enumerate(singles)):
+            fields.append(FieldSpec(key, "batched", source))
+        elif _concatenates(value, singles):
+            size_expr = _size_expression(together, [s.shape[0] for s in singles])
+            if size_expr is None:
+                raise AnalysisError(f"'{key}' concatenates items, but no output gives each item's size")
+            fields.append(FieldSpec(key, "flat_from_sizes", source, size_expr))
+        else:
+            raise AnalysisError(f"'{key}' splits into items in a way mmport does not recognise")
+    return tuple(fields)
+
+
+def per_item_fields(processor: Any, placeholder: str | None, sources: dict[str, Source]) -> tuple[FieldSpec, ...]:
+    """One ``batched`` field per output key, for ports that process items one by one."""
+    from mmport.verify.probes import make_image
+
+    single = _run(processor, [make_image(*PROBE_SIZES[0], 0)], placeholder)
+    return tuple(FieldSpec(key, "batched", sources.get(key, Source("(observed from the HF processor)", 0))) for key in single)
