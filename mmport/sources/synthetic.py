@@ -186,12 +186,26 @@ def _sub_processors(processor_cls: type, model_type: str, config: Mapping[str, A
     return parts
 
 
+def _architecture(model_type: str) -> str | None:
+    """The class a checkpoint of ``model_type`` names in ``architectures``."""
+    from transformers.models.auto import modeling_auto
+
+    for mapping in ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES", "MODEL_MAPPING_NAMES"):
+        name = getattr(modeling_auto, mapping, {}).get(model_type)
+        if name:
+            return name
+    return None
+
+
 def build_synthetic(model_type: str, directory: Path) -> None:
     """Write a synthetic snapshot of ``model_type`` into ``directory``."""
     from transformers import CONFIG_MAPPING, AutoTokenizer
 
     processor_cls = processor_class_for(model_type)
     config = CONFIG_MAPPING[model_type]()
+    # Real checkpoints name their model class; vLLM resolves models by it.
+    architecture = _architecture(model_type)
+    config.architectures = [architecture] if architecture else None
     config_dict = config.to_dict()
     named, anonymous = _special_tokens(processor_cls)
     texts = {**BASE_SPECIALS, **named}
