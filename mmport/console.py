@@ -38,6 +38,7 @@ def spec_table(spec) -> Table:
             ("special tokens in prompt", "yes" if update.add_special_tokens else "no (HF places BOS itself)", str(update.special_tokens_source or "")),
             *[(f"field {f.key}", " ".join(filter(None, (f.layout, f.sizes))), str(f.source)) for f in m.fields],
             ("fields strategy", m.fields_strategy + (f" ({m.fields_reason})" if m.fields_reason else ""), ""),
+            ("images need text", "yes (port passes placeholders to HF)" if m.needs_text else "no", ""),
             ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
             ("worst-case size (h, w)", str(m.worst_case_size), ""),
         ]

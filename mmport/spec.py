@@ -127,6 +127,8 @@ class ModalitySpec:
     # split (padding across items): the port then calls HF once per item.
     fields_strategy: str = "derived"
     fields_reason: str = ""
+    # HF refuses images without text: vLLM's images-only call must carry placeholders.
+    needs_text: bool = False
 
 
 @dataclass(frozen=True)

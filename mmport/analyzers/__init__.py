@@ -10,7 +10,7 @@ import libcst as cst
 
 from mmport import __version__
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
-from mmport.analyzers.fields import observe_fields, per_item_fields
+from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.sourcefile import find_method
@@ -97,6 +97,7 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         worst_case_size=_fixed_size(processor.image_processor, geometry.size_expr),
         fields_strategy=fields_strategy,
         fields_reason=fields_reason,
+        needs_text=update.mode == "replace" and refuses_images_alone(processor),
     )
 
 

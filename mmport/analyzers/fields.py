@@ -19,7 +19,7 @@ from typing import Any
 from mmport.errors import AnalysisError
 from mmport.spec import FieldSpec, Source
 
-__all__ = ["mm_outputs", "observe_fields", "per_item_fields"]
+__all__ = ["mm_outputs", "observe_fields", "per_item_fields", "refuses_images_alone"]
 
 # Two (width, height) sizes far apart in area and aspect, so size-dependent
 # layouts (tiles, patch grids) show different row counts.
@@ -115,3 +115,20 @@ def per_item_fields(processor: Any, placeholder: str | None, sources: dict[str, 
 
     single = _run(processor, [make_image(*PROBE_SIZES[0], 0)], placeholder)
     return tuple(FieldSpec(key, "batched", sources.get(key, Source("(observed from the HF processor)", 0))) for key in single)
+
+
+def refuses_images_alone(processor: Any) -> bool:
+    """True when the HF processor will not process images without any text.
+
+    vLLM calls the HF processor on the multimodal data alone; such a processor
+    needs the placeholders as text (``_get_hf_mm_text``).
+    """
+    from mmport.sources._quiet import quiet_transformers
+    from mmport.verify.probes import make_image
+
+    try:
+        with quiet_transformers():
+            processor(images=[make_image(*PROBE_SIZES[0], 0)], return_tensors="pt")
+    except Exception:
+        return True
+    return False

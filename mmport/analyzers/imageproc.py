@@ -12,32 +12,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mmport.analyzers.sourcefile import ParsedClass, parse_class, transformers_classes
+from mmport.analyzers.sourcefile import class_assignments, parse_class, transformers_classes
 from mmport.spec import FieldSpec, GeometryRule, Source
 
 __all__ = ["analyze_geometry", "analyze_output_fields"]
 
 
-def _class_assignments(cls: type) -> dict[str, tuple[ParsedClass, cst.Assign]]:
-    """Class-level ``name = value`` lines along the MRO (nearest class wins)."""
-    found: dict[str, tuple[ParsedClass, cst.Assign]] = {}
-    for klass in transformers_classes(cls):
-        parsed = parse_class(klass)
-        if parsed is None:
-            continue
-        for stmt in parsed.classdef.body.body:
-            for node in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
-                if isinstance(node, (cst.Assign, cst.AnnAssign)):
-                    targets = node.targets if isinstance(node, cst.Assign) else [node]
-                    for target in targets:
-                        if isinstance(target.target, cst.Name):
-                            found.setdefault(target.target.value, (parsed, node))
-    return found
-
-
 def analyze_geometry(image_processor_cls: type) -> GeometryRule:
     """How a fixed-size image processor sizes every item."""
-    attrs = _class_assignments(image_processor_cls)
+    attrs = class_assignments(image_processor_cls)
     if "crop_size" in attrs and "do_center_crop" in attrs:
         parsed, node = attrs["crop_size"]
         expr = "image_processor.crop_size if image_processor.do_center_crop else image_processor.size"

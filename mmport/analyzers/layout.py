@@ -17,7 +17,7 @@ import dataclasses
 
 import libcst as cst
 
-from mmport.analyzers.sourcefile import ParsedClass, find_method
+from mmport.analyzers.sourcefile import ParsedClass, class_assignments, find_method
 from mmport.spec import PromptUpdateSpec, Source
 
 __all__ = ["analyze_layout"]
@@ -98,9 +98,18 @@ def _bos_switch(processor_cls: type) -> Source | None:
 
 
 def _text_defaults_switch(processor_cls: type) -> Source | None:
-    """Where the processor's kwargs defaults tokenize text without special tokens."""
+    """Where the processor's kwargs defaults tokenize text without special tokens.
+
+    5.x declares them as a ``text_kwargs = {...}`` class attribute of the
+    processor, older releases as ``_defaults`` of its kwargs TypedDict.
+    """
     import inspect
 
+    text_kwargs = getattr(processor_cls, "text_kwargs", None)
+    if isinstance(text_kwargs, dict) and text_kwargs.get("add_special_tokens") is False:
+        found = class_assignments(processor_cls).get("text_kwargs")
+        if found is not None:
+            return found[0].source(found[1])
     kwargs_cls = getattr(processor_cls, "valid_processor_kwargs", None)
     defaults = getattr(kwargs_cls, "_defaults", None) or {}
     if defaults.get("text_kwargs", {}).get("add_special_tokens") is False:

@@ -18,7 +18,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from mmport.spec import Source
 
-__all__ = ["ParsedClass", "find_method", "parse_class", "transformers_classes"]
+__all__ = ["ParsedClass", "class_assignments", "find_method", "parse_class", "transformers_classes"]
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,20 @@ def find_method(cls: type, name: str, *, models_only: bool = False) -> tuple[Par
             return parsed, parsed.methods()[name]
         return None
     return None
+
+
+def class_assignments(cls: type) -> dict[str, tuple[ParsedClass, cst.Assign]]:
+    """Class-level ``name = value`` lines along the MRO (nearest class wins)."""
+    found: dict[str, tuple[ParsedClass, cst.Assign]] = {}
+    for klass in transformers_classes(cls):
+        parsed = parse_class(klass)
+        if parsed is None:
+            continue
+        for stmt in parsed.classdef.body.body:
+            for node in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
+                if isinstance(node, (cst.Assign, cst.AnnAssign)):
+                    targets = node.targets if isinstance(node, cst.Assign) else [node]
+                    for target in targets:
+                        if isinstance(target.target, cst.Name):
+                            found.setdefault(target.target.value, (parsed, node))
+    return found
