@@ -19,7 +19,7 @@ from typing import Any
 from mmport.errors import AnalysisError
 from mmport.spec import FieldSpec, Source
 
-__all__ = ["mm_outputs", "observe_fields", "per_item_fields", "refuses_images_alone"]
+__all__ = ["call_processor", "mm_outputs", "observe_fields", "per_item_fields", "refuses_images_alone"]
 
 # Two (width, height) sizes far apart in area and aspect, so size-dependent
 # layouts (tiles, patch grids) show different row counts.
@@ -29,15 +29,20 @@ PROBE_SIZES = ((64, 48), (900, 300))
 SIZE_EXPRESSIONS = ("{k}.prod(-1)", "{k}", "{k}.sum(-1)")
 
 
-def _run(processor: Any, images: list, placeholder: str | None) -> dict[str, Any]:
-    import torch
+def call_processor(processor: Any, prompt: str, images: list) -> Any:
+    """HF on one prompt and its images, as verify and the analyzers both call it.
 
+    The images are nested in one list, which every processor reads as one
+    sample; transformers' advisory logging is silenced.
+    """
     from mmport.sources._quiet import quiet_transformers
 
-    text = (placeholder or "") * len(images)
     with quiet_transformers():
-        out = processor(text=[text], images=[images], return_tensors="pt")
-    return mm_outputs(processor, out)
+        return processor(text=[prompt], images=[images] if images else None, return_tensors="pt")
+
+
+def _run(processor: Any, images: list, placeholder: str | None) -> dict[str, Any]:
+    return mm_outputs(processor, call_processor(processor, (placeholder or "") * len(images), images))
 
 
 def mm_outputs(processor: Any, out: Any) -> dict[str, Any]:

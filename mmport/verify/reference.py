@@ -7,9 +7,8 @@ from typing import Any
 
 import torch
 
-from mmport.analyzers.fields import mm_outputs
+from mmport.analyzers.fields import call_processor, mm_outputs
 from mmport.sources import Snapshot
-from mmport.sources._quiet import quiet_transformers
 
 __all__ = ["HFOutput", "HFReference"]
 
@@ -49,9 +48,7 @@ class HFReference:
 
     def run(self, prompt: str, images: list) -> HFOutput:
         """Process one prompt with ``images``; raises what HF raises."""
-        with quiet_transformers():
-            # One prompt: its images nested in one list, which every processor reads as one sample.
-            out = self.processor(text=[prompt], images=[images] if images else None, return_tensors="pt")
+        out = call_processor(self.processor, prompt, images)
         return HFOutput(out["input_ids"][0].tolist(), mm_outputs(self.processor, out))
 
     def single(self, image: Any) -> HFOutput:
