@@ -113,19 +113,32 @@ def verify(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write a JSON report to this file.")] = None,
     junit_path: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report to this file.")] = None,
     backend: Annotated[str, typer.Option("--backend", help="auto (real vLLM when importable), vllm or bundled.")] = "auto",
+    model: Annotated[bool, typer.Option("--model", help="Also check the port against the HF model itself.")] = False,
+    device: Annotated[str, typer.Option("--device", help="With --model: auto (CUDA when present), cuda or cpu.")] = "auto",
+    dtype: Annotated[str, typer.Option("--dtype", help="With --model: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16.")] = "auto",
+    tiny: Annotated[bool, typer.Option("--tiny", help="With --model: a tiny twin of the config (same geometry, small widths).")] = False,
+    weights: Annotated[bool, typer.Option("--weights", help="With --model: load the snapshot's weights instead of a seeded random init.")] = False,
 ) -> None:
-    """Check a port against the HF processor. Exit 0 pass, 1 a check failed, 2 bad input."""
+    """Check a port against the HF processor (and with --model, the HF model).
+
+    Exit 0 pass, 1 a check failed, 2 bad input.
+    """
     from mmport.console import console, err_console, report_table
     from mmport.errors import PortLoadError
-    from mmport.verify import verify_port
+    from mmport.verify import ModelOptions, verify_port
 
     if not port.is_file():
         _fail(PortLoadError(f"port file '{port}' does not exist; pass the generated <model>_processing.py"))
     for path in (json_path, junit_path):
         if path is not None and not path.parent.is_dir():
             _fail(ValueError(f"cannot write report '{path}': directory '{path.parent}' does not exist"))
+    if not model and (tiny or weights or device != "auto" or dtype != "auto"):
+        _fail(ValueError("--device, --dtype, --tiny and --weights apply to the model check; add --model"))
+    options = ModelOptions(device, dtype, tiny, weights) if model else None
     with err_console.status("verifying…") as status:
-        report = _run(lambda: verify_port(ref, port, probes=probes, seed=seed, backend=backend, progress=status.update))
+        report = _run(
+            lambda: verify_port(ref, port, probes=probes, seed=seed, backend=backend, progress=status.update, model=options)
+        )
     console.print(report_table(report))
     for path, text in ((json_path, report.to_json()), (junit_path, report.to_junit())):
         if path is not None:

@@ -54,9 +54,9 @@ def report_table(report) -> Table:
     table.add_column("check")
     table.add_column("status")
     table.add_column("runs", justify="right")
-    table.add_column("first failure", overflow="fold")
+    table.add_column("first failure, or what was measured", overflow="fold")
     for check in report.checks.values():
         status = check.status
-        detail = check.failures[0].describe() if check.failures else check.skipped
+        detail = check.failures[0].describe() if check.failures else check.skipped or check.summary
         table.add_row(check.name, f"[{colours[status]}]{status}[/]", str(check.runs), escape(detail))
     return table

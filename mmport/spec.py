@@ -129,6 +129,11 @@ class ModalitySpec:
     fields_reason: str = ""
     # HF refuses images without text: vLLM's images-only call must carry placeholders.
     needs_text: bool = False
+    # The config attribute naming the token the *model* embeds at, when it is
+    # not the processor's placeholder token (Gemma 3: placeholder <start_of_image>,
+    # embeddings at <image_soft_token>); empty when they are the same token.
+    embed_token_attr: str = ""
+    embed_token_source: Source | None = None
 
 
 @dataclass(frozen=True)

@@ -49,3 +49,29 @@ def paligemma448_snapshot(directory: Path) -> Path:
     _edit(directory / "processor_config.json", processor)
     _edit(directory / "config.json", config)
     return directory
+
+
+def gemma3_896_snapshot(directory: Path) -> Path:
+    """Gemma 3 (4B and up): SigLIP at 896 px / patch 14, pooled to 256 tokens per image."""
+    shutil.copytree(resolve("gemma3").path, directory)
+
+    def processor(data):
+        data["image_processor"]["size"] = {"height": 896, "width": 896}
+
+    def config(data):
+        data["vision_config"].update(image_size=896, patch_size=14)
+
+    _edit(directory / "processor_config.json", processor)
+    _edit(directory / "config.json", config)
+    return directory
+
+
+def idefics3_364_snapshot(directory: Path) -> Path:
+    """Idefics3-8B: 364 px tiles / patch 14, pixel-shuffled by 2 to 169 tokens per tile."""
+    shutil.copytree(resolve("idefics3").path, directory)
+
+    def config(data):
+        data["vision_config"].update(image_size=364, patch_size=14)
+
+    _edit(directory / "config.json", config)
+    return directory

@@ -13,7 +13,7 @@ from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.layout import analyze_layout
-from mmport.analyzers.sourcefile import find_method
+from mmport.analyzers.sourcefile import class_assignments, find_method
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
 from mmport.spec import CountRule, GeometryRule, ModalitySpec, PortSpec, Source
@@ -66,6 +66,21 @@ def _replacement(processor_cls: type, geometry: GeometryRule) -> ReplacementFact
         return ReplacementFacts(CountRule((), "", False, "delegated", source, reason=str(exc)), "image_token")
 
 
+def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]:
+    """The config attribute of the token the model embeds at, if not ``token_id``.
+
+    HF models place image features where ``input_ids == config.image_token_id``
+    (``get_placeholder_mask``); most processors' placeholder is that token.
+    """
+    config = snapshot.load_config()
+    embed_id = getattr(config, "image_token_id", None)
+    if not isinstance(embed_id, int) or embed_id == token_id:
+        return "", None
+    attr = type(config).attribute_map.get("image_token_id", "image_token_id")
+    found = class_assignments(type(config)).get(attr)
+    return "image_token_id", found[0].source(found[1]) if found else Source(type(config).__name__, 0)
+
+
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     processor_cls = type(processor)
     geometry = analyze_geometry(type(processor.image_processor))
@@ -75,6 +90,7 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     update = analyze_layout(processor_cls, placeholder_source)
     static_fields = analyze_output_fields(type(processor.image_processor))
     placeholder = None if update.mode == "insert" else getattr(processor, facts.token_attr)
+    embed_token_attr, embed_token_source = _embed_token(snapshot, getattr(processor, token_attr))
     sources = {f.key: f.source for f in static_fields}
     fields_strategy, fields_reason = "derived", ""
     try:
@@ -98,6 +114,8 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         fields_strategy=fields_strategy,
         fields_reason=fields_reason,
         needs_text=update.mode == "replace" and refuses_images_alone(processor),
+        embed_token_attr=embed_token_attr,
+        embed_token_source=embed_token_source,
     )
 
 

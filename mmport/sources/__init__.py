@@ -69,8 +69,10 @@ def _synthetic(model_type: str) -> Snapshot:
     return Snapshot(ref=model_type, path=target, origin="synthetic", model_type=model_type)
 
 
-def resolve(ref: str) -> Snapshot:
+def resolve(ref: str, *, weights: bool = False) -> Snapshot:
     """Resolve ``ref``: an existing directory, a hub id ``org/name``, or a model_type.
+
+    ``weights`` also fetches a hub snapshot's weights (``verify --model --weights``).
 
     Raises :class:`BadReferenceError` with a one-line message saying what to do
     when the reference cannot be resolved.
@@ -80,7 +82,7 @@ def resolve(ref: str) -> Snapshot:
     if "/" in ref:
         from mmport.sources.hub import download
 
-        return _local_from_hub(ref, download(ref))
+        return _local_from_hub(ref, download(ref, weights=weights))
     from mmport.sources.synthetic import processor_class_for
 
     processor_class_for(ref)  # unknown model_types fail here, before any work

@@ -18,7 +18,14 @@ from typing import Any
 
 import libcst as cst
 
-__all__ = ["CONCEPT_ALIASES", "image_processor_reads", "lookup_config", "none_default_params", "tokenizer_token_reads"]
+__all__ = [
+    "CONCEPT_ALIASES",
+    "constructor_token_literals",
+    "image_processor_reads",
+    "lookup_config",
+    "none_default_params",
+    "tokenizer_token_reads",
+]
 
 # Names that checkpoints use for one concept. Policy, not per-model answers:
 # a lookup of any name in a row also tries the other names of that row.
@@ -132,3 +139,32 @@ def tokenizer_token_reads(processor_cls: type) -> dict[str, str | None]:
         if stem.endswith("_token") and not stem.startswith("add_") and stem not in BASE_TOKEN_NAMES:
             tokens.setdefault(stem, reads.defaults.get(stem))
     return tokens
+
+
+class _TokenLiterals(cst.CSTVisitor):
+    """``self.<name>_token = "<lit>"`` (or ``AddedToken("<lit>", ...).content``) in ``__init__``."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, str] = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node.name.value == "__init__"
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"):
+            return
+        value = node.value.value if isinstance(node.value, cst.Attribute) else node.value
+        if isinstance(value, cst.Call) and value.args:
+            value = value.args[0].value
+        if target.attr.value.endswith("_token") and isinstance(value, cst.SimpleString):
+            self.tokens.setdefault(target.attr.value, value.evaluated_value)
+
+
+def constructor_token_literals(processor_cls: type) -> dict[str, str]:
+    """Special tokens the constructor spells out itself (Idefics3's ``<image>``)."""
+    visitor = _TokenLiterals()
+    for klass in processor_cls.__mro__:
+        if klass.__module__.startswith("transformers.models") and "__init__" in vars(klass):
+            cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
+    return visitor.tokens

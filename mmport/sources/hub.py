@@ -1,4 +1,4 @@
-"""Fetch a hub snapshot's config, processor and tokenizer files (never weights)."""
+"""Fetch a hub snapshot's config, processor and tokenizer files (weights only when asked)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ from pathlib import Path
 
 from mmport.errors import BadReferenceError
 
-__all__ = ["PROCESSING_FILES", "download"]
+__all__ = ["PROCESSING_FILES", "WEIGHT_FILES", "download"]
 
-# Everything processing needs; weights (*.safetensors, *.bin) are never fetched.
+# Everything processing needs; weights are fetched only on request.
 PROCESSING_FILES = ["*.json", "*.jinja", "*.model", "*.tiktoken", "tokenizer*", "*.txt", "*.py"]
+# Fetched only for `verify --model --weights`.
+WEIGHT_FILES = ["*.safetensors", "*.safetensors.index.json"]
 
 
-def download(repo_id: str) -> Path:
+def download(repo_id: str, *, weights: bool = False) -> Path:
     """Return the local directory of ``repo_id``'s processing files.
 
     Uses the huggingface_hub cache, and honours ``HF_HUB_OFFLINE``: offline, a
@@ -22,7 +24,8 @@ def download(repo_id: str) -> Path:
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=PROCESSING_FILES))
+        patterns = PROCESSING_FILES + (WEIGHT_FILES if weights else [])
+        return Path(snapshot_download(repo_id, allow_patterns=patterns))
     except HFValidationError as exc:
         raise BadReferenceError(f"'{repo_id}' is not a valid hub id ({exc}); use org/name") from None
     except RepositoryNotFoundError:

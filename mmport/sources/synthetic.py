@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from mmport.errors import BadReferenceError
-from mmport.sources.defaults import image_processor_reads, lookup_config, none_default_params, tokenizer_token_reads
+from mmport.sources.defaults import (
+    constructor_token_literals,
+    image_processor_reads,
+    lookup_config,
+    none_default_params,
+    tokenizer_token_reads,
+)
+from mmport.sources.measure import extra_token_params, measure_extra_tokens
 from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, write_tokenizer
 
 __all__ = ["build_synthetic", "processor_class_for", "multimodal_model_types"]
@@ -49,7 +56,7 @@ def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
     """Named and anonymous special-token strings the processor's code uses.
 
     Named tokens come from ``*_token`` constructor defaults, ``*_TOKEN``
-    module constants, and ``tokenizer.<name>_token`` reads in the constructor
+    module constants, literals the constructor assigns to ``self.*_token``, and ``tokenizer.<name>_token`` reads in the constructor
     (those get a synthetic text such as ``<boi>`` when no default exists).
     """
     named: dict[str, str] = {}
@@ -64,6 +71,9 @@ def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
                 named.setdefault(attr.lower(), value)
             else:
                 anonymous.append(value)
+    for name, literal in constructor_token_literals(processor_cls).items():
+        if _SPECIAL_SHAPE.match(literal):
+            named.setdefault(name, literal)
     for name, default in tokenizer_token_reads(processor_cls).items():
         named.setdefault(name, default or f"<{name.removesuffix('_token')}>")
     return named, [t for t in anonymous if t not in named.values()]
@@ -158,9 +168,13 @@ def _vision_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> di
     return overrides
 
 
-def _processor_kwargs(processor_cls: type, config: Mapping[str, Any], image_processor: Any) -> dict[str, Any]:
-    """Settings a checkpoint would carry, derived from the config (see defaults)."""
+def _processor_kwargs(processor_cls: type, config: Any, image_processor: Any) -> dict[str, Any]:
+    """Settings a checkpoint would carry, derived from the config (see defaults and measure)."""
     kwargs = {}
+    extra = extra_token_params(processor_cls)
+    if extra and (measured := measure_extra_tokens(config)) is not None:
+        kwargs.update(dict.fromkeys(extra, measured))
+    config = config.to_dict()
     for name in none_default_params(processor_cls):
         value = lookup_config(config, name)
         if value is not None:
@@ -197,6 +211,21 @@ def _architecture(model_type: str) -> str | None:
     return None
 
 
+def _cover_vocabulary(config: Any, num_tokens: int) -> None:
+    """Grow each ``vocab_size`` that is too small to embed every tokenizer id.
+
+    Default configs may place a special token at the vocabulary's end (LLaVA's
+    ``image_token_index`` 32000 with ``vocab_size`` 32000); real checkpoints
+    pad the vocabulary past it, and the model must embed every id.
+    """
+    from transformers import PretrainedConfig
+
+    for layer in [config, *(v for v in vars(config).values() if isinstance(v, PretrainedConfig))]:
+        vocab = getattr(layer, "vocab_size", None)
+        if isinstance(vocab, int) and vocab < num_tokens:
+            layer.vocab_size = num_tokens
+
+
 def build_synthetic(model_type: str, directory: Path) -> None:
     """Write a synthetic snapshot of ``model_type`` into ``directory``."""
     from transformers import CONFIG_MAPPING, AutoTokenizer
@@ -210,9 +239,10 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     named, anonymous = _special_tokens(processor_cls)
     texts = {**BASE_SPECIALS, **named}
     write_tokenizer(TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts)), directory)
-    config.save_pretrained(directory)
     tokenizer = AutoTokenizer.from_pretrained(directory)
+    _cover_vocabulary(config, max(tokenizer.get_vocab().values()) + 1)
+    config.save_pretrained(directory)
     parts = _sub_processors(processor_cls, model_type, config_dict, tokenizer)
-    kwargs = _processor_kwargs(processor_cls, config_dict, parts.get("image_processor"))
+    kwargs = _processor_kwargs(processor_cls, config, parts.get("image_processor"))
     processor = processor_cls(**parts, **kwargs)
     processor.save_pretrained(directory)

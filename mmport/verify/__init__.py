@@ -10,9 +10,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from mmport.runtime.hf_model import ModelOptions
 from mmport.verify.report import CHECKS, CheckResult, Failure, Report
 
-__all__ = ["CheckResult", "Failure", "Report", "verify_port"]
+__all__ = ["CheckResult", "Failure", "ModelOptions", "Report", "verify_port"]
 
 
 def verify_port(
@@ -23,23 +24,40 @@ def verify_port(
     seed: int = 0,
     backend: str = "auto",
     progress: Callable[[str], None] | None = None,
+    model: ModelOptions | None = None,
 ) -> Report:
-    """Verify the port in ``port_path`` against the HF processor of ``ref``."""
+    """Verify the port in ``port_path`` against the HF processor of ``ref``.
+
+    With ``model``, the HF model itself checks the port too (the ``model`` check).
+    """
     from mmport.runtime.backends import select_backend
+    from mmport.runtime.device import placement
+    from mmport.runtime.hf_model import load_model
     from mmport.sources import resolve
     from mmport.sources._quiet import quiet_transformers
     from mmport.verify.probes import make_probes
+    from mmport.verify.model_check import ModelCheck
     from mmport.verify.reference import HFReference
     from mmport.verify.session import Session
 
     started = time.perf_counter()
     notify = progress or (lambda message: None)
+    # Bad device settings fail before any slow work.
+    target = placement(model.device, model.dtype) if model else None
     with quiet_transformers():
-        snapshot = resolve(ref)
+        snapshot = resolve(ref, weights=bool(model and model.weights))
         chosen = select_backend(backend)
         port = chosen.load_port(Path(port_path))
-        session = Session(HFReference(snapshot), chosen.build(port, snapshot.path))
         checks = {name: CheckResult(name) for name in CHECKS}
+        hf = HFReference(snapshot)
+        model_check = None
+        if model is None:
+            checks["model"].skipped = "pass --model to check the port against the HF model"
+        else:
+            notify(f"building the HF model on {target.device.type}…")
+            hf_model = load_model(snapshot, target, tiny=model.tiny, weights=model.weights, seed=seed)
+            model_check = ModelCheck(hf_model, hf.embed_id, checks["model"])
+        session = Session(hf, chosen.build(port, snapshot.path), model_check)
         cases = {}
         for probe in make_probes(probes, seed):
             notify(f"{probe.name}: {len(probe.sizes)} item(s)")
@@ -48,4 +66,6 @@ def verify_port(
         notify("dummy inputs and limits")
         session.check_dummy(checks["dummy"])
         session.check_limits(checks["limits"])
+        if model_check is not None:
+            model_check.summarize()
     return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started, cases)

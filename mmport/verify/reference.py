@@ -19,6 +19,7 @@ class HFOutput:
 
     input_ids: list[int]
     mm: dict[str, torch.Tensor]
+    inputs: dict[str, torch.Tensor]  # everything the HF model takes (labels aside)
 
 
 class HFReference:
@@ -28,7 +29,10 @@ class HFReference:
         self.processor = snapshot.load_processor()
         self.token = self.processor.image_token
         self.token_id = self.processor.image_token_id
-        self._counts: dict[tuple[int, int], int] = {}
+        # Positions the model fills with image features hold the config's image
+        # token (HF's get_placeholder_mask); the placeholder may be another token.
+        embed_id = getattr(snapshot.load_config(), "image_token_id", None)
+        self.embed_id = embed_id if isinstance(embed_id, int) else self.token_id
         self.placeholder = None if self._inserts_items() else self.token
 
     def _inserts_items(self) -> bool:
@@ -44,21 +48,14 @@ class HFReference:
             output = self.run("probe", [make_image(8, 8, 0)])
         except (ValueError, TypeError, IndexError):
             return False
-        return self.token_id in output.input_ids
+        return self.embed_id in output.input_ids
 
     def run(self, prompt: str, images: list) -> HFOutput:
         """Process one prompt with ``images``; raises what HF raises."""
         out = call_processor(self.processor, prompt, images)
-        return HFOutput(out["input_ids"][0].tolist(), mm_outputs(self.processor, out))
+        inputs = {k: v for k, v in out.items() if k != "labels" and isinstance(v, torch.Tensor)}
+        return HFOutput(out["input_ids"][0].tolist(), mm_outputs(self.processor, out), inputs)
 
     def single(self, image: Any) -> HFOutput:
         """HF on one item alone (the minimal prompt that carries it)."""
         return self.run(self.placeholder or "", [image])
-
-    def item_count(self, image: Any) -> int:
-        """Embedding positions HF gives this item: its image tokens, alone."""
-        # Counts depend on an item's size, never on its pixels: cache per size.
-        if image.size not in self._counts:
-            self._counts[image.size] = self.single(image).input_ids.count(self.token_id)
-        return self._counts[image.size]
-

@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 __all__ = ["CHECKS", "CheckResult", "Failure", "Report"]
 
 # The parity contract, in the order checks are reported (DESIGN §4).
-CHECKS = ("tokens", "placeholders", "fields", "cache", "dummy", "limits")
+CHECKS = ("tokens", "placeholders", "fields", "cache", "dummy", "limits", "model")
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ class CheckResult:
     runs: int = 0
     failures: list[Failure] = field(default_factory=list)
     skipped: str = ""
+    summary: str = ""  # what a passing run measured, in words
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
@@ -84,7 +86,14 @@ class Report:
             "seconds": round(self.seconds, 3),
             "probe_cases": self.probe_cases,
             "checks": {
-                name: {"status": c.status, "runs": c.runs, "skipped": c.skipped, "failures": [asdict(f) for f in c.failures]}
+                name: {
+                    "status": c.status,
+                    "runs": c.runs,
+                    "skipped": c.skipped,
+                    "summary": c.summary,
+                    "metrics": c.metrics,
+                    "failures": [asdict(f) for f in c.failures],
+                }
                 for name, c in self.checks.items()
             },
         }

@@ -20,9 +20,10 @@ DUMMY_SEQ_LEN = 1 << 16
 class Session:
     """Runs probes through both sides and feeds the checks."""
 
-    def __init__(self, hf: HFReference, runner) -> None:
+    def __init__(self, hf: HFReference, runner, model_check=None) -> None:
         self.hf = hf
         self.runner = runner
+        self.model_check = model_check  # a ModelCheck with --model, else None
         self.max_count = 0
 
     def _port(self, prompt: str, images: list):
@@ -42,14 +43,16 @@ class Session:
             checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}"))
             return
         check_tokens(checks["tokens"], probe.name, expected.input_ids, actual.prompt_token_ids)
+        singles = [self.hf.single(image) for image in images]  # HF on each item alone
+        if self.model_check is not None:
+            self.model_check.run_probe(probe.name, singles, expected, actual)
         if not images:
             return
-        counts = [self.hf.item_count(image) for image in images]
+        counts = [single.input_ids.count(self.hf.embed_id) for single in singles]
         self.max_count = max(self.max_count, *counts)
         placeholders = actual.placeholders.get("image", [])
-        check_placeholders(checks["placeholders"], probe.name, expected.input_ids, self.hf.token_id, counts, placeholders)
-        singles = [self.hf.single(image).mm for image in images]
-        check_fields(checks["fields"], probe.name, expected.mm, singles, actual.items.get("image", []))
+        check_placeholders(checks["placeholders"], probe.name, expected.input_ids, self.hf.embed_id, counts, placeholders)
+        check_fields(checks["fields"], probe.name, expected.mm, [s.mm for s in singles], actual.items.get("image", []))
         if len(images) > 1:
             try:
                 alone = [self._port(self.hf.placeholder or "", [image]) for image in images]
@@ -87,9 +90,9 @@ class Session:
         except Exception as exc:
             result.failures.append(Failure("dummy", f"HF rejects the port's dummy text and images: {one_line(exc)}"))
             return
-        if hf_ids.count(self.hf.token_id) != sum(embeds):
+        if hf_ids.count(self.hf.embed_id) != sum(embeds):
             message = "embedding positions for the dummy inputs"
-            result.failures.append(Failure("dummy", message, None, str(hf_ids.count(self.hf.token_id)), str(sum(embeds))))
+            result.failures.append(Failure("dummy", message, None, str(hf_ids.count(self.hf.embed_id)), str(sum(embeds))))
 
     def check_limits(self, result: CheckResult) -> None:
         """HF accepts as many items as the port's declared limit allows."""

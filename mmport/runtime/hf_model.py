@@ -1,0 +1,146 @@
+"""The HF model that ``verify --model`` checks a port against.
+
+The model class is the one the snapshot's config names (``architectures``),
+built from the config with seeded random weights, or loaded with the
+snapshot's own weights (``--weights``), or built from a tiny twin of the
+config (``--tiny``, :mod:`mmport.runtime.tiny`). Two entry points matter to
+verify: the per-item image features (``get_image_features``) and the logits
+of a full forward.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mmport.errors import BadReferenceError, DeviceError
+from mmport.runtime.device import Placement, free_memory_bytes, seeded
+
+__all__ = ["HFModel", "ModelOptions", "load_model"]
+
+# Keep this much of the free memory for activations and the processor.
+_MEMORY_HEADROOM = 0.8
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """How ``verify --model`` builds and places the HF model."""
+
+    device: str = "auto"
+    dtype: str = "auto"
+    tiny: bool = False
+    weights: bool = False
+
+
+def _model_class(config: Any) -> type:
+    import transformers
+
+    for name in getattr(config, "architectures", None) or []:
+        if hasattr(transformers, name):
+            return getattr(transformers, name)
+    from transformers import AutoModelForImageTextToText
+
+    try:
+        return AutoModelForImageTextToText._model_mapping[type(config)]
+    except KeyError:
+        raise BadReferenceError(
+            f"{type(config).__name__} names no model class transformers has ({config.architectures}); "
+            "set `architectures` in config.json"
+        ) from None
+
+
+def _has_weights(path: Path) -> bool:
+    return any(path.glob("*.safetensors")) or any(path.glob("*.bin"))
+
+
+def _check_fits(cls: type, config: Any, target: Placement) -> None:
+    """Refuse (exit 2) a model whose parameters alone exceed the free memory."""
+    import torch
+
+    with torch.device("meta"):
+        skeleton = cls._from_config(config)
+    needed = sum(p.numel() for p in skeleton.parameters()) * target.dtype.itemsize
+    available = free_memory_bytes(target)
+    if needed > _MEMORY_HEADROOM * available:
+        raise DeviceError(
+            f"{cls.__name__} needs {needed / 2**30:.1f} GiB in {target.dtype_name} but {target.device} has "
+            f"{available / 2**30:.1f} GiB free; pass --tiny for a tiny twin of the config"
+        )
+
+
+def load_model(snapshot: Any, target: Placement, *, tiny: bool, weights: bool, seed: int) -> HFModel:
+    """Build the HF model of ``snapshot`` on ``target`` (see the module docstring)."""
+    from mmport.runtime.tiny import tiny_twin
+
+    config = snapshot.load_config()
+    if weights and tiny:
+        raise DeviceError("--weights and --tiny exclude each other: a tiny twin has no checkpoint weights")
+    if weights and not _has_weights(snapshot.path):
+        raise BadReferenceError(f"snapshot '{snapshot.ref}' holds no weights (*.safetensors, *.bin) at {snapshot.path}")
+    if tiny:
+        config = tiny_twin(config)
+    cls = _model_class(config)
+    if weights:
+        model = cls.from_pretrained(snapshot.path, dtype=target.dtype)
+    else:
+        _check_fits(cls, config, target)
+        with seeded(seed):
+            model = cls._from_config(config, dtype=target.dtype)
+    return HFModel(model.to(target.device).eval(), target)
+
+
+class HFModel:
+    """An HF multimodal model with the two calls verify needs."""
+
+    def __init__(self, model: Any, target: Placement) -> None:
+        self.model = model
+        self.target = target
+        self.name = type(model).__name__
+        self.num_parameters = sum(p.numel() for p in model.parameters())
+        self._feature_params = set(inspect.signature(model.get_image_features).parameters)
+        self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+
+    def _on_device(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        import torch
+
+        moved = {}
+        for key, value in inputs.items():
+            if isinstance(value, torch.Tensor):
+                value = value.to(self.target.device)
+                if value.is_floating_point():
+                    value = value.to(self.target.dtype)
+            moved[key] = value
+        return moved
+
+    def image_features(self, mm_kwargs: Mapping[str, Any]) -> list[Any]:
+        """The encoder's feature vectors for ``mm_kwargs``, one 2-D tensor per chunk."""
+        import torch
+
+        accepts_any = "kwargs" in self._feature_params
+        kwargs = {k: v for k, v in mm_kwargs.items() if accepts_any or k in self._feature_params}
+        with torch.inference_mode():
+            out = self.model.get_image_features(**self._on_device(kwargs))
+        features = getattr(out, "pooler_output", out)
+        chunks = list(features) if isinstance(features, (list, tuple)) else [features]
+        return [c.reshape(-1, c.shape[-1]).float().cpu() for c in chunks]
+
+    def logits(self, inputs: Mapping[str, Any], positions: list[int] | None = None) -> Any:
+        """Logits of one forward pass on ``inputs`` (a processor-style batch of one).
+
+        ``positions`` restricts the vocabulary projection to those positions
+        (HF's ``logits_to_keep``): a prompt of thousands of image tokens times a
+        vocabulary of 100k+ would not fit in memory otherwise.
+        """
+        import torch
+
+        kwargs = dict(self._on_device(inputs))
+        if positions is not None and self._keeps_logits:
+            kwargs["logits_to_keep"] = torch.tensor(positions, device=self.target.device)
+        with torch.inference_mode():
+            logits = self.model(**kwargs).logits.float().cpu()
+        if positions is not None and not self._keeps_logits:
+            logits = logits[:, positions]
+        return logits

@@ -1,0 +1,148 @@
+"""Tiny twins of model configs: same geometry and token layout, small widths.
+
+A twin keeps everything that decides *how many* embeddings an item gets and
+*where* they go (image and patch sizes, merge and pooling factors, token ids,
+vocabulary, feature-layer choices) and shrinks everything that only decides
+*how much compute* they cost (widths, MLP sizes, head and layer counts).
+
+Every width in every sub-config becomes one value, so widths that HF code
+couples (a vision tower's output feeding a projector feeding the language
+model) stay consistent without knowing which ones are coupled. Head sizes
+that rotary settings may depend on (``head_dim`` given explicitly, or a
+language model's implied head size under rope settings, which Qwen2-VL's
+``mrope_section`` splits) are kept.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["tiny_twin", "twin_dict"]
+
+# How many layers a twin keeps, at least (two so "the layer before last" exists).
+MIN_LAYERS = 2
+HEADS = 2
+MIN_WIDTH = 64
+
+_WIDTH_SUFFIXES = ("hidden_size", "embed_dim", "d_model", "projection_dim", "_output_dim", "_input_dim")
+_INTERMEDIATE_SUFFIX = "intermediate_size"
+_LAYER_KEYS = ("num_hidden_layers", "num_layers", "depth")
+_HEAD_KEYS = ("num_attention_heads", "num_heads")
+_ROPE_KEYS = ("rope_parameters", "rope_scaling")
+# Lists sized by the layer count; the config rebuilds them for the new count.
+_PER_LAYER_LISTS = ("layer_types",)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _layers(config: dict) -> Iterator[dict]:
+    """``config`` and every nested sub-config dict (those with a model_type)."""
+    yield config
+    for value in config.values():
+        if isinstance(value, dict) and "model_type" in value:
+            yield from _layers(value)
+
+
+def _width_key(key: str) -> bool:
+    return any(key == s or key.endswith(s) for s in _WIDTH_SUFFIXES) and key != "head_dim"
+
+
+def _width(layer: dict) -> int | None:
+    # A vision tower's ``embed_dim`` is its attention width when both are set
+    # (its ``hidden_size`` is then the output it projects to).
+    for key in ("embed_dim", "hidden_size", "d_model"):
+        if _is_int(layer.get(key)):
+            return layer[key]
+    return None
+
+
+def _heads(layer: dict) -> tuple[str, int] | None:
+    for key in _HEAD_KEYS:
+        if _is_int(layer.get(key)) and layer[key] > 0:
+            return key, layer[key]
+    return None
+
+
+def _kept_head_dim(layer: dict) -> int | None:
+    """The head size a twin must keep: explicit, or implied under rope settings."""
+    if _is_int(layer.get("head_dim")):
+        return None  # explicit: widths are free, head_dim stays as it is
+    heads, width = _heads(layer), _width(layer)
+    if heads and width and _rope_sections(layer):
+        return width // heads[1]
+    return None
+
+
+def _rope_sections(layer: dict) -> bool:
+    """True when rope may split a language model's head into fixed sections.
+
+    Multimodal rope (Qwen2-VL's ``mrope_section``) splits the head into
+    sections that the config may carry or the modeling code may default, so a
+    language model with rope settings keeps its head size. Vision towers
+    derive their rotary sizes from the width.
+    """
+    return "vocab_size" in layer and any(isinstance(layer.get(key), dict) for key in _ROPE_KEYS)
+
+
+def _feature_layer_depth(config: dict) -> int:
+    """Layers needed so every selected feature layer (``-2``, ``[-2, -5, 6]``) exists."""
+    depth = MIN_LAYERS
+    for layer in _layers(config):
+        for key, value in layer.items():
+            if "feature_layer" in key or key.endswith("select_layer"):
+                for index in value if isinstance(value, list) else [value]:
+                    if _is_int(index):
+                        depth = max(depth, abs(index))
+    return depth
+
+
+def _common_width(kept_head_dims: list[int]) -> int:
+    """The one width of a twin: a multiple of every kept head size, with HEADS heads at least."""
+    if not kept_head_dims:
+        return MIN_WIDTH
+    width = math.lcm(*kept_head_dims)
+    while width // max(kept_head_dims) < HEADS:
+        width *= 2
+    return width
+
+
+def twin_dict(config: dict) -> dict:
+    """The tiny twin of a config dict (``PretrainedConfig.to_dict()``)."""
+    import copy
+
+    twin = copy.deepcopy(config)
+    layers = list(_layers(twin))
+    width = _common_width([hd for hd in map(_kept_head_dim, layers) if hd])
+    depth = _feature_layer_depth(twin)
+    for layer in layers:
+        kept_head_dim = _kept_head_dim(layer)
+        heads = _heads(layer)
+        for key, value in list(layer.items()):
+            if not _is_int(value):
+                continue
+            if _width_key(key):
+                layer[key] = width
+            elif key.endswith(_INTERMEDIATE_SUFFIX):
+                layer[key] = 2 * width
+            elif key in _LAYER_KEYS:
+                layer[key] = min(value, depth)
+        if heads:
+            key, count = heads
+            new = width // kept_head_dim if kept_head_dim else HEADS
+            layer[key] = new
+            kv = layer.get("num_key_value_heads")
+            if _is_int(kv):
+                layer["num_key_value_heads"] = new if kv == count else 1
+        for key in _PER_LAYER_LISTS:
+            if isinstance(layer.get(key), list):
+                del layer[key]
+    return twin
+
+
+def tiny_twin(config: Any) -> Any:
+    """A config of the same class as ``config``, shrunk by :func:`twin_dict`."""
+    return type(config).from_dict(twin_dict(config.to_dict()))

@@ -1,0 +1,187 @@
+"""The ``model`` check: the port's placeholders and kwargs against the HF model.
+
+Per probe, two things must hold for the port to serve:
+
+- per item, the HF encoder, fed the item's kwargs as the port's field config
+  cut them, produces exactly as many feature vectors as the port marks
+  embedding positions (vLLM asserts this at serving time), and the same
+  features HF's own one-item kwargs give;
+- the HF model's logits on the port's token ids plus the port's per-item
+  kwargs re-batched match its logits on the HF processor's own outputs, at
+  every text position (see :func:`_text_positions`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmport.errors import BadReferenceError, one_line
+from mmport.runtime.device import release
+from mmport.runtime.hf_model import HFModel
+from mmport.runtime.runner import PortOutput
+from mmport.verify.rebatch import rebatch
+from mmport.verify.reference import HFOutput
+from mmport.verify.report import CheckResult, Failure
+
+__all__ = ["ModelCheck"]
+
+
+def _max_diff(a: Any, b: Any) -> float:
+    return float((a - b).abs().max()) if a.numel() else 0.0
+
+
+class ModelCheck:
+    """Feeds one probe's HF and port outputs to the HF model and compares."""
+
+    def __init__(self, model: HFModel, embed_id: int, result: CheckResult) -> None:
+        self.model = model
+        self.embed_id = embed_id
+        self.result = result
+        self.max_logit_diff = 0.0
+        self.max_feature_diff = 0.0
+
+    def _fail(self, probe: str, message: str, expected: Any = None, actual: Any = None) -> None:
+        as_text = (lambda v: None if v is None else str(v))
+        self.result.failures.append(Failure(probe, message, None, as_text(expected), as_text(actual)))
+
+    def run_probe(self, probe: str, singles: list[HFOutput], expected: HFOutput, actual: PortOutput) -> None:
+        """Apply both model checks to one probe; ``singles`` are HF's outputs per item alone."""
+        self.result.runs += 1
+        placeholders = actual.placeholders.get("image", [])
+        items = actual.items.get("image", [])
+        if len(items) != len(singles) or len(placeholders) != len(singles):
+            message = "items and placeholders the port returned for the images"
+            self._fail(probe, message, len(singles), f"{len(items)} items, {len(placeholders)} placeholders")
+            return
+        try:
+            for index, single in enumerate(singles):
+                self._check_item(probe, index, single, items[index], placeholders[index].num_embeds)
+            self._check_logits(probe, expected, actual)
+        finally:
+            release(self.model.target)
+
+    def _item_kwargs(self, probe: str, index: int, item: dict, like: dict) -> dict | None:
+        """The item's kwargs in HF's one-item layout, or None after reporting why not."""
+        kwargs = {}
+        for key, value in item.items():
+            if key not in like:
+                continue  # a key HF's processor does not return for one item
+            layout = rebatch([value], like[key])
+            if layout is None:
+                shape = tuple(getattr(value, "shape", ()))
+                self._fail(probe, f"item {index}: the port's `{key}` fits no layout of HF's one-item `{key}`", tuple(like[key].shape), shape)
+                return None
+            kwargs[key] = layout.value
+        return kwargs
+
+    def _check_item(self, probe: str, index: int, single: HFOutput, item: dict, num_embeds: int) -> None:
+        kwargs = self._item_kwargs(probe, index, item, single.mm)
+        if kwargs is None:
+            return
+        try:
+            features = self.model.image_features(kwargs)
+        except Exception as exc:
+            self._fail(probe, f"item {index}: the HF encoder raised on the port's kwargs: {one_line(exc)}")
+            return
+        count = sum(f.shape[0] for f in features)
+        if count != num_embeds:
+            message = f"item {index}: feature vectors from the HF encoder vs embedding positions the port marks"
+            self._fail(probe, message, count, num_embeds)
+            return
+        reference = self.model.image_features(single.mm)
+        if [f.shape for f in reference] != [f.shape for f in features]:
+            self._fail(probe, f"item {index}: encoder output shapes on the port's kwargs vs HF's", [tuple(f.shape) for f in reference], [tuple(f.shape) for f in features])
+            return
+        diff = max(map(_max_diff, reference, features), default=0.0)
+        self.max_feature_diff = max(self.max_feature_diff, diff)
+        scale = max((float(f.abs().max()) for f in reference if f.numel()), default=0.0)
+        if not diff <= self.model.target.tolerance(scale):
+            keys = [k for k in kwargs if not _same(kwargs[k], single.mm[k])]
+            message = f"item {index}: encoder features on the port's kwargs differ from HF's (max |Δ| {diff:.3g}); diverging: {', '.join(keys) or 'none of the inputs'}"
+            self._fail(probe, message)
+
+    def _check_logits(self, probe: str, expected: HFOutput, actual: PortOutput) -> None:
+        import torch
+
+        if len(actual.prompt_token_ids) != len(expected.input_ids):
+            message = "logits not compared: the port's prompt has another length than HF's (see tokens)"
+            self._fail(probe, message, len(expected.input_ids), len(actual.prompt_token_ids))
+            return
+        inputs = {**expected.inputs, "input_ids": torch.tensor([actual.prompt_token_ids])}
+        for key in expected.mm:
+            inputs.pop(key)
+        segments = {}
+        for key in expected.mm:
+            values = [item[key] for item in actual.items.get("image", []) if key in item]
+            if not values:
+                continue  # the port drops this key; the forward shows whether HF needed it
+            layout = rebatch(values, expected.mm[key])
+            if layout is None:
+                self._fail(probe, f"the port's per-item `{key}` re-batch into no layout of HF's `{key}`", tuple(expected.mm[key].shape), [tuple(v.shape) for v in values])
+                return
+            inputs[key], segments[key] = layout.value, layout.segments
+        positions = _text_positions(expected.input_ids, self.embed_id)
+        reference = self._reference_logits(expected, positions)
+        try:
+            logits = self.model.logits(inputs, positions)
+        except Exception as exc:
+            self._fail(probe, f"the HF model raised on the port's ids and kwargs: {one_line(exc)}")
+            return
+        diff = _max_diff(reference, logits)
+        self.max_logit_diff = max(self.max_logit_diff, diff)
+        tolerance = self.model.target.tolerance(float(reference.abs().max()))
+        if not diff <= tolerance:
+            message = f"logits differ from HF's forward on its own outputs: max |Δ| {diff:.3g} > {tolerance:.3g}"
+            self._fail(probe, message + _diverging(inputs, expected.mm, segments))
+
+    def _reference_logits(self, expected: HFOutput, positions: list[int]) -> Any:
+        """HF's forward on its own outputs; failing here is the snapshot's fault, not the port's."""
+        try:
+            return self.model.logits(expected.inputs, positions)
+        except Exception as exc:
+            raise BadReferenceError(
+                f"the HF model cannot run on its own processor's outputs ({one_line(exc)}); "
+                "the snapshot's config and processor settings disagree"
+            ) from None
+
+    def summarize(self) -> None:
+        """Record what a run measured, for the report."""
+        self.result.metrics = {
+            "max_logit_diff": self.max_logit_diff,
+            "max_feature_diff": self.max_feature_diff,
+            "parameters": float(self.model.num_parameters),
+        }
+        self.result.summary = (
+            f"{self.model.name} ({self.model.num_parameters / 1e6:.1f}M params, {self.model.target.device.type} "
+            f"{self.model.target.dtype_name}): max |Δlogits| {self.max_logit_diff:.3g}, max |Δfeatures| {self.max_feature_diff:.3g}"
+        )
+
+
+def _text_positions(input_ids: list[int], embed_id: int) -> list[int]:
+    """Positions whose logits are compared: every one that is not an image embedding.
+
+    A served model reads logits at text positions, and through attention each
+    of them depends on every image embedding before it; the logits at image
+    positions themselves are never sampled.
+    """
+    return [i for i, token in enumerate(input_ids) if token != embed_id] or [len(input_ids) - 1]
+
+
+def _same(a: Any, b: Any) -> bool:
+    import torch
+
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)
+
+
+def _diverging(inputs: dict, reference: dict, segments: dict) -> str:
+    """Which re-batched tensor differs from HF's, and the first item whose part differs."""
+    for key, segs in segments.items():
+        if _same(inputs[key], reference[key]):
+            continue
+        if inputs[key].shape != reference[key].shape:
+            return f"; diverging: `{key}` shape {tuple(inputs[key].shape)} vs HF {tuple(reference[key].shape)}"
+        for index, segment in enumerate(segs):
+            if not _same(inputs[key][segment], reference[key][segment]):
+                return f"; diverging: `{key}` of item {index}"
+        return f"; diverging: `{key}`"
+    return "; every re-batched tensor equals HF's, so the token ids differ"
