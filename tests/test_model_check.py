@@ -1,0 +1,91 @@
+"""verify --model: the HF model (tiny twins, CPU) against generated and broken ports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from snapshots import gemma3_896_snapshot, idefics3_364_snapshot
+
+pytestmark = pytest.mark.slow
+
+PROBES = "3"
+
+
+def _verify_model(ref: str, port: Path, tmp_path: Path, *extra: str) -> tuple[int, dict]:
+    report = tmp_path / "report.json"
+    args = ("verify", ref, "--port", str(port), "--probes", PROBES, "--model", "--tiny", "--json", str(report), *extra)
+    result = run_cli(*args)
+    assert result.returncode in (0, 1), result.stderr
+    return result.returncode, json.loads(report.read_text())
+
+
+@pytest.mark.parametrize("model_type", ["llava", "paligemma", "qwen2_vl"])
+def test_tiny_twin_of_default_config_passes(model_type, scaffolded, tmp_path) -> None:
+    port = scaffolded(model_type) / f"{model_type}_processing.py"
+    code, report = _verify_model(model_type, port, tmp_path)
+    model = report["checks"]["model"]
+    assert code == 0 and model["status"] == "pass" and model["runs"] >= 2, report
+    assert model["metrics"]["max_logit_diff"] <= 1e-4
+
+
+@pytest.mark.parametrize("build", [gemma3_896_snapshot, idefics3_364_snapshot])
+def test_tiny_twin_of_real_geometry_passes(build, tmp_path) -> None:
+    snapshot = build(tmp_path / "snap")
+    out = tmp_path / "port"
+    assert run_cli("scaffold", str(snapshot), "-o", str(out)).returncode == 0
+    code, report = _verify_model(str(snapshot), next(out.glob("*_processing.py")), tmp_path)
+    assert code == 0 and report["checks"]["model"]["status"] == "pass", report
+
+
+def _mutated(scaffolded, tmp_path: Path, model_type: str, old: str, new: str) -> Path:
+    text = (scaffolded(model_type) / f"{model_type}_processing.py").read_text()
+    assert old in text
+    port = tmp_path / f"{model_type}_processing.py"
+    port.write_text(text.replace(old, new))
+    return port
+
+
+def test_count_off_by_one_fails_with_both_counts(scaffolded, tmp_path) -> None:
+    port = _mutated(scaffolded, tmp_path, "llava", "        return num_image_tokens\n", "        return num_image_tokens + 1\n")
+    code, report = _verify_model("llava", port, tmp_path)
+    failures = report["checks"]["model"]["failures"]
+    counts = [f for f in failures if "feature vectors from the HF encoder" in f["message"]]
+    assert code == 1 and counts, report
+    # The encoder's count is HF's; the port's is one more, as mutated.
+    assert all(int(f["actual"]) == int(f["expected"]) + 1 for f in counts)
+
+
+def test_wrong_item_slicing_names_the_item_and_tensor(scaffolded, tmp_path) -> None:
+    port = _mutated(
+        scaffolded, tmp_path, "llava", 'MultiModalFieldConfig.batched("image")', 'MultiModalFieldConfig.shared("image", 2)'
+    )
+    code, report = _verify_model("llava", port, tmp_path)
+    messages = [f["message"] for f in report["checks"]["model"]["failures"]]
+    assert code == 1 and any("item 0" in m and "`pixel_values`" in m for m in messages), report
+
+
+def test_cuda_asked_for_without_cuda_is_a_clear_error(scaffolded, tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    port = scaffolded("llava") / "llava_processing.py"
+    result = run_cli("verify", "llava", "--port", str(port), "--model", "--device", "cuda")
+    assert result.returncode == 2 and "no CUDA device" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--tiny",), "add --model"),
+        (("--model", "--weights"), "holds no weights"),
+        (("--model", "--tiny", "--weights"), "exclude each other"),
+        (("--model", "--dtype", "float8"), "unknown dtype"),
+    ],
+)
+def test_bad_model_options_exit_2(args, needle, scaffolded) -> None:
+    port = scaffolded("llava") / "llava_processing.py"
+    result = run_cli("verify", "llava", "--port", str(port), *args)
+    assert result.returncode == 2 and needle in result.stderr and "Traceback" not in result.stderr, result.stderr

@@ -1,0 +1,50 @@
+"""Tiny twins keep what decides token counts and shrink the rest; re-batching layouts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mmport.runtime.tiny import twin_dict
+from mmport.sources import resolve
+from mmport.verify.rebatch import rebatch
+
+GEOMETRY = ("image_size", "patch_size", "spatial_merge_size", "vocab_size", "image_token_id", "image_token_index")
+
+
+def _walk(config: dict, prefix: str = ""):
+    for key, value in config.items():
+        if isinstance(value, dict) and "model_type" in value:
+            yield from _walk(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+@pytest.mark.parametrize("model_type", ["llava", "qwen2_vl", "gemma3"])
+def test_twin_keeps_geometry_and_tokens_and_shrinks_widths(model_type) -> None:
+    original = resolve(model_type).load_config().to_dict()
+    twin = dict(_walk(twin_dict(original)))
+    flat = dict(_walk(original))
+    for key, value in flat.items():
+        if key.rsplit(".", 1)[-1] in GEOMETRY:
+            assert twin[key] == value, key
+    widths = {twin[k] for k in twin if k.rsplit(".", 1)[-1] in ("hidden_size", "embed_dim")}
+    assert len(widths) == 1 and widths.pop() < min(v for k, v in flat.items() if k.endswith("hidden_size"))
+    layers = [twin[k] for k in twin if k.rsplit(".", 1)[-1] in ("num_hidden_layers", "depth")]
+    assert layers and max(layers) <= 2
+
+
+def test_twin_keeps_enough_layers_for_selected_features() -> None:
+    config = {"model_type": "x", "vision_feature_layer": [-2, -5, 6], "vision_config": {"model_type": "v", "num_hidden_layers": 24}}
+    assert twin_dict(config)["vision_config"]["num_hidden_layers"] == 6
+
+
+def test_rebatch_picks_the_layout_with_hf_shape() -> None:
+    a, b = torch.randn(3, 4), torch.randn(5, 4)
+    flat = rebatch([a, b], torch.empty(8, 4))
+    assert torch.equal(flat.value[flat.segments[1]], b)
+    crops = rebatch([a, b], torch.empty(1, 8, 4))
+    assert crops.value.shape == (1, 8, 4)
+    stacked = rebatch([a, a.clone() + 1], torch.empty(2, 3, 4))
+    assert torch.equal(stacked.value[stacked.segments[1]], a + 1)
+    assert rebatch([a, b], torch.empty(2, 3, 4)) is None
