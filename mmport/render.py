@@ -8,6 +8,7 @@ temporary names and renamed, so a failure never leaves half a port behind.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -37,7 +38,7 @@ class RenderedFile:
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("mmport", "templates"),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -45,6 +46,10 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
+    # A Python literal for a value (tojson would escape "<" as \u003c).
+    env.filters["py"] = repr
+    env.tests["stdlib"] = lambda name: name.partition(".")[0] in sys.stdlib_module_names
+    return env
 
 
 def render_port(spec: PortSpec) -> list[RenderedFile]:

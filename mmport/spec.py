@@ -137,6 +137,39 @@ class ModalitySpec:
 
 
 @dataclass(frozen=True)
+class EncoderModule:
+    """One module HF's image path runs, and the constructor line that builds it."""
+
+    attr: str
+    code: str  # the right-hand side, e.g. ``AutoModel.from_config(config.vision_config)``
+    source: Source
+    setup: tuple[str, ...] = ()  # local statements of HF's constructor the line reads
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """HF's image encoder path, as the generated model class wires it.
+
+    ``hf_class`` (in ``hf_module``) defines ``get_image_features``; it reads
+    ``modules`` (vision tower, projector, ...) off ``self``. ``outer_attr`` is
+    where the checkpoint class keeps that inner model (``model``), and
+    ``language_attr``/``lm_head_attr`` name the text side, for weight names.
+    """
+
+    hf_class: str
+    hf_module: str
+    method_source: Source
+    modules: tuple[EncoderModule, ...]
+    imports: tuple[tuple[str, str], ...]  # (module, name) the constructor lines need
+    language_attr: str
+    language_source: Source
+    outer_attr: str = ""
+    lm_head_attr: str = ""
+    reads_dtype: bool = False
+    borrowed_methods: tuple[str, ...] = ()  # helper methods of hf_class the path calls
+
+
+@dataclass(frozen=True)
 class PortSpec:
     """What ``mmport inspect`` reports and ``mmport scaffold`` renders."""
 
@@ -149,6 +182,9 @@ class PortSpec:
     transformers_version: str
     mmport_version: str
     modalities: tuple[ModalitySpec, ...]
+    # HF's image encoder path; None when it could not be derived (the reason is kept).
+    encoder: EncoderSpec | None = None
+    encoder_reason: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 

@@ -13,10 +13,11 @@ from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.layout import analyze_layout
+from mmport.analyzers.modeling import analyze_encoder
 from mmport.analyzers.sourcefile import class_assignments, find_method
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
-from mmport.spec import CountRule, GeometryRule, ModalitySpec, PortSpec, Source
+from mmport.spec import CountRule, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, Source
 
 __all__ = ["analyze"]
 
@@ -129,6 +130,19 @@ def _fixed_size(image_processor, size_expr: str) -> tuple[int, int] | None:
     return (size["height"], size["width"])
 
 
+def _encoder(architecture: str) -> tuple[EncoderSpec | None, str]:
+    """HF's image encoder path for the model class, or None and the reason."""
+    import transformers
+
+    model_cls = getattr(transformers, architecture, None)
+    if model_cls is None:
+        return None, f"transformers has no class {architecture}"
+    try:
+        return analyze_encoder(model_cls), ""
+    except AnalysisError as exc:
+        return None, str(exc)
+
+
 def analyze(snapshot: Snapshot) -> PortSpec:
     """Analyse ``snapshot``'s HF code and settings into a PortSpec."""
     import transformers
@@ -137,6 +151,7 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     prefix = type(processor).__name__.removesuffix("Processor")
     architecture = _architecture(snapshot) or f"{prefix}ForConditionalGeneration"
     prefix = architecture.removesuffix("ForConditionalGeneration") or prefix
+    encoder, encoder_reason = _encoder(architecture)
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,
@@ -147,4 +162,6 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         transformers_version=transformers.__version__,
         mmport_version=__version__,
         modalities=(_image_spec(snapshot, processor),),
+        encoder=encoder,
+        encoder_reason=encoder_reason,
     )

@@ -1,0 +1,194 @@
+"""Derive the image encoder path from the HF modeling code.
+
+The checkpoint class (``LlavaForConditionalGeneration``) usually keeps an
+inner model (``self.model = LlavaModel(config)``) whose
+``get_image_features`` runs the vision tower and the projector. From that
+method we learn which ``self.<module>`` it reads; from the inner model's
+constructor, the line that builds each of them; and which attribute holds the
+language model (built from ``config.text_config``). The generated model class
+builds the same modules under the same names, so HF's own feature path runs
+on them and checkpoint weights map by prefix.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import sys
+from typing import Any
+
+import libcst as cst
+
+from mmport.analyzers.sourcefile import ParsedClass, find_method
+from mmport.errors import AnalysisError
+from mmport.spec import EncoderModule, EncoderSpec
+
+__all__ = ["analyze_encoder"]
+
+FEATURES_METHOD = "get_image_features"
+# ``self`` attributes any nn.Module/PreTrainedModel has that are not submodules.
+_MODULE_STATE = frozenset({"config", "training"})
+_DTYPE_READS = frozenset({"dtype", "device"})
+
+
+class _SelfAssignments(cst.CSTVisitor):
+    """``self.<attr> = <value>`` statements of a constructor, in order."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, cst.Assign] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            self.found.setdefault(target.attr.value, node)
+
+
+class _SelfReads(cst.CSTVisitor):
+    """First-level ``self.<attr>`` reads, in order of appearance."""
+
+    def __init__(self) -> None:
+        self.attrs: list[str] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if isinstance(node.value, cst.Name) and node.value.value == "self" and node.attr.value not in self.attrs:
+            self.attrs.append(node.attr.value)
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.append(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # ``a.b``: only ``a`` is a free name
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)  # ``f(dtype=x)``: the keyword is no name
+        return False
+
+
+def _constructor(cls: type) -> tuple[ParsedClass, dict[str, cst.Assign]]:
+    found = find_method(cls, "__init__", models_only=True)
+    if found is None:
+        raise AnalysisError(f"{cls.__name__} has no constructor in transformers' models")
+    visitor = _SelfAssignments()
+    found[1].visit(visitor)
+    return found[0], visitor.found
+
+
+def _inner_model(outer: type) -> tuple[type, str, dict[str, cst.Assign], ParsedClass]:
+    """The class that defines the features method, and the outer attribute holding it."""
+    parsed, assigns = _constructor(outer)
+    if FEATURES_METHOD in vars(outer) or not assigns:
+        module = sys.modules[outer.__module__]
+        for attr, node in assigns.items():
+            value = node.value
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                inner = getattr(module, value.func.value, None)
+                if isinstance(inner, type) and FEATURES_METHOD in vars(inner):
+                    return inner, attr, assigns, parsed
+    if FEATURES_METHOD in vars(outer):
+        return outer, "", assigns, parsed
+    raise AnalysisError(f"{outer.__name__} keeps no inner model that defines {FEATURES_METHOD}")
+
+
+class _LocalAssignments(cst.CSTVisitor):
+    """``name = value`` statements of a constructor (locals its module lines may use)."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, cst.Assign] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target
+        if len(node.targets) == 1 and isinstance(target, cst.Name):
+            self.found.setdefault(target.value, node)
+
+
+def _import_for(module: Any, name: str) -> tuple[str, str]:
+    """``(module, name)`` for ``from module import name`` (``("", name)``: ``import name``)."""
+    obj = getattr(module, name)
+    if inspect.ismodule(obj):  # torch, nn, math: imported as Python code would
+        parent, _, leaf = obj.__name__.rpartition(".")
+        return parent, leaf
+    origin = getattr(obj, "__module__", "") or ""
+    # Auto classes are public at the top level; model classes stay in their module.
+    return ("transformers", name) if origin.startswith("transformers.models.auto") else (module.__name__, name)
+
+
+def _dependencies(code: str, module: Any, locals_: dict[str, str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Local statements and imports a transplanted expression needs, or AnalysisError."""
+    setup: list[str] = []
+    imports: list[tuple[str, str]] = []
+    names = _Names()
+    cst.parse_expression(code).visit(names)
+    for name in dict.fromkeys(names.names):
+        if name in {"self", "config"} or name in vars(builtins):
+            continue
+        if name in locals_:
+            inner_setup, inner_imports = _dependencies(locals_[name], module, locals_)
+            setup += [*inner_setup, f"{name} = {locals_[name]}"]
+            imports += inner_imports
+        elif hasattr(module, name):
+            imports.append(_import_for(module, name))
+        else:
+            raise AnalysisError(f"a constructor line reads `{name}`, which mmport cannot resolve")
+    return setup, imports
+
+
+def _lm_head(outer_assigns: dict[str, cst.Assign]) -> str:
+    for attr, node in outer_assigns.items():
+        value = node.value
+        if isinstance(value, cst.Call) and "Linear" in cst.Module([]).code_for_node(value.func) and "vocab" in cst.Module([]).code_for_node(value):
+            return attr
+    return ""
+
+
+def analyze_encoder(architecture_cls: type) -> EncoderSpec:
+    """Read ``architecture_cls`` and its inner model into an :class:`EncoderSpec`."""
+    inner, outer_attr, outer_assigns, _ = _inner_model(architecture_cls)
+    found = find_method(inner, FEATURES_METHOD)
+    if found is None:
+        raise AnalysisError(f"{inner.__name__}.{FEATURES_METHOD} is not in transformers' sources")
+    method_parsed, method = found
+    reads = _SelfReads()
+    method.body.visit(reads)
+    parsed, assigns = _constructor(inner)
+    locals_visitor = _LocalAssignments()
+    find_method(inner, "__init__", models_only=True)[1].visit(locals_visitor)
+    locals_ = {name: parsed.module.code_for_node(node.value).strip() for name, node in locals_visitor.found.items()}
+    modules, imports, borrowed = [], [], []
+    order = list(assigns)
+    # Build modules in constructor order: later lines may read earlier ones (self.dtype).
+    for attr in sorted(reads.attrs, key=lambda a: order.index(a) if a in order else -1):
+        if attr in _MODULE_STATE or attr in _DTYPE_READS:
+            continue
+        if callable(getattr(inner, attr, None)):
+            borrowed.append(attr)  # a helper method of HF's class, reused as is
+            continue
+        node = assigns.get(attr)
+        if node is None:
+            raise AnalysisError(f"{inner.__name__}.{FEATURES_METHOD} reads self.{attr}, which its constructor does not set")
+        code = parsed.module.code_for_node(node.value).strip()
+        setup, needed = _dependencies(code, sys.modules[inner.__module__], locals_)
+        modules.append(EncoderModule(attr, code, parsed.source(node), tuple(dict.fromkeys(setup))))
+        imports += needed
+    language = [(a, n) for a, n in assigns.items() if "text_config" in parsed.module.code_for_node(n.value) and a not in reads.attrs]
+    if not modules or not language:
+        raise AnalysisError(f"{inner.__name__} builds no vision modules or no language model from config.text_config")
+    language_attr, language_node = next(((a, n) for a, n in language if isinstance(n.value, cst.Call)), language[0])
+    return EncoderSpec(
+        hf_class=inner.__name__,
+        hf_module=inner.__module__,
+        method_source=method_parsed.source(method),
+        modules=tuple(modules),
+        imports=tuple(dict.fromkeys([(inner.__module__, inner.__name__), *imports])),
+        language_attr=language_attr,
+        language_source=parsed.source(language_node),
+        outer_attr=outer_attr,
+        lm_head_attr=_lm_head(outer_assigns) if outer_attr else "",
+        reads_dtype=bool(set(reads.attrs) & _DTYPE_READS) or any("self.dtype" in m.code for m in modules),
+        borrowed_methods=tuple(borrowed),
+    )
