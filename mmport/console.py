@@ -44,7 +44,23 @@ def spec_table(spec) -> Table:
         ]
         for row in rows:
             table.add_row(*(escape(cell) for cell in row))
+    for row in _encoder_rows(spec):
+        table.add_row(*(escape(cell) for cell in row))
     return table
+
+
+def _encoder_rows(spec) -> list[tuple[str, str, str]]:
+    """The model side: HF's feature path, the modules it reads, the language model."""
+    e = spec.encoder
+    if e is None:
+        return [("encoder path", f"not derived ({spec.encoder_reason})", "")]
+    return [
+        ("feature path", f"{e.hf_class}.get_image_features", str(e.method_source)),
+        *[(f"encoder module {m.attr}", m.code, str(m.source)) for m in e.modules],
+        *[(f"borrowed method {name}", f"{e.hf_class}.{name}", "") for name in e.borrowed_methods],
+        ("language model", f"{e.language_attr} (built from config.text_config)", str(e.language_source)),
+        ("weights prefix", f"{e.outer_attr}." if e.outer_attr else "(top level)", ""),
+    ]
 
 
 def report_table(report) -> Table:
