@@ -64,6 +64,7 @@ class HelperFunction:
     code: str
     source: Source
     owner: str = ""
+    takes_self: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class CountRule:
     ``image_height`` and ``image_width`` (``size_dependent``) and may call
     ``helpers`` (HF functions transplanted with them); ``item_reads`` tell
     which HF output each of those reads replaces, and ``imports`` are the
-    modules the transplanted code needs.
+    import lines the transplanted code needs.
     """
 
     statements: tuple[str, ...]

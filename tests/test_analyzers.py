@@ -159,7 +159,7 @@ def test_original_size_read_becomes_the_item_size_and_helpers_travel(tmp_path) -
     assert count.size_dependent and not count.uses_geometry
     assert [h.name for h in count.helpers] == ["_tiles"]
     assert count.helpers[0].code.startswith("def _tiles(processor, height, width):")
-    assert count.imports == ("math",)
+    assert count.imports == ("import math",)
     assert [(key, kind, source.line) for key, kind, source in count.item_reads] == [("image_sizes", "size", 8)]
 
 

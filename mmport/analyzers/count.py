@@ -24,7 +24,7 @@ import libcst as cst
 
 from mmport.analyzers.itemreads import PATCHES_FUNCTION, analyze_item_reads
 from mmport.analyzers.sourcefile import find_method
-from mmport.analyzers.substitute import SIZE, ItemReadRewriter, is_dead_list_guard
+from mmport.analyzers.substitute import SIZE, EmptyKwargs, ItemReadRewriter, is_dead_list_guard
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule
@@ -89,6 +89,12 @@ def _bound_tuple(stmt: cst.CSTNode) -> str | None:
     return None
 
 
+def _rewrite(node: cst.CSTNode, rewrites: list[cst.CSTTransformer]) -> cst.CSTNode:
+    for rewrite in rewrites:
+        node = node.visit(rewrite)
+    return node
+
+
 def _check_free_names(transplant: Transplanter, statements: list[str], result: str, namespace: dict, hook: str) -> None:
     """Every name the count reads is a parameter, a local, or carried into the port."""
     body = "".join(f"    {line}\n" for code in statements for line in code.splitlines())
@@ -124,7 +130,9 @@ def analyze_replacement(
     namespace = vars(inspect.getmodule(next(k for k in processor_cls.__mro__ if hook in vars(k))))
     statements, uses_geometry, tuples = [], False, set()
     tainted = {inputs_param}  # names that hold the processed item
-    for stmt in (s.visit(reads) for s in body[:-1]):
+    star = func.params.star_kwarg
+    rewrites = [reads, *([EmptyKwargs(star.name.value)] if star is not None else [])]
+    for stmt in (_rewrite(s, rewrites) for s in body[:-1]):
         names = _names(stmt)
         if is_dead_list_guard(stmt, tuples):
             continue
@@ -135,7 +143,7 @@ def analyze_replacement(
             continue
         tuples |= {_bound_tuple(stmt)} - {None}
         statements.append(transplant.code(stmt, processor_cls, "processor"))
-    result = transplant.code(count_expr.visit(reads), processor_cls, "processor")
+    result = transplant.code(_rewrite(count_expr, rewrites), processor_cls, "processor")
     leaked: set[str] = set()
     for code in (*statements, result):
         leaked |= _names(cst.parse_module(code)) & (tainted - GEOMETRY_NAMES)

@@ -18,7 +18,7 @@ import libcst as cst
 
 from mmport.analyzers.itemreads import PATCHES_FUNCTION, ItemRead
 
-__all__ = ["ItemReadRewriter", "is_dead_list_guard"]
+__all__ = ["EmptyKwargs", "ItemReadRewriter", "is_dead_list_guard"]
 
 SIZE = cst.Tuple([cst.Element(cst.Name("image_height")), cst.Element(cst.Name("image_width"))])
 
@@ -94,3 +94,34 @@ def is_dead_list_guard(stmt: cst.CSTNode, tuples: set[str]) -> bool:
     subject, kinds = call.args[0].value, call.args[1].value if len(call.args) > 1 else None
     kind_names = {el.value.value for el in kinds.elements if isinstance(el.value, cst.Name)} if isinstance(kinds, cst.Tuple) else set()
     return isinstance(subject, cst.Name) and subject.value in tuples and "tuple" in kind_names
+
+
+class EmptyKwargs(cst.CSTTransformer):
+    """Read the hook's ``**kwargs`` as empty: a port has no per-call overrides.
+
+    ``kwargs.get("merge_size") or self.image_processor.merge_size`` becomes
+    ``self.image_processor.merge_size``; ``kwargs.get(k, default)`` becomes
+    ``default``. Any other use of ``kwargs`` is left for the caller to refuse.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _is_get(self, node: cst.BaseExpression) -> bool:
+        func = node.func if isinstance(node, cst.Call) else None
+        return (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == self.name
+            and func.attr.value == "get"
+        )
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if self._is_get(original_node) and len(original_node.args) == 2:
+            return updated_node.args[1].value
+        return updated_node
+
+    def leave_BooleanOperation(self, original_node: cst.BooleanOperation, updated_node: cst.BooleanOperation) -> cst.BaseExpression:
+        if isinstance(original_node.operator, cst.Or) and self._is_get(original_node.left) and len(original_node.left.args) == 1:
+            return updated_node.right
+        return updated_node

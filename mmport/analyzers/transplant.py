@@ -11,8 +11,8 @@ A count often lives in helpers rather than in the hook itself::
 The port gets each of them as a module-level function, verbatim but for two
 rewrites: ``self`` becomes an explicit first parameter (``processor`` or
 ``image_processor``), and ``self.helper(args)`` becomes ``helper(processor,
-args)``. Free names are resolved in the HF module's globals: a module becomes
-an import, a transformers function is transplanted in turn (recursively);
+args)``. Free names are resolved in the HF module's globals: a module, or a name the
+standard library exports, becomes an import; a transformers function is transplanted in turn (recursively);
 anything else refuses the transplant, so the caller falls back to delegation.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import sys
 import textwrap
 import types
 from pathlib import Path
@@ -50,18 +51,19 @@ def free_names(code: str) -> set[str]:
 class _Rewrite(cst.CSTTransformer):
     """``self`` → ``owner``; ``self.m(...)`` → ``m(owner, ...)`` for the methods in ``methods``."""
 
-    def __init__(self, owner: str, methods: set[str]) -> None:
+    def __init__(self, owner: str, methods: dict[str, bool]) -> None:
         self.owner = owner
-        self.methods = methods
+        self.methods = methods  # name → is a staticmethod (called without ``self``)
         self.called: list[str] = []
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         func = original_node.func
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            if func.attr.value in self.methods:
-                self.called.append(func.attr.value)
-                owner = cst.Arg(cst.Name(self.owner))
-                return updated_node.with_changes(func=cst.Name(func.attr.value), args=(owner, *updated_node.args))
+            name = func.attr.value
+            if name in self.methods:
+                self.called.append(name)
+                owner = () if self.methods[name] else (cst.Arg(cst.Name(self.owner)),)
+                return updated_node.with_changes(func=cst.Name(name), args=(*owner, *updated_node.args))
         return updated_node
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
@@ -109,7 +111,7 @@ class Transplanter:
 
     def code(self, node: cst.CSTNode, owner_cls: type, owner: str) -> str:
         """Port code for ``node`` (part of a method of ``owner_cls``), helpers queued."""
-        rewrite = _Rewrite(owner, set(_method_names(owner_cls)))
+        rewrite = _Rewrite(owner, _methods(owner_cls))
         code = cst.Module([]).code_for_node(node.visit(rewrite)).strip()
         for name in rewrite.called:
             self.method(owner_cls, name, owner)
@@ -120,7 +122,9 @@ class Transplanter:
         for name in sorted(free_names(code)):
             value = namespace.get(name)
             if isinstance(value, types.ModuleType) and value.__name__ == name:
-                self.imports.add(name)
+                self.imports.add(f"import {name}")
+            elif _from_stdlib(value, name):
+                self.imports.add(f"from {value.__module__} import {name}")
             elif isinstance(value, types.FunctionType) and value.__module__.startswith("transformers."):
                 self.function(value)
             elif name not in self.helpers:
@@ -133,12 +137,16 @@ class Transplanter:
             raise AnalysisError(f"{owner_cls.__name__}.{name} has no readable source")
         if name in self.helpers:
             return
+        if any(not _is_staticmethod_decorator(d) for d in found[1].decorators):
+            raise AnalysisError(f"{owner_cls.__name__}.{name} is decorated; mmport transplants plain methods only")
         parsed, funcdef = found
         self.helpers[name] = HelperFunction(name, "", parsed.source(funcdef), f"{owner_cls.__name__}.{name}")
         klass = next(k for k in owner_cls.__mro__ if name in vars(k))
-        code = self.code(_without_docstring(funcdef), owner_cls, owner)
+        # A staticmethod becomes a plain function; its decorator has no meaning there.
+        code = self.code(_without_docstring(funcdef).with_changes(decorators=()), owner_cls, owner)
         self.resolve(code, vars(inspect.getmodule(klass)), f"{owner_cls.__name__}.{name}")
-        self._add(HelperFunction(name, code, parsed.source(funcdef), f"{owner_cls.__name__}.{name}"))
+        static = _methods(owner_cls).get(name, False)
+        self._add(HelperFunction(name, code, parsed.source(funcdef), f"{owner_cls.__name__}.{name}", not static))
 
     def function(self, func: types.FunctionType) -> None:
         """Transplant a module-level transformers function verbatim."""
@@ -157,5 +165,21 @@ class Transplanter:
         self.helpers[helper.name] = helper
 
 
-def _method_names(cls: type) -> list[str]:
-    return [name for name in dir(cls) if inspect.isfunction(getattr(cls, name, None))]
+def _is_staticmethod_decorator(decorator: cst.Decorator) -> bool:
+    return isinstance(decorator.decorator, cst.Name) and decorator.decorator.value == "staticmethod"
+
+
+def _from_stdlib(value: object, name: str) -> bool:
+    """A class or function the standard library exports under ``name`` (``Fraction``)."""
+    module = getattr(value, "__module__", None) or ""
+    top = module.split(".")[0]
+    return top in sys.stdlib_module_names and not top.startswith("_") and getattr(sys.modules.get(module), name, None) is value
+
+
+def _methods(cls: type) -> dict[str, bool]:
+    """Methods of ``cls`` by name, each with whether it is a staticmethod."""
+    found = {}
+    for name in dir(cls):
+        if inspect.isfunction(getattr(cls, name, None)):
+            found[name] = isinstance(inspect.getattr_static(cls, name), staticmethod)
+    return found
