@@ -12,6 +12,14 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
+# How an item's HF output follows from its original size (mmport.analyzers.itemreads).
+ITEM_READS = {
+    "size": "the item's (height, width) before resizing",
+    "patches": "its .prod() = get_number_of_image_patches(height, width)",
+    "grid": "(1, *get_number_of_image_patches(height, width))",
+}
+
+
 def error(message: str) -> None:
     """One red line on stderr, for a user mistake (no traceback)."""
     err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
@@ -31,6 +39,8 @@ def spec_table(spec) -> Table:
             ("token id", f"{m.token_attr} = {m.token_id}", str(m.token_source)),
             ("count rule", "\n".join([*m.count.statements, f"→ {m.count.result}"]), str(m.count.source)),
             ("count strategy", m.count.strategy + (f" ({m.count.reason})" if m.count.reason else ""), ""),
+            *[(f"item {key}", ITEM_READS[kind], str(source)) for key, kind, source in m.count.item_reads],
+            *[("transplanted", h.owner or h.name, str(h.source)) for h in m.count.helpers],
             ("item geometry", m.geometry.size_expr or "not used", str(m.geometry.source or "")),
             ("prompt update", f"{update.mode} at {update.target}", str(update.source)),
             ("non-embedding tokens", ", ".join(update.trailing_tokens) or "none", str(update.source) if update.trailing_tokens else ""),

@@ -16,6 +16,7 @@ __all__ = [
     "CountRule",
     "FieldSpec",
     "GeometryRule",
+    "HelperFunction",
     "ModalitySpec",
     "PortSpec",
     "PromptUpdateSpec",
@@ -51,6 +52,22 @@ class GeometryRule:
 
 
 @dataclass(frozen=True)
+class HelperFunction:
+    """An HF function or method transplanted whole into the port.
+
+    ``code`` is the ``def`` as the port holds it: a method of the HF processor
+    (or its image processor) becomes a module-level function whose first
+    parameter, named ``owner``, takes the place of ``self``.
+    """
+
+    name: str
+    code: str
+    source: Source
+    owner: str = ""
+    takes_self: bool = False
+
+
+@dataclass(frozen=True)
 class CountRule:
     """The number of tokens one item expands to.
 
@@ -60,6 +77,12 @@ class CountRule:
     ``strategy`` is ``"derived"`` (static) or ``"delegated"``: the port asks
     the HF processor for each item's replacement at run time, and ``reason``
     says why static derivation failed.
+
+    When the count depends on the item's original size, the statements read
+    ``image_height`` and ``image_width`` (``size_dependent``) and may call
+    ``helpers`` (HF functions transplanted with them); ``item_reads`` tell
+    which HF output each of those reads replaces, and ``imports`` are the
+    import lines the transplanted code needs.
     """
 
     statements: tuple[str, ...]
@@ -68,6 +91,10 @@ class CountRule:
     strategy: str
     source: Source
     reason: str = ""
+    size_dependent: bool = False
+    helpers: tuple[HelperFunction, ...] = ()
+    imports: tuple[str, ...] = ()
+    item_reads: tuple[tuple[str, str, Source], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -75,3 +75,33 @@ def idefics3_364_snapshot(directory: Path) -> Path:
 
     _edit(directory / "config.json", config)
     return directory
+
+
+def llava_next_pinpoints_snapshot(directory: Path) -> Path:
+    """LLaVA-NeXT with its own any-resolution grid: wide/tall pinpoints up to 4 tiles."""
+    shutil.copytree(resolve("llava_next").path, directory)
+    pinpoints = [[336, 1344], [1344, 336], [672, 1008], [1008, 672], [336, 336]]
+
+    def processor(data):
+        data["image_processor"]["image_grid_pinpoints"] = pinpoints
+        data["vision_feature_select_strategy"] = "full"
+        data["num_additional_image_tokens"] = 1
+
+    def config(data):
+        data["image_grid_pinpoints"] = pinpoints
+        data["vision_feature_select_strategy"] = "full"
+
+    _edit(directory / "processor_config.json", processor)
+    _edit(directory / "config.json", config)
+    return directory
+
+
+def qwen2_vl_pixels_snapshot(directory: Path) -> Path:
+    """Qwen2-VL with a checkpoint's own pixel budget (min 128, max 256 merged tokens)."""
+    shutil.copytree(resolve("qwen2_vl").path, directory)
+
+    def processor(data):
+        data["image_processor"]["size"] = {"shortest_edge": 128 * 28 * 28, "longest_edge": 256 * 28 * 28}
+
+    _edit(directory / "processor_config.json", processor)
+    return directory

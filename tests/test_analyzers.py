@@ -89,3 +89,96 @@ def test_plain_processor_replaces_placeholder(tmp_path) -> None:
     update = analyze_layout(_load(tmp_path, VALID_FIXED), Source("x", 1))
     assert (update.mode, update.target) == ("replace", "placeholder")
 
+
+
+ANYRES = '''
+    import math
+
+    class ImageProc:
+        def _preprocess(self, images):
+            image_sizes = []
+            for image in images:
+                image_sizes.append(get_image_size(image, "channels_first"))
+            return BatchFeature(data={"pixel_values": images, "image_sizes": image_sizes})
+
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx):
+            image_size = image_inputs["image_sizes"][image_idx]
+            if not isinstance(image_size, (list, tuple)):
+                image_size = image_size.tolist()
+            orig_height, orig_width = image_size
+            n = self._tiles(orig_height, orig_width) * self.tokens_per_tile
+            return self.image_token * n
+
+        def _tiles(self, height, width):
+            return math.ceil(height / self.tile) * math.ceil(width / self.tile)
+'''
+
+PATCH_GRID = """
+    class ImageProc:
+        def get_number_of_image_patches(self, height, width, images_kwargs=None):
+            grid_h, grid_w = height // self.patch_size, width // self.patch_size
+            return grid_h * grid_w
+
+        def _preprocess(self, images, grid_h, grid_w):
+            grids = {}
+            grids[0] = [[1, grid_h, grid_w]] * len(images)
+            image_grid_thw = torch.tensor(grids)
+            return BatchFeature(data={"pixel_values": images, "image_grid_thw": image_grid_thw})
+
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx):
+            n = image_inputs["image_grid_thw"][image_idx].prod() // self.image_processor.merge_size**2
+            return self.image_token * n
+"""
+
+INVALID_RESIZED_SIZES = """
+    class ImageProc:
+        def _preprocess(self, images):
+            resized = [self.resize(image) for image in images]
+            image_sizes = [image.shape[-2:] for image in resized]
+            return BatchFeature(data={"pixel_values": resized, "image_sizes": image_sizes})
+
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx):
+            height, width = image_inputs["image_sizes"][image_idx]
+            return self.image_token * (height // 16)
+"""
+
+
+def test_original_size_read_becomes_the_item_size_and_helpers_travel(tmp_path) -> None:
+    proc = _load(tmp_path, ANYRES)
+    image_proc = sys.modules[proc.__module__].ImageProc
+    count = analyze_replacement(proc, "image", image_proc).count
+    # The tensor-to-list guard cannot fire on a tuple, so it is left out.
+    assert count.statements == (
+        "image_size = (image_height, image_width)",
+        "orig_height, orig_width = image_size",
+        "n = _tiles(processor, orig_height, orig_width) * processor.tokens_per_tile",
+    )
+    assert count.size_dependent and not count.uses_geometry
+    assert [h.name for h in count.helpers] == ["_tiles"]
+    assert count.helpers[0].code.startswith("def _tiles(processor, height, width):")
+    assert count.imports == ("import math",)
+    assert [(key, kind, source.line) for key, kind, source in count.item_reads] == [("image_sizes", "size", 8)]
+
+
+def test_patch_grid_product_becomes_the_image_processors_patch_count(tmp_path) -> None:
+    proc = _load(tmp_path, PATCH_GRID)
+    image_proc = sys.modules[proc.__module__].ImageProc
+    count = analyze_replacement(proc, "image", image_proc).count
+    assert count.statements == (
+        "n = get_number_of_image_patches(processor.image_processor, image_height, image_width) "
+        "// processor.image_processor.merge_size**2",
+    )
+    assert [h.owner for h in count.helpers] == ["ImageProc.get_number_of_image_patches"]
+    assert count.helpers[0].code.startswith("def get_number_of_image_patches(image_processor, height, width")
+
+
+def test_sizes_of_resized_images_are_not_taken_for_the_original(tmp_path) -> None:
+    # These sizes are the processed ones: the count stays a processed-geometry
+    # rule (refused unless the image processor fixes that size), never the item's.
+    proc = _load(tmp_path, INVALID_RESIZED_SIZES)
+    count = analyze_replacement(proc, "image", sys.modules[proc.__module__].ImageProc).count
+    assert not count.size_dependent and not count.item_reads
+    assert count.uses_geometry

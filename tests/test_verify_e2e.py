@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from snapshots import llava15_snapshot, paligemma448_snapshot
+from snapshots import llava15_snapshot, llava_next_pinpoints_snapshot, paligemma448_snapshot, qwen2_vl_pixels_snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -44,6 +44,19 @@ def test_port_follows_local_snapshot_geometry(build, tmp_path) -> None:
     assert code == 0, report
 
 
+@pytest.mark.parametrize("build", [llava_next_pinpoints_snapshot, qwen2_vl_pixels_snapshot])
+def test_derived_size_dependent_count_follows_snapshot(build, tmp_path) -> None:
+    # The count depends on the image size (pinpoints, pixel budget); the port
+    # derives it from HF's code and reads the snapshot's settings at run time.
+    snapshot = build(tmp_path / "snap")
+    spec = json.loads(run_cli("inspect", str(snapshot), "--json").stdout)["modalities"][0]
+    assert spec["count"]["strategy"] == "derived" and spec["count"]["size_dependent"], spec["count"]
+    out = tmp_path / "port"
+    assert run_cli("scaffold", str(snapshot), "-o", str(out)).returncode == 0
+    code, report = _verify(str(snapshot), next(out.glob("*_processing.py")), tmp_path)
+    assert code == 0, report
+
+
 def test_handwritten_port_passes(tmp_path) -> None:
     code, report = _verify("llava", HANDWRITTEN, tmp_path)
     assert code == 0, report
@@ -56,6 +69,11 @@ MUTATIONS = [
     ("llava", 'MultiModalFieldConfig.batched("image")', 'MultiModalFieldConfig.shared("image", 2)', "fields"),
     ("llava", 'num_images=mm_counts.get("image", 0)', 'num_images=max(mm_counts.get("image", 0) - 1, 0)', "dummy"),
     ("paligemma", "PromptIndexTargets.start()", "PromptIndexTargets.end()", "tokens"),
+    # Size-dependent derived counts: right for square images only, and a
+    # worst-case search that never looks past small images.
+    ("llava_next", "image_size = (image_height, image_width)", "image_size = (image_width, image_width)", "tokens"),
+    ("qwen2_vl", "processor.image_processor, image_height, image_width)", "processor.image_processor, image_width, image_width)", "tokens"),
+    ("qwen2_vl", "WORST_CASE_SIDES = (224, 448, 896, 1200, 1600, 2048, 4096)", "WORST_CASE_SIDES = (224,)", "dummy"),
 ]
 
 

@@ -54,10 +54,10 @@ def _architecture(snapshot: Snapshot) -> str:
     return MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(snapshot.model_type, "")
 
 
-def _replacement(processor_cls: type, geometry: GeometryRule) -> ReplacementFacts:
+def _replacement(processor_cls: type, image_processor_cls: type, geometry: GeometryRule) -> ReplacementFacts:
     """The derived count, or a delegated one (with the reason) when derivation fails."""
     try:
-        facts = analyze_replacement(processor_cls, "image")
+        facts = analyze_replacement(processor_cls, "image", image_processor_cls)
         if facts.count.uses_geometry and geometry.kind != "fixed":
             raise AnalysisError("the count reads an item size that the image processor does not fix")
         return facts
@@ -85,7 +85,7 @@ def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     processor_cls = type(processor)
     geometry = analyze_geometry(type(processor.image_processor))
-    facts = _replacement(processor_cls, geometry)
+    facts = _replacement(processor_cls, type(processor.image_processor), geometry)
     placeholder_source = _attribute_source(processor_cls, facts.token_attr)
     token_attr = f"{facts.token_attr}_id"
     update = analyze_layout(processor_cls, placeholder_source)

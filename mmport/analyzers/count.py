@@ -17,11 +17,15 @@ and learn which processor attribute holds the repeated token.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import libcst as cst
 
-from mmport.analyzers.sourcefile import ParsedClass, find_method
+from mmport.analyzers.itemreads import PATCHES_FUNCTION, analyze_item_reads
+from mmport.analyzers.sourcefile import find_method
+from mmport.analyzers.substitute import SIZE, EmptyKwargs, ItemReadRewriter, is_dead_list_guard
+from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule
 
@@ -36,13 +40,6 @@ class ReplacementFacts:
 
     count: CountRule
     token_attr: str
-
-
-class _SelfToProcessor(cst.CSTTransformer):
-    """Rename ``self`` to ``processor`` so HF lines run inside a port."""
-
-    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
-        return updated_node.with_changes(value="processor") if original_node.value == "self" else updated_node
 
 
 class _Names(cst.CSTVisitor):
@@ -84,18 +81,42 @@ def _repeated_token(expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] 
     return None
 
 
-def _port_code(parsed: ParsedClass, node: cst.CSTNode) -> str:
-    return parsed.module.code_for_node(node.visit(_SelfToProcessor())).strip()
+def _bound_tuple(stmt: cst.CSTNode) -> str | None:
+    """``name`` for ``name = (image_height, image_width)``."""
+    node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+    if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+        return node.targets[0].target.value if node.value.deep_equals(SIZE) else None
+    return None
 
 
-def analyze_replacement(processor_cls: type, modality: str = "image") -> ReplacementFacts:
-    """Read ``replace_<modality>_token`` of ``processor_cls`` (or a base class)."""
+def _rewrite(node: cst.CSTNode, rewrites: list[cst.CSTTransformer]) -> cst.CSTNode:
+    for rewrite in rewrites:
+        node = node.visit(rewrite)
+    return node
+
+
+def _check_free_names(transplant: Transplanter, statements: list[str], result: str, namespace: dict, hook: str) -> None:
+    """Every name the count reads is a parameter, a local, or carried into the port."""
+    body = "".join(f"    {line}\n" for code in statements for line in code.splitlines())
+    code = f"def _count(processor, image_height, image_width, height, width):\n{body}    return {result}\n"
+    transplant.resolve(code, namespace, hook)
+
+
+def analyze_replacement(
+    processor_cls: type, modality: str = "image", image_processor_cls: type | None = None
+) -> ReplacementFacts:
+    """Read ``replace_<modality>_token`` of ``processor_cls`` (or a base class).
+
+    With ``image_processor_cls``, reads of its per-item outputs that follow
+    from the item's original size (:mod:`mmport.analyzers.itemreads`) become
+    reads of that size; helpers the count calls are transplanted with it.
+    """
     hook = f"replace_{modality}_token"
     found = find_method(processor_cls, hook)
     if found is None:
         raise AnalysisError(f"{processor_cls.__name__} defines no {hook}; its expansion cannot be derived statically")
     parsed, func = found
-    inputs_param = func.params.params[1].name.value
+    inputs_param, index_param = (p.name.value for p in func.params.params[1:3])
     body = list(func.body.body)
     last = body[-1]
     ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) else None
@@ -103,26 +124,43 @@ def analyze_replacement(processor_cls: type, modality: str = "image") -> Replace
     if split is None:
         raise AnalysisError(f"{hook} of {processor_cls.__name__} does not return `token * count`")
     token_attr, count_expr = split
-    statements, uses_geometry = [], False
+    item_reads = analyze_item_reads(image_processor_cls) if image_processor_cls is not None else {}
+    reads = ItemReadRewriter(inputs_param, index_param, item_reads)
+    transplant = Transplanter()
+    namespace = vars(inspect.getmodule(next(k for k in processor_cls.__mro__ if hook in vars(k))))
+    statements, uses_geometry, tuples = [], False, set()
     tainted = {inputs_param}  # names that hold the processed item
-    for stmt in body[:-1]:
+    star = func.params.star_kwarg
+    rewrites = [reads, *([EmptyKwargs(star.name.value)] if star is not None else [])]
+    for stmt in (_rewrite(s, rewrites) for s in body[:-1]):
         names = _names(stmt)
+        if is_dead_list_guard(stmt, tuples):
+            continue
         if names & (tainted - GEOMETRY_NAMES):
             # Reads the processed item: allowed only to learn its height and width.
             tainted |= _assigned(stmt)
             uses_geometry |= bool(_assigned(stmt) & GEOMETRY_NAMES)
             continue
-        statements.append(_port_code(parsed, stmt))
+        tuples |= {_bound_tuple(stmt)} - {None}
+        statements.append(transplant.code(stmt, processor_cls, "processor"))
+    result = transplant.code(_rewrite(count_expr, rewrites), processor_cls, "processor")
     leaked: set[str] = set()
-    for code in (*statements, _port_code(parsed, count_expr)):
+    for code in (*statements, result):
         leaked |= _names(cst.parse_module(code)) & (tainted - GEOMETRY_NAMES)
     if leaked:
         raise AnalysisError(f"{hook} counts from {sorted(leaked)}, not only the item's height and width")
+    if any(read.kind != "size" for read in reads.used.values()):
+        transplant.method(image_processor_cls, PATCHES_FUNCTION, "image_processor")
+    _check_free_names(transplant, statements, result, namespace, hook)
     rule = CountRule(
         statements=tuple(statements),
-        result=_port_code(parsed, count_expr),
+        result=result,
         uses_geometry=uses_geometry,
         strategy="derived",
         source=parsed.source(func),
+        size_dependent=bool(reads.used),
+        helpers=tuple(transplant.helpers.values()),
+        imports=tuple(sorted(transplant.imports)),
+        item_reads=tuple((r.key, r.kind, r.source) for r in reads.used.values()),
     )
     return ReplacementFacts(rule, token_attr)

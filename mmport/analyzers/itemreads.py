@@ -1,0 +1,199 @@
+"""What an image processor's per-item outputs say about the item's original size.
+
+A replacement hook that counts from ``image_inputs["image_sizes"][image_idx]``
+or ``image_inputs["image_grid_thw"][image_idx]`` reads values the image
+processor computed from the image. Two shapes can be recomputed from the
+original ``(height, width)`` alone, and this module finds them in the image
+processor's source:
+
+- **original size**: inside ``for image in images:``, the processor keeps
+  ``image_sizes.append(get_image_size(image, ...))`` and returns it as
+  ``BatchFeature(data={"image_sizes": image_sizes})``: the item's entry is
+  its ``(height, width)`` before any resize.
+- **patch grid**: the method building ``BatchFeature(data={"image_grid_thw":
+  ...})`` records one frame per image as ``[1, grid_h, grid_w]``, and the
+  image processor's ``get_number_of_image_patches(height, width)`` computes
+  that grid from the original size (returning ``grid_h * grid_w`` or the
+  pair). The entry's ``.prod()`` is then that function's product, and its
+  rows are ``(1, *pair)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from mmport.analyzers.sourcefile import ParsedClass, find_method, parse_class, transformers_classes
+from mmport.spec import Source
+
+__all__ = ["ItemRead", "PATCHES_FUNCTION", "analyze_item_reads"]
+
+# The image processor method HF keeps for vLLM: patches of one image from its size.
+PATCHES_FUNCTION = "get_number_of_image_patches"
+
+
+@dataclass(frozen=True)
+class ItemRead:
+    """How one per-item output key follows from the original size.
+
+    ``kind`` is ``"size"`` (the entry is ``(height, width)``), ``"patches"``
+    (the entry's product is ``get_number_of_image_patches``) or ``"grid"`` (the
+    entry is ``(1, *get_number_of_image_patches(...))``).
+    """
+
+    key: str
+    kind: str
+    source: Source
+
+
+class _OutputKeys(cst.CSTVisitor):
+    """Per method: ``BatchFeature(data={"key": name})`` pairs and facts around them."""
+
+    def __init__(self) -> None:
+        self.loops: list[str] = []
+        self.keys: dict[str, str] = {}  # key → variable
+        self.sizes: dict[str, cst.CSTNode] = {}  # variable → its append(get_image_size(loop var)) call
+        self.grids: list[cst.List] = []  # [1, a, b] literals
+        self.assigns: list[tuple[set[str], set[str], cst.BaseExpression]] = []  # (targets, reads, value)
+
+    def visit_For(self, node: cst.For) -> None:
+        is_images = isinstance(node.iter, cst.Name) and node.iter.value == "images"
+        self.loops.append(node.target.value if is_images and isinstance(node.target, cst.Name) else "")
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self.loops.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value == "BatchFeature":
+            for arg in node.args:
+                if isinstance(arg.value, cst.Dict) and (arg.keyword is None or arg.keyword.value == "data"):
+                    for el in arg.value.elements:
+                        if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and isinstance(el.value, cst.Name):
+                            self.keys[el.key.evaluated_value] = el.value.value
+        if isinstance(func, cst.Attribute) and func.attr.value == "append" and isinstance(func.value, cst.Name):
+            inner = node.args[0].value if node.args else None
+            if _is_size_of(inner, {loop for loop in self.loops if loop}):
+                self.sizes[func.value.value] = node
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        targets = {_base(t.target) for t in node.targets} - {""}
+        self.assigns.append((targets, _direct_reads(node.value), node.value))
+
+    def visit_List(self, node: cst.List) -> None:
+        values = [el.value for el in node.elements]
+        if len(values) == 3 and isinstance(values[0], cst.Integer) and values[0].value == "1":
+            if all(isinstance(v, cst.Name) for v in values[1:]):
+                self.grids.append(node)
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.lists: list[cst.List] = []
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_List(self, node: cst.List) -> None:
+        self.lists.append(node)
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    visitor = _Names()
+    node.visit(visitor)
+    return visitor.names
+
+
+def _base(target: cst.BaseExpression) -> str:
+    """``x`` for targets ``x`` and ``x[...]``."""
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return target.value if isinstance(target, cst.Name) else ""
+
+
+def _direct_reads(value: cst.BaseExpression) -> set[str]:
+    """Names a value passes on whole: itself, or a call's positional arguments.
+
+    ``torch.tensor(grids)`` carries ``grids``; ``torch.tensor([m] * grid.size(0))``
+    only borrows ``grid``'s length and carries nothing of it.
+    """
+    if isinstance(value, cst.Name):
+        return {value.value}
+    if isinstance(value, cst.Call):
+        return {a.value.value for a in value.args if a.keyword is None and isinstance(a.value, cst.Name)}
+    return set()
+
+
+def _flows_from(visitor: _OutputKeys, literal: cst.List) -> set[str]:
+    """Variables whose value is built, through assignments, from ``literal``."""
+    tainted: set[str] = set()
+    for targets, reads, value in visitor.assigns:
+        inner = _Names()
+        value.visit(inner)
+        if any(node is literal for node in inner.lists) or reads & tainted:
+            tainted |= targets
+    return tainted
+
+
+def _is_size_of(expr: cst.BaseExpression | None, loop_vars: set[str]) -> bool:
+    """``get_image_size(<image loop variable>, ...)``."""
+    return (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Name)
+        and expr.func.value == "get_image_size"
+        and bool(expr.args)
+        and isinstance(expr.args[0].value, cst.Name)
+        and expr.args[0].value.value in loop_vars
+    )
+
+
+def _patches_return(image_processor_cls: type) -> tuple[str, tuple[str, ...], Source] | None:
+    """``("product", (a, b))`` or ``("pair", ())`` for ``get_number_of_image_patches``'s return."""
+    found = find_method(image_processor_cls, PATCHES_FUNCTION)
+    if found is None:
+        return None
+    parsed, func = found
+    params = [p.name.value for p in func.params.params]
+    if params[1:3] != ["height", "width"]:
+        return None
+    last = func.body.body[-1]
+    ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) else None
+    value = ret.value if isinstance(ret, cst.Return) else None
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+        if isinstance(value.left, cst.Name) and isinstance(value.right, cst.Name):
+            return "product", (value.left.value, value.right.value), parsed.source(func)
+    if isinstance(value, cst.Tuple) and len(value.elements) == 2:
+        return "pair", (), parsed.source(func)
+    return None
+
+
+def _method_reads(parsed: ParsedClass, func: cst.FunctionDef, patches) -> list[ItemRead]:
+    visitor = _OutputKeys()
+    func.visit(visitor)
+    reads = []
+    for key, variable in visitor.keys.items():
+        if variable in visitor.sizes:
+            reads.append(ItemRead(key, "size", parsed.source(visitor.sizes[variable])))
+        elif visitor.grids and patches is not None and variable in _flows_from(visitor, visitor.grids[0]):
+            grid = visitor.grids[0]
+            names = tuple(el.value.value for el in grid.elements[1:])
+            kind, factors, _ = patches
+            if kind == "pair" or set(factors) == set(names):
+                reads.append(ItemRead(key, "grid" if kind == "pair" else "patches", parsed.source(grid)))
+    return reads
+
+
+def analyze_item_reads(image_processor_cls: type) -> dict[str, ItemRead]:
+    """Output keys of ``image_processor_cls`` that follow from the original size."""
+    patches = _patches_return(image_processor_cls)
+    reads: dict[str, ItemRead] = {}
+    for klass in transformers_classes(image_processor_cls):
+        parsed = parse_class(klass)
+        if parsed is None:
+            continue
+        for func in parsed.methods().values():
+            for read in _method_reads(parsed, func, patches):
+                reads.setdefault(read.key, read)
+    return reads

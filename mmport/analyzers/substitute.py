@@ -1,0 +1,127 @@
+"""Rewrite a hook's reads of per-item HF outputs into the item's original size.
+
+With the facts of :mod:`mmport.analyzers.itemreads`, a hook statement such as::
+
+    image_size = image_inputs["image_sizes"][image_idx]
+    n = image_inputs["image_grid_thw"][image_idx].prod() // merge_length
+
+becomes, in the port (where ``image_height``/``image_width`` are the item's
+size and ``processor`` the HF processor)::
+
+    image_size = (image_height, image_width)
+    n = get_number_of_image_patches(processor.image_processor, image_height, image_width) // merge_length
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mmport.analyzers.itemreads import PATCHES_FUNCTION, ItemRead
+
+__all__ = ["EmptyKwargs", "ItemReadRewriter", "is_dead_list_guard"]
+
+SIZE = cst.Tuple([cst.Element(cst.Name("image_height")), cst.Element(cst.Name("image_width"))])
+
+
+def _patches_call() -> cst.Call:
+    image_processor = cst.Attribute(cst.Name("processor"), cst.Name("image_processor"))
+    args = [cst.Arg(image_processor), cst.Arg(cst.Name("image_height")), cst.Arg(cst.Name("image_width"))]
+    return cst.Call(cst.Name(PATCHES_FUNCTION), args)
+
+
+class ItemReadRewriter(cst.CSTTransformer):
+    """Replace ``inputs["key"][idx]`` reads that :class:`ItemRead` facts explain.
+
+    ``used`` lists the facts applied; a read no fact explains is left alone
+    (the caller then refuses the statement as reading the processed item).
+    """
+
+    def __init__(self, inputs: str, index: str, reads: dict[str, ItemRead]) -> None:
+        self.inputs = inputs
+        self.index = index
+        self.reads = reads
+        self.used: dict[str, ItemRead] = {}
+
+    def _read(self, node: cst.BaseExpression) -> ItemRead | None:
+        """The fact for ``inputs["key"][index]``, if ``node`` is such a read."""
+        if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Subscript)):
+            return None
+        outer, inner = node.slice[0].slice, node.value.slice[0].slice
+        if not (isinstance(outer, cst.Index) and isinstance(outer.value, cst.Name) and outer.value.value == self.index):
+            return None
+        base = node.value.value
+        if isinstance(base, cst.Name) and base.value == self.inputs and isinstance(inner, cst.Index):
+            key = inner.value
+            if isinstance(key, cst.SimpleString):
+                return self.reads.get(key.evaluated_value)
+        return None
+
+    def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.BaseExpression) -> cst.BaseExpression:
+        read = self._read(original_node)
+        if read is not None and read.kind == "size":
+            self.used[read.key] = read
+            return SIZE
+        if read is not None and read.kind == "grid":
+            # One frame per image: the entry is (1, grid_h, grid_w).
+            self.used[read.key] = read
+            return cst.Tuple([cst.Element(cst.Integer("1")), cst.StarredElement(_patches_call())])
+        return updated_node
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        func = original_node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "prod" and not original_node.args:
+            read = self._read(func.value)
+            if read is not None and read.kind == "patches":
+                self.used[read.key] = read
+                return _patches_call()
+        return updated_node
+
+
+def is_dead_list_guard(stmt: cst.CSTNode, tuples: set[str]) -> bool:
+    """``if not isinstance(name, (list, tuple)): ...`` where ``name`` now holds a tuple.
+
+    HF converts a tensor entry to a list there; once the read is the item's
+    ``(height, width)`` the branch can never run, so the port leaves it out.
+    """
+    if not isinstance(stmt, cst.If) or stmt.orelse is not None:
+        return False
+    test = stmt.test
+    if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+        return False
+    call = test.expression
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "isinstance"):
+        return False
+    subject, kinds = call.args[0].value, call.args[1].value if len(call.args) > 1 else None
+    kind_names = {el.value.value for el in kinds.elements if isinstance(el.value, cst.Name)} if isinstance(kinds, cst.Tuple) else set()
+    return isinstance(subject, cst.Name) and subject.value in tuples and "tuple" in kind_names
+
+
+class EmptyKwargs(cst.CSTTransformer):
+    """Read the hook's ``**kwargs`` as empty: a port has no per-call overrides.
+
+    ``kwargs.get("merge_size") or self.image_processor.merge_size`` becomes
+    ``self.image_processor.merge_size``; ``kwargs.get(k, default)`` becomes
+    ``default``. Any other use of ``kwargs`` is left for the caller to refuse.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _is_get(self, node: cst.BaseExpression) -> bool:
+        func = node.func if isinstance(node, cst.Call) else None
+        return (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == self.name
+            and func.attr.value == "get"
+        )
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if self._is_get(original_node) and len(original_node.args) == 2:
+            return updated_node.args[1].value
+        return updated_node
+
+    def leave_BooleanOperation(self, original_node: cst.BooleanOperation, updated_node: cst.BooleanOperation) -> cst.BaseExpression:
+        if isinstance(original_node.operator, cst.Or) and self._is_get(original_node.left) and len(original_node.left.args) == 1:
+            return updated_node.right
+        return updated_node

@@ -1,0 +1,185 @@
+"""Transplant HF functions, and the methods and functions they call, into a port.
+
+A count often lives in helpers rather than in the hook itself::
+
+    num_image_tokens = self._get_number_of_features(orig_height, orig_width, height, width)
+
+    def _get_number_of_features(self, orig_height, orig_width, height, width):
+        height_best, width_best = select_best_resolution([orig_height, orig_width], pinpoints)
+        ...
+
+The port gets each of them as a module-level function, verbatim but for two
+rewrites: ``self`` becomes an explicit first parameter (``processor`` or
+``image_processor``), and ``self.helper(args)`` becomes ``helper(processor,
+args)``. Free names are resolved in the HF module's globals: a module, or a name the
+standard library exports, becomes an import; a transformers function is transplanted in turn (recursively);
+anything else refuses the transplant, so the caller falls back to delegation.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
+
+from mmport.analyzers.sourcefile import find_method
+from mmport.errors import AnalysisError
+from mmport.spec import HelperFunction, Source
+
+__all__ = ["Transplanter", "free_names"]
+
+
+def free_names(code: str) -> set[str]:
+    """Names that ``code`` reads but neither binds nor finds among builtins."""
+    wrapper = MetadataWrapper(cst.parse_module(code))
+    scopes = {scope for scope in wrapper.resolve(ScopeProvider).values() if scope is not None}
+    free = set()
+    for scope in scopes:
+        for access in scope.accesses:
+            name = access.node.value if isinstance(access.node, cst.Name) else None
+            if name and not access.referents and not hasattr(builtins, name):
+                free.add(name)
+    return free
+
+
+class _Rewrite(cst.CSTTransformer):
+    """``self`` → ``owner``; ``self.m(...)`` → ``m(owner, ...)`` for the methods in ``methods``."""
+
+    def __init__(self, owner: str, methods: dict[str, bool]) -> None:
+        self.owner = owner
+        self.methods = methods  # name → is a staticmethod (called without ``self``)
+        self.called: list[str] = []
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        func = original_node.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            name = func.attr.value
+            if name in self.methods:
+                self.called.append(name)
+                owner = () if self.methods[name] else (cst.Arg(cst.Name(self.owner)),)
+                return updated_node.with_changes(func=cst.Name(name), args=(*owner, *updated_node.args))
+        return updated_node
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        return updated_node.with_changes(value=self.owner) if original_node.value == "self" else updated_node
+
+
+def _relative(filename: str) -> str:
+    import transformers
+
+    root = Path(transformers.__file__).parent
+    path = Path(filename)
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _parse_function(func: types.FunctionType) -> tuple[cst.FunctionDef, Source]:
+    """A module-level function's tree and provenance (its ``def`` line)."""
+    lines, first_line = inspect.getsourcelines(func)
+    wrapper = MetadataWrapper(cst.parse_module(textwrap.dedent("".join(lines))), unsafe_skip_copy=True)
+    funcdef = next(s for s in wrapper.module.body if isinstance(s, cst.FunctionDef))
+    line = wrapper.resolve(PositionProvider)[funcdef.name].start.line + first_line - 1
+    return funcdef, Source(_relative(inspect.getsourcefile(func) or ""), line, f"def {func.__name__}(...)")
+
+
+def _without_docstring(funcdef: cst.FunctionDef) -> cst.FunctionDef:
+    """The port cites the HF line instead of repeating HF's docstring."""
+    body = list(funcdef.body.body)
+    first = body[0] if body else None
+    if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr):
+        if isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString)) and len(body) > 1:
+            return funcdef.with_changes(body=funcdef.body.with_changes(body=body[1:]))
+    return funcdef
+
+
+class Transplanter:
+    """Collects the helpers and imports a piece of transplanted code needs.
+
+    One instance per count rule: ``code()`` rewrites a snippet of an HF
+    method, queuing what it calls; ``helpers`` and ``imports`` then list, in
+    dependency order, everything the port must define or import.
+    """
+
+    def __init__(self) -> None:
+        self.helpers: dict[str, HelperFunction] = {}
+        self.imports: set[str] = set()
+
+    def code(self, node: cst.CSTNode, owner_cls: type, owner: str) -> str:
+        """Port code for ``node`` (part of a method of ``owner_cls``), helpers queued."""
+        rewrite = _Rewrite(owner, _methods(owner_cls))
+        code = cst.Module([]).code_for_node(node.visit(rewrite)).strip()
+        for name in rewrite.called:
+            self.method(owner_cls, name, owner)
+        return code
+
+    def resolve(self, code: str, namespace: dict, where: str) -> None:
+        """Import or transplant each free name of ``code`` from the HF ``namespace``."""
+        for name in sorted(free_names(code)):
+            value = namespace.get(name)
+            if isinstance(value, types.ModuleType) and value.__name__ == name:
+                self.imports.add(f"import {name}")
+            elif _from_stdlib(value, name):
+                self.imports.add(f"from {value.__module__} import {name}")
+            elif isinstance(value, types.FunctionType) and value.__module__.startswith("transformers."):
+                self.function(value)
+            elif name not in self.helpers:
+                raise AnalysisError(f"{where} reads `{name}`, which mmport cannot carry into a port")
+
+    def method(self, owner_cls: type, name: str, owner: str) -> None:
+        """Transplant method ``name`` of ``owner_cls`` as ``def name(owner, ...)``."""
+        found = find_method(owner_cls, name)
+        if found is None:
+            raise AnalysisError(f"{owner_cls.__name__}.{name} has no readable source")
+        if name in self.helpers:
+            return
+        if any(not _is_staticmethod_decorator(d) for d in found[1].decorators):
+            raise AnalysisError(f"{owner_cls.__name__}.{name} is decorated; mmport transplants plain methods only")
+        parsed, funcdef = found
+        self.helpers[name] = HelperFunction(name, "", parsed.source(funcdef), f"{owner_cls.__name__}.{name}")
+        klass = next(k for k in owner_cls.__mro__ if name in vars(k))
+        # A staticmethod becomes a plain function; its decorator has no meaning there.
+        code = self.code(_without_docstring(funcdef).with_changes(decorators=()), owner_cls, owner)
+        self.resolve(code, vars(inspect.getmodule(klass)), f"{owner_cls.__name__}.{name}")
+        static = _methods(owner_cls).get(name, False)
+        self._add(HelperFunction(name, code, parsed.source(funcdef), f"{owner_cls.__name__}.{name}", not static))
+
+    def function(self, func: types.FunctionType) -> None:
+        """Transplant a module-level transformers function verbatim."""
+        name = func.__name__
+        if name in self.helpers:
+            return
+        funcdef, source = _parse_function(func)
+        self.helpers[name] = HelperFunction(name, "", source)
+        code = cst.Module([]).code_for_node(_without_docstring(funcdef)).strip()
+        self.resolve(code, func.__globals__, name)
+        self._add(HelperFunction(name, code, source))
+
+    def _add(self, helper: HelperFunction) -> None:
+        # Re-insert so a helper follows the helpers it calls.
+        self.helpers.pop(helper.name, None)
+        self.helpers[helper.name] = helper
+
+
+def _is_staticmethod_decorator(decorator: cst.Decorator) -> bool:
+    return isinstance(decorator.decorator, cst.Name) and decorator.decorator.value == "staticmethod"
+
+
+def _from_stdlib(value: object, name: str) -> bool:
+    """A class or function the standard library exports under ``name`` (``Fraction``)."""
+    module = getattr(value, "__module__", None) or ""
+    top = module.split(".")[0]
+    return top in sys.stdlib_module_names and not top.startswith("_") and getattr(sys.modules.get(module), name, None) is value
+
+
+def _methods(cls: type) -> dict[str, bool]:
+    """Methods of ``cls`` by name, each with whether it is a staticmethod."""
+    found = {}
+    for name in dir(cls):
+        if inspect.isfunction(getattr(cls, name, None)):
+            found[name] = isinstance(inspect.getattr_static(cls, name), staticmethod)
+    return found
