@@ -7,6 +7,7 @@ temporary names and renamed, so a failure never leaves half a port behind.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -46,8 +47,8 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    # A Python literal for a value (tojson would escape "<" as \u003c).
-    env.filters["py"] = repr
+    # A double-quoted Python string literal (tojson would escape "<" as \u003c).
+    env.filters["py"] = lambda value: json.dumps(value, ensure_ascii=False)
     env.tests["stdlib"] = lambda name: name.partition(".")[0] in sys.stdlib_module_names
     return env
 
