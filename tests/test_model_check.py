@@ -89,3 +89,26 @@ def test_bad_model_options_exit_2(args, needle, scaffolded) -> None:
     port = scaffolded("llava") / "llava_processing.py"
     result = run_cli("verify", "llava", "--port", str(port), *args)
     assert result.returncode == 2 and needle in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_snapshot_weights_are_loaded_with_weights(scaffolded, tmp_path) -> None:
+    import shutil
+
+    import transformers
+
+    from mmport.runtime.tiny import tiny_twin
+    from mmport.sources import resolve
+
+    # A local snapshot holding weights: the synthetic LLaVA with a tiny twin's
+    # config and seeded weights saved as a checkpoint would be.
+    snapshot = tmp_path / "snap"
+    shutil.copytree(resolve("llava").path, snapshot)
+    config = tiny_twin(resolve("llava").load_config())
+    model = getattr(transformers, config.architectures[0])._from_config(config)
+    model.save_pretrained(snapshot)
+    port = scaffolded("llava") / "llava_processing.py"
+    report_path = tmp_path / "report.json"
+    result = run_cli("verify", str(snapshot), "--port", str(port), "--probes", "2", "--model", "--weights", "--json", str(report_path))
+    report = json.loads(report_path.read_text())
+    assert result.returncode == 0, report
+    assert report["checks"]["model"]["metrics"]["parameters"] == sum(p.numel() for p in model.parameters())
