@@ -10,11 +10,13 @@ test thresholds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 MODELS = ("llava", "paligemma")
@@ -58,6 +60,32 @@ def bench_analysis(model_type: str, repeats: int = 5) -> tuple[float, float]:
     return _median(cold), time.perf_counter() - started
 
 
+@contextlib.contextmanager
+def _timed(cls: type, *names: str) -> Iterator[dict]:
+    """Accumulate the seconds and calls spent in methods ``names`` of ``cls``."""
+    spent = {"seconds": 0.0, "calls": 0}
+    originals = {name: getattr(cls, name) for name in names}
+
+    def timed(method):
+        def run(self, *args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                spent["seconds"] += time.perf_counter() - started
+                spent["calls"] += 1
+
+        return run
+
+    for name, method in originals.items():
+        setattr(cls, name, timed(method))
+    try:
+        yield spent
+    finally:
+        for name, method in originals.items():
+            setattr(cls, name, method)
+
+
 def bench_verify(model_type: str, port_dir: Path) -> tuple[float, float, int]:
     """(total seconds, seconds inside HF processor calls, HF calls) of one verify."""
     from mmport.render import render_port, write_files
@@ -67,23 +95,8 @@ def bench_verify(model_type: str, port_dir: Path) -> tuple[float, float, int]:
 
     snapshot = resolve(model_type)
     write_files(render_port(analyze(snapshot)), port_dir, force=True)
-    processor_cls = type(snapshot.load_processor())
-    spent = {"seconds": 0.0, "calls": 0}
-    original = processor_cls.__call__
-
-    def timed(self, *args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            spent["seconds"] += time.perf_counter() - started
-            spent["calls"] += 1
-
-    processor_cls.__call__ = timed
-    try:
+    with _timed(type(snapshot.load_processor()), "__call__") as spent:
         report = verify_port(model_type, port_dir / f"{model_type}_processing.py", probes=8, seed=0)
-    finally:
-        processor_cls.__call__ = original
     assert report.passed, report.failure_summary()
     return report.seconds, spent["seconds"], spent["calls"]
 
@@ -110,34 +123,16 @@ def bench_model(name: str, tmp: Path, device: str) -> dict:
     port_dir = tmp / f"port-{name}"
     write_files(render_port(analyze(resolve(ref))), port_dir, force=True)
     port = next(port_dir.glob("*_processing.py"))
-    spent = {"model": 0.0}
-    originals = {m: getattr(hf_model.HFModel, m) for m in ("image_features", "logits")}
-
-    def timed(method):
-        def run(self, *args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return method(self, *args, **kwargs)
-            finally:
-                spent["model"] += time.perf_counter() - started
-
-        return run
-
-    for name_, method in originals.items():
-        setattr(hf_model.HFModel, name_, timed(method))
-    try:
-        plain = verify_port(ref, port, probes=MODEL_PROBES, seed=0)
+    plain = verify_port(ref, port, probes=MODEL_PROBES, seed=0)
+    with _timed(hf_model.HFModel, "image_features", "logits") as spent:
         report = verify_port(ref, port, probes=MODEL_PROBES, seed=0, model=ModelOptions(device=device, tiny=True))
-    finally:
-        for name_, method in originals.items():
-            setattr(hf_model.HFModel, name_, method)
     check = report.checks["model"]
     assert report.passed, report.failure_summary()
     return {
         "ref": name,
         "plain": plain.seconds,
         "total": report.seconds,
-        "in_model": spent["model"],
+        "in_model": spent["seconds"],
         "params": check.metrics["parameters"],
         "logits": check.metrics["max_logit_diff"],
         "features": check.metrics["max_feature_diff"],

@@ -6,15 +6,13 @@ facts with provenance; :func:`analyze` runs them for a snapshot.
 
 from __future__ import annotations
 
-import libcst as cst
-
 from mmport import __version__
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
-from mmport.analyzers.sourcefile import class_assignments, find_method
+from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
 from mmport.spec import CountRule, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, Source
@@ -22,23 +20,11 @@ from mmport.spec import CountRule, EncoderSpec, GeometryRule, ModalitySpec, Port
 __all__ = ["analyze"]
 
 
-class _SelfAssignments(cst.CSTVisitor):
-    """``self.<name> = ...`` statements of a constructor."""
-
-    def __init__(self) -> None:
-        self.nodes: dict[str, cst.Assign] = {}
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        target = node.targets[0].target
-        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-            self.nodes.setdefault(target.attr.value, node)
-
-
 def _attribute_source(processor_cls: type, attr: str) -> Source:
     """Where the processor's constructor sets ``self.<attr>``."""
     found = find_method(processor_cls, "__init__", models_only=True)
     if found is not None:
-        visitor = _SelfAssignments()
+        visitor = SelfAssignments()
         found[1].visit(visitor)
         if attr in visitor.nodes:
             return found[0].source(visitor.nodes[attr])

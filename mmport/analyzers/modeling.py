@@ -19,7 +19,7 @@ from typing import Any
 
 import libcst as cst
 
-from mmport.analyzers.sourcefile import ParsedClass, find_method
+from mmport.analyzers.sourcefile import ParsedClass, SelfAssignments, find_method
 from mmport.errors import AnalysisError
 from mmport.spec import EncoderModule, EncoderSpec
 
@@ -29,18 +29,6 @@ FEATURES_METHOD = "get_image_features"
 # ``self`` attributes any nn.Module/PreTrainedModel has that are not submodules.
 _MODULE_STATE = frozenset({"config", "training"})
 _DTYPE_READS = frozenset({"dtype", "device"})
-
-
-class _SelfAssignments(cst.CSTVisitor):
-    """``self.<attr> = <value>`` statements of a constructor, in order."""
-
-    def __init__(self) -> None:
-        self.found: dict[str, cst.Assign] = {}
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        target = node.targets[0].target
-        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-            self.found.setdefault(target.attr.value, node)
 
 
 class _SelfReads(cst.CSTVisitor):
@@ -74,9 +62,9 @@ def _constructor(cls: type) -> tuple[ParsedClass, dict[str, cst.Assign]]:
     found = find_method(cls, "__init__", models_only=True)
     if found is None:
         raise AnalysisError(f"{cls.__name__} has no constructor in transformers' models")
-    visitor = _SelfAssignments()
+    visitor = SelfAssignments()
     found[1].visit(visitor)
-    return found[0], visitor.found
+    return found[0], visitor.nodes
 
 
 def _inner_model(outer: type) -> tuple[type, str, dict[str, cst.Assign], ParsedClass]:

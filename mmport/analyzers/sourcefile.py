@@ -18,7 +18,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from mmport.spec import Source
 
-__all__ = ["ParsedClass", "class_assignments", "find_method", "parse_class", "transformers_classes"]
+__all__ = ["ParsedClass", "SelfAssignments", "class_assignments", "find_method", "parse_class", "transformers_classes"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +101,15 @@ def class_assignments(cls: type) -> dict[str, tuple[ParsedClass, cst.Assign]]:
                         if isinstance(target.target, cst.Name):
                             found.setdefault(target.target.value, (parsed, node))
     return found
+
+
+class SelfAssignments(cst.CSTVisitor):
+    """``self.<name> = ...`` statements of a method (the first one per name), in order."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, cst.Assign] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            self.nodes.setdefault(target.attr.value, node)
