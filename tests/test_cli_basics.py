@@ -97,5 +97,8 @@ def test_verify_writes_junit_naming_each_check(tmp_path, scaffolded) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     suite = ElementTree.parse(junit).getroot()
     names = [case.get("name") for case in suite.iter("testcase")]
-    assert names == ["tokens", "placeholders", "fields", "cache", "dummy", "limits"]
+    assert names == ["tokens", "placeholders", "fields", "cache", "dummy", "limits", "model"]
     assert suite.get("failures") == "0"
+    # Without --model the model check is reported as skipped, and says how to run it.
+    model = next(case for case in suite.iter("testcase") if case.get("name") == "model")
+    assert "--model" in model.find("skipped").get("message")
