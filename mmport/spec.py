@@ -78,7 +78,8 @@ class PromptUpdateSpec:
     ``"insert"`` (tokens go in at ``target`` without any placeholder text).
     ``trailing_tokens`` are tokenizer attributes (``bos_token``) appended after
     the last item's tokens; they get no embedding. ``prompt_suffix`` is text the
-    HF processor appends to every prompt; ``add_special_tokens`` is False when
+    HF processor appends to every prompt, ``suffix_tokens`` tokenizer attributes
+    (``sep_token``) whose tokens it appends; ``add_special_tokens`` is False when
     the HF processor switches its tokenizer's BOS off.
     """
 
@@ -87,6 +88,7 @@ class PromptUpdateSpec:
     source: Source
     trailing_tokens: tuple[str, ...] = ()
     prompt_suffix: str = ""
+    suffix_tokens: tuple[str, ...] = ()
     add_special_tokens: bool = True
     suffix_source: Source | None = None
     special_tokens_source: Source | None = None

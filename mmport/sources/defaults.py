@@ -119,14 +119,40 @@ def image_processor_reads(processor_cls: type) -> list[str]:
     return list(dict.fromkeys(_constructor_reads(processor_cls, "image_processor").names))
 
 
+class _SelfTokenizerReads(cst.CSTVisitor):
+    """Collect ``self.tokenizer.<name>`` reads anywhere in a class."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        inner = node.value
+        if isinstance(inner, cst.Attribute) and inner.attr.value == "tokenizer":
+            if isinstance(inner.value, cst.Name) and inner.value.value == "self":
+                self.names.append(node.attr.value)
+
+
+def _method_reads(processor_cls: type) -> list[str]:
+    """What the methods of ``processor_cls`` (and model bases) read off ``self.tokenizer``.
+
+    Chameleon's ``__call__`` appends ``self.tokenizer.sep_token`` to every
+    prompt: a tokenizer without that token would make it append ``"None"``.
+    """
+    visitor = _SelfTokenizerReads()
+    for klass in processor_cls.__mro__:
+        if klass.__module__.startswith("transformers.models"):
+            cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
+    return visitor.names
+
+
 def tokenizer_token_reads(processor_cls: type) -> dict[str, str | None]:
-    """Named special tokens (``boi_token``) the constructor reads off its tokenizer.
+    """Named special tokens (``boi_token``) the processor reads off its tokenizer.
 
     Maps each name to the literal text the constructor falls back to, if any.
     """
     reads = _constructor_reads(processor_cls, "tokenizer")
     tokens: dict[str, str | None] = {}
-    for name in reads.names:
+    for name in [*reads.names, *_method_reads(processor_cls)]:
         stem = name.removesuffix("_id")
         # add_bos_token and the like are switches, not tokens.
         if stem.endswith("_token") and not stem.startswith("add_") and stem not in BASE_TOKEN_NAMES:
