@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +132,8 @@ class ModalitySpec:
     fields_reason: str = ""
     # HF refuses images without text: vLLM's images-only call must carry placeholders.
     needs_text: bool = False
+    # The processor has no ``<token_attr>``; the port looks the token's text up.
+    token_id_from_text: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,11 @@ class PortSpec:
     mmport_version: str
     modalities: tuple[ModalitySpec, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def module_name(self) -> str:
+        """The model_type as a Python module name (``blip-2`` → ``blip_2``)."""
+        return re.sub(r"\W", "_", self.model_type)
 
 
 def _plain(value: Any) -> Any:

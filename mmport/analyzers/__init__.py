@@ -9,14 +9,16 @@ from __future__ import annotations
 import libcst as cst
 
 from mmport import __version__
+from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
-from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
+from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
+from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.sourcefile import find_method
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
-from mmport.spec import CountRule, GeometryRule, ModalitySpec, PortSpec, Source
+from mmport.spec import CountRule, GeometryRule, ModalitySpec, PortSpec, PromptUpdateSpec, Source
 
 __all__ = ["analyze"]
 
@@ -53,28 +55,38 @@ def _architecture(snapshot: Snapshot) -> str:
     return MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(snapshot.model_type, "")
 
 
-def _replacement(processor_cls: type, geometry: GeometryRule) -> ReplacementFacts:
-    """The derived count, or a delegated one (with the reason) when derivation fails."""
+def _replacement(processor_cls: type, geometry: GeometryRule) -> tuple[ReplacementFacts, PromptUpdateSpec | None]:
+    """The derived count, or a delegated one (with the reason) when derivation fails.
+
+    A processor without a replacement hook may insert a block of image tokens
+    in its own ``__call__``; that block also fixes the prompt update.
+    """
     try:
+        if find_method(processor_cls, "replace_image_token", models_only=True) is None:
+            block = analyze_call_block(processor_cls)
+            return block.facts, block.update
         facts = analyze_replacement(processor_cls, "image")
         if facts.count.uses_geometry and geometry.kind != "fixed":
             raise AnalysisError("the count reads an item size that the image processor does not fix")
-        return facts
+        return facts, None
     except AnalysisError as exc:
         found = find_method(processor_cls, "replace_image_token") or find_method(processor_cls, "__call__")
         source = found[0].source(found[1]) if found else Source("(processor)", 0)
-        return ReplacementFacts(CountRule((), "", False, "delegated", source, reason=str(exc)), "image_token")
+        return ReplacementFacts(CountRule((), "", False, "delegated", source, reason=str(exc)), "image_token"), None
 
 
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     processor_cls = type(processor)
     geometry = analyze_geometry(type(processor.image_processor))
-    facts = _replacement(processor_cls, geometry)
+    facts, inserted = _replacement(processor_cls, geometry)
     placeholder_source = _attribute_source(processor_cls, facts.token_attr)
     token_attr = f"{facts.token_attr}_id"
-    update = analyze_layout(processor_cls, placeholder_source)
+    # Some processors name the token (an AddedToken, even) but not its id.
+    token_id_from_text = not hasattr(processor, token_attr)
+    update = analyze_layout(processor_cls, placeholder_source, inserted)
     static_fields = analyze_output_fields(type(processor.image_processor))
-    placeholder = None if update.mode == "insert" else getattr(processor, facts.token_attr)
+    token_text = str(getattr(processor, facts.token_attr))
+    placeholder = None if update.mode == "insert" else token_text
     sources = {f.key: f.source for f in static_fields}
     fields_strategy, fields_reason = "derived", ""
     try:
@@ -84,16 +96,17 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         fields = per_item_fields(processor, placeholder, sources)
     return ModalitySpec(
         modality="image",
-        placeholder=getattr(processor, facts.token_attr),
+        placeholder=token_text,
         placeholder_source=placeholder_source,
         token_attr=token_attr,
-        token_id=getattr(processor, token_attr),
-        token_source=_attribute_source(processor_cls, token_attr),
+        token_id=token_id_of(processor, facts.token_attr),
+        token_source=placeholder_source if token_id_from_text else _attribute_source(processor_cls, token_attr),
+        token_id_from_text=token_id_from_text,
         count=facts.count,
         geometry=geometry,
         update=update,
         fields=fields,
-        limit=None,
+        limit=observe_limit(processor) if update.mode == "insert" else None,
         worst_case_size=_fixed_size(processor.image_processor, geometry.size_expr),
         fields_strategy=fields_strategy,
         fields_reason=fields_reason,

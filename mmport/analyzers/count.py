@@ -25,7 +25,7 @@ from mmport.analyzers.sourcefile import ParsedClass, find_method
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule
 
-__all__ = ["ReplacementFacts", "analyze_replacement"]
+__all__ = ["ReplacementFacts", "analyze_replacement", "port_code"]
 
 GEOMETRY_NAMES = frozenset({"height", "width"})
 
@@ -84,7 +84,8 @@ def _repeated_token(expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] 
     return None
 
 
-def _port_code(parsed: ParsedClass, node: cst.CSTNode) -> str:
+def port_code(parsed: ParsedClass, node: cst.CSTNode) -> str:
+    """``node``'s code as a port runs it: ``self`` becomes ``processor``."""
     return parsed.module.code_for_node(node.visit(_SelfToProcessor())).strip()
 
 
@@ -112,15 +113,15 @@ def analyze_replacement(processor_cls: type, modality: str = "image") -> Replace
             tainted |= _assigned(stmt)
             uses_geometry |= bool(_assigned(stmt) & GEOMETRY_NAMES)
             continue
-        statements.append(_port_code(parsed, stmt))
+        statements.append(port_code(parsed, stmt))
     leaked: set[str] = set()
-    for code in (*statements, _port_code(parsed, count_expr)):
+    for code in (*statements, port_code(parsed, count_expr)):
         leaked |= _names(cst.parse_module(code)) & (tainted - GEOMETRY_NAMES)
     if leaked:
         raise AnalysisError(f"{hook} counts from {sorted(leaked)}, not only the item's height and width")
     rule = CountRule(
         statements=tuple(statements),
-        result=_port_code(parsed, count_expr),
+        result=port_code(parsed, count_expr),
         uses_geometry=uses_geometry,
         strategy="derived",
         source=parsed.source(func),

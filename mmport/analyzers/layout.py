@@ -152,9 +152,15 @@ def _appended_tokens(processor_cls: type) -> tuple[tuple[str, ...], Source] | No
     return attrs, found[0].source(node)
 
 
-def analyze_layout(processor_cls: type, placeholder_source: Source) -> PromptUpdateSpec:
-    """Replacement of the placeholder, unless the processor inserts items itself."""
-    spec = _analyze_layout(processor_cls, placeholder_source)
+def analyze_layout(
+    processor_cls: type, placeholder_source: Source, inserted: PromptUpdateSpec | None = None
+) -> PromptUpdateSpec:
+    """Replacement of the placeholder, unless the processor inserts items itself.
+
+    ``inserted`` is an insertion already read from the processor's ``__call__``
+    (see :mod:`mmport.analyzers.callblock`); the tokenizer switches still apply.
+    """
+    spec = inserted or _analyze_layout(processor_cls, placeholder_source)
     appended = _appended_tokens(processor_cls)
     if appended is not None and not spec.prompt_suffix:
         spec = dataclasses.replace(spec, suffix_tokens=appended[0], suffix_source=appended[1])

@@ -18,7 +18,7 @@ from typing import Any
 
 import libcst as cst
 
-__all__ = ["CONCEPT_ALIASES", "image_processor_reads", "lookup_config", "none_default_params", "tokenizer_token_reads"]
+__all__ = ["CONCEPT_ALIASES", "image_processor_reads", "lookup_config", "none_default_params", "tokenizer_self_added", "tokenizer_token_reads"]
 
 # Names that checkpoints use for one concept. Policy, not per-model answers:
 # a lookup of any name in a row also tries the other names of that row.
@@ -61,6 +61,31 @@ def none_default_params(processor_cls: type) -> list[str]:
     ]
 
 
+class _AddedTokens(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found: list[cst.BaseExpression] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "AddedToken" and node.args:
+            self.found.append(node.args[0].value)
+
+
+def _added_token_args(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The text arguments of ``AddedToken(...)`` calls under ``node``, in source order."""
+    visitor = _AddedTokens()
+    node.visit(visitor)
+    return visitor.found
+
+
+def _text_of(expr: cst.BaseExpression, constants: Mapping[str, Any]) -> str | None:
+    """A string literal's value, or a module constant's (``IMAGE_TOKEN``)."""
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Name) and isinstance(constants.get(expr.value), str):
+        return constants[expr.value]
+    return None
+
+
 class _AttributeReads(cst.CSTVisitor):
     """Collect ``<owner>.<name>`` reads (hasattr/getattr guards too) in ``__init__``s.
 
@@ -69,10 +94,25 @@ class _AttributeReads(cst.CSTVisitor):
         self.image_token = "<|image_pad|>" if not hasattr(tokenizer, "image_token") else tokenizer.image_token
     """
 
-    def __init__(self, owner: str) -> None:
+    def __init__(self, owner: str, constants: Mapping[str, Any] | None = None) -> None:
         self.owner = owner
+        self.constants = constants or {}
         self.names: list[str] = []
         self.defaults: dict[str, str] = {}
+        self.self_added: dict[str, str] = {}
+
+    def visit_If(self, node: cst.If) -> None:
+        # `if not hasattr(tokenizer, "image_token"): ... tokenizer.add_tokens([AddedToken("<image>")])`:
+        # the processor makes the token itself when the tokenizer does not name it.
+        test = node.test
+        if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+            return
+        name = self._guarded_name(test.expression)
+        body = cst.Module(body=[node.body]).code
+        adds = f"{self.owner}.add_tokens(" in body or f"{self.owner}.add_special_tokens(" in body
+        texts = [_text_of(arg, self.constants) for arg in _added_token_args(node.body)]
+        if name and adds and texts and texts[0] is not None:
+            self.self_added.setdefault(name, texts[0])
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return node.name.value == "__init__"
@@ -107,7 +147,7 @@ class _AttributeReads(cst.CSTVisitor):
 
 def _constructor_reads(processor_cls: type, owner: str) -> _AttributeReads:
     """What the constructors of ``processor_cls`` (and model bases) read off ``owner``."""
-    visitor = _AttributeReads(owner)
+    visitor = _AttributeReads(owner, vars(inspect.getmodule(processor_cls)))
     for klass in processor_cls.__mro__:
         if klass.__module__.startswith("transformers.models") and "__init__" in vars(klass):
             cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
@@ -153,8 +193,21 @@ def tokenizer_token_reads(processor_cls: type) -> dict[str, str | None]:
     reads = _constructor_reads(processor_cls, "tokenizer")
     tokens: dict[str, str | None] = {}
     for name in [*reads.names, *_method_reads(processor_cls)]:
+        if name in reads.self_added:
+            continue
         stem = name.removesuffix("_id")
         # add_bos_token and the like are switches, not tokens.
         if stem.endswith("_token") and not stem.startswith("add_") and stem not in BASE_TOKEN_NAMES:
             tokens.setdefault(stem, reads.defaults.get(stem))
     return tokens
+
+
+def tokenizer_self_added(processor_cls: type) -> dict[str, str]:
+    """Tokens the constructor adds to a tokenizer that does not name them.
+
+    BLIP-2 does ``if not hasattr(tokenizer, "image_token"): tokenizer.add_tokens(...)``
+    and, in ``__call__``, reads ``self.image_token.content``: its checkpoints
+    hold ``<image>`` in the vocabulary without naming it, and only that path works.
+    Maps each name to the token text the constructor adds.
+    """
+    return _constructor_reads(processor_cls, "tokenizer").self_added

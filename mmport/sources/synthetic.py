@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from mmport.errors import BadReferenceError
-from mmport.sources.defaults import image_processor_reads, lookup_config, none_default_params, tokenizer_token_reads
+from mmport.sources.defaults import (
+    image_processor_reads,
+    lookup_config,
+    none_default_params,
+    tokenizer_self_added,
+    tokenizer_token_reads,
+)
 from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, write_tokenizer
 
 __all__ = ["build_synthetic", "processor_class_for", "multimodal_model_types"]
@@ -66,7 +72,11 @@ def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
                 anonymous.append(value)
     for name, default in tokenizer_token_reads(processor_cls).items():
         named.setdefault(name, default or f"<{name.removesuffix('_token')}>")
-    return named, [t for t in anonymous if t not in named.values()]
+    # In the vocabulary, unnamed, as the processor's checkpoints hold them.
+    for name, text in tokenizer_self_added(processor_cls).items():
+        named.pop(name, None)
+        anonymous.append(text)
+    return named, [t for t in dict.fromkeys(anonymous) if t not in named.values()]
 
 
 def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, int]:
@@ -208,7 +218,8 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     config.architectures = [architecture] if architecture else None
     config_dict = config.to_dict()
     named, anonymous = _special_tokens(processor_cls)
-    texts = {**BASE_SPECIALS, **named}
+    # Tokens the processor adds itself still sit at the id the config names.
+    texts = {**BASE_SPECIALS, **tokenizer_self_added(processor_cls), **named}
     write_tokenizer(TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts)), directory)
     config.save_pretrained(directory)
     tokenizer = AutoTokenizer.from_pretrained(directory)

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from mmport.analyzers.fields import call_processor, mm_outputs
+from mmport.analyzers.fields import call_processor, mm_outputs, token_id_of
 from mmport.sources import Snapshot
 
 __all__ = ["HFOutput", "HFReference"]
@@ -26,8 +26,8 @@ class HFReference:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.processor = snapshot.load_processor()
-        self.token = self.processor.image_token
-        self.token_id = self.processor.image_token_id
+        self.token = str(self.processor.image_token)
+        self.token_id = token_id_of(self.processor)
         self._counts: dict[tuple[int, int], int] = {}
         self.placeholder = None if self._inserts_items() else self.token
 
