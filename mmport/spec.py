@@ -69,6 +69,9 @@ class CountRule:
     strategy: str
     source: Source
     reason: str = ""
+    # Parameters a delegated call must pass to HF's ``_process_images`` beside
+    # the images kwargs; the port takes them from the processor's merged kwargs.
+    delegate_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

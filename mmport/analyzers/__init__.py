@@ -72,7 +72,20 @@ def _replacement(processor_cls: type, geometry: GeometryRule) -> tuple[Replaceme
     except AnalysisError as exc:
         found = find_method(processor_cls, "replace_image_token") or find_method(processor_cls, "__call__")
         source = found[0].source(found[1]) if found else Source("(processor)", 0)
-        return ReplacementFacts(CountRule((), "", False, "delegated", source, reason=str(exc)), "image_token"), None
+        rule = CountRule((), "", False, "delegated", source, str(exc), _process_images_args(processor_cls))
+        return ReplacementFacts(rule, "image_token"), None
+
+
+def _process_images_args(processor_cls: type) -> tuple[str, ...]:
+    """Named parameters HF's ``_process_images`` takes beside the images and kwargs.
+
+    Lfm2Vl's ``__call__`` passes ``use_image_special_tokens`` (a processor-level
+    kwarg) to its own ``_process_images``; a delegated port must pass it too.
+    """
+    import inspect
+
+    params = list(inspect.signature(processor_cls._process_images).parameters.values())[2:]
+    return tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:

@@ -23,8 +23,9 @@ from mmport.spec import FieldSpec, Source
 __all__ = ["call_processor", "mm_outputs", "observe_fields", "per_item_fields", "refuses_images_alone", "token_id_of"]
 
 # Two (width, height) sizes far apart in area and aspect, so size-dependent
-# layouts (tiles, patch grids) show different row counts.
-PROBE_SIZES = ((64, 48), (900, 300))
+# layouts (tiles, patch grids) show different row counts; the second is large
+# enough that tiling processors (LFM2-VL) split it into several tiles.
+PROBE_SIZES = ((64, 48), (1600, 600))
 
 # Per processor object, the keys it returns for text alone (one HF call each).
 _TEXT_ONLY_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
