@@ -137,6 +137,9 @@ class ModalitySpec:
     needs_text: bool = False
     # The processor has no ``<token_attr>``; the port looks the token's text up.
     token_id_from_text: bool = False
+    # The placeholder in the prompt is not the embedded token (Aya Vision's
+    # ``<image>`` expands to ``<|IMG_PATCH|>`` tokens); updates target its own id.
+    placeholder_differs: bool = False
 
 
 @dataclass(frozen=True)

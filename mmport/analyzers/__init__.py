@@ -115,6 +115,7 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         token_id=token_id_of(processor, facts.token_attr),
         token_source=placeholder_source if token_id_from_text else _attribute_source(processor_cls, token_attr),
         token_id_from_text=token_id_from_text,
+        placeholder_differs=placeholder is not None and _token_id(processor, placeholder) != token_id_of(processor, facts.token_attr),
         count=facts.count,
         geometry=geometry,
         update=update,
@@ -125,6 +126,11 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         fields_reason=fields_reason,
         needs_text=update.mode == "replace" and refuses_images_alone(processor),
     )
+
+
+def _token_id(processor, text: str) -> int:
+    """The id the processor's tokenizer gives ``text`` as one token."""
+    return processor.tokenizer.convert_tokens_to_ids(text)
 
 
 def _fixed_size(image_processor, size_expr: str) -> tuple[int, int] | None:

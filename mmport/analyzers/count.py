@@ -59,14 +59,25 @@ def _names(node: cst.CSTNode) -> set[str]:
     return visitor.names
 
 
+class _Bound(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.names |= _names(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.names |= _names(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.names |= _names(node.target)
+
+
 def _assigned(stmt: cst.CSTNode) -> set[str]:
-    """Names bound by an assignment statement (tuple targets included)."""
-    bound: set[str] = set()
-    for node in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                bound |= _names(target.target)
-    return bound
+    """Names a statement binds, inside ``if``/``for`` bodies too (tuple targets included)."""
+    visitor = _Bound()
+    stmt.visit(visitor)
+    return visitor.names
 
 
 def _repeated_token(expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:

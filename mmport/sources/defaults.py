@@ -18,7 +18,15 @@ from typing import Any
 
 import libcst as cst
 
-__all__ = ["CONCEPT_ALIASES", "image_processor_reads", "lookup_config", "none_default_params", "tokenizer_self_added", "tokenizer_token_reads"]
+__all__ = [
+    "CONCEPT_ALIASES",
+    "DERIVED_CONCEPTS",
+    "image_processor_reads",
+    "lookup_config",
+    "none_default_params",
+    "tokenizer_self_added",
+    "tokenizer_token_reads",
+]
 
 # Names that checkpoints use for one concept. Policy, not per-model answers:
 # a lookup of any name in a row also tries the other names of that row.
@@ -41,14 +49,33 @@ def _config_layers(config: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
             yield value
 
 
+def _patches_per_image(config: Mapping[str, Any]) -> int | None:
+    """``(image_size // patch_size) ** 2`` of the first layer giving both as ints."""
+    for layer in _config_layers(config):
+        size, patch = layer.get("image_size"), layer.get("patch_size")
+        if isinstance(size, int) and isinstance(patch, int) and patch > 0:
+            return (size // patch) ** 2
+    return None
+
+
+# Concepts a config may leave implicit, and how they follow from what it holds:
+# one image's tokens, when no name of that row is present, are the vision
+# tower's patches (LLaVA-OneVision's ``num_image_tokens`` = 729 for 384 px, 14 px patches).
+DERIVED_CONCEPTS = {CONCEPT_ALIASES[0]: _patches_per_image}
+
+
 def lookup_config(config: Mapping[str, Any], name: str) -> Any | None:
-    """Find ``name`` (or an alias of it) in a config dict; ``None`` if absent."""
+    """Find ``name`` (or an alias of it) in a config dict; ``None`` if absent.
+
+    A name of a :data:`DERIVED_CONCEPTS` row that no layer holds is derived.
+    """
     names = next((row for row in CONCEPT_ALIASES if name in row), (name,))
     for candidate in (name, *[n for n in names if n != name]):
         for layer in _config_layers(config):
             if layer.get(candidate) is not None:
                 return layer[candidate]
-    return None
+    derive = DERIVED_CONCEPTS.get(names)
+    return derive(config) if derive is not None else None
 
 
 def none_default_params(processor_cls: type) -> list[str]:
