@@ -26,6 +26,7 @@ __all__ = [
     "none_default_params",
     "tokenizer_self_added",
     "tokenizer_token_reads",
+    "token_literals",
 ]
 
 # Names that checkpoints use for one concept. Policy, not per-model answers:
@@ -238,3 +239,42 @@ def tokenizer_self_added(processor_cls: type) -> dict[str, str]:
     Maps each name to the token text the constructor adds.
     """
     return _constructor_reads(processor_cls, "tokenizer").self_added
+
+
+class _TokenLiterals(cst.CSTVisitor):
+    """``self.<name>_token = "<text>"`` in a constructor (or ``= self.NAME_TOKEN``)."""
+
+    def __init__(self, constants: Mapping[str, Any]) -> None:
+        self.constants = constants
+        self.found: dict[str, str] = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node.name.value == "__init__"
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target, value = node.targets[0].target, node.value
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"):
+            return
+        if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == "self":
+            value = cst.Name(value.attr.value)  # a class attribute: resolved like a constant
+        text = _text_of(value, self.constants)
+        if target.attr.value.endswith("_token") and text:
+            self.found.setdefault(target.attr.value, text)
+
+
+def token_literals(processor_cls: type) -> dict[str, str]:
+    """Token texts the constructor sets outright, by attribute name.
+
+    Qwen-style processors write ``self.image_token = "<|IMAGE_PAD|>"`` and
+    look its id up in the tokenizer: a checkpoint's vocabulary holds that
+    text as one special token, so a synthetic one must too.
+    """
+    found: dict[str, str] = {}
+    for klass in processor_cls.__mro__:
+        if klass.__module__.startswith("transformers.models") and "__init__" in vars(klass):
+            constants = {**vars(inspect.getmodule(klass)), **vars(klass)}
+            visitor = _TokenLiterals(constants)
+            cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
+            for name, text in visitor.found.items():
+                found.setdefault(name, text)
+    return found

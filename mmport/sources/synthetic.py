@@ -21,6 +21,7 @@ from mmport.sources.defaults import (
     lookup_config,
     none_default_params,
     tokenizer_self_added,
+    token_literals,
     tokenizer_token_reads,
 )
 from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, write_tokenizer
@@ -55,8 +56,10 @@ def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
     """Named and anonymous special-token strings the processor's code uses.
 
     Named tokens come from ``*_token`` constructor defaults, ``*_TOKEN``
-    module constants, and ``tokenizer.<name>_token`` reads in the constructor
-    (those get a synthetic text such as ``<boi>`` when no default exists).
+    module constants, and ``tokenizer.<name>_token`` reads in the processor
+    (those get the text the constructor sets for that name, else a synthetic
+    text such as ``<boi>``). Tokens the constructor sets outright or adds to
+    the tokenizer itself are held unnamed.
     """
     named: dict[str, str] = {}
     for param in inspect.signature(processor_cls.__init__).parameters.values():
@@ -70,12 +73,15 @@ def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
                 named.setdefault(attr.lower(), value)
             else:
                 anonymous.append(value)
+    literals = token_literals(processor_cls)
     for name, default in tokenizer_token_reads(processor_cls).items():
-        named.setdefault(name, default or f"<{name.removesuffix('_token')}>")
+        # A tokenizer token the processor also sets outright has that text.
+        named.setdefault(name, default or literals.get(name) or f"<{name.removesuffix('_token')}>")
     # In the vocabulary, unnamed, as the processor's checkpoints hold them.
     for name, text in tokenizer_self_added(processor_cls).items():
         named.pop(name, None)
         anonymous.append(text)
+    anonymous.extend(literals.values())
     return named, [t for t in dict.fromkeys(anonymous) if t not in named.values()]
 
 
@@ -219,7 +225,7 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     config_dict = config.to_dict()
     named, anonymous = _special_tokens(processor_cls)
     # Tokens the processor adds itself still sit at the id the config names.
-    texts = {**BASE_SPECIALS, **tokenizer_self_added(processor_cls), **named}
+    texts = {**BASE_SPECIALS, **token_literals(processor_cls), **tokenizer_self_added(processor_cls), **named}
     write_tokenizer(TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts)), directory)
     config.save_pretrained(directory)
     tokenizer = AutoTokenizer.from_pretrained(directory)
