@@ -84,7 +84,7 @@ def run_one(model_type: str, probes: int) -> Outcome:
             stage = "verify"
             from mmport.verify import verify_port
 
-            report = verify_port(model_type, Path(tmp) / f"{model_type}_processing.py", probes=probes, seed=0)
+            report = verify_port(model_type, Path(tmp) / f"{spec.module_name}_processing.py", probes=probes, seed=0)
     except Exception as exc:
         return Outcome(model_type, "error", stage, detail=one_line(exc)[:160], seconds=time.perf_counter() - started)
     failed = [c for c in report.checks.values() if c.status == "fail"]

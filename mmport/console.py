@@ -25,6 +25,12 @@ def error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
 
 
+def _suffix(update) -> str:
+    """What the HF processor appends to every prompt, for the inspect table."""
+    parts = [repr(update.prompt_suffix)] if update.prompt_suffix else []
+    return " + ".join([*parts, *update.suffix_tokens]) or "none"
+
+
 def spec_table(spec) -> Table:
     """The facts of a PortSpec with their HF sources."""
     table = Table(title=f"{spec.architecture or spec.model_type} ({spec.processor_class})", show_lines=False)
@@ -44,7 +50,7 @@ def spec_table(spec) -> Table:
             ("item geometry", m.geometry.size_expr or "not used", str(m.geometry.source or "")),
             ("prompt update", f"{update.mode} at {update.target}", str(update.source)),
             ("non-embedding tokens", ", ".join(update.trailing_tokens) or "none", str(update.source) if update.trailing_tokens else ""),
-            ("prompt suffix", repr(update.prompt_suffix) if update.prompt_suffix else "none", str(update.suffix_source or "")),
+            ("prompt suffix", _suffix(update), str(update.suffix_source or "")),
             ("special tokens in prompt", "yes" if update.add_special_tokens else "no (HF places BOS itself)", str(update.special_tokens_source or "")),
             *[(f"field {f.key}", " ".join(filter(None, (f.layout, f.sizes))), str(f.source)) for f in m.fields],
             ("fields strategy", m.fields_strategy + (f" ({m.fields_reason})" if m.fields_reason else ""), ""),

@@ -21,7 +21,7 @@ from mmport.spec import PortSpec
 
 __all__ = ["RenderedFile", "render_port", "write_files"]
 
-# template → output name, with {model} standing for the model_type.
+# template → output name, with {model} standing for the model_type as a module name.
 OUTPUTS = {
     "processing.py.jinja": "{model}_processing.py",
     "model.py.jinja": "{model}.py",
@@ -57,7 +57,7 @@ def render_port(spec: PortSpec) -> list[RenderedFile]:
     """Render every output for ``spec``; each Python file must compile."""
     files = []
     for template, pattern in OUTPUTS.items():
-        name = pattern.format(model=spec.model_type)
+        name = pattern.format(model=spec.module_name)
         try:
             text = _environment().get_template(template).render(spec=spec)
         except jinja2.TemplateError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +96,9 @@ class CountRule:
     helpers: tuple[HelperFunction, ...] = ()
     imports: tuple[str, ...] = ()
     item_reads: tuple[tuple[str, str, Source], ...] = ()
+    # Parameters a delegated call must pass to HF's ``_process_images`` beside
+    # the images kwargs; the port takes them from the processor's merged kwargs.
+    delegate_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,8 @@ class PromptUpdateSpec:
     ``"insert"`` (tokens go in at ``target`` without any placeholder text).
     ``trailing_tokens`` are tokenizer attributes (``bos_token``) appended after
     the last item's tokens; they get no embedding. ``prompt_suffix`` is text the
-    HF processor appends to every prompt; ``add_special_tokens`` is False when
+    HF processor appends to every prompt, ``suffix_tokens`` tokenizer attributes
+    (``sep_token``) whose tokens it appends; ``add_special_tokens`` is False when
     the HF processor switches its tokenizer's BOS off.
     """
 
@@ -114,6 +119,7 @@ class PromptUpdateSpec:
     source: Source
     trailing_tokens: tuple[str, ...] = ()
     prompt_suffix: str = ""
+    suffix_tokens: tuple[str, ...] = ()
     add_special_tokens: bool = True
     suffix_source: Source | None = None
     special_tokens_source: Source | None = None
@@ -161,6 +167,11 @@ class ModalitySpec:
     # embeddings at <image_soft_token>); empty when they are the same token.
     embed_token_attr: str = ""
     embed_token_source: Source | None = None
+    # The processor has no ``<token_attr>``; the port looks the token's text up.
+    token_id_from_text: bool = False
+    # The placeholder in the prompt is not the embedded token (Aya Vision's
+    # ``<image>`` expands to ``<|IMG_PATCH|>`` tokens); updates target its own id.
+    placeholder_differs: bool = False
 
 
 @dataclass(frozen=True)
@@ -213,6 +224,11 @@ class PortSpec:
     encoder: EncoderSpec | None = None
     encoder_reason: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def module_name(self) -> str:
+        """The model_type as a Python module name (``blip-2`` → ``blip_2``)."""
+        return re.sub(r"\W", "_", self.model_type)
 
 
 def _plain(value: Any) -> Any:

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import analyze_replacement
 from mmport.analyzers.layout import analyze_layout
 from mmport.errors import AnalysisError
@@ -182,3 +183,62 @@ def test_sizes_of_resized_images_are_not_taken_for_the_original(tmp_path) -> Non
     count = analyze_replacement(proc, "image", sys.modules[proc.__module__].ImageProc).count
     assert not count.size_dependent and not count.item_reads
     assert count.uses_geometry
+APPENDS_SEP = '''
+    class Proc:
+        def __call__(self, images=None, text=None, **kwargs):
+            text = [f"{sample}{self.tokenizer.sep_token}" for sample in text]
+            return text
+'''
+
+
+def test_call_appending_tokenizer_tokens_gives_suffix_tokens(tmp_path) -> None:
+    update = analyze_layout(_load(tmp_path, APPENDS_SEP), Source("x", 1))
+    assert (update.mode, update.suffix_tokens) == ("replace", ("sep_token",))
+    assert update.suffix_source.line == 4
+
+
+PREPENDS_BLOCK = '''
+    class Proc:
+        def __call__(self, images=None, text=None, **kwargs):
+            text_encoding = self.tokenizer(text)
+            if images is not None:
+                image_tokens = self.image_token.content * self.num_query_tokens
+                image_text_encoding = self.tokenizer(image_tokens, add_special_tokens=False)
+                for k in text_encoding:
+                    text_encoding[k] = [image_text_encoding[k] + sample for sample in text_encoding[k]]
+            return text_encoding
+'''
+
+
+def test_call_block_before_the_sample_is_inserted_at_start(tmp_path) -> None:
+    block = analyze_call_block(_load(tmp_path, PREPENDS_BLOCK))
+    assert block.facts.token_attr == "image_token"
+    assert block.facts.count.result == "processor.num_query_tokens"
+    assert block.facts.count.strategy == "derived"
+    assert (block.update.mode, block.update.target) == ("insert", "start")
+
+
+def test_call_block_after_the_sample_is_inserted_at_end(tmp_path) -> None:
+    source = PREPENDS_BLOCK.replace("image_text_encoding[k] + sample", "sample + image_text_encoding[k]")
+    assert analyze_call_block(_load(tmp_path, source)).update.target == "end"
+
+
+def test_call_without_block_is_refused(tmp_path) -> None:
+    with pytest.raises(AnalysisError):
+        analyze_call_block(_load(tmp_path, APPENDS_SEP))
+
+
+INVALID_BOUND_IN_BRANCH = """
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx):
+            if image_inputs["batch_num_images"][0] > 1:
+                n = self.num_image_tokens + 1
+            else:
+                n = self.num_image_tokens
+            return self.image_token * n
+"""
+
+
+def test_count_bound_inside_a_branch_that_reads_the_batch_is_refused(tmp_path) -> None:
+    with pytest.raises(AnalysisError, match="'n'"):
+        analyze_replacement(_load(tmp_path, INVALID_BOUND_IN_BRANCH))

@@ -70,3 +70,37 @@ def test_cached_hub_snapshot_resolves_offline(llava, tmp_path, monkeypatch) -> N
 def test_unknown_model_type_names_the_problem() -> None:
     with pytest.raises(BadReferenceError, match="unknown model_type 'no_such_model'"):
         resolve("no_such_model")
+
+
+def test_synthetic_vocabulary_holds_the_constructors_token_texts() -> None:
+    # CohereCompass sets `self.image_token = "<|IMAGE_PAD|>"` and takes the id
+    # from the tokenizer: the text must be one token, at that id.
+    processor = resolve("cohere_compass").load_processor()
+    tokenizer = processor.tokenizer
+    assert tokenizer.tokenize(processor.image_token) == [processor.image_token]
+    assert tokenizer.convert_tokens_to_ids(processor.image_token) == processor.image_token_id
+
+
+def test_synthetic_tokenizer_holds_tokens_the_call_appends() -> None:
+    # Chameleon's __call__ appends `self.tokenizer.sep_token` to every prompt.
+    processor = resolve("chameleon").load_processor()
+    ids = processor(text=["hi"], return_tensors="pt")["input_ids"][0].tolist()
+    assert processor.tokenizer.sep_token is not None
+    assert ids[-1] == processor.tokenizer.sep_token_id
+
+
+def test_token_the_processor_adds_itself_stays_unnamed() -> None:
+    # BLIP-2 adds "<image>" itself unless the tokenizer names one; only that path runs.
+    from mmport.verify.probes import make_image
+
+    processor = resolve("blip-2").load_processor()
+    assert not hasattr(processor.tokenizer, "image_token")
+    out = processor(text=["hi"], images=[make_image(8, 8, 0)], return_tensors="pt")
+    image_id = processor.tokenizer.convert_tokens_to_ids(str(processor.image_token))
+    assert out["input_ids"][0].tolist().count(image_id) == processor.num_query_tokens
+
+
+def test_missing_image_token_count_follows_the_vision_tower() -> None:
+    snapshot = resolve("llava_onevision")
+    vision = snapshot.config_dict["vision_config"]
+    assert snapshot.load_processor().num_image_tokens == (vision["image_size"] // vision["patch_size"]) ** 2

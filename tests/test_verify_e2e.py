@@ -99,6 +99,21 @@ def test_delegated_count_passes_and_is_reported(scaffolded, tmp_path) -> None:
     assert code == 0, report
 
 
+# Named families, one per mechanism: chameleon (tokens HF's __call__ appends),
+# blip-2 (a block __call__ prepends; one image per prompt), instructblip (a
+# second tokenizer's ids are text, not item fields), lfm2_vl (extra kwargs of
+# _process_images; tiles processed per item), aya_vision (the placeholder is
+# not the embedded token), cohere_compass (token texts set by the constructor).
+NAMED_FAMILIES = ["chameleon", "blip-2", "instructblip", "lfm2_vl", "aya_vision", "cohere_compass"]
+
+
+@pytest.mark.parametrize("model_type", NAMED_FAMILIES)
+def test_named_family_passes_with_zero_edits(model_type, scaffolded, tmp_path) -> None:
+    port = next(scaffolded(model_type).glob("*_processing.py"))
+    code, report = _verify(model_type, port, tmp_path)
+    assert code == 0, report
+
+
 def test_items_padded_together_are_processed_one_by_one(scaffolded, tmp_path) -> None:
     # LLaVA-NeXT pads each image's patches to the batch maximum, so no field
     # layout splits the batch; the port calls HF once per image instead.

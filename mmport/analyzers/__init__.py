@@ -7,15 +7,17 @@ facts with provenance; :func:`analyze` runs them for a snapshot.
 from __future__ import annotations
 
 from mmport import __version__
+from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
-from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
+from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
+from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
 from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
-from mmport.spec import CountRule, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, Source
+from mmport.spec import CountRule, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, PromptUpdateSpec, Source
 
 __all__ = ["analyze"]
 
@@ -40,17 +42,39 @@ def _architecture(snapshot: Snapshot) -> str:
     return MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(snapshot.model_type, "")
 
 
-def _replacement(processor_cls: type, image_processor_cls: type, geometry: GeometryRule) -> ReplacementFacts:
-    """The derived count, or a delegated one (with the reason) when derivation fails."""
+def _replacement(
+    processor_cls: type, image_processor_cls: type, geometry: GeometryRule
+) -> tuple[ReplacementFacts, PromptUpdateSpec | None]:
+    """The derived count, or a delegated one (with the reason) when derivation fails.
+
+    A processor without a replacement hook may insert a block of image tokens
+    in its own ``__call__``; that block also fixes the prompt update.
+    """
     try:
+        if find_method(processor_cls, "replace_image_token", models_only=True) is None:
+            block = analyze_call_block(processor_cls)
+            return block.facts, block.update
         facts = analyze_replacement(processor_cls, "image", image_processor_cls)
         if facts.count.uses_geometry and geometry.kind != "fixed":
             raise AnalysisError("the count reads an item size that the image processor does not fix")
-        return facts
+        return facts, None
     except AnalysisError as exc:
         found = find_method(processor_cls, "replace_image_token") or find_method(processor_cls, "__call__")
         source = found[0].source(found[1]) if found else Source("(processor)", 0)
-        return ReplacementFacts(CountRule((), "", False, "delegated", source, reason=str(exc)), "image_token")
+        rule = CountRule((), "", False, "delegated", source, str(exc), delegate_args=_process_images_args(processor_cls))
+        return ReplacementFacts(rule, "image_token"), None
+
+
+def _process_images_args(processor_cls: type) -> tuple[str, ...]:
+    """Named parameters HF's ``_process_images`` takes beside the images and kwargs.
+
+    Lfm2Vl's ``__call__`` passes ``use_image_special_tokens`` (a processor-level
+    kwarg) to its own ``_process_images``; a delegated port must pass it too.
+    """
+    import inspect
+
+    params = list(inspect.signature(processor_cls._process_images).parameters.values())[2:]
+    return tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]:
@@ -71,13 +95,16 @@ def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     processor_cls = type(processor)
     geometry = analyze_geometry(type(processor.image_processor))
-    facts = _replacement(processor_cls, type(processor.image_processor), geometry)
+    facts, inserted = _replacement(processor_cls, type(processor.image_processor), geometry)
     placeholder_source = _attribute_source(processor_cls, facts.token_attr)
     token_attr = f"{facts.token_attr}_id"
-    update = analyze_layout(processor_cls, placeholder_source)
+    # Some processors name the token (an AddedToken, even) but not its id.
+    token_id_from_text = not hasattr(processor, token_attr)
+    update = analyze_layout(processor_cls, placeholder_source, inserted)
     static_fields = analyze_output_fields(type(processor.image_processor))
-    placeholder = None if update.mode == "insert" else getattr(processor, facts.token_attr)
-    embed_token_attr, embed_token_source = _embed_token(snapshot, getattr(processor, token_attr))
+    token_text = str(getattr(processor, facts.token_attr))
+    placeholder = None if update.mode == "insert" else token_text
+    embed_token_attr, embed_token_source = _embed_token(snapshot, token_id_of(processor, facts.token_attr))
     sources = {f.key: f.source for f in static_fields}
     fields_strategy, fields_reason = "derived", ""
     try:
@@ -87,16 +114,18 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         fields = per_item_fields(processor, placeholder, sources)
     return ModalitySpec(
         modality="image",
-        placeholder=getattr(processor, facts.token_attr),
+        placeholder=token_text,
         placeholder_source=placeholder_source,
         token_attr=token_attr,
-        token_id=getattr(processor, token_attr),
-        token_source=_attribute_source(processor_cls, token_attr),
+        token_id=token_id_of(processor, facts.token_attr),
+        token_source=placeholder_source if token_id_from_text else _attribute_source(processor_cls, token_attr),
+        token_id_from_text=token_id_from_text,
+        placeholder_differs=placeholder is not None and _token_id(processor, placeholder) != token_id_of(processor, facts.token_attr),
         count=facts.count,
         geometry=geometry,
         update=update,
         fields=fields,
-        limit=None,
+        limit=observe_limit(processor) if update.mode == "insert" else None,
         worst_case_size=_fixed_size(processor.image_processor, geometry.size_expr),
         fields_strategy=fields_strategy,
         fields_reason=fields_reason,
@@ -104,6 +133,11 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         embed_token_attr=embed_token_attr,
         embed_token_source=embed_token_source,
     )
+
+
+def _token_id(processor, text: str) -> int:
+    """The id the processor's tokenizer gives ``text`` as one token."""
+    return processor.tokenizer.convert_tokens_to_ids(text)
 
 
 def _fixed_size(image_processor, size_expr: str) -> tuple[int, int] | None:

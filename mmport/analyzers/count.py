@@ -23,13 +23,13 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mmport.analyzers.itemreads import PATCHES_FUNCTION, analyze_item_reads
-from mmport.analyzers.sourcefile import find_method
+from mmport.analyzers.sourcefile import ParsedClass, find_method
 from mmport.analyzers.substitute import SIZE, EmptyKwargs, ItemReadRewriter, is_dead_list_guard
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule
 
-__all__ = ["ReplacementFacts", "analyze_replacement"]
+__all__ = ["ReplacementFacts", "analyze_replacement", "port_code"]
 
 GEOMETRY_NAMES = frozenset({"height", "width"})
 
@@ -56,14 +56,25 @@ def _names(node: cst.CSTNode) -> set[str]:
     return visitor.names
 
 
+class _Bound(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.names |= _names(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.names |= _names(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.names |= _names(node.target)
+
+
 def _assigned(stmt: cst.CSTNode) -> set[str]:
-    """Names bound by an assignment statement (tuple targets included)."""
-    bound: set[str] = set()
-    for node in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                bound |= _names(target.target)
-    return bound
+    """Names a statement binds, inside ``if``/``for`` bodies too (tuple targets included)."""
+    visitor = _Bound()
+    stmt.visit(visitor)
+    return visitor.names
 
 
 def _repeated_token(expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
@@ -87,6 +98,16 @@ def _bound_tuple(stmt: cst.CSTNode) -> str | None:
     if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
         return node.targets[0].target.value if node.value.deep_equals(SIZE) else None
     return None
+class _SelfToProcessor(cst.CSTTransformer):
+    """Rename ``self`` to ``processor`` so HF lines run inside a port."""
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        return updated_node.with_changes(value="processor") if original_node.value == "self" else updated_node
+
+
+def port_code(parsed: ParsedClass, node: cst.CSTNode) -> str:
+    """``node``'s code as a port runs it: ``self`` becomes ``processor``."""
+    return parsed.module.code_for_node(node.visit(_SelfToProcessor())).strip()
 
 
 def _rewrite(node: cst.CSTNode, rewrites: list[cst.CSTTransformer]) -> cst.CSTNode:

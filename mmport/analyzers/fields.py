@@ -14,16 +14,21 @@ Keys the processor drops (``unused_input_names``) never appear here.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from mmport.errors import AnalysisError
 from mmport.spec import FieldSpec, Source
 
-__all__ = ["call_processor", "mm_outputs", "observe_fields", "per_item_fields", "refuses_images_alone"]
+__all__ = ["call_processor", "mm_outputs", "observe_fields", "per_item_fields", "refuses_images_alone", "token_id_of"]
 
 # Two (width, height) sizes far apart in area and aspect, so size-dependent
-# layouts (tiles, patch grids) show different row counts.
-PROBE_SIZES = ((64, 48), (900, 300))
+# layouts (tiles, patch grids) show different row counts; the second is large
+# enough that tiling processors (LFM2-VL) split it into several tiles.
+PROBE_SIZES = ((64, 48), (1600, 600))
+
+# Per processor object, the keys it returns for text alone (one HF call each).
+_TEXT_ONLY_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 # Candidate size expressions over a batched integer key K, tried in order.
 SIZE_EXPRESSIONS = ("{k}.prod(-1)", "{k}", "{k}.sum(-1)")
@@ -41,19 +46,49 @@ def call_processor(processor: Any, prompt: str, images: list) -> Any:
         return processor(text=[prompt], images=[images] if images else None, return_tensors="pt")
 
 
+def token_id_of(processor: Any, token_attr: str = "image_token") -> int:
+    """The id of the token ``processor.<token_attr>`` names.
+
+    Most processors also set ``<token_attr>_id``; BLIP-2's keep only the token
+    (an ``AddedToken``), so its text is looked up in the tokenizer.
+    """
+    if hasattr(processor, f"{token_attr}_id"):
+        return getattr(processor, f"{token_attr}_id")
+    return processor.tokenizer.convert_tokens_to_ids(str(getattr(processor, token_attr)))
+
+
 def _run(processor: Any, images: list, placeholder: str | None) -> dict[str, Any]:
     return mm_outputs(processor, call_processor(processor, (placeholder or "") * len(images), images))
+
+
+def _text_only_keys(processor: Any) -> frozenset[str]:
+    """Keys HF returns for a prompt without items (a second tokenizer's ids, say).
+
+    InstructBLIP tokenizes the prompt for its Q-Former too; those ids belong
+    to the prompt, not to any item, so no field config can carry them.
+    """
+    import torch
+
+    if processor not in _TEXT_ONLY_KEYS:
+        try:
+            out = call_processor(processor, "text", [])
+            keys = {k for k, v in out.items() if isinstance(v, torch.Tensor) and v.numel() > 0}
+        except Exception:  # HF refuses text alone: no key is text-only
+            keys = set()
+        _TEXT_ONLY_KEYS[processor] = frozenset(keys)
+    return _TEXT_ONLY_KEYS[processor]
 
 
 def mm_outputs(processor: Any, out: Any) -> dict[str, Any]:
     """The multimodal tensors of a processor output: not text-side keys.
 
-    Text-side keys are the tokenizer's inputs and anything shaped like
-    ``input_ids`` (token type ids, labels, mm token types).
+    Text-side keys are the tokenizer's inputs, anything shaped like
+    ``input_ids`` (token type ids, labels, mm token types) and anything HF
+    also returns for text alone.
     """
     import torch
 
-    text_keys = set(processor.tokenizer.model_input_names) | {"labels"}
+    text_keys = set(processor.tokenizer.model_input_names) | {"labels"} | _text_only_keys(processor)
     shape = out["input_ids"].shape if "input_ids" in out else None
     return {
         k: v

@@ -120,9 +120,50 @@ def _text_defaults_switch(processor_cls: type) -> Source | None:
     return None
 
 
-def analyze_layout(processor_cls: type, placeholder_source: Source) -> PromptUpdateSpec:
-    """Replacement of the placeholder, unless the processor inserts items itself."""
-    spec = _analyze_layout(processor_cls, placeholder_source)
+class _SuffixStrings(cst.CSTVisitor):
+    """Collect ``f"{sample}{self.tokenizer.sep_token}"``: a prompt with tokens appended."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[cst.FormattedString, tuple[str, ...]]] = []
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        first, rest = (node.parts[0], node.parts[1:]) if node.parts else (None, ())
+        if not (isinstance(first, cst.FormattedStringExpression) and isinstance(first.expression, cst.Name)):
+            return
+        attrs = [_tokenizer_attr(p.expression) if isinstance(p, cst.FormattedStringExpression) else None for p in rest]
+        if rest and all(attrs):
+            self.found.append((node, tuple(attrs)))
+
+
+def _appended_tokens(processor_cls: type) -> tuple[tuple[str, ...], Source] | None:
+    """Tokenizer tokens the processor's own ``__call__`` appends to every prompt.
+
+    Chameleon (chat mode, its default) does
+    ``text = [f"{sample}{self.tokenizer.sep_token}" for sample in text]``.
+    """
+    found = find_method(processor_cls, "__call__", models_only=True)
+    if found is None:
+        return None
+    visitor = _SuffixStrings()
+    found[1].visit(visitor)
+    if not visitor.found:
+        return None
+    node, attrs = visitor.found[0]
+    return attrs, found[0].source(node)
+
+
+def analyze_layout(
+    processor_cls: type, placeholder_source: Source, inserted: PromptUpdateSpec | None = None
+) -> PromptUpdateSpec:
+    """Replacement of the placeholder, unless the processor inserts items itself.
+
+    ``inserted`` is an insertion already read from the processor's ``__call__``
+    (see :mod:`mmport.analyzers.callblock`); the tokenizer switches still apply.
+    """
+    spec = inserted or _analyze_layout(processor_cls, placeholder_source)
+    appended = _appended_tokens(processor_cls)
+    if appended is not None and not spec.prompt_suffix:
+        spec = dataclasses.replace(spec, suffix_tokens=appended[0], suffix_source=appended[1])
     switch = _text_defaults_switch(processor_cls)
     if switch is not None and spec.add_special_tokens:
         return dataclasses.replace(spec, add_special_tokens=False, special_tokens_source=switch)

@@ -20,11 +20,13 @@ import libcst as cst
 
 __all__ = [
     "CONCEPT_ALIASES",
-    "constructor_token_literals",
+    "DERIVED_CONCEPTS",
     "image_processor_reads",
     "lookup_config",
     "none_default_params",
+    "tokenizer_self_added",
     "tokenizer_token_reads",
+    "token_literals",
 ]
 
 # Names that checkpoints use for one concept. Policy, not per-model answers:
@@ -48,14 +50,33 @@ def _config_layers(config: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
             yield value
 
 
+def _patches_per_image(config: Mapping[str, Any]) -> int | None:
+    """``(image_size // patch_size) ** 2`` of the first layer giving both as ints."""
+    for layer in _config_layers(config):
+        size, patch = layer.get("image_size"), layer.get("patch_size")
+        if isinstance(size, int) and isinstance(patch, int) and patch > 0:
+            return (size // patch) ** 2
+    return None
+
+
+# Concepts a config may leave implicit, and how they follow from what it holds:
+# one image's tokens, when no name of that row is present, are the vision
+# tower's patches (LLaVA-OneVision's ``num_image_tokens`` = 729 for 384 px, 14 px patches).
+DERIVED_CONCEPTS = {CONCEPT_ALIASES[0]: _patches_per_image}
+
+
 def lookup_config(config: Mapping[str, Any], name: str) -> Any | None:
-    """Find ``name`` (or an alias of it) in a config dict; ``None`` if absent."""
+    """Find ``name`` (or an alias of it) in a config dict; ``None`` if absent.
+
+    A name of a :data:`DERIVED_CONCEPTS` row that no layer holds is derived.
+    """
     names = next((row for row in CONCEPT_ALIASES if name in row), (name,))
     for candidate in (name, *[n for n in names if n != name]):
         for layer in _config_layers(config):
             if layer.get(candidate) is not None:
                 return layer[candidate]
-    return None
+    derive = DERIVED_CONCEPTS.get(names)
+    return derive(config) if derive is not None else None
 
 
 def none_default_params(processor_cls: type) -> list[str]:
@@ -68,6 +89,38 @@ def none_default_params(processor_cls: type) -> list[str]:
     ]
 
 
+class _AddedTokens(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found: list[cst.BaseExpression] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "AddedToken" and node.args:
+            self.found.append(node.args[0].value)
+
+
+def _added_token_args(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The text arguments of ``AddedToken(...)`` calls under ``node``, in source order."""
+    visitor = _AddedTokens()
+    node.visit(visitor)
+    return visitor.found
+
+
+def _text_of(expr: cst.BaseExpression, constants: Mapping[str, Any]) -> str | None:
+    """A string literal's value, or a module constant's (``IMAGE_TOKEN``).
+
+    ``AddedToken("<image>", ...).content`` (Idefics3) is the literal too.
+    """
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "content" and isinstance(expr.value, cst.Call):
+        call = expr.value
+        if isinstance(call.func, cst.Name) and call.func.value == "AddedToken" and call.args:
+            return _text_of(call.args[0].value, constants)
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Name) and isinstance(constants.get(expr.value), str):
+        return constants[expr.value]
+    return None
+
+
 class _AttributeReads(cst.CSTVisitor):
     """Collect ``<owner>.<name>`` reads (hasattr/getattr guards too) in ``__init__``s.
 
@@ -76,10 +129,25 @@ class _AttributeReads(cst.CSTVisitor):
         self.image_token = "<|image_pad|>" if not hasattr(tokenizer, "image_token") else tokenizer.image_token
     """
 
-    def __init__(self, owner: str) -> None:
+    def __init__(self, owner: str, constants: Mapping[str, Any] | None = None) -> None:
         self.owner = owner
+        self.constants = constants or {}
         self.names: list[str] = []
         self.defaults: dict[str, str] = {}
+        self.self_added: dict[str, str] = {}
+
+    def visit_If(self, node: cst.If) -> None:
+        # `if not hasattr(tokenizer, "image_token"): ... tokenizer.add_tokens([AddedToken("<image>")])`:
+        # the processor makes the token itself when the tokenizer does not name it.
+        test = node.test
+        if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+            return
+        name = self._guarded_name(test.expression)
+        body = cst.Module(body=[node.body]).code
+        adds = f"{self.owner}.add_tokens(" in body or f"{self.owner}.add_special_tokens(" in body
+        texts = [_text_of(arg, self.constants) for arg in _added_token_args(node.body)]
+        if name and adds and texts and texts[0] is not None:
+            self.self_added.setdefault(name, texts[0])
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return node.name.value == "__init__"
@@ -114,7 +182,7 @@ class _AttributeReads(cst.CSTVisitor):
 
 def _constructor_reads(processor_cls: type, owner: str) -> _AttributeReads:
     """What the constructors of ``processor_cls`` (and model bases) read off ``owner``."""
-    visitor = _AttributeReads(owner)
+    visitor = _AttributeReads(owner, vars(inspect.getmodule(processor_cls)))
     for klass in processor_cls.__mro__:
         if klass.__module__.startswith("transformers.models") and "__init__" in vars(klass):
             cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
@@ -126,14 +194,42 @@ def image_processor_reads(processor_cls: type) -> list[str]:
     return list(dict.fromkeys(_constructor_reads(processor_cls, "image_processor").names))
 
 
+class _SelfTokenizerReads(cst.CSTVisitor):
+    """Collect ``self.tokenizer.<name>`` reads anywhere in a class."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        inner = node.value
+        if isinstance(inner, cst.Attribute) and inner.attr.value == "tokenizer":
+            if isinstance(inner.value, cst.Name) and inner.value.value == "self":
+                self.names.append(node.attr.value)
+
+
+def _method_reads(processor_cls: type) -> list[str]:
+    """What the methods of ``processor_cls`` (and model bases) read off ``self.tokenizer``.
+
+    Chameleon's ``__call__`` appends ``self.tokenizer.sep_token`` to every
+    prompt: a tokenizer without that token would make it append ``"None"``.
+    """
+    visitor = _SelfTokenizerReads()
+    for klass in processor_cls.__mro__:
+        if klass.__module__.startswith("transformers.models"):
+            cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
+    return visitor.names
+
+
 def tokenizer_token_reads(processor_cls: type) -> dict[str, str | None]:
-    """Named special tokens (``boi_token``) the constructor reads off its tokenizer.
+    """Named special tokens (``boi_token``) the processor reads off its tokenizer.
 
     Maps each name to the literal text the constructor falls back to, if any.
     """
     reads = _constructor_reads(processor_cls, "tokenizer")
     tokens: dict[str, str | None] = {}
-    for name in reads.names:
+    for name in [*reads.names, *_method_reads(processor_cls)]:
+        if name in reads.self_added:
+            continue
         stem = name.removesuffix("_id")
         # add_bos_token and the like are switches, not tokens.
         if stem.endswith("_token") and not stem.startswith("add_") and stem not in BASE_TOKEN_NAMES:
@@ -141,30 +237,51 @@ def tokenizer_token_reads(processor_cls: type) -> dict[str, str | None]:
     return tokens
 
 
-class _TokenLiterals(cst.CSTVisitor):
-    """``self.<name>_token = "<lit>"`` (or ``AddedToken("<lit>", ...).content``) in ``__init__``."""
+def tokenizer_self_added(processor_cls: type) -> dict[str, str]:
+    """Tokens the constructor adds to a tokenizer that does not name them.
 
-    def __init__(self) -> None:
-        self.tokens: dict[str, str] = {}
+    BLIP-2 does ``if not hasattr(tokenizer, "image_token"): tokenizer.add_tokens(...)``
+    and, in ``__call__``, reads ``self.image_token.content``: its checkpoints
+    hold ``<image>`` in the vocabulary without naming it, and only that path works.
+    Maps each name to the token text the constructor adds.
+    """
+    return _constructor_reads(processor_cls, "tokenizer").self_added
+
+
+class _TokenLiterals(cst.CSTVisitor):
+    """``self.<name>_token = "<text>"`` in a constructor (or ``= self.NAME_TOKEN``)."""
+
+    def __init__(self, constants: Mapping[str, Any]) -> None:
+        self.constants = constants
+        self.found: dict[str, str] = {}
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return node.name.value == "__init__"
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        target = node.targets[0].target
+        target, value = node.targets[0].target, node.value
         if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"):
             return
-        value = node.value.value if isinstance(node.value, cst.Attribute) else node.value
-        if isinstance(value, cst.Call) and value.args:
-            value = value.args[0].value
-        if target.attr.value.endswith("_token") and isinstance(value, cst.SimpleString):
-            self.tokens.setdefault(target.attr.value, value.evaluated_value)
+        if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == "self":
+            value = cst.Name(value.attr.value)  # a class attribute: resolved like a constant
+        text = _text_of(value, self.constants)
+        if target.attr.value.endswith("_token") and text:
+            self.found.setdefault(target.attr.value, text)
 
 
-def constructor_token_literals(processor_cls: type) -> dict[str, str]:
-    """Special tokens the constructor spells out itself (Idefics3's ``<image>``)."""
-    visitor = _TokenLiterals()
+def token_literals(processor_cls: type) -> dict[str, str]:
+    """Token texts the constructor sets outright, by attribute name.
+
+    Qwen-style processors write ``self.image_token = "<|IMAGE_PAD|>"`` and
+    look its id up in the tokenizer: a checkpoint's vocabulary holds that
+    text as one special token, so a synthetic one must too.
+    """
+    found: dict[str, str] = {}
     for klass in processor_cls.__mro__:
         if klass.__module__.startswith("transformers.models") and "__init__" in vars(klass):
+            constants = {**vars(inspect.getmodule(klass)), **vars(klass)}
+            visitor = _TokenLiterals(constants)
             cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
-    return visitor.tokens
+            for name, text in visitor.found.items():
+                found.setdefault(name, text)
+    return found

@@ -17,10 +17,11 @@ from typing import Any
 
 from mmport.errors import BadReferenceError
 from mmport.sources.defaults import (
-    constructor_token_literals,
     image_processor_reads,
     lookup_config,
     none_default_params,
+    tokenizer_self_added,
+    token_literals,
     tokenizer_token_reads,
 )
 from mmport.sources.measure import extra_token_params, measure_extra_tokens
@@ -56,8 +57,10 @@ def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
     """Named and anonymous special-token strings the processor's code uses.
 
     Named tokens come from ``*_token`` constructor defaults, ``*_TOKEN``
-    module constants, literals the constructor assigns to ``self.*_token``, and ``tokenizer.<name>_token`` reads in the constructor
-    (those get a synthetic text such as ``<boi>`` when no default exists).
+    module constants, and ``tokenizer.<name>_token`` reads in the processor
+    (those get the text the constructor sets for that name, else a synthetic
+    text such as ``<boi>``). Tokens the constructor sets outright or adds to
+    the tokenizer itself are held unnamed.
     """
     named: dict[str, str] = {}
     for param in inspect.signature(processor_cls.__init__).parameters.values():
@@ -71,12 +74,16 @@ def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
                 named.setdefault(attr.lower(), value)
             else:
                 anonymous.append(value)
-    for name, literal in constructor_token_literals(processor_cls).items():
-        if _SPECIAL_SHAPE.match(literal):
-            named.setdefault(name, literal)
+    literals = token_literals(processor_cls)
     for name, default in tokenizer_token_reads(processor_cls).items():
-        named.setdefault(name, default or f"<{name.removesuffix('_token')}>")
-    return named, [t for t in anonymous if t not in named.values()]
+        # A tokenizer token the processor also sets outright has that text.
+        named.setdefault(name, default or literals.get(name) or f"<{name.removesuffix('_token')}>")
+    # In the vocabulary, unnamed, as the processor's checkpoints hold them.
+    for name, text in tokenizer_self_added(processor_cls).items():
+        named.pop(name, None)
+        anonymous.append(text)
+    anonymous.extend(literals.values())
+    return named, [t for t in dict.fromkeys(anonymous) if t not in named.values()]
 
 
 def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, int]:
@@ -237,7 +244,8 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     config.architectures = [architecture] if architecture else None
     config_dict = config.to_dict()
     named, anonymous = _special_tokens(processor_cls)
-    texts = {**BASE_SPECIALS, **named}
+    # Tokens the processor adds itself still sit at the id the config names.
+    texts = {**BASE_SPECIALS, **token_literals(processor_cls), **tokenizer_self_added(processor_cls), **named}
     write_tokenizer(TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts)), directory)
     tokenizer = AutoTokenizer.from_pretrained(directory)
     _cover_vocabulary(config, max(tokenizer.get_vocab().values()) + 1)

@@ -19,6 +19,10 @@ TEXT_TOKENS = ("\n", "\n\n")
 
 BASE_SPECIALS = {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"}
 
+# Special-token attributes every tokenizer class knows by name; they are set
+# directly, not as ``extra_special_tokens`` (which would shadow them).
+STANDARD_SPECIALS = frozenset({*BASE_SPECIALS, "sep_token", "cls_token", "mask_token"})
+
 
 @dataclass(frozen=True)
 class TokenPlan:
@@ -74,13 +78,15 @@ def write_tokenizer(plan: TokenPlan, directory: Path) -> None:
         single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)]
     )
     tokenizer.save(str(directory / "tokenizer.json"))
-    extra = {name: text for name, text in plan.named.items() if name not in BASE_SPECIALS}
+    standard = {name: text for name, text in plan.named.items() if name in STANDARD_SPECIALS}
+    extra = {name: text for name, text in plan.named.items() if name not in STANDARD_SPECIALS}
     config = {
         "tokenizer_class": "TokenizersBackend",
         "add_bos_token": True,
         "add_eos_token": False,
         "model_max_length": 1_000_000,
         **BASE_SPECIALS,
+        **standard,
         "extra_special_tokens": extra,
     }
     (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from mmport.analyzers.fields import call_processor, mm_outputs
+from mmport.analyzers.fields import call_processor, mm_outputs, token_id_of
 from mmport.sources import Snapshot
 
 __all__ = ["HFOutput", "HFReference"]
@@ -27,12 +27,13 @@ class HFReference:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.processor = snapshot.load_processor()
-        self.token = self.processor.image_token
-        self.token_id = self.processor.image_token_id
+        self.token = str(self.processor.image_token)
+        self.token_id = token_id_of(self.processor)
         # Positions the model fills with image features hold the config's image
         # token (HF's get_placeholder_mask); the placeholder may be another token.
         embed_id = getattr(snapshot.load_config(), "image_token_id", None)
         self.embed_id = embed_id if isinstance(embed_id, int) else self.token_id
+        self._counts: dict[tuple[int, int], int] = {}
         self.placeholder = None if self._inserts_items() else self.token
 
     def _inserts_items(self) -> bool:
@@ -59,3 +60,9 @@ class HFReference:
     def single(self, image: Any) -> HFOutput:
         """HF on one item alone (the minimal prompt that carries it)."""
         return self.run(self.placeholder or "", [image])
+
+    def item_count(self, image: Any) -> int:
+        """Embedding positions HF gives this item alone (cached per size: counts never depend on pixels)."""
+        if image.size not in self._counts:
+            self._counts[image.size] = self.single(image).input_ids.count(self.embed_id)
+        return self._counts[image.size]

@@ -32,6 +32,9 @@ class Session:
     def run_probe(self, probe: Probe, checks: dict[str, CheckResult]) -> None:
         """Run one probe through HF and the port and apply the per-probe checks."""
         prompt, images = probe.prompt(self.hf.placeholder), probe.images()
+        limit = self.runner.supported_mm_limits().get("image")
+        if limit is not None and len(images) > limit:
+            return  # beyond the port's declared limit: check_limits judges that limit
         try:
             expected = self.hf.run(prompt, images)
         except Exception:  # HF rejects this input: nothing to compare against
@@ -111,3 +114,22 @@ class Session:
             self._port(prompt, images)
         except Exception as exc:
             result.failures.append(Failure("limits", f"the port rejects {count} images within its own limit: {one_line(exc)}"))
+            return
+        if limit is not None:
+            self._check_limit_is_needed(result, limit)
+
+    def _check_limit_is_needed(self, result: CheckResult, limit: int) -> None:
+        """HF must not expand one more item than the port's limit on its own.
+
+        A processor that takes more images but gives them no more embedding
+        positions (BLIP-2's one block per prompt) does not support them.
+        """
+        images = [make_image(32, 32, i) for i in range(limit + 1)]
+        try:
+            ids = self.hf.run((self.hf.placeholder or "") * len(images), images).input_ids
+        except Exception:
+            return  # HF rejects them too: the limit holds
+        expanded = sum(self.hf.item_count(image) for image in images)
+        if ids.count(self.hf.embed_id) == expanded:
+            message = f"the port allows {limit} image(s) but HF expands each of {limit + 1}"
+            result.failures.append(Failure("limits", message))
