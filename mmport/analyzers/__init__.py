@@ -14,6 +14,7 @@ from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_ima
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
+from mmport.analyzers.replacement import analyze_replacement_text
 from mmport.analyzers.sourcefile import class_assignments, find_method
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
@@ -54,17 +55,24 @@ def _architecture(snapshot: Snapshot) -> str:
     return MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(snapshot.model_type, "")
 
 
-def _replacement(processor_cls: type, image_processor_cls: type, geometry: GeometryRule) -> ReplacementFacts:
-    """The derived count, or a delegated one (with the reason) when derivation fails."""
+def _replacement(processor, geometry: GeometryRule) -> ReplacementFacts:
+    """The derived count, else the derived replacement text, else a delegated count (with the reason)."""
+    processor_cls, image_processor_cls = type(processor), type(processor.image_processor)
     try:
         facts = analyze_replacement(processor_cls, "image", image_processor_cls)
         if facts.count.uses_geometry and geometry.kind != "fixed":
             raise AnalysisError("the count reads an item size that the image processor does not fix")
         return facts
     except AnalysisError as exc:
+        first = exc
+    try:
+        # The hook returns more than `token * count`: carry the whole hook over.
+        return ReplacementFacts(analyze_replacement_text(processor_cls, image_processor_cls, processor), "image_token")
+    except AnalysisError as exc:
         found = find_method(processor_cls, "replace_image_token") or find_method(processor_cls, "__call__")
         source = found[0].source(found[1]) if found else Source("(processor)", 0)
-        return ReplacementFacts(CountRule((), "", False, "delegated", source, reason=str(exc)), "image_token")
+        reason = str(first) if "token * count" not in str(first) else str(exc)
+        return ReplacementFacts(CountRule((), "", False, "delegated", source, reason=reason), "image_token")
 
 
 def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]:
@@ -85,7 +93,7 @@ def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     processor_cls = type(processor)
     geometry = analyze_geometry(type(processor.image_processor))
-    facts = _replacement(processor_cls, type(processor.image_processor), geometry)
+    facts = _replacement(processor, geometry)
     placeholder_source = _attribute_source(processor_cls, facts.token_attr)
     token_attr = f"{facts.token_attr}_id"
     update = analyze_layout(processor_cls, placeholder_source)
