@@ -186,7 +186,7 @@ def _is_size_of(expr: cst.BaseExpression | None, loop_vars: set[str]) -> bool:
 
 
 def _patches_return(image_processor_cls: type) -> tuple[str, tuple[str, ...], Source] | None:
-    """``("product", (a, b))`` or ``("pair", ())`` for ``get_number_of_image_patches``'s return."""
+    """``("product", (a, b))``, ``("pair", ())`` or ``("tuple", names)`` for ``get_number_of_image_patches``'s return."""
     found = find_method(image_processor_cls, PATCHES_FUNCTION)
     if found is None:
         return None
@@ -202,8 +202,9 @@ def _patches_return(image_processor_cls: type) -> tuple[str, tuple[str, ...], So
             return "product", (value.left.value, value.right.value), parsed.source(func)
     if isinstance(value, cst.Tuple) and len(value.elements) == 2:
         return "pair", (), parsed.source(func)
-    if isinstance(value, cst.Tuple) and all(isinstance(el.value, cst.Name) for el in value.elements):
-        return "tuple", tuple(el.value.value for el in value.elements), parsed.source(ret)
+    if isinstance(value, cst.Tuple) and any(isinstance(el.value, cst.Name) for el in value.elements):
+        names = tuple(el.value.value if isinstance(el.value, cst.Name) else "" for el in value.elements)
+        return "tuple", names, parsed.source(ret)
     return None
 
 
