@@ -69,8 +69,10 @@ def _settings(processor) -> dict:
 
 
 def _check_constants(reads: dict[str, ItemRead], processor) -> None:
-    """A constant read holds only while its setting is off in this snapshot."""
-    settings = _settings(processor) if processor is not None else {}
+    """A constant read holds only while its setting is off in this snapshot (the port checks it again)."""
+    if processor is None:
+        return
+    settings = _settings(processor)
     for read in reads.values():
         if read.kind == "constant" and settings.get(read.setting, getattr(processor.image_processor, read.setting, None)):
             raise AnalysisError(f"{read.key!r} follows the image's content while {read.setting} is on ({read.source})")
@@ -84,9 +86,13 @@ def _rewritten_hook(func: cst.FunctionDef, reads: ItemReadRewriter) -> cst.Funct
     if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr) and len(statements) > 1:
         statements = statements[1:]  # the port cites the HF line instead of the docstring
     kwargs = func.params.star_kwarg.name.value if func.params.star_kwarg else None
-    guards = [_guard(r, kwargs) for r in reads.used.values() if r.kind == "constant" and kwargs]
+    constants = [r for r in reads.used.values() if r.kind == "constant"]
+    if constants and kwargs is None:
+        raise AnalysisError(f"{HOOK} cannot see the settings under which {constants[0].key!r} is constant")
+    guards = [_guard(r, kwargs) for r in constants]
     body = body.with_changes(body=[*guards, *statements])
-    return func.with_changes(name=cst.Name(HOOK), params=_port_params(func, body), decorators=(), body=body)
+    params, returns = _port_params(func, body), cst.Annotation(cst.Name("str"))
+    return func.with_changes(name=cst.Name(HOOK), params=params, returns=returns, decorators=(), body=body)
 
 
 def analyze_replacement_text(processor_cls: type, image_processor_cls: type, processor=None) -> CountRule:
