@@ -97,7 +97,8 @@ def _rewritten_hook(func: cst.FunctionDef, reads: ItemReadRewriter) -> cst.Funct
 
 def analyze_replacement_text(processor_cls: type, image_processor_cls: type, processor=None) -> CountRule:
     """The replacement hook of ``processor_cls`` as a port function of the item's size."""
-    found = find_method(processor_cls, HOOK)
+    # ProcessorMixin's own hook only raises NotImplementedError; the model's must define it.
+    found = find_method(processor_cls, HOOK, models_only=True)
     if found is None:
         raise AnalysisError(f"{processor_cls.__name__} defines no {HOOK}; its expansion cannot be derived statically")
     parsed, func = found
