@@ -84,6 +84,12 @@ class CountRule:
     ``helpers`` (HF functions transplanted with them); ``item_reads`` tell
     which HF output each of those reads replaces, and ``imports`` are the
     import lines the transplanted code needs.
+
+    When the hook returns more than ``token * count`` (begin/end-of-image
+    tokens, row breaks, tile markers), ``replacement`` is the whole hook
+    transplanted as ``def replace_image_token(processor, image_height,
+    image_width, **kwargs) -> str``: the port tokenizes the string it returns
+    and marks only the embedding token's positions.
     """
 
     statements: tuple[str, ...]
@@ -99,6 +105,7 @@ class CountRule:
     # Parameters a delegated call must pass to HF's ``_process_images`` beside
     # the images kwargs; the port takes them from the processor's merged kwargs.
     delegate_args: tuple[str, ...] = ()
+    replacement: HelperFunction | None = None
 
 
 @dataclass(frozen=True)

@@ -105,3 +105,31 @@ def qwen2_vl_pixels_snapshot(directory: Path) -> Path:
 
     _edit(directory / "processor_config.json", processor)
     return directory
+
+
+def gemma3_seq64_snapshot(directory: Path) -> Path:
+    """Gemma 3 with 64 soft tokens per image (a smaller pooled grid)."""
+    shutil.copytree(resolve("gemma3").path, directory)
+
+    def processor(data):
+        data["image_seq_length"] = 64
+
+    def config(data):
+        data["mm_tokens_per_image"] = 64
+
+    _edit(directory / "processor_config.json", processor)
+    _edit(directory / "config.json", config)
+    return directory
+
+
+def idefics3_small_tiles_snapshot(directory: Path) -> Path:
+    """Idefics3 cutting images into 182 px tiles of 728 px at most: up to 4 x 4 tiles."""
+    shutil.copytree(resolve("idefics3").path, directory)
+
+    def processor(data):
+        data["image_processor"]["max_image_size"] = {"longest_edge": 182}
+        data["image_processor"]["size"] = {"longest_edge": 728}
+        data["image_seq_len"] = 16
+
+    _edit(directory / "processor_config.json", processor)
+    return directory

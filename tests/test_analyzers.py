@@ -11,6 +11,7 @@ import pytest
 from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import analyze_replacement
 from mmport.analyzers.layout import analyze_layout
+from mmport.analyzers.replacement import analyze_replacement_text
 from mmport.errors import AnalysisError
 from mmport.spec import Source
 
@@ -242,3 +243,54 @@ INVALID_BOUND_IN_BRANCH = """
 def test_count_bound_inside_a_branch_that_reads_the_batch_is_refused(tmp_path) -> None:
     with pytest.raises(AnalysisError, match="'n'"):
         analyze_replacement(_load(tmp_path, INVALID_BOUND_IN_BRANCH))
+
+
+TILED = '''
+    class ImageProc:
+        def get_number_of_image_patches(self, height, width, images_kwargs=None):
+            num_rows, num_cols = height // self.tile, width // self.tile
+            return num_rows * num_cols + 1, num_rows, num_cols
+
+        def _preprocess(self, images, do_pan_and_scan):
+            if do_pan_and_scan:
+                num_crops = self.crops(images)
+            else:
+                num_crops = [0 for _ in images]
+            encoding = BatchFeature(data={"pixel_values": images, "num_crops": num_crops})
+            rows = self.rows(images)
+            encoding["rows"] = rows
+            return encoding
+
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx, **kwargs):
+            """HF's docstring stays behind."""
+            rows = [row for row_list in image_inputs["rows"] for row in row_list]
+            num_crops = image_inputs["num_crops"][image_idx]
+            return f"{self.boi_token}{self.image_token * rows[image_idx]}{self.eoi_token}" * (num_crops + 1)
+'''
+
+INVALID_READS_PIXELS = """
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx, **kwargs):
+            n = image_inputs["pixel_values"][image_idx].shape[0]
+            return f"{self.boi_token}{self.image_token * n}{self.eoi_token}"
+"""
+
+
+def test_replacement_hook_travels_whole_with_its_reads_rewritten(tmp_path) -> None:
+    proc = _load(tmp_path, TILED)
+    image_proc = sys.modules[proc.__module__].ImageProc
+    count = analyze_replacement_text(proc, image_proc)
+    assert count.strategy == "derived" and count.size_dependent
+    code = count.replacement.code
+    # Rows come from the patch tuple, crops are 0 while pan-and-scan is off (and the port checks that).
+    assert code.startswith("def replace_image_token(processor, image_height: int, image_width: int, **kwargs) -> str:")
+    assert "get_number_of_image_patches(processor.image_processor, image_height, image_width, kwargs)[1]" in code
+    assert "num_crops = 0" in code and 'kwargs.get("do_pan_and_scan"' in code
+    assert "image_inputs" not in code and "docstring" not in code
+    assert {(key, kind) for key, kind, _ in count.item_reads} == {("rows", "item"), ("num_crops", "constant")}
+
+
+def test_replacement_reading_the_processed_pixels_is_refused(tmp_path) -> None:
+    with pytest.raises(AnalysisError, match="processed item"):
+        analyze_replacement_text(_load(tmp_path, INVALID_READS_PIXELS), object)

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from snapshots import llava15_snapshot, llava_next_pinpoints_snapshot, paligemma448_snapshot, qwen2_vl_pixels_snapshot
+from snapshots import (
+    gemma3_seq64_snapshot,
+    idefics3_small_tiles_snapshot,
+    llava15_snapshot,
+    llava_next_pinpoints_snapshot,
+    paligemma448_snapshot,
+    qwen2_vl_pixels_snapshot,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -59,6 +66,20 @@ def test_derived_size_dependent_count_follows_snapshot(build, tmp_path) -> None:
     assert code == 0, report
 
 
+@pytest.mark.parametrize("build", [gemma3_seq64_snapshot, idefics3_small_tiles_snapshot])
+def test_derived_replacement_follows_snapshot(build, tmp_path) -> None:
+    # The replacement is more than `token * n` (begin/end-of-image tokens, tile
+    # markers); the port carries HF's hook over and tokenizes what it returns,
+    # reading the snapshot's settings (tokens per image, tile size) at run time.
+    snapshot = build(tmp_path / "snap")
+    spec = json.loads(run_cli("inspect", str(snapshot), "--json").stdout)["modalities"][0]
+    assert spec["count"]["strategy"] == "derived" and spec["count"]["replacement"], spec["count"]
+    out = tmp_path / "port"
+    assert run_cli("scaffold", str(snapshot), "-o", str(out)).returncode == 0
+    code, report = _verify(str(snapshot), next(out.glob("*_processing.py")), tmp_path)
+    assert code == 0, report
+
+
 def test_handwritten_port_passes(tmp_path) -> None:
     code, report = _verify("llava", HANDWRITTEN, tmp_path)
     assert code == 0, report
@@ -76,6 +97,10 @@ MUTATIONS = [
     ("llava_next", "image_size = (image_height, image_width)", "image_size = (image_width, image_width)", "tokens"),
     ("qwen2_vl", "processor.image_processor, image_height, image_width)", "processor.image_processor, image_width, image_width)", "tokens"),
     ("qwen2_vl", "WORST_CASE_SIDES = (224, 448, 896, 1200, 1600, 2048, 4096)", "WORST_CASE_SIDES = (224,)", "dummy"),
+    # Derived replacements: the begin-of-image token marked as an embedding
+    # position, and tile rows taken for columns (wrong for non-square images).
+    ("gemma3", "embed_token_id=self.info.get_embed_token_id()", "embed_token_id=image_token_id", "placeholders"),
+    ("idefics3", "image_width, kwargs)[1]", "image_width, kwargs)[2]", "tokens"),
 ]
 
 
@@ -91,11 +116,12 @@ def test_wrong_port_fails_the_right_check(model_type, old, new, check, scaffolde
 
 
 def test_delegated_count_passes_and_is_reported(scaffolded, tmp_path) -> None:
-    # Gemma 3 wraps each image in begin/end tokens: its count is not `token * n`,
-    # so the port asks the HF processor for each item's replacement.
-    inspect = run_cli("inspect", "gemma3", "--json")
-    assert json.loads(inspect.stdout)["modalities"][0]["count"]["strategy"] == "delegated"
-    code, report = _verify("gemma3", scaffolded("gemma3") / "gemma3_processing.py", tmp_path)
+    # Pixtral counts from the image's size *after* its resize, which mmport does
+    # not recompute, so the port asks the HF processor for each item's replacement.
+    inspect = run_cli("inspect", "pixtral", "--json")
+    count = json.loads(inspect.stdout)["modalities"][0]["count"]
+    assert count["strategy"] == "delegated" and count["reason"], count
+    code, report = _verify("pixtral", scaffolded("pixtral") / "pixtral_processing.py", tmp_path)
     assert code == 0, report
 
 

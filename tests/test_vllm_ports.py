@@ -7,7 +7,13 @@ docs/vllm.md for the environment CI builds for it.
 from __future__ import annotations
 
 import pytest
-from snapshots import llava15_snapshot, llava_next_pinpoints_snapshot, paligemma448_snapshot
+from snapshots import (
+    gemma3_seq64_snapshot,
+    idefics3_small_tiles_snapshot,
+    llava15_snapshot,
+    llava_next_pinpoints_snapshot,
+    paligemma448_snapshot,
+)
 
 from mmport.verify import verify_port
 
@@ -25,16 +31,22 @@ def _assert_passes(ref: str, port) -> None:
     assert report.passed, report.failure_summary()
 
 
-# gemma3's port delegates its count to the HF processor at run time; llava_next
-# derives a count that depends on the image size; chameleon appends a token to
-# every prompt, blip-2 inserts a block at the start, aya_vision replaces a
-# placeholder that is not the embedded token.
-@pytest.mark.parametrize("model_type", ["llava", "paligemma", "gemma3", "llava_next", "chameleon", "blip-2", "aya_vision"])
+# llava_next derives a count that depends on the image size; gemma3 and
+# idefics3 carry HF's replacement hook over; pixtral delegates; chameleon
+# appends a token to every prompt, blip-2 inserts a block at the start,
+# aya_vision replaces a placeholder that is not the embedded token.
+# (transformers 5.20's Gemma3n has no hook; SmolVLM needs num2words.)
+@pytest.mark.parametrize(
+    "model_type", ["llava", "paligemma", "gemma3", "llava_next", "idefics3", "pixtral", "chameleon", "blip-2", "aya_vision"]
+)
 def test_generated_port_matches_hf_in_real_vllm(model_type, scaffolded) -> None:
     _assert_passes(model_type, next(scaffolded(model_type).glob("*_processing.py")))
 
 
-@pytest.mark.parametrize("build", [llava15_snapshot, paligemma448_snapshot, llava_next_pinpoints_snapshot])
+@pytest.mark.parametrize(
+    "build",
+    [llava15_snapshot, paligemma448_snapshot, llava_next_pinpoints_snapshot, gemma3_seq64_snapshot, idefics3_small_tiles_snapshot],
+)
 def test_generated_port_follows_snapshot_in_real_vllm(build, tmp_path, scaffolded) -> None:
     snapshot = build(tmp_path / "snap")
     out = scaffolded(str(snapshot))

@@ -14,6 +14,7 @@ from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
+from mmport.analyzers.replacement import analyze_replacement_text
 from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
@@ -42,14 +43,13 @@ def _architecture(snapshot: Snapshot) -> str:
     return MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(snapshot.model_type, "")
 
 
-def _replacement(
-    processor_cls: type, image_processor_cls: type, geometry: GeometryRule
-) -> tuple[ReplacementFacts, PromptUpdateSpec | None]:
-    """The derived count, or a delegated one (with the reason) when derivation fails.
+def _replacement(processor, geometry: GeometryRule) -> tuple[ReplacementFacts, PromptUpdateSpec | None]:
+    """The derived count, else the derived replacement text, else a delegated count (with the reason).
 
     A processor without a replacement hook may insert a block of image tokens
     in its own ``__call__``; that block also fixes the prompt update.
     """
+    processor_cls, image_processor_cls = type(processor), type(processor.image_processor)
     try:
         if find_method(processor_cls, "replace_image_token", models_only=True) is None:
             block = analyze_call_block(processor_cls)
@@ -59,9 +59,15 @@ def _replacement(
             raise AnalysisError("the count reads an item size that the image processor does not fix")
         return facts, None
     except AnalysisError as exc:
+        first = exc
+    try:
+        # The hook returns more than `token * count`: carry the whole hook over.
+        return ReplacementFacts(analyze_replacement_text(processor_cls, image_processor_cls, processor), "image_token"), None
+    except AnalysisError as exc:
         found = find_method(processor_cls, "replace_image_token") or find_method(processor_cls, "__call__")
         source = found[0].source(found[1]) if found else Source("(processor)", 0)
-        rule = CountRule((), "", False, "delegated", source, str(exc), delegate_args=_process_images_args(processor_cls))
+        reason = str(first) if "token * count" not in str(first) else str(exc)
+        rule = CountRule((), "", False, "delegated", source, reason, delegate_args=_process_images_args(processor_cls))
         return ReplacementFacts(rule, "image_token"), None
 
 
@@ -95,7 +101,7 @@ def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     processor_cls = type(processor)
     geometry = analyze_geometry(type(processor.image_processor))
-    facts, inserted = _replacement(processor_cls, type(processor.image_processor), geometry)
+    facts, inserted = _replacement(processor, geometry)
     placeholder_source = _attribute_source(processor_cls, facts.token_attr)
     token_attr = f"{facts.token_attr}_id"
     # Some processors name the token (an AddedToken, even) but not its id.

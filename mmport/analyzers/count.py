@@ -154,6 +154,8 @@ def analyze_replacement(
     star = func.params.star_kwarg
     rewrites = [reads, *([EmptyKwargs(star.name.value)] if star is not None else [])]
     for stmt in (_rewrite(s, rewrites) for s in body[:-1]):
+        if isinstance(stmt, cst.RemovalSentinel):  # an alias of an output the rewrite now reads directly
+            continue
         names = _names(stmt)
         if is_dead_list_guard(stmt, tuples):
             continue

@@ -16,6 +16,12 @@ processor's source:
   that grid from the original size (returning ``grid_h * grid_w`` or the
   pair). The entry's ``.prod()`` is then that function's product, and its
   rows are ``(1, *pair)``.
+- **patch tuple**: ``get_number_of_image_patches`` returns named counts
+  (``return num_patches, num_rows, num_cols``) and the processor outputs one
+  of them under its name (``encoding["rows"] = rows``): the item's entry is
+  that element of the function's result.
+- **constant unless a setting**: ``if do_pan_and_scan: ... else: num_crops =
+  [0 for _ in images]``: while the setting is off, the entry is that constant.
 """
 
 from __future__ import annotations
@@ -38,13 +44,18 @@ class ItemRead:
     """How one per-item output key follows from the original size.
 
     ``kind`` is ``"size"`` (the entry is ``(height, width)``), ``"patches"``
-    (the entry's product is ``get_number_of_image_patches``) or ``"grid"`` (the
-    entry is ``(1, *get_number_of_image_patches(...))``).
+    (the entry's product is ``get_number_of_image_patches``), ``"grid"`` (the
+    entry is ``(1, *get_number_of_image_patches(...))``), ``"item"`` (the
+    entry is ``get_number_of_image_patches(...)[position]``) or
+    ``"constant"`` (the entry is ``value`` while ``setting`` is off).
     """
 
     key: str
     kind: str
     source: Source
+    position: int = -1  # "item": the element of the function's result
+    value: str = ""  # "constant": the literal every item gets ...
+    setting: str = ""  # ... while this image processor setting is off
 
 
 class _OutputKeys(cst.CSTVisitor):
@@ -56,6 +67,14 @@ class _OutputKeys(cst.CSTVisitor):
         self.sizes: dict[str, cst.CSTNode] = {}  # variable → its append(get_image_size(loop var)) call
         self.grids: list[cst.List] = []  # [1, a, b] literals
         self.assigns: list[tuple[set[str], set[str], cst.BaseExpression]] = []  # (targets, reads, value)
+        self.constants: dict[str, tuple[str, str, cst.CSTNode]] = {}  # variable → (literal, setting, node)
+
+    def visit_If(self, node: cst.If) -> None:
+        if isinstance(node.test, cst.Name) and isinstance(node.orelse, cst.Else):
+            for stmt in node.orelse.body.body:
+                constant = _constant_list(stmt)
+                if constant is not None:
+                    self.constants[constant[0]] = (constant[1], node.test.value, stmt)
 
     def visit_For(self, node: cst.For) -> None:
         is_images = isinstance(node.iter, cst.Name) and node.iter.value == "images"
@@ -80,6 +99,12 @@ class _OutputKeys(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         targets = {_base(t.target) for t in node.targets} - {""}
         self.assigns.append((targets, _direct_reads(node.value), node.value))
+        # ``encoding["rows"] = rows``: an output key set outside the BatchFeature call.
+        target = node.targets[0].target
+        if isinstance(target, cst.Subscript) and isinstance(node.value, cst.Name):
+            key = target.slice[0].slice
+            if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
+                self.keys.setdefault(key.value.evaluated_value, node.value.value)
 
     def visit_List(self, node: cst.List) -> None:
         values = [el.value for el in node.elements]
@@ -137,6 +162,17 @@ def _flows_from(visitor: _OutputKeys, literal: cst.List) -> set[str]:
     return tainted
 
 
+def _constant_list(stmt: cst.CSTNode) -> tuple[str, str] | None:
+    """``(name, "0")`` for ``name = [0 for _ in xs]``."""
+    node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+    if not (isinstance(node, cst.Assign) and isinstance(node.targets[0].target, cst.Name)):
+        return None
+    value = node.value
+    if isinstance(value, cst.ListComp) and isinstance(value.elt, cst.Integer) and value.for_in.inner_for_in is None:
+        return node.targets[0].target.value, value.elt.value
+    return None
+
+
 def _is_size_of(expr: cst.BaseExpression | None, loop_vars: set[str]) -> bool:
     """``get_image_size(<image loop variable>, ...)``."""
     return (
@@ -150,7 +186,7 @@ def _is_size_of(expr: cst.BaseExpression | None, loop_vars: set[str]) -> bool:
 
 
 def _patches_return(image_processor_cls: type) -> tuple[str, tuple[str, ...], Source] | None:
-    """``("product", (a, b))`` or ``("pair", ())`` for ``get_number_of_image_patches``'s return."""
+    """``("product", (a, b))``, ``("pair", ())`` or ``("tuple", names)`` for ``get_number_of_image_patches``'s return."""
     found = find_method(image_processor_cls, PATCHES_FUNCTION)
     if found is None:
         return None
@@ -166,6 +202,9 @@ def _patches_return(image_processor_cls: type) -> tuple[str, tuple[str, ...], So
             return "product", (value.left.value, value.right.value), parsed.source(func)
     if isinstance(value, cst.Tuple) and len(value.elements) == 2:
         return "pair", (), parsed.source(func)
+    if isinstance(value, cst.Tuple) and any(isinstance(el.value, cst.Name) for el in value.elements):
+        names = tuple(el.value.value if isinstance(el.value, cst.Name) else "" for el in value.elements)
+        return "tuple", names, parsed.source(ret)
     return None
 
 
@@ -174,7 +213,17 @@ def _method_reads(parsed: ParsedClass, func: cst.FunctionDef, patches) -> list[I
     func.visit(visitor)
     reads = []
     for key, variable in visitor.keys.items():
-        if variable in visitor.sizes:
+        if patches is not None and patches[0] == "tuple":
+            # The function names its counts as the processor names its outputs (``num_rows`` → "rows").
+            names = patches[1]
+            position = next((i for i, n in enumerate(names) if n in (key, f"num_{key}")), -1)
+            if position >= 0:
+                reads.append(ItemRead(key, "item", patches[2], position=position))
+                continue
+        if variable in visitor.constants:
+            value, setting, node = visitor.constants[variable]
+            reads.append(ItemRead(key, "constant", parsed.source(node), value=value, setting=setting))
+        elif variable in visitor.sizes:
             reads.append(ItemRead(key, "size", parsed.source(visitor.sizes[variable])))
         elif visitor.grids and patches is not None and variable in _flows_from(visitor, visitor.grids[0]):
             grid = visitor.grids[0]

@@ -23,10 +23,29 @@ __all__ = ["EmptyKwargs", "ItemReadRewriter", "is_dead_list_guard"]
 SIZE = cst.Tuple([cst.Element(cst.Name("image_height")), cst.Element(cst.Name("image_width"))])
 
 
-def _patches_call() -> cst.Call:
+def _patches_call(kwargs: str | None = None) -> cst.Call:
     image_processor = cst.Attribute(cst.Name("processor"), cst.Name("image_processor"))
     args = [cst.Arg(image_processor), cst.Arg(cst.Name("image_height")), cst.Arg(cst.Name("image_width"))]
-    return cst.Call(cst.Name(PATCHES_FUNCTION), args)
+    # HF's own callers pass the merged image kwargs, so settings a processor overrides apply.
+    return cst.Call(cst.Name(PATCHES_FUNCTION), [*args, *([cst.Arg(cst.Name(kwargs))] if kwargs else [])])
+
+
+def _flattened(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``inputs["key"]`` for ``[x for xs in inputs["key"] for x in xs]``.
+
+    HF flattens the per-sample nesting of an output before indexing it by
+    item; one item's entry is the same either way.
+    """
+    if not (isinstance(node, cst.ListComp) and isinstance(node.elt, cst.Name)):
+        return None
+    outer, inner = node.for_in, node.for_in.inner_for_in
+    if inner is None or inner.inner_for_in is not None or outer.ifs or inner.ifs:
+        return None
+    if not (isinstance(outer.target, cst.Name) and isinstance(inner.target, cst.Name) and isinstance(inner.iter, cst.Name)):
+        return None
+    if inner.iter.value == outer.target.value and inner.target.value == node.elt.value:
+        return outer.iter
+    return None
 
 
 class ItemReadRewriter(cst.CSTTransformer):
@@ -36,25 +55,49 @@ class ItemReadRewriter(cst.CSTTransformer):
     (the caller then refuses the statement as reading the processed item).
     """
 
-    def __init__(self, inputs: str, index: str, reads: dict[str, ItemRead]) -> None:
+    def __init__(self, inputs: str, index: str, reads: dict[str, ItemRead], kwargs: str | None = None) -> None:
         self.inputs = inputs
         self.index = index
         self.reads = reads
+        self.kwargs = kwargs  # the hook's ``**kwargs`` when the port keeps them (merged image kwargs)
         self.used: dict[str, ItemRead] = {}
+        self.aliases: dict[str, ItemRead] = {}  # ``rows = [flattened inputs["rows"]]``
+
+    def _key_read(self, node: cst.BaseExpression) -> ItemRead | None:
+        """The fact for ``inputs["key"]`` (or its flattening), if ``node`` is one."""
+        node = _flattened(node) or node
+        if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == self.inputs):
+            return None
+        key = node.slice[0].slice
+        if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
+            return self.reads.get(key.value.evaluated_value)
+        return None
 
     def _read(self, node: cst.BaseExpression) -> ItemRead | None:
         """The fact for ``inputs["key"][index]``, if ``node`` is such a read."""
-        if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Subscript)):
+        if not isinstance(node, cst.Subscript):
             return None
-        outer, inner = node.slice[0].slice, node.value.slice[0].slice
+        outer = node.slice[0].slice
         if not (isinstance(outer, cst.Index) and isinstance(outer.value, cst.Name) and outer.value.value == self.index):
             return None
-        base = node.value.value
-        if isinstance(base, cst.Name) and base.value == self.inputs and isinstance(inner, cst.Index):
-            key = inner.value
-            if isinstance(key, cst.SimpleString):
-                return self.reads.get(key.evaluated_value)
-        return None
+        if isinstance(node.value, cst.Name) and node.value.value in self.aliases:
+            return self.aliases[node.value.value]
+        return self._key_read(node.value)
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        target = original_node.targets[0].target
+        read = self._key_read(original_node.value) if len(original_node.targets) == 1 else None
+        if read is not None and isinstance(target, cst.Name) and read.kind in ("item", "constant"):
+            self.aliases[target.value] = read
+        return updated_node
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        """Drop ``name = [flattened inputs["key"]]`` once its reads are rewritten."""
+        node = original_node.body[0]
+        if isinstance(node, cst.Assign) and isinstance(node.targets[0].target, cst.Name):
+            if node.targets[0].target.value in self.aliases and len(original_node.body) == 1:
+                return cst.RemovalSentinel.REMOVE
+        return updated_node
 
     def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.BaseExpression) -> cst.BaseExpression:
         read = self._read(original_node)
@@ -65,6 +108,12 @@ class ItemReadRewriter(cst.CSTTransformer):
             # One frame per image: the entry is (1, grid_h, grid_w).
             self.used[read.key] = read
             return cst.Tuple([cst.Element(cst.Integer("1")), cst.StarredElement(_patches_call())])
+        if read is not None and read.kind == "item":
+            self.used[read.key] = read
+            return cst.Subscript(_patches_call(self.kwargs), [cst.SubscriptElement(cst.Index(cst.Integer(str(read.position))))])
+        if read is not None and read.kind == "constant":
+            self.used[read.key] = read
+            return cst.Integer(read.value)
         return updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:

@@ -13,11 +13,13 @@ rewrites: ``self`` becomes an explicit first parameter (``processor`` or
 ``image_processor``), and ``self.helper(args)`` becomes ``helper(processor,
 args)``. Free names are resolved in the HF module's globals: a module, or a name the
 standard library exports, becomes an import; a transformers function is transplanted in turn (recursively);
+a module-level constant (``MAX_IMAGE_SIZE = 4096``) is copied with its line;
 anything else refuses the transplant, so the caller falls back to delegation.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
 import inspect
 import sys
@@ -127,6 +129,8 @@ class Transplanter:
                 self.imports.add(f"from {value.__module__} import {name}")
             elif isinstance(value, types.FunctionType) and value.__module__.startswith("transformers."):
                 self.function(value)
+            elif name not in self.helpers and _constant_line(namespace, name):
+                self.helpers[name] = HelperFunction(name, f"{name} = {value!r}", _constant_line(namespace, name))
             elif name not in self.helpers:
                 raise AnalysisError(f"{where} reads `{name}`, which mmport cannot carry into a port")
 
@@ -163,6 +167,19 @@ class Transplanter:
         # Re-insert so a helper follows the helpers it calls.
         self.helpers.pop(helper.name, None)
         self.helpers[helper.name] = helper
+
+
+def _constant_line(namespace: dict, name: str) -> Source | None:
+    """Where a transformers module assigns ``name`` a plain literal (number, string)."""
+    value, module = namespace.get(name), namespace.get("__name__", "")
+    if type(value) not in (int, float, str, bool) or not module.startswith("transformers.") or name not in namespace:
+        return None
+    filename = namespace.get("__file__") or ""
+    for node in ast.parse(Path(filename).read_text()).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(node.value, ast.Constant):
+            return Source(_relative(filename), node.lineno, f"{name} = {value!r}")
+    return None
 
 
 def _is_staticmethod_decorator(decorator: cst.Decorator) -> bool:
