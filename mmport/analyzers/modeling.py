@@ -126,12 +126,41 @@ def _dependencies(code: str, module: Any, locals_: dict[str, str]) -> tuple[list
     return setup, imports
 
 
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
 def _lm_head(outer_assigns: dict[str, cst.Assign]) -> str:
+    """The checkpoint class's vocabulary projection (``self.lm_head = nn.Linear(..., vocab_size)``)."""
     for attr, node in outer_assigns.items():
-        value = node.value
-        if isinstance(value, cst.Call) and "Linear" in cst.Module([]).code_for_node(value.func) and "vocab" in cst.Module([]).code_for_node(value):
+        if isinstance(node.value, cst.Call) and "Linear" in _code(node.value.func) and "vocab" in _code(node.value):
             return attr
     return ""
+
+
+def _encoder_modules(inner: type, reads: list[str]) -> tuple[list[EncoderModule], list[tuple[str, str]], list[str]]:
+    """The modules, imports and borrowed methods behind the ``self.`` reads of the feature path."""
+    parsed, assigns = _constructor(inner)
+    local_assigns = _LocalAssignments()
+    find_method(inner, "__init__", models_only=True)[1].visit(local_assigns)
+    locals_ = {name: _code(node.value).strip() for name, node in local_assigns.found.items()}
+    modules, imports, borrowed = [], [], []
+    order = list(assigns)
+    # Build modules in constructor order: later lines may read earlier ones (self.dtype).
+    for attr in sorted(reads, key=lambda a: order.index(a) if a in order else -1):
+        if attr in _MODULE_STATE or attr in _DTYPE_READS:
+            continue
+        if callable(getattr(inner, attr, None)):
+            borrowed.append(attr)  # a helper method of HF's class, reused as is
+            continue
+        node = assigns.get(attr)
+        if node is None:
+            raise AnalysisError(f"{inner.__name__}.{FEATURES_METHOD} reads self.{attr}, which its constructor does not set")
+        code = _code(node.value).strip()
+        setup, needed = _dependencies(code, sys.modules[inner.__module__], locals_)
+        modules.append(EncoderModule(attr, code, parsed.source(node), tuple(dict.fromkeys(setup))))
+        imports += needed
+    return modules, imports, borrowed
 
 
 def analyze_encoder(architecture_cls: type) -> EncoderSpec:
@@ -143,27 +172,9 @@ def analyze_encoder(architecture_cls: type) -> EncoderSpec:
     method_parsed, method = found
     reads = _SelfReads()
     method.body.visit(reads)
+    modules, imports, borrowed = _encoder_modules(inner, reads.attrs)
     parsed, assigns = _constructor(inner)
-    locals_visitor = _LocalAssignments()
-    find_method(inner, "__init__", models_only=True)[1].visit(locals_visitor)
-    locals_ = {name: parsed.module.code_for_node(node.value).strip() for name, node in locals_visitor.found.items()}
-    modules, imports, borrowed = [], [], []
-    order = list(assigns)
-    # Build modules in constructor order: later lines may read earlier ones (self.dtype).
-    for attr in sorted(reads.attrs, key=lambda a: order.index(a) if a in order else -1):
-        if attr in _MODULE_STATE or attr in _DTYPE_READS:
-            continue
-        if callable(getattr(inner, attr, None)):
-            borrowed.append(attr)  # a helper method of HF's class, reused as is
-            continue
-        node = assigns.get(attr)
-        if node is None:
-            raise AnalysisError(f"{inner.__name__}.{FEATURES_METHOD} reads self.{attr}, which its constructor does not set")
-        code = parsed.module.code_for_node(node.value).strip()
-        setup, needed = _dependencies(code, sys.modules[inner.__module__], locals_)
-        modules.append(EncoderModule(attr, code, parsed.source(node), tuple(dict.fromkeys(setup))))
-        imports += needed
-    language = [(a, n) for a, n in assigns.items() if "text_config" in parsed.module.code_for_node(n.value) and a not in reads.attrs]
+    language = [(a, n) for a, n in assigns.items() if "text_config" in _code(n.value) and a not in reads.attrs]
     if not modules or not language:
         raise AnalysisError(f"{inner.__name__} builds no vision modules or no language model from config.text_config")
     language_attr, language_node = next(((a, n) for a, n in language if isinstance(n.value, cst.Call)), language[0])

@@ -41,8 +41,8 @@ class ModelCheck:
         self.max_feature_diff = 0.0
 
     def _fail(self, probe: str, message: str, expected: Any = None, actual: Any = None) -> None:
-        as_text = (lambda v: None if v is None else str(v))
-        self.result.failures.append(Failure(probe, message, None, as_text(expected), as_text(actual)))
+        expected, actual = (None if v is None else str(v) for v in (expected, actual))
+        self.result.failures.append(Failure(probe, message, None, expected, actual))
 
     def run_probe(self, probe: str, singles: list[HFOutput], expected: HFOutput, actual: PortOutput) -> None:
         """Apply both model checks to one probe; ``singles`` are HF's outputs per item alone."""
@@ -68,8 +68,8 @@ class ModelCheck:
                 continue  # a key HF's processor does not return for one item
             layout = rebatch([value], like[key])
             if layout is None:
-                shape = tuple(getattr(value, "shape", ()))
-                self._fail(probe, f"item {index}: the port's `{key}` fits no layout of HF's one-item `{key}`", tuple(like[key].shape), shape)
+                message = f"item {index}: the port's `{key}` fits no layout of HF's one-item `{key}`"
+                self._fail(probe, message, tuple(like[key].shape), tuple(getattr(value, "shape", ())))
                 return None
             kwargs[key] = layout.value
         return kwargs
@@ -89,16 +89,17 @@ class ModelCheck:
             self._fail(probe, message, count, num_embeds)
             return
         reference = self.model.image_features(single.mm)
-        if [f.shape for f in reference] != [f.shape for f in features]:
-            self._fail(probe, f"item {index}: encoder output shapes on the port's kwargs vs HF's", [tuple(f.shape) for f in reference], [tuple(f.shape) for f in features])
+        shapes = [tuple(f.shape) for f in reference], [tuple(f.shape) for f in features]
+        if shapes[0] != shapes[1]:
+            self._fail(probe, f"item {index}: encoder output shapes on the port's kwargs vs HF's", *shapes)
             return
         diff = max(map(_max_diff, reference, features), default=0.0)
         self.max_feature_diff = max(self.max_feature_diff, diff)
         scale = max((float(f.abs().max()) for f in reference if f.numel()), default=0.0)
         if not diff <= self.model.target.tolerance(scale):
-            keys = [k for k in kwargs if not _same(kwargs[k], single.mm[k])]
-            message = f"item {index}: encoder features on the port's kwargs differ from HF's (max |Δ| {diff:.3g}); diverging: {', '.join(keys) or 'none of the inputs'}"
-            self._fail(probe, message)
+            keys = ", ".join(k for k in kwargs if not _same(kwargs[k], single.mm[k])) or "none of the inputs"
+            message = f"item {index}: encoder features on the port's kwargs differ from HF's (max |Δ| {diff:.3g})"
+            self._fail(probe, f"{message}; diverging: {keys}")
 
     def _check_logits(self, probe: str, expected: HFOutput, actual: PortOutput) -> None:
         import torch
@@ -117,7 +118,8 @@ class ModelCheck:
                 continue  # the port drops this key; the forward shows whether HF needed it
             layout = rebatch(values, expected.mm[key])
             if layout is None:
-                self._fail(probe, f"the port's per-item `{key}` re-batch into no layout of HF's `{key}`", tuple(expected.mm[key].shape), [tuple(v.shape) for v in values])
+                message = f"the port's per-item `{key}` re-batch into no layout of HF's `{key}`"
+                self._fail(probe, message, tuple(expected.mm[key].shape), [tuple(v.shape) for v in values])
                 return
             inputs[key], segments[key] = layout.value, layout.segments
         positions = _text_positions(expected.input_ids, self.embed_id)
@@ -151,9 +153,10 @@ class ModelCheck:
             "max_feature_diff": self.max_feature_diff,
             "parameters": float(self.model.num_parameters),
         }
+        target = self.model.target
         self.result.summary = (
-            f"{self.model.name} ({self.model.num_parameters / 1e6:.1f}M params, {self.model.target.device.type} "
-            f"{self.model.target.dtype_name}): max |Δlogits| {self.max_logit_diff:.3g}, max |Δfeatures| {self.max_feature_diff:.3g}"
+            f"{self.model.name} ({self.model.num_parameters / 1e6:.1f}M params, {target.device.type} {target.dtype_name}): "
+            f"max |Δlogits| {self.max_logit_diff:.3g}, max |Δfeatures| {self.max_feature_diff:.3g}"
         )
 
 
