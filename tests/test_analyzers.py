@@ -170,7 +170,7 @@ def test_patch_grid_product_becomes_the_image_processors_patch_count(tmp_path) -
     image_proc = sys.modules[proc.__module__].ImageProc
     count = analyze_replacement(proc, "image", image_proc).count
     assert count.statements == (
-        "n = get_number_of_image_patches(processor.image_processor, image_height, image_width) "
+        "n = get_number_of_image_patches(processor.image_processor, image_height, image_width, {}) "
         "// processor.image_processor.merge_size**2",
     )
     assert [h.owner for h in count.helpers] == ["ImageProc.get_number_of_image_patches"]

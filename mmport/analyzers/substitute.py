@@ -26,8 +26,11 @@ SIZE = cst.Tuple([cst.Element(cst.Name("image_height")), cst.Element(cst.Name("i
 def _patches_call(kwargs: str | None = None) -> cst.Call:
     image_processor = cst.Attribute(cst.Name("processor"), cst.Name("image_processor"))
     args = [cst.Arg(image_processor), cst.Arg(cst.Name("image_height")), cst.Arg(cst.Name("image_width"))]
-    # HF's own callers pass the merged image kwargs, so settings a processor overrides apply.
-    return cst.Call(cst.Name(PATCHES_FUNCTION), [*args, *([cst.Arg(cst.Name(kwargs))] if kwargs else [])])
+    # HF's own callers pass the merged image kwargs, so settings a processor overrides
+    # apply; with none to forward, an empty dict (some versions call .get on it)
+    # leaves the image processor's own settings.
+    images_kwargs = cst.Name(kwargs) if kwargs else cst.Dict([])
+    return cst.Call(cst.Name(PATCHES_FUNCTION), [*args, cst.Arg(images_kwargs)])
 
 
 def _flattened(node: cst.BaseExpression) -> cst.BaseExpression | None:
