@@ -95,7 +95,7 @@ MUTATIONS = [
     # Size-dependent derived counts: right for square images only, and a
     # worst-case search that never looks past small images.
     ("llava_next", "image_size = (image_height, image_width)", "image_size = (image_width, image_width)", "tokens"),
-    ("qwen2_vl", "processor.image_processor, image_height, image_width)", "processor.image_processor, image_width, image_width)", "tokens"),
+    ("qwen2_vl", "processor.image_processor, image_height, image_width, {})", "processor.image_processor, image_width, image_width, {})", "tokens"),
     ("qwen2_vl", "WORST_CASE_SIDES = (224, 448, 896, 1200, 1600, 2048, 4096)", "WORST_CASE_SIDES = (224,)", "dummy"),
     # Derived replacements: the begin-of-image token marked as an embedding
     # position, and tile rows taken for columns (wrong for non-square images).
