@@ -242,7 +242,13 @@ def analyze_item_reads(image_processor_cls: type) -> dict[str, ItemRead]:
         parsed = parse_class(klass)
         if parsed is None:
             continue
+        lines = parsed.lines
         for func in parsed.methods().values():
+            # Only methods that build a BatchFeature name outputs; a text test
+            # skips the rest, whose visits cost most of the analysis.
+            where = parsed.positions[func]
+            if "BatchFeature" not in "\n".join(lines[where.start.line - 1 : where.end.line]):
+                continue
             for read in _method_reads(parsed, func, patches):
                 reads.setdefault(read.key, read)
     return reads

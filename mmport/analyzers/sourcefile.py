@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import textwrap
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import libcst as cst
@@ -31,10 +31,15 @@ class ParsedClass:
     positions: dict
     first_line: int
 
+    @cached_property
+    def lines(self) -> list[str]:
+        """The class's source lines (generating a module's code is not cheap)."""
+        return self.module.code.splitlines()
+
     def source(self, node: cst.CSTNode) -> Source:
         """Provenance of ``node``: file, line and that line's code."""
         line = self.positions[node].start.line
-        code = self.module.code.splitlines()[line - 1].strip()
+        code = self.lines[line - 1].strip()
         return Source(self.relpath, line + self.first_line - 1, code)
 
     def methods(self) -> dict[str, cst.FunctionDef]:
