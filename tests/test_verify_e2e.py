@@ -53,17 +53,23 @@ def test_port_follows_local_snapshot_geometry(build, tmp_path) -> None:
     assert code == 0, report
 
 
-@pytest.mark.parametrize("build", [llava_next_pinpoints_snapshot, qwen2_vl_pixels_snapshot])
-def test_derived_size_dependent_count_follows_snapshot(build, tmp_path) -> None:
-    # The count depends on the image size (pinpoints, pixel budget); the port
-    # derives it from HF's code and reads the snapshot's settings at run time.
-    snapshot = build(tmp_path / "snap")
-    spec = json.loads(run_cli("inspect", str(snapshot), "--json").stdout)["modalities"][0]
-    assert spec["count"]["strategy"] == "derived" and spec["count"]["size_dependent"], spec["count"]
+def _derived_port_passes(snapshot: Path, tmp_path: Path) -> dict:
+    """inspect (the count is derived), scaffold and verify a snapshot; the count facts."""
+    count = json.loads(run_cli("inspect", str(snapshot), "--json").stdout)["modalities"][0]["count"]
+    assert count["strategy"] == "derived", count
     out = tmp_path / "port"
     assert run_cli("scaffold", str(snapshot), "-o", str(out)).returncode == 0
     code, report = _verify(str(snapshot), next(out.glob("*_processing.py")), tmp_path)
     assert code == 0, report
+    return count
+
+
+@pytest.mark.parametrize("build", [llava_next_pinpoints_snapshot, qwen2_vl_pixels_snapshot])
+def test_derived_size_dependent_count_follows_snapshot(build, tmp_path) -> None:
+    # The count depends on the image size (pinpoints, pixel budget); the port
+    # derives it from HF's code and reads the snapshot's settings at run time.
+    count = _derived_port_passes(build(tmp_path / "snap"), tmp_path)
+    assert count["size_dependent"], count
 
 
 @pytest.mark.parametrize("build", [gemma3_seq64_snapshot, idefics3_small_tiles_snapshot])
@@ -71,13 +77,8 @@ def test_derived_replacement_follows_snapshot(build, tmp_path) -> None:
     # The replacement is more than `token * n` (begin/end-of-image tokens, tile
     # markers); the port carries HF's hook over and tokenizes what it returns,
     # reading the snapshot's settings (tokens per image, tile size) at run time.
-    snapshot = build(tmp_path / "snap")
-    spec = json.loads(run_cli("inspect", str(snapshot), "--json").stdout)["modalities"][0]
-    assert spec["count"]["strategy"] == "derived" and spec["count"]["replacement"], spec["count"]
-    out = tmp_path / "port"
-    assert run_cli("scaffold", str(snapshot), "-o", str(out)).returncode == 0
-    code, report = _verify(str(snapshot), next(out.glob("*_processing.py")), tmp_path)
-    assert code == 0, report
+    count = _derived_port_passes(build(tmp_path / "snap"), tmp_path)
+    assert count["replacement"], count
 
 
 def test_handwritten_port_passes(tmp_path) -> None:
