@@ -15,9 +15,17 @@ def _edit(path: Path, change) -> None:
     path.write_text(json.dumps(data, indent=2))
 
 
+def _variant(model_type: str, directory: Path, *, processor=None, config=None) -> Path:
+    """A copy of ``model_type``'s synthetic snapshot with its processor and/or model config edited."""
+    shutil.copytree(resolve(model_type).path, directory)
+    for name, change in (("processor_config.json", processor), ("config.json", config)):
+        if change is not None:
+            _edit(directory / name, change)
+    return directory
+
+
 def llava15_snapshot(directory: Path) -> Path:
     """LLaVA-1.5 style: CLIP at 336 px / patch 14, CLS counted, `default` strategy."""
-    shutil.copytree(resolve("llava").path, directory)
 
     def processor(data):
         data["num_additional_image_tokens"] = 1
@@ -29,14 +37,11 @@ def llava15_snapshot(directory: Path) -> Path:
     def config(data):
         data["vision_config"].update(image_size=336, patch_size=14)
 
-    _edit(directory / "processor_config.json", processor)
-    _edit(directory / "config.json", config)
-    return directory
+    return _variant("llava", directory, processor=processor, config=config)
 
 
 def paligemma448_snapshot(directory: Path) -> Path:
     """PaliGemma at 448 px with 1024 image tokens."""
-    shutil.copytree(resolve("paligemma").path, directory)
 
     def processor(data):
         data["image_processor"]["size"] = {"height": 448, "width": 448}
@@ -46,14 +51,11 @@ def paligemma448_snapshot(directory: Path) -> Path:
         data["vision_config"].update(image_size=448)
         data["text_config"]["num_image_tokens"] = 1024
 
-    _edit(directory / "processor_config.json", processor)
-    _edit(directory / "config.json", config)
-    return directory
+    return _variant("paligemma", directory, processor=processor, config=config)
 
 
 def gemma3_896_snapshot(directory: Path) -> Path:
     """Gemma 3 (4B and up): SigLIP at 896 px / patch 14, pooled to 256 tokens per image."""
-    shutil.copytree(resolve("gemma3").path, directory)
 
     def processor(data):
         data["image_processor"]["size"] = {"height": 896, "width": 896}
@@ -61,25 +63,20 @@ def gemma3_896_snapshot(directory: Path) -> Path:
     def config(data):
         data["vision_config"].update(image_size=896, patch_size=14)
 
-    _edit(directory / "processor_config.json", processor)
-    _edit(directory / "config.json", config)
-    return directory
+    return _variant("gemma3", directory, processor=processor, config=config)
 
 
 def idefics3_364_snapshot(directory: Path) -> Path:
     """Idefics3-8B: 364 px tiles / patch 14, pixel-shuffled by 2 to 169 tokens per tile."""
-    shutil.copytree(resolve("idefics3").path, directory)
 
     def config(data):
         data["vision_config"].update(image_size=364, patch_size=14)
 
-    _edit(directory / "config.json", config)
-    return directory
+    return _variant("idefics3", directory, config=config)
 
 
 def llava_next_pinpoints_snapshot(directory: Path) -> Path:
     """LLaVA-NeXT with its own any-resolution grid: wide/tall pinpoints up to 4 tiles."""
-    shutil.copytree(resolve("llava_next").path, directory)
     pinpoints = [[336, 1344], [1344, 336], [672, 1008], [1008, 672], [336, 336]]
 
     def processor(data):
@@ -91,25 +88,20 @@ def llava_next_pinpoints_snapshot(directory: Path) -> Path:
         data["image_grid_pinpoints"] = pinpoints
         data["vision_feature_select_strategy"] = "full"
 
-    _edit(directory / "processor_config.json", processor)
-    _edit(directory / "config.json", config)
-    return directory
+    return _variant("llava_next", directory, processor=processor, config=config)
 
 
 def qwen2_vl_pixels_snapshot(directory: Path) -> Path:
     """Qwen2-VL with a checkpoint's own pixel budget (min 128, max 256 merged tokens)."""
-    shutil.copytree(resolve("qwen2_vl").path, directory)
 
     def processor(data):
         data["image_processor"]["size"] = {"shortest_edge": 128 * 28 * 28, "longest_edge": 256 * 28 * 28}
 
-    _edit(directory / "processor_config.json", processor)
-    return directory
+    return _variant("qwen2_vl", directory, processor=processor)
 
 
 def gemma3_seq64_snapshot(directory: Path) -> Path:
     """Gemma 3 with 64 soft tokens per image (a smaller pooled grid)."""
-    shutil.copytree(resolve("gemma3").path, directory)
 
     def processor(data):
         data["image_seq_length"] = 64
@@ -117,19 +109,15 @@ def gemma3_seq64_snapshot(directory: Path) -> Path:
     def config(data):
         data["mm_tokens_per_image"] = 64
 
-    _edit(directory / "processor_config.json", processor)
-    _edit(directory / "config.json", config)
-    return directory
+    return _variant("gemma3", directory, processor=processor, config=config)
 
 
 def idefics3_small_tiles_snapshot(directory: Path) -> Path:
     """Idefics3 cutting images into 182 px tiles of 728 px at most: up to 4 x 4 tiles."""
-    shutil.copytree(resolve("idefics3").path, directory)
 
     def processor(data):
         data["image_processor"]["max_image_size"] = {"longest_edge": 182}
         data["image_processor"]["size"] = {"longest_edge": 728}
         data["image_seq_len"] = 16
 
-    _edit(directory / "processor_config.json", processor)
-    return directory
+    return _variant("idefics3", directory, processor=processor)
