@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mmport.errors import BadReferenceError, DeviceError
-from mmport.runtime.device import Placement, free_memory_bytes, seeded
+from mmport.runtime.device import Placement, free_memory_bytes, placement, seeded
 
 __all__ = ["HFModel", "ModelOptions", "load_model"]
 
@@ -33,6 +33,12 @@ class ModelOptions:
     dtype: str = "auto"
     tiny: bool = False
     weights: bool = False
+
+    def placement(self) -> Placement:
+        """Check the options and resolve device and dtype, before any slow work."""
+        if self.weights and self.tiny:
+            raise DeviceError("--weights and --tiny exclude each other: a tiny twin has no checkpoint weights")
+        return placement(self.device, self.dtype)
 
 
 def _model_class(config: Any) -> type:
@@ -76,8 +82,6 @@ def load_model(snapshot: Any, target: Placement, *, tiny: bool, weights: bool, s
     from mmport.runtime.tiny import tiny_twin
 
     config = snapshot.load_config()
-    if weights and tiny:
-        raise DeviceError("--weights and --tiny exclude each other: a tiny twin has no checkpoint weights")
     if weights and not _has_weights(snapshot.path):
         raise BadReferenceError(f"snapshot '{snapshot.ref}' holds no weights (*.safetensors, *.bin) at {snapshot.path}")
     if tiny:

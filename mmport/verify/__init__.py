@@ -31,7 +31,6 @@ def verify_port(
     With ``model``, the HF model itself checks the port too (the ``model`` check).
     """
     from mmport.runtime.backends import select_backend
-    from mmport.runtime.device import placement
     from mmport.runtime.hf_model import load_model
     from mmport.sources import resolve
     from mmport.sources._quiet import quiet_transformers
@@ -42,8 +41,8 @@ def verify_port(
 
     started = time.perf_counter()
     notify = progress or (lambda message: None)
-    # Bad device settings fail before any slow work.
-    target = placement(model.device, model.dtype) if model else None
+    # Bad model options fail before any slow work.
+    target = model.placement() if model else None
     with quiet_transformers():
         snapshot = resolve(ref, weights=bool(model and model.weights))
         chosen = select_backend(backend)
