@@ -89,10 +89,10 @@ def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]
     HF models place image features where ``input_ids == config.image_token_id``
     (``get_placeholder_mask``); most processors' placeholder is that token.
     """
-    config = snapshot.load_config()
-    embed_id = getattr(config, "image_token_id", None)
-    if not isinstance(embed_id, int) or embed_id == token_id:
+    embed_id = snapshot.model_image_token_id()
+    if embed_id is None or embed_id == token_id:
         return "", None
+    config = snapshot.load_config()
     attr = type(config).attribute_map.get("image_token_id", "image_token_id")
     found = class_assignments(type(config)).get(attr)
     return "image_token_id", found[0].source(found[1]) if found else Source(type(config).__name__, 0)

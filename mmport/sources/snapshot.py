@@ -49,3 +49,12 @@ class Snapshot:
             with quiet_transformers():
                 self._cache["processor"] = AutoProcessor.from_pretrained(self.path)
         return self._cache["processor"]
+
+    def model_image_token_id(self) -> int | None:
+        """The token the model fills with image features (``config.image_token_id``), if the config names one.
+
+        HF models place features where ``input_ids == config.image_token_id``
+        (``get_placeholder_mask``); a processor's placeholder may be another token.
+        """
+        value = getattr(self.load_config(), "image_token_id", None)
+        return value if isinstance(value, int) else None

@@ -29,10 +29,9 @@ class HFReference:
         self.processor = snapshot.load_processor()
         self.token = str(self.processor.image_token)
         self.token_id = token_id_of(self.processor)
-        # Positions the model fills with image features hold the config's image
-        # token (HF's get_placeholder_mask); the placeholder may be another token.
-        embed_id = getattr(snapshot.load_config(), "image_token_id", None)
-        self.embed_id = embed_id if isinstance(embed_id, int) else self.token_id
+        # Positions the model fills with image features; the placeholder may be another token.
+        embed_id = snapshot.model_image_token_id()
+        self.embed_id = self.token_id if embed_id is None else embed_id
         self._counts: dict[tuple[int, int], int] = {}
         self.placeholder = None if self._inserts_items() else self.token
 
