@@ -50,7 +50,19 @@ def _environment() -> jinja2.Environment:
     # A double-quoted Python string literal (tojson would escape "<" as \u003c).
     env.filters["py"] = lambda value: json.dumps(value, ensure_ascii=False)
     env.tests["stdlib"] = lambda name: name.partition(".")[0] in sys.stdlib_module_names
+    env.filters["import_sorted"] = _import_sorted
     return env
+
+
+def _import_module(line: str) -> str:
+    """``numpy`` for ``import numpy as np``; ``functools`` for ``from functools import lru_cache``."""
+    return line.split()[1]
+
+
+def _import_sorted(lines, stdlib: bool) -> list[str]:
+    """The standard-library (or the other) import lines, ordered as isort orders them."""
+    chosen = {line for line in lines if (_import_module(line).partition(".")[0] in sys.stdlib_module_names) == stdlib}
+    return sorted(chosen, key=lambda line: (line.startswith("from "), _import_module(line), line))
 
 
 def render_port(spec: PortSpec) -> list[RenderedFile]:

@@ -20,6 +20,9 @@ processor's source:
   (``return num_patches, num_rows, num_cols``) and the processor outputs one
   of them under its name (``encoding["rows"] = rows``): the item's entry is
   that element of the function's result.
+- **patch count**: ``get_number_of_image_patches`` returns one named count
+  (``return num_patches``) and the processor outputs it under that name
+  (``data={"num_patches": num_patches}``): the item's entry is the result.
 - **constant unless a setting**: ``if do_pan_and_scan: ... else: num_crops =
   [0 for _ in images]``: while the setting is off, the entry is that constant.
 """
@@ -47,6 +50,7 @@ class ItemRead:
     (the entry's product is ``get_number_of_image_patches``), ``"grid"`` (the
     entry is ``(1, *get_number_of_image_patches(...))``), ``"item"`` (the
     entry is ``get_number_of_image_patches(...)[position]``) or
+    ``"count"`` (the entry is ``get_number_of_image_patches(...)``) or
     ``"constant"`` (the entry is ``value`` while ``setting`` is off).
     """
 
@@ -186,7 +190,7 @@ def _is_size_of(expr: cst.BaseExpression | None, loop_vars: set[str]) -> bool:
 
 
 def _patches_return(image_processor_cls: type) -> tuple[str, tuple[str, ...], Source] | None:
-    """``("product", (a, b))``, ``("pair", ())`` or ``("tuple", names)`` for ``get_number_of_image_patches``'s return."""
+    """``("product", (a, b))``, ``("pair", ())``, ``("tuple", names)`` or ``("count", (name,))`` for its return."""
     found = find_method(image_processor_cls, PATCHES_FUNCTION)
     if found is None:
         return None
@@ -205,6 +209,8 @@ def _patches_return(image_processor_cls: type) -> tuple[str, tuple[str, ...], So
     if isinstance(value, cst.Tuple) and any(isinstance(el.value, cst.Name) for el in value.elements):
         names = tuple(el.value.value if isinstance(el.value, cst.Name) else "" for el in value.elements)
         return "tuple", names, parsed.source(ret)
+    if isinstance(value, cst.Name):
+        return "count", (value.value,), parsed.source(ret)
     return None
 
 
@@ -220,6 +226,9 @@ def _method_reads(parsed: ParsedClass, func: cst.FunctionDef, patches) -> list[I
             if position >= 0:
                 reads.append(ItemRead(key, "item", patches[2], position=position))
                 continue
+        if patches is not None and patches[0] == "count" and patches[1][0] in (key, f"num_{key}"):
+            reads.append(ItemRead(key, "count", patches[2]))
+            continue
         if variable in visitor.constants:
             value, setting, node = visitor.constants[variable]
             reads.append(ItemRead(key, "constant", parsed.source(node), value=value, setting=setting))

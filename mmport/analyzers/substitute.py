@@ -90,7 +90,7 @@ class ItemReadRewriter(cst.CSTTransformer):
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
         target = original_node.targets[0].target
         read = self._key_read(original_node.value) if len(original_node.targets) == 1 else None
-        if read is not None and isinstance(target, cst.Name) and read.kind in ("item", "constant"):
+        if read is not None and isinstance(target, cst.Name) and read.kind in ("item", "count", "constant"):
             self.aliases[target.value] = read
         return updated_node
 
@@ -114,6 +114,9 @@ class ItemReadRewriter(cst.CSTTransformer):
         if read is not None and read.kind == "item":
             self.used[read.key] = read
             return cst.Subscript(_patches_call(self.kwargs), [cst.SubscriptElement(cst.Index(cst.Integer(str(read.position))))])
+        if read is not None and read.kind == "count":
+            self.used[read.key] = read
+            return _patches_call(self.kwargs)
         if read is not None and read.kind == "constant":
             self.used[read.key] = read
             return cst.Integer(read.value)

@@ -125,9 +125,11 @@ class Transplanter:
             value = namespace.get(name)
             if isinstance(value, types.ModuleType) and value.__name__ == name:
                 self.imports.add(f"import {name}")
+            elif isinstance(value, types.ModuleType) and "." not in value.__name__:
+                self.imports.add(f"import {value.__name__} as {name}")  # ``np``
             elif _from_stdlib(value, name):
                 self.imports.add(f"from {value.__module__} import {name}")
-            elif isinstance(value, types.FunctionType) and value.__module__.startswith("transformers."):
+            elif _is_transformers_function(value):
                 self.function(value)
             elif name not in self.helpers and _constant_line(namespace, name):
                 self.helpers[name] = HelperFunction(name, f"{name} = {value!r}", _constant_line(namespace, name))
@@ -153,7 +155,8 @@ class Transplanter:
         self._add(HelperFunction(name, code, parsed.source(funcdef), f"{owner_cls.__name__}.{name}", not static))
 
     def function(self, func: types.FunctionType) -> None:
-        """Transplant a module-level transformers function verbatim."""
+        """Transplant a module-level transformers function verbatim (with its cache decorator, if any)."""
+        func = inspect.unwrap(func)
         name = func.__name__
         if name in self.helpers:
             return
@@ -167,6 +170,12 @@ class Transplanter:
         # Re-insert so a helper follows the helpers it calls.
         self.helpers.pop(helper.name, None)
         self.helpers[helper.name] = helper
+
+
+def _is_transformers_function(value: object) -> bool:
+    """A plain transformers function, or one behind ``functools.lru_cache``."""
+    func = inspect.unwrap(value) if callable(value) else value
+    return isinstance(func, types.FunctionType) and func.__module__.startswith("transformers.")
 
 
 def _constant_line(namespace: dict, name: str) -> Source | None:

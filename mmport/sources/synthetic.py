@@ -115,20 +115,32 @@ def _backend_class(mapping: Mapping[str, Any], keys: list[str], load) -> type | 
     return None
 
 
-def _lookup_keys(model_type: str, config: Mapping[str, Any]) -> list[str]:
-    """The model_type, then the model_types of its sub-configs (vision tower first)."""
+def _processor_families(processor_cls: type) -> list[str]:
+    """The model folders the processor class and its transformers bases live in.
+
+    A variant that borrows another family's processor (``glm4v_moe`` uses
+    ``Glm4vProcessor``) has no image processor of its own in the auto
+    mappings; the processor's own family does.
+    """
+    folders = [k.__module__.split(".")[2] for k in processor_cls.__mro__ if k.__module__.startswith("transformers.models.")]
+    return list(dict.fromkeys(folders))
+
+
+def _lookup_keys(model_type: str, config: Mapping[str, Any], processor_cls: type | None = None) -> list[str]:
+    """The model_type, the processor's own families, then the sub-configs' model_types (vision tower first)."""
     subs = [v["model_type"] for v in config.values() if isinstance(v, Mapping) and "model_type" in v]
-    return [model_type, *sorted(subs, key=lambda t: "vision" not in t)]
+    families = _processor_families(processor_cls) if processor_cls is not None else []
+    return list(dict.fromkeys([model_type, *families, *sorted(subs, key=lambda t: "vision" not in t)]))
 
 
-def _image_processor(model_type: str, config: Mapping[str, Any]) -> Any:
+def _image_processor(model_type: str, config: Mapping[str, Any], processor_cls: type | None = None) -> Any:
     """The default image processor, torchvision-backed when that is installed."""
     from transformers.models.auto.image_processing_auto import (
         IMAGE_PROCESSOR_MAPPING_NAMES,
         get_image_processor_class_from_name,
     )
 
-    cls = _backend_class(IMAGE_PROCESSOR_MAPPING_NAMES, _lookup_keys(model_type, config), get_image_processor_class_from_name)
+    cls = _backend_class(IMAGE_PROCESSOR_MAPPING_NAMES, _lookup_keys(model_type, config, processor_cls), get_image_processor_class_from_name)
     if cls is None:
         has_torchvision = importlib.util.find_spec("torchvision") is not None
         raise BadReferenceError(
@@ -138,11 +150,11 @@ def _image_processor(model_type: str, config: Mapping[str, Any]) -> Any:
     return cls(**_vision_geometry(cls, config))
 
 
-def _other_processor(attribute: str, model_type: str, config: Mapping[str, Any]) -> Any | None:
+def _other_processor(attribute: str, model_type: str, config: Mapping[str, Any], processor_cls: type | None = None) -> Any | None:
     """A default video processor or feature extractor for ``attribute``, if transformers maps one."""
     from transformers.models.auto import feature_extraction_auto, video_processing_auto
 
-    keys = _lookup_keys(model_type, config)
+    keys = _lookup_keys(model_type, config, processor_cls)
     if attribute == "video_processor":
         mapping = video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES
         cls = _backend_class(mapping, keys, video_processing_auto.video_processor_class_from_name)
@@ -201,9 +213,9 @@ def _sub_processors(processor_cls: type, model_type: str, config: Mapping[str, A
         if "tokenizer" in attribute:
             parts[attribute] = tokenizer
         elif attribute == "image_processor":
-            parts[attribute] = _image_processor(model_type, config)
+            parts[attribute] = _image_processor(model_type, config, processor_cls)
         else:
-            parts[attribute] = _other_processor(attribute, model_type, config)
+            parts[attribute] = _other_processor(attribute, model_type, config, processor_cls)
     return parts
 
 
