@@ -60,9 +60,18 @@ def _import_module(line: str) -> str:
 
 
 def _import_sorted(lines, stdlib: bool) -> list[str]:
-    """The standard-library (or the other) import lines, ordered as isort orders them."""
-    chosen = {line for line in lines if (_import_module(line).partition(".")[0] in sys.stdlib_module_names) == stdlib}
-    return sorted(chosen, key=lambda line: (line.startswith("from "), _import_module(line), line))
+    """The standard-library (or the other) import lines, merged and ordered as isort orders them."""
+    plain, names = set(), {}
+    for line in lines:
+        if (_import_module(line).partition(".")[0] in sys.stdlib_module_names) != stdlib:
+            continue
+        if line.startswith("from "):
+            module, _, imported = line[len("from ") :].partition(" import ")
+            names.setdefault(module, set()).update(n.strip() for n in imported.split(","))
+        else:
+            plain.add(line)
+    merged = plain | {f"from {module} import {', '.join(sorted(found))}" for module, found in names.items()}
+    return sorted(merged, key=lambda line: (line.startswith("from "), _import_module(line).lower(), line))
 
 
 def render_port(spec: PortSpec) -> list[RenderedFile]:

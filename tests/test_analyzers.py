@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import textwrap
+import types
 
 import pytest
 
@@ -294,3 +295,77 @@ def test_replacement_hook_travels_whole_with_its_reads_rewritten(tmp_path) -> No
 def test_replacement_reading_the_processed_pixels_is_refused(tmp_path) -> None:
     with pytest.raises(AnalysisError, match="processed item"):
         analyze_replacement_text(_load(tmp_path, INVALID_READS_PIXELS), object)
+
+
+NAMED_PATCH_COUNT = """
+    class ImageProc:
+        def _preprocess(self, images):
+            num_patches = [len(self.tiles(image)) for image in images]
+            return BatchFeature(data={"pixel_values": images, "num_patches": num_patches})
+
+        def get_number_of_image_patches(self, height, width, images_kwargs=None):
+            num_patches = 1 + (height // self.tile) * (width // self.tile)
+            return num_patches
+
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx, **kwargs):
+            num_patches = image_inputs["num_patches"]
+            return f"<img>{self.image_token * self.seq_len * num_patches[image_idx]}</img>"
+"""
+
+
+def test_named_patch_count_becomes_the_image_processors_count(tmp_path) -> None:
+    proc = _load(tmp_path, NAMED_PATCH_COUNT)
+    image_proc = sys.modules[proc.__module__].ImageProc
+    count = analyze_replacement_text(proc, image_proc)
+    assert [(key, kind) for key, kind, _ in count.item_reads] == [("num_patches", "count")]
+    namespace: dict = {}
+    for helper in (*count.helpers, count.replacement):
+        exec(helper.code, namespace)
+    stub = types.SimpleNamespace(image_token="x", seq_len=2, image_processor=types.SimpleNamespace(tile=10))
+    # The port's replacement follows the image processor's own count for each size.
+    for height, width in ((10, 10), (35, 21)):
+        patches = image_proc.get_number_of_image_patches(stub.image_processor, height, width)
+        text = namespace["replace_image_token"](stub, height, width)
+        assert text == "<img>" + "x" * 2 * patches + "</img>"
+
+
+RESIZED_SIZES = """
+    class ImageProc:
+        def _preprocess(self, images):
+            resized = [self.resize(image) for image in images]
+            image_sizes = [image.shape[-2:] for image in resized]
+            return BatchFeature(data={"pixel_values": resized, "image_sizes": image_sizes})
+
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx, **kwargs):
+            height, width = image_inputs["image_sizes"][image_idx]
+            return (self.image_token * (width // 16) + "\\n") * (height // 16)
+
+        def _get_num_multimodal_tokens(self, image_sizes=None, **kwargs):
+            if image_sizes is not None:
+                images_kwargs = self._merge_kwargs(**kwargs)["images_kwargs"]
+                longest = images_kwargs.get("longest", None) or self.image_processor.longest
+                unused = []
+                for height, width in image_sizes:
+                    resized_height, resized_width = min(height, longest), min(width, longest)
+                    unused.append(resized_height)
+            return unused
+"""
+
+
+def test_resized_sizes_follow_the_processors_token_api(tmp_path) -> None:
+    proc = _load(tmp_path, RESIZED_SIZES)
+    count = analyze_replacement_text(proc, sys.modules[proc.__module__].ImageProc)
+    assert [(key, kind) for key, kind, _ in count.item_reads] == [("image_sizes", "resized")]
+    resized = next(h for h in count.helpers if h.name == "resized_image_size")
+    # The loop-invariant slice travels (not the list the loop fills); the merged kwargs are the hook's.
+    assert "longest = images_kwargs.get" in resized.code and "unused" not in resized.code
+    assert "resized_image_size(processor, image_height, image_width, kwargs)" in count.replacement.code
+    namespace: dict = {}
+    for helper in (*count.helpers, count.replacement):
+        exec(helper.code, namespace)
+    stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(longest=64))
+    for height, width in ((32, 48), (300, 90)):
+        fitted = min(height, 64), min(width, 64)  # the HF loop's resize, for these sizes
+        assert namespace["replace_image_token"](stub, height, width) == ("x" * (fitted[1] // 16) + "\n") * (fitted[0] // 16)

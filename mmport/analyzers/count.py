@@ -22,9 +22,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from mmport.analyzers.itemreads import PATCHES_FUNCTION, analyze_item_reads
 from mmport.analyzers.sourcefile import ParsedClass, find_method
-from mmport.analyzers.substitute import SIZE, EmptyKwargs, ItemReadRewriter, is_dead_list_guard
+from mmport.analyzers.substitute import SIZE, EmptyKwargs, ItemReadRewriter, carry_read_helpers, is_dead_list_guard, item_reads
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule
@@ -145,8 +144,8 @@ def analyze_replacement(
     if split is None:
         raise AnalysisError(f"{hook} of {processor_cls.__name__} does not return `token * count`")
     token_attr, count_expr = split
-    item_reads = analyze_item_reads(image_processor_cls) if image_processor_cls is not None else {}
-    reads = ItemReadRewriter(inputs_param, index_param, item_reads)
+    known, resized = item_reads(processor_cls, image_processor_cls)
+    reads = ItemReadRewriter(inputs_param, index_param, known)
     transplant = Transplanter()
     namespace = vars(inspect.getmodule(next(k for k in processor_cls.__mro__ if hook in vars(k))))
     statements, uses_geometry, tuples = [], False, set()
@@ -172,8 +171,7 @@ def analyze_replacement(
         leaked |= _names(cst.parse_module(code)) & (tainted - GEOMETRY_NAMES)
     if leaked:
         raise AnalysisError(f"{hook} counts from {sorted(leaked)}, not only the item's height and width")
-    if any(read.kind != "size" for read in reads.used.values()):
-        transplant.method(image_processor_cls, PATCHES_FUNCTION, "image_processor")
+    carry_read_helpers(transplant, reads.used, image_processor_cls, resized)
     _check_free_names(transplant, statements, result, namespace, hook)
     rule = CountRule(
         statements=tuple(statements),

@@ -27,9 +27,9 @@ import json
 import libcst as cst
 import libcst.matchers as m
 
-from mmport.analyzers.itemreads import PATCHES_FUNCTION, ItemRead, analyze_item_reads
+from mmport.analyzers.itemreads import ItemRead
 from mmport.analyzers.sourcefile import find_method
-from mmport.analyzers.substitute import ItemReadRewriter
+from mmport.analyzers.substitute import ItemReadRewriter, carry_read_helpers, item_reads
 from mmport.analyzers.transplant import Transplanter, free_names
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule, HelperFunction
@@ -104,17 +104,18 @@ def analyze_replacement_text(processor_cls: type, image_processor_cls: type, pro
     parsed, func = found
     inputs, index = (p.name.value for p in func.params.params[1:3])
     kwargs = func.params.star_kwarg.name.value if func.params.star_kwarg else None
-    reads = ItemReadRewriter(inputs, index, analyze_item_reads(image_processor_cls), kwargs)
+    known, resized = item_reads(processor_cls, image_processor_cls)
+    reads = ItemReadRewriter(inputs, index, known, kwargs)
     transplant = Transplanter()
     code = transplant.code(_rewritten_hook(func, reads), processor_cls, "processor")
     leaked = free_names(code) & {inputs, index}
     if leaked:
         raise AnalysisError(f"{HOOK} of {processor_cls.__name__} reads the processed item beyond what its size explains")
     _check_constants(reads.used, processor)
-    if any(read.kind not in ("size", "constant") for read in reads.used.values()):
-        transplant.method(image_processor_cls, PATCHES_FUNCTION, "image_processor")
     owner = next(k for k in processor_cls.__mro__ if HOOK in vars(k))
-    transplant.resolve(code, vars(inspect.getmodule(owner)), HOOK)
+    namespace = vars(inspect.getmodule(owner))
+    carry_read_helpers(transplant, reads.used, image_processor_cls, resized)
+    transplant.resolve(code, namespace, HOOK)
     source = parsed.source(func)
     return CountRule(
         statements=(),

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mmport.analyzers.itemreads import PATCHES_FUNCTION, ItemRead
+from mmport.analyzers.itemreads import PATCHES_FUNCTION, ItemRead, analyze_item_reads
+from mmport.analyzers.resized import RESIZED_FUNCTION, RESIZED_KEY, ResizedSize, analyze_resized_size
+from mmport.analyzers.transplant import Transplanter
 
-__all__ = ["EmptyKwargs", "ItemReadRewriter", "is_dead_list_guard"]
+__all__ = ["EmptyKwargs", "ItemReadRewriter", "carry_read_helpers", "is_dead_list_guard", "item_reads"]
 
 SIZE = cst.Tuple([cst.Element(cst.Name("image_height")), cst.Element(cst.Name("image_width"))])
 
@@ -31,6 +33,24 @@ def _patches_call(kwargs: str | None = None) -> cst.Call:
     # leaves the image processor's own settings.
     images_kwargs = cst.Name(kwargs) if kwargs else cst.Dict([])
     return cst.Call(cst.Name(PATCHES_FUNCTION), [*args, cst.Arg(images_kwargs)])
+
+
+def item_reads(processor_cls: type, image_processor_cls: type | None) -> tuple[dict[str, ItemRead], ResizedSize | None]:
+    """What the per-item outputs follow from: the image processor's own code, else the processor's resize."""
+    reads = analyze_item_reads(image_processor_cls) if image_processor_cls is not None else {}
+    resized = analyze_resized_size(processor_cls) if RESIZED_KEY not in reads else None
+    return ({RESIZED_KEY: resized.read} if resized else {}) | reads, resized
+
+
+def carry_read_helpers(
+    transplant: Transplanter, used: dict[str, ItemRead], image_processor_cls: type, resized: ResizedSize | None
+) -> None:
+    """Transplant the functions the rewritten reads call."""
+    kinds = {read.kind for read in used.values()}
+    if kinds - {"size", "constant", "resized"}:
+        transplant.method(image_processor_cls, PATCHES_FUNCTION, "image_processor")
+    if "resized" in kinds and resized is not None:
+        transplant.add(resized.function, resized.namespace)
 
 
 def _flattened(node: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -114,6 +134,12 @@ class ItemReadRewriter(cst.CSTTransformer):
         if read is not None and read.kind == "item":
             self.used[read.key] = read
             return cst.Subscript(_patches_call(self.kwargs), [cst.SubscriptElement(cst.Index(cst.Integer(str(read.position))))])
+        if read is not None and read.kind == "resized":
+            # The size after HF's resize, as its token API recomputes it (mmport.analyzers.resized).
+            self.used[read.key] = read
+            args = [cst.Arg(cst.Name(n)) for n in ("processor", "image_height", "image_width")]
+            kwargs = cst.Name(self.kwargs) if self.kwargs else cst.Dict([])
+            return cst.Call(cst.Name(RESIZED_FUNCTION), [*args, cst.Arg(kwargs)])
         if read is not None and read.kind == "count":
             self.used[read.key] = read
             return _patches_call(self.kwargs)

@@ -50,6 +50,38 @@ def free_names(code: str) -> set[str]:
     return free
 
 
+class _BuiltinAnnotations(cst.CSTTransformer):
+    """Drop annotations that name anything but builtins (``ImageInput``, a typing alias).
+
+    They document HF's API; in a port they would only drag HF's typing
+    aliases along, and a transplant must not fail on a hint.
+    """
+
+    def leave_Param(self, original_node: cst.Param, updated_node: cst.Param) -> cst.Param:
+        annotation = original_node.annotation
+        if annotation is not None and any(not hasattr(builtins, n) for n in _annotation_names(annotation)):
+            tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+            return updated_node.with_changes(annotation=None, equal=tight if updated_node.default is not None else updated_node.equal)
+        return updated_node
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        returns = original_node.returns
+        if returns is not None and any(not hasattr(builtins, n) for n in _annotation_names(returns)):
+            return updated_node.with_changes(returns=None)
+        return updated_node
+
+
+def _annotation_names(annotation: cst.Annotation) -> set[str]:
+    names: set[str] = set()
+
+    class _Visitor(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.add(node.value)
+
+    annotation.visit(_Visitor())
+    return names
+
+
 class _Rewrite(cst.CSTTransformer):
     """``self`` → ``owner``; ``self.m(...)`` → ``m(owner, ...)`` for the methods in ``methods``."""
 
@@ -130,7 +162,9 @@ class Transplanter:
             elif _from_stdlib(value, name):
                 self.imports.add(f"from {value.__module__} import {name}")
             elif _is_transformers_function(value):
-                self.function(value)
+                self._function_or_import(value, name)
+            elif _is_transformers_utility_class(value, name):
+                self.imports.add(f"from {value.__module__} import {name}")
             elif name not in self.helpers and _constant_line(namespace, name):
                 self.helpers[name] = HelperFunction(name, f"{name} = {value!r}", _constant_line(namespace, name))
             elif name not in self.helpers:
@@ -149,7 +183,7 @@ class Transplanter:
         self.helpers[name] = HelperFunction(name, "", parsed.source(funcdef), f"{owner_cls.__name__}.{name}")
         klass = next(k for k in owner_cls.__mro__ if name in vars(k))
         # A staticmethod becomes a plain function; its decorator has no meaning there.
-        code = self.code(_without_docstring(funcdef).with_changes(decorators=()), owner_cls, owner)
+        code = self.code(_without_docstring(funcdef).with_changes(decorators=()).visit(_BuiltinAnnotations()), owner_cls, owner)
         self.resolve(code, vars(inspect.getmodule(klass)), f"{owner_cls.__name__}.{name}")
         static = _methods(owner_cls).get(name, False)
         self._add(HelperFunction(name, code, parsed.source(funcdef), f"{owner_cls.__name__}.{name}", not static))
@@ -162,9 +196,32 @@ class Transplanter:
             return
         funcdef, source = _parse_function(func)
         self.helpers[name] = HelperFunction(name, "", source)
-        code = cst.Module([]).code_for_node(_without_docstring(funcdef)).strip()
+        code = cst.Module([]).code_for_node(_without_docstring(funcdef).visit(_BuiltinAnnotations())).strip()
         self.resolve(code, func.__globals__, name)
         self._add(HelperFunction(name, code, source))
+
+    def _function_or_import(self, func: types.FunctionType, name: str) -> None:
+        """Transplant ``func``; a shared transformers utility that cannot be carried is imported instead.
+
+        Model code is always transplanted (it is what the port must show);
+        ``transformers.image_utils.get_image_size`` reaches into logging and
+        channel inference, which a port may as well import as it imports ``BatchFeature``.
+        """
+        helpers, imports = dict(self.helpers), set(self.imports)
+        try:
+            self.function(func)
+        except AnalysisError:
+            module = inspect.unwrap(func).__module__
+            if module.startswith("transformers.models.") or getattr(sys.modules.get(module), name, None) is not func:
+                raise
+            self.helpers, self.imports = helpers, imports
+            self.imports.add(f"from {module} import {name}")
+
+    def add(self, helper: HelperFunction, namespace: dict) -> None:
+        """Add a function mmport composed from HF lines; its free names resolve in ``namespace``."""
+        self.helpers.setdefault(helper.name, helper)
+        self.resolve(helper.code, namespace, helper.name)
+        self._add(helper)
 
     def _add(self, helper: HelperFunction) -> None:
         # Re-insert so a helper follows the helpers it calls.
@@ -176,6 +233,20 @@ def _is_transformers_function(value: object) -> bool:
     """A plain transformers function, or one behind ``functools.lru_cache``."""
     func = inspect.unwrap(value) if callable(value) else value
     return isinstance(func, types.FunctionType) and func.__module__.startswith("transformers.")
+
+
+def _is_transformers_utility_class(value: object, name: str) -> bool:
+    """A class (an enum such as ``ChannelDimension``) of transformers' shared utilities, not of one model.
+
+    Ports import these as they import ``BatchFeature``; model code is transplanted instead.
+    """
+    module = getattr(value, "__module__", "") or ""
+    return (
+        isinstance(value, type)
+        and module.startswith("transformers.")
+        and not module.startswith("transformers.models.")
+        and getattr(sys.modules.get(module), name, None) is value
+    )
 
 
 def _constant_line(namespace: dict, name: str) -> Source | None:
