@@ -369,3 +369,39 @@ def test_resized_sizes_follow_the_processors_token_api(tmp_path) -> None:
     for height, width in ((32, 48), (300, 90)):
         fitted = min(height, 64), min(width, 64)  # the HF loop's resize, for these sizes
         assert namespace["replace_image_token"](stub, height, width) == ("x" * (fitted[1] // 16) + "\n") * (fitted[0] // 16)
+
+
+TOKEN_COUNT_OUTPUT = """
+    class ImageProc:
+        model_input_names = ["pixel_values", "num_soft_tokens_per_image"]
+
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx, **kwargs):
+            num_soft_tokens = image_inputs["num_soft_tokens_per_image"][image_idx]
+            return f"<boi>{self.image_token * num_soft_tokens}<eoi>"
+
+        def _get_num_multimodal_tokens(self, image_sizes=None, **kwargs):
+            merged = self._merge_kwargs(**kwargs)
+            images_kwargs = merged["images_kwargs"]
+            pool = images_kwargs.get("pool", None) or self.image_processor.pool
+            num_image_tokens = []
+            for image_size in image_sizes:
+                cells = (image_size[0] // pool) * (image_size[1] // pool)
+                num_image_tokens.append(max(cells, 1))
+            return num_image_tokens
+"""
+
+
+def test_output_named_as_a_token_count_is_the_token_apis_count(tmp_path) -> None:
+    proc = _load(tmp_path, TOKEN_COUNT_OUTPUT)
+    count = analyze_replacement_text(proc, sys.modules[proc.__module__].ImageProc)
+    assert [(key, kind) for key, kind, _ in count.item_reads] == [("num_soft_tokens_per_image", "tokens")]
+    namespace: dict = {}
+    for helper in (*count.helpers, count.replacement):
+        exec(helper.code, namespace)
+    stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(pool=8))
+    api = types.SimpleNamespace(_merge_kwargs=lambda **kw: {"images_kwargs": {}}, image_processor=stub.image_processor)
+    for height, width in ((8, 8), (64, 20), (3, 3)):
+        # HF's own token API on this size is the count the port must give.
+        expected = proc._get_num_multimodal_tokens(api, image_sizes=[(height, width)])[0]
+        assert namespace["replace_image_token"](stub, height, width) == "<boi>" + "x" * expected + "<eoi>"

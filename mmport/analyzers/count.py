@@ -144,7 +144,7 @@ def analyze_replacement(
     if split is None:
         raise AnalysisError(f"{hook} of {processor_cls.__name__} does not return `token * count`")
     token_attr, count_expr = split
-    known, resized = item_reads(processor_cls, image_processor_cls)
+    known, api = item_reads(processor_cls, image_processor_cls)
     reads = ItemReadRewriter(inputs_param, index_param, known)
     transplant = Transplanter()
     namespace = vars(inspect.getmodule(next(k for k in processor_cls.__mro__ if hook in vars(k))))
@@ -171,7 +171,7 @@ def analyze_replacement(
         leaked |= _names(cst.parse_module(code)) & (tainted - GEOMETRY_NAMES)
     if leaked:
         raise AnalysisError(f"{hook} counts from {sorted(leaked)}, not only the item's height and width")
-    carry_read_helpers(transplant, reads.used, image_processor_cls, resized)
+    carry_read_helpers(transplant, reads.used, image_processor_cls, api)
     _check_free_names(transplant, statements, result, namespace, hook)
     rule = CountRule(
         statements=tuple(statements),

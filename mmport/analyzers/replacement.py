@@ -104,7 +104,7 @@ def analyze_replacement_text(processor_cls: type, image_processor_cls: type, pro
     parsed, func = found
     inputs, index = (p.name.value for p in func.params.params[1:3])
     kwargs = func.params.star_kwarg.name.value if func.params.star_kwarg else None
-    known, resized = item_reads(processor_cls, image_processor_cls)
+    known, api = item_reads(processor_cls, image_processor_cls)
     reads = ItemReadRewriter(inputs, index, known, kwargs)
     transplant = Transplanter()
     code = transplant.code(_rewritten_hook(func, reads), processor_cls, "processor")
@@ -114,7 +114,7 @@ def analyze_replacement_text(processor_cls: type, image_processor_cls: type, pro
     _check_constants(reads.used, processor)
     owner = next(k for k in processor_cls.__mro__ if HOOK in vars(k))
     namespace = vars(inspect.getmodule(owner))
-    carry_read_helpers(transplant, reads.used, image_processor_cls, resized)
+    carry_read_helpers(transplant, reads.used, image_processor_cls, api)
     transplant.resolve(code, namespace, HOOK)
     source = parsed.source(func)
     return CountRule(

@@ -24,6 +24,7 @@ verify then checks the resize against the image processor on every probe.
 from __future__ import annotations
 
 import inspect
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -31,12 +32,21 @@ from mmport.analyzers.itemreads import ItemRead
 from mmport.analyzers.sourcefile import find_method
 from mmport.spec import HelperFunction
 
-__all__ = ["RESIZED_FUNCTION", "RESIZED_KEY", "ResizedSize", "analyze_resized_size"]
+__all__ = ["COUNT_FUNCTION", "RESIZED_FUNCTION", "RESIZED_KEY", "ResizedSize", "TokenApi", "analyze_resized_size", "analyze_token_api"]
 
-# The processor's API for counting from original sizes, and its argument.
+# The processor's API for counting from original sizes, its argument, and the list it fills.
 TOKENS_API = "_get_num_multimodal_tokens"
 RESIZED_KEY = "image_sizes"
+TOKENS_LIST = "num_image_tokens"
 RESIZED_FUNCTION = "resized_image_size"
+COUNT_FUNCTION = "image_token_count"
+
+
+class TokenApi(NamedTuple):
+    """What ``_get_num_multimodal_tokens`` gives a port: the resize, and the item's image token count."""
+
+    resized: "ResizedSize | None"
+    count: "ResizedSize | None"
 
 
 class ResizedSize:
@@ -83,21 +93,41 @@ def _pair(target: cst.BaseExpression) -> tuple[str, str] | None:
     return None
 
 
-def _size_loop(body: list[cst.BaseStatement]) -> tuple[int, cst.For, tuple[str, str]] | None:
-    """The ``for height, width in image_sizes:`` statement of a block, with its index."""
+def _size_loop(body: list[cst.BaseStatement]) -> tuple[int, cst.For, cst.CSTTransformer] | None:
+    """The ``for height, width in image_sizes:`` (or ``for image_size in ...``) statement, its index,
+    and the rewrite that names the loop's size ``height`` and ``width``."""
     for index, stmt in enumerate(body):
         if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Name) and stmt.iter.value == RESIZED_KEY:
             loop_vars = _pair(stmt.target)
             if loop_vars is not None:
-                return index, stmt, loop_vars
+                return index, stmt, _Rename({loop_vars[0]: "height", loop_vars[1]: "width", "self": "processor"})
+            if isinstance(stmt.target, cst.Name):
+                return index, stmt, _SizeIndex(stmt.target.value)
     return None
 
 
+class _SizeIndex(cst.CSTTransformer):
+    """``image_size[0]`` → ``height``, ``image_size[1]`` → ``width``; ``self`` → ``processor``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.Subscript) -> cst.BaseExpression:
+        index = original_node.slice[0].slice
+        if isinstance(original_node.value, cst.Name) and original_node.value.value == self.name and isinstance(index, cst.Index):
+            if isinstance(index.value, cst.Integer) and index.value.value in ("0", "1"):
+                return cst.Name("height" if index.value.value == "0" else "width")
+        return updated_node
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        return updated_node.with_changes(value="processor") if original_node.value == "self" else updated_node
+
+
 def _is_merge_kwargs(stmt: cst.CSTNode) -> bool:
-    """``images_kwargs = self._merge_kwargs(**kwargs)["images_kwargs"]``: the merged image kwargs."""
+    """``images_kwargs = self._merge_kwargs(**kwargs)["images_kwargs"]`` (or through ``merged["images_kwargs"]``)."""
     assign = _assign(stmt)
     return assign is not None and any(
-        isinstance(c.func, cst.Attribute) and c.func.attr.value == "_merge_kwargs" for c in _collect(assign.value, cst.Call)
+        isinstance(s.evaluated_value, str) and s.evaluated_value == "images_kwargs" for s in _collect(assign.value, cst.SimpleString)
     )
 
 
@@ -109,50 +139,73 @@ class _Rename(cst.CSTTransformer):
         return updated_node.with_changes(value=self.names.get(original_node.value, original_node.value))
 
 
-def analyze_resized_size(processor_cls: type) -> ResizedSize | None:
-    """The resize ``_get_num_multimodal_tokens`` computes, or ``None`` when it has none to find."""
-    found = find_method(processor_cls, TOKENS_API, models_only=True)
-    if found is None:
-        return None
-    parsed, func = found
-    blocks = [func.body.body, *(s.body.body for s in func.body.body if isinstance(s, cst.If))]
-    for block in blocks:
-        located = _size_loop(list(block))
-        if located is None:
-            continue
-        index, loop, (height, width) = located
-        resize = next(
-            (s for s in loop.body.body if (a := _assign(s)) and _pair(a.targets[0].target) and {height, width} & _names(a.value)),
-            None,
-        )
-        if resize is None:
-            return None
-        owner = next(k for k in processor_cls.__mro__ if TOKENS_API in vars(k))
-        value = _assign(resize).value.visit(_Rename({height: "height", width: "width", "self": "processor"}))
-        return ResizedSize(
-            ItemRead(RESIZED_KEY, "resized", parsed.source(resize)),
-            HelperFunction(RESIZED_FUNCTION, _function_code(parsed, list(block)[:index], value), parsed.source(resize)),
-            vars(inspect.getmodule(owner)),
-        )
+def _appended_count(loop: cst.For) -> tuple[int, cst.BaseExpression] | None:
+    """``num_image_tokens.append(expr)`` in the loop body: its index and ``expr``."""
+    for index, stmt in enumerate(loop.body.body):
+        node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+        call = node.value if isinstance(node, cst.Expr) else None
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append":
+            if isinstance(call.func.value, cst.Name) and call.func.value.value == TOKENS_LIST and call.args:
+                return index, call.args[0].value
     return None
 
 
-def _function_code(parsed, before: list[cst.BaseStatement], value: cst.BaseExpression) -> str:
-    """``def resized_image_size(processor, height, width, images_kwargs)``: the loop-invariant slice, then the resize."""
+def analyze_token_api(processor_cls: type) -> TokenApi:
+    """The resize and the per-item image token count ``_get_num_multimodal_tokens`` computes."""
+    found = find_method(processor_cls, TOKENS_API, models_only=True)
+    if found is None:
+        return TokenApi(None, None)
+    parsed, func = found
+    owner = next(k for k in processor_cls.__mro__ if TOKENS_API in vars(k))
+    namespace = vars(inspect.getmodule(owner))
+    top = list(func.body.body)
+    for position, stmt in enumerate(top):
+        block = list(stmt.body.body) if isinstance(stmt, cst.If) else [stmt]
+        located = _size_loop(block)
+        if located is None:
+            continue
+        index, loop, rename = located
+        before = top[:position] + block[:index]
+        body = list(loop.body.body)
+        resize = next((s for s in body if (a := _assign(s)) and _pair(a.targets[0].target) and {"height", "width"} & _names(a.value.visit(rename))), None)
+        resized = None
+        if resize is not None:
+            value = _assign(resize).value.visit(rename)
+            code = _function_code(before, [], value, rename, RESIZED_FUNCTION, "tuple[int, int]")
+            resized = ResizedSize(ItemRead(RESIZED_KEY, "resized", parsed.source(resize)), HelperFunction(RESIZED_FUNCTION, code, parsed.source(resize)), namespace)
+        count = None
+        appended = _appended_count(loop)
+        if appended is not None:
+            at, value = appended
+            code = _function_code(before, body[:at], value.visit(rename), rename, COUNT_FUNCTION, "int")
+            count = ResizedSize(ItemRead("", "tokens", parsed.source(body[at])), HelperFunction(COUNT_FUNCTION, code, parsed.source(body[at])), namespace)
+        return TokenApi(resized, count)
+    return TokenApi(None, None)
+
+
+def analyze_resized_size(processor_cls: type) -> ResizedSize | None:
+    """The resize ``_get_num_multimodal_tokens`` computes, or ``None`` when it has none to find."""
+    return analyze_token_api(processor_cls).resized
+
+
+def _function_code(
+    before: list[cst.BaseStatement], loop_body: list[cst.BaseStatement], value: cst.BaseExpression,
+    rename: cst.CSTTransformer, name: str, returns: str,
+) -> str:
+    """``def name(processor, height, width, images_kwargs)``: the slice of HF lines ``value`` needs, then ``value``."""
     kwargs_name = "images_kwargs"
     needed, kept = _names(value), []
-    for stmt in reversed(before):
+    for stmt in reversed([s.visit(rename) for s in (*before, *loop_body)]):
         if _is_merge_kwargs(stmt):
             kwargs_name = next(iter(_targets(stmt)))  # HF passes the merged image kwargs to the hook already
+            needed.discard(kwargs_name)
             continue
         if _targets(stmt) & needed:
             kept.insert(0, stmt)
             needed |= _names(stmt)
-    rename = _Rename({"self": "processor"})
-    statements = [stmt.visit(rename) for stmt in kept]
-    if statements:  # HF's blank line before the first kept statement has no place here
-        statements[0] = statements[0].with_changes(leading_lines=())
-    header = f"def {RESIZED_FUNCTION}(processor, height: int, width: int, {kwargs_name}: dict) -> tuple[int, int]:\n    pass\n"
+    if kept:  # HF's blank line before the first kept statement has no place here
+        kept[0] = kept[0].with_changes(leading_lines=())
+    header = f"def {name}(processor, height: int, width: int, {kwargs_name}: dict) -> {returns}:\n    pass\n"
     funcdef = cst.parse_statement(header)
-    body = [*statements, cst.SimpleStatementLine([cst.Return(value)])]
+    body = [*kept, cst.SimpleStatementLine([cst.Return(value)])]
     return cst.Module([]).code_for_node(funcdef.with_changes(body=funcdef.body.with_changes(body=body))).strip()

@@ -14,10 +14,13 @@ size and ``processor`` the HF processor)::
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import libcst as cst
 
 from mmport.analyzers.itemreads import PATCHES_FUNCTION, ItemRead, analyze_item_reads
-from mmport.analyzers.resized import RESIZED_FUNCTION, RESIZED_KEY, ResizedSize, analyze_resized_size
+from mmport.analyzers.resized import COUNT_FUNCTION, RESIZED_FUNCTION, RESIZED_KEY, TokenApi, analyze_token_api
 from mmport.analyzers.transplant import Transplanter
 
 __all__ = ["EmptyKwargs", "ItemReadRewriter", "carry_read_helpers", "is_dead_list_guard", "item_reads"]
@@ -35,22 +38,38 @@ def _patches_call(kwargs: str | None = None) -> cst.Call:
     return cst.Call(cst.Name(PATCHES_FUNCTION), [*args, cst.Arg(images_kwargs)])
 
 
-def item_reads(processor_cls: type, image_processor_cls: type | None) -> tuple[dict[str, ItemRead], ResizedSize | None]:
-    """What the per-item outputs follow from: the image processor's own code, else the processor's resize."""
+def _token_count_keys(image_processor_cls: type | None) -> list[str]:
+    """Outputs named as a per-item token count (``num_soft_tokens_per_image``, ``num_img_tokens``)."""
+    names = getattr(image_processor_cls, "model_input_names", None) or []
+    return [n for n in names if re.fullmatch(r"num_\w*(tokens?|toks?)(_per_image)?", n)]
+
+
+def item_reads(processor_cls: type, image_processor_cls: type | None) -> tuple[dict[str, ItemRead], TokenApi]:
+    """What the per-item outputs follow from: the image processor's own code, else the processor's token API.
+
+    ``image_sizes`` the image processor returns after resizing is the resize
+    ``_get_num_multimodal_tokens`` recomputes; an output named as a token count
+    is the count that method appends for the item (:mod:`mmport.analyzers.resized`).
+    """
     reads = analyze_item_reads(image_processor_cls) if image_processor_cls is not None else {}
-    resized = analyze_resized_size(processor_cls) if RESIZED_KEY not in reads else None
-    return ({RESIZED_KEY: resized.read} if resized else {}) | reads, resized
+    api = analyze_token_api(processor_cls)
+    derived: dict[str, ItemRead] = {}
+    if api.resized is not None and RESIZED_KEY not in reads:
+        derived[RESIZED_KEY] = api.resized.read
+    if api.count is not None:
+        for key in _token_count_keys(image_processor_cls):
+            derived[key] = dataclasses.replace(api.count.read, key=key)
+    return derived | reads, api
 
 
-def carry_read_helpers(
-    transplant: Transplanter, used: dict[str, ItemRead], image_processor_cls: type, resized: ResizedSize | None
-) -> None:
+def carry_read_helpers(transplant: Transplanter, used: dict[str, ItemRead], image_processor_cls: type, api: TokenApi) -> None:
     """Transplant the functions the rewritten reads call."""
     kinds = {read.kind for read in used.values()}
-    if kinds - {"size", "constant", "resized"}:
+    if kinds - {"size", "constant", "resized", "tokens"}:
         transplant.method(image_processor_cls, PATCHES_FUNCTION, "image_processor")
-    if "resized" in kinds and resized is not None:
-        transplant.add(resized.function, resized.namespace)
+    for kind, found in (("resized", api.resized), ("tokens", api.count)):
+        if kind in kinds and found is not None:
+            transplant.add(found.function, found.namespace)
 
 
 def _flattened(node: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -110,7 +129,7 @@ class ItemReadRewriter(cst.CSTTransformer):
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
         target = original_node.targets[0].target
         read = self._key_read(original_node.value) if len(original_node.targets) == 1 else None
-        if read is not None and isinstance(target, cst.Name) and read.kind in ("item", "count", "constant"):
+        if read is not None and isinstance(target, cst.Name) and read.kind in ("item", "count", "tokens", "constant"):
             self.aliases[target.value] = read
         return updated_node
 
@@ -134,12 +153,14 @@ class ItemReadRewriter(cst.CSTTransformer):
         if read is not None and read.kind == "item":
             self.used[read.key] = read
             return cst.Subscript(_patches_call(self.kwargs), [cst.SubscriptElement(cst.Index(cst.Integer(str(read.position))))])
-        if read is not None and read.kind == "resized":
-            # The size after HF's resize, as its token API recomputes it (mmport.analyzers.resized).
+        if read is not None and read.kind in ("resized", "tokens"):
+            # The size after HF's resize, or the item's token count, as HF's token API
+            # recomputes them from the original size (mmport.analyzers.resized).
             self.used[read.key] = read
             args = [cst.Arg(cst.Name(n)) for n in ("processor", "image_height", "image_width")]
             kwargs = cst.Name(self.kwargs) if self.kwargs else cst.Dict([])
-            return cst.Call(cst.Name(RESIZED_FUNCTION), [*args, cst.Arg(kwargs)])
+            function = RESIZED_FUNCTION if read.kind == "resized" else COUNT_FUNCTION
+            return cst.Call(cst.Name(function), [*args, cst.Arg(kwargs)])
         if read is not None and read.kind == "count":
             self.used[read.key] = read
             return _patches_call(self.kwargs)
