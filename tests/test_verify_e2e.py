@@ -97,7 +97,7 @@ MUTATIONS = [
     # worst-case search that never looks past small images.
     ("llava_next", "image_size = (image_height, image_width)", "image_size = (image_width, image_width)", "tokens"),
     ("qwen2_vl", "processor.image_processor, image_height, image_width, {})", "processor.image_processor, image_width, image_width, {})", "tokens"),
-    ("qwen2_vl", "WORST_CASE_SIDES = (224, 448, 896, 1200, 1600, 2048, 4096)", "WORST_CASE_SIDES = (224,)", "dummy"),
+    ("qwen2_vl", "WORST_CASE_SIDES = (32, 224, 448, 896, 1200, 1600, 2048, 4096)", "WORST_CASE_SIDES = (224,)", "dummy"),
     # Derived replacements: the begin-of-image token marked as an embedding
     # position, and tile rows taken for columns (wrong for non-square images).
     ("gemma3", "embed_token_id=self.info.get_embed_token_id()", "embed_token_id=image_token_id", "placeholders"),

@@ -134,7 +134,8 @@ def observe_fields(processor: Any, placeholder: str | None, sources: dict[str, S
     batched_key = next((k for k, v in together.items() if v.dim() > 0 and v.shape[0] == len(images)), None)
     for key, value in together.items():
         source = sources.get(key, Source("(observed from the HF processor)", 0))
-        singles = [a[key] for a in alone]
+        # An item that HF gives no rows of this key (a small image has no local tiles) leaves it out.
+        singles = [a[key] if key in a else value.new_empty((0, *value.shape[1:])) for a in alone]
         if all(torch.equal(value, s) for s in singles) and batched_key not in (None, key):
             fields.append(FieldSpec(key, "shared", source, f'len(hf_inputs["{batched_key}"])'))
         elif value.shape[0] == len(images) and all(s.shape[0] == 1 and torch.equal(value[i], s[0]) for i, s in enumerate(singles)):
@@ -153,8 +154,9 @@ def per_item_fields(processor: Any, placeholder: str | None, sources: dict[str, 
     """One ``batched`` field per output key, for ports that process items one by one."""
     from mmport.verify.probes import make_image
 
-    single = _run(processor, [make_image(*PROBE_SIZES[0], 0)], placeholder)
-    return tuple(FieldSpec(key, "batched", sources.get(key, Source("(observed from the HF processor)", 0))) for key in single)
+    # Every probe size: some keys appear only for large items (local tiles).
+    keys = dict.fromkeys(key for i, size in enumerate(PROBE_SIZES) for key in _run(processor, [make_image(*size, i)], placeholder))
+    return tuple(FieldSpec(key, "batched", sources.get(key, Source("(observed from the HF processor)", 0))) for key in keys)
 
 
 def refuses_images_alone(processor: Any) -> bool:
