@@ -37,13 +37,21 @@ SIZE_EXPRESSIONS = ("{k}.prod(-1)", "{k}", "{k}.sum(-1)")
 def call_processor(processor: Any, prompt: str, images: list) -> Any:
     """HF on one prompt and its images, as verify and the analyzers both call it.
 
-    The images are nested in one list, which every processor reads as one
-    sample; transformers' advisory logging is silenced.
+    The images are nested in one list, which processors read as one sample
+    (flat, where a processor refuses nesting); transformers' advisory
+    logging is silenced.
     """
     from mmport.sources._quiet import quiet_transformers
 
     with quiet_transformers():
-        return processor(text=[prompt], images=[images] if images else None, return_tensors="pt")
+        try:
+            return processor(text=[prompt], images=[images] if images else None, return_tensors="pt")
+        except ValueError:
+            if len(images) < 1:
+                raise
+            # Some processors (GOT-OCR2) read a nested list as pages of one document
+            # and refuse it; a flat list is then their one sample's images.
+            return processor(text=[prompt], images=list(images), return_tensors="pt")
 
 
 def token_id_of(processor: Any, token_attr: str = "image_token") -> int:
