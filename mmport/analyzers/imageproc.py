@@ -12,15 +12,26 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mmport.analyzers.sourcefile import class_assignments, parse_class, transformers_classes
+from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method, parse_class, transformers_classes
 from mmport.spec import FieldSpec, GeometryRule, Source
 
 __all__ = ["analyze_geometry", "analyze_output_fields"]
 
 
+def _init_assignments(image_processor_cls: type) -> dict[str, tuple]:
+    """``self.<name> = ...`` lines of the constructor: older image processors set defaults there."""
+    found = find_method(image_processor_cls, "__init__")
+    if found is None:
+        return {}
+    parsed, func = found
+    visitor = SelfAssignments()
+    func.visit(visitor)
+    return {name: (parsed, node) for name, node in visitor.nodes.items()}
+
+
 def analyze_geometry(image_processor_cls: type) -> GeometryRule:
     """How a fixed-size image processor sizes every item."""
-    attrs = class_assignments(image_processor_cls)
+    attrs = {**_init_assignments(image_processor_cls), **class_assignments(image_processor_cls)}
     if "crop_size" in attrs and "do_center_crop" in attrs:
         parsed, node = attrs["crop_size"]
         expr = "image_processor.crop_size if image_processor.do_center_crop else image_processor.size"
