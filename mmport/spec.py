@@ -179,6 +179,10 @@ class ModalitySpec:
     # The placeholder in the prompt is not the embedded token (Aya Vision's
     # ``<image>`` expands to ``<|IMG_PATCH|>`` tokens); updates target its own id.
     placeholder_differs: bool = False
+    # Processor attributes of the tokens HF demands around each placeholder in a
+    # prompt (HunYuan-VL: <image_start><image><image_end>), empty when none.
+    placeholder_wrappers: tuple[str, ...] = ()
+    wrappers_source: Source | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import analyze_replacement
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.replacement import analyze_replacement_text
+from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
 from mmport.errors import AnalysisError
 from mmport.spec import Source
 
@@ -405,3 +406,33 @@ def test_output_named_as_a_token_count_is_the_token_apis_count(tmp_path) -> None
         # HF's own token API on this size is the count the port must give.
         expected = proc._get_num_multimodal_tokens(api, image_sizes=[(height, width)])[0]
         assert namespace["replace_image_token"](stub, height, width) == "<boi>" + "x" * expected + "<eoi>"
+
+
+WRAPPED_PLACEHOLDER = """
+    class Proc:
+        image_token = "<image>"
+        image_start_token = "<image_start>"
+        image_end_token = "<image_end>"
+
+        @staticmethod
+        def _has_wrappers(prompt, at, start, token, end):
+            return prompt[:at].endswith(start) and prompt[at + len(token):].startswith(end)
+
+        def validate_inputs(self, images=None, text=None, **kwargs):
+            for prompt in text:
+                for at in [i for i in range(len(prompt)) if prompt.startswith(self.image_token, i)]:
+                    if not self._has_wrappers(prompt, at, self.image_start_token, self.image_token, self.image_end_token):
+                        raise ValueError("wrap it")
+"""
+
+
+def test_placeholder_demanded_between_wrappers_is_written_wrapped(tmp_path) -> None:
+    proc = _load(tmp_path, WRAPPED_PLACEHOLDER)
+    wrappers = analyze_placeholder_wrappers(proc)
+    assert (wrappers.before, wrappers.after) == ("image_start_token", "image_end_token")
+    placeholder = wrapped_placeholder(proc())
+    # The processor's own validation accepts the wrapped form and refuses the bare token.
+    proc().validate_inputs(text=[f"a {placeholder} b"])
+    with pytest.raises(ValueError):
+        proc().validate_inputs(text=[f"a {proc.image_token} b"])
+    assert wrapped_placeholder(type("Plain", (), {"image_token": "<image>"})()) == "<image>"

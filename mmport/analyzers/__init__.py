@@ -16,6 +16,7 @@ from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
 from mmport.analyzers.replacement import analyze_replacement_text
 from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method
+from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
 from mmport.spec import CountRule, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, PromptUpdateSpec, Source
@@ -109,7 +110,8 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     update = analyze_layout(processor_cls, placeholder_source, inserted)
     static_fields = analyze_output_fields(type(processor.image_processor))
     token_text = str(getattr(processor, facts.token_attr))
-    placeholder = None if update.mode == "insert" else token_text
+    wrappers = analyze_placeholder_wrappers(processor_cls, facts.token_attr)
+    placeholder = None if update.mode == "insert" else wrapped_placeholder(processor, facts.token_attr)
     embed_token_attr, embed_token_source = _embed_token(snapshot, token_id_of(processor, facts.token_attr))
     sources = {f.key: f.source for f in static_fields}
     fields_strategy, fields_reason = "derived", ""
@@ -126,7 +128,9 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         token_id=token_id_of(processor, facts.token_attr),
         token_source=placeholder_source if token_id_from_text else _attribute_source(processor_cls, token_attr),
         token_id_from_text=token_id_from_text,
-        placeholder_differs=placeholder is not None and _token_id(processor, placeholder) != token_id_of(processor, facts.token_attr),
+        placeholder_differs=placeholder is not None and _token_id(processor, token_text) != token_id_of(processor, facts.token_attr),
+        placeholder_wrappers=(wrappers.before, wrappers.after) if wrappers else (),
+        wrappers_source=wrappers.source if wrappers else None,
         count=facts.count,
         geometry=geometry,
         update=update,

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from mmport.analyzers.fields import call_processor, mm_outputs, token_id_of
+from mmport.analyzers.wrappers import wrapped_placeholder
 from mmport.sources import Snapshot
 
 __all__ = ["HFOutput", "HFReference"]
@@ -33,7 +34,8 @@ class HFReference:
         embed_id = snapshot.model_image_token_id()
         self.embed_id = self.token_id if embed_id is None else embed_id
         self._counts: dict[tuple[int, int], int] = {}
-        self.placeholder = None if self._inserts_items() else self.token
+        # What one image takes in a prompt HF accepts (wrapped, where HF demands it).
+        self.placeholder = None if self._inserts_items() else wrapped_placeholder(self.processor)
 
     def _inserts_items(self) -> bool:
         """True when HF puts image tokens in a prompt that has no placeholder.
