@@ -4,6 +4,7 @@ and verify's verdict on wrong ports made by editing a correct one."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,9 @@ MUTATIONS = [
     # position, and tile rows taken for columns (wrong for non-square images).
     ("gemma3", "embed_token_id=self.info.get_embed_token_id()", "embed_token_id=image_token_id", "placeholders"),
     ("idefics3", "image_width, kwargs)[1]", "image_width, kwargs)[2]", "tokens"),
+    # Sizes and counts recomputed by HF's token API: width and height swapped.
+    ("pixtral", "resized_image_size(processor, image_height, image_width, kwargs)", "resized_image_size(processor, image_width, image_height, kwargs)", "tokens"),
+    ("gemma4", "image_token_count(processor, image_height, image_width, kwargs)", "image_token_count(processor, image_height, image_height, kwargs)", "tokens"),
 ]
 
 
@@ -117,21 +121,40 @@ def test_wrong_port_fails_the_right_check(model_type, old, new, check, scaffolde
 
 
 def test_delegated_count_passes_and_is_reported(scaffolded, tmp_path) -> None:
-    # Pixtral counts from the image's size *after* its resize, which mmport does
-    # not recompute, so the port asks the HF processor for each item's replacement.
-    inspect = run_cli("inspect", "pixtral", "--json")
+    # DeepSeek-OCR 2 counts an image's local tiles, an output no HF function
+    # computes from the size alone, so the port asks the HF processor for each
+    # item's replacement (and small images, with no tiles, get zero rows).
+    inspect = run_cli("inspect", "deepseek_ocr2", "--json")
     count = json.loads(inspect.stdout)["modalities"][0]["count"]
     assert count["strategy"] == "delegated" and count["reason"], count
-    code, report = _verify("pixtral", scaffolded("pixtral") / "pixtral_processing.py", tmp_path)
+    code, report = _verify("deepseek_ocr2", scaffolded("deepseek_ocr2") / "deepseek_ocr2_processing.py", tmp_path)
     assert code == 0, report
+
+
+def test_items_hf_expands_to_nothing_are_reported_not_compared(scaffolded, tmp_path) -> None:
+    # LightOnOCR gives a tiny image zero tokens; vLLM cannot hold an item with no
+    # position, so verify names those probes instead of failing every port.
+    from mmport.sources import resolve
+    from mmport.verify.probes import make_image
+    from mmport.verify.reference import HFReference
+
+    code, report = _verify("lighton_ocr", scaffolded("lighton_ocr") / "lighton_ocr_processing.py", tmp_path)
+    assert code == 0, report
+    summary = report["checks"]["tokens"]["summary"]
+    assert "not compared" in summary and report["checks"]["tokens"]["runs"] > 0
+    hf = HFReference(resolve("lighton_ocr"))
+    for width, height in {tuple(map(int, m.split("×"))) for m in re.findall(r"a (\d+×\d+) image", summary)}:
+        assert hf.item_count(make_image(width, height, 0)) == 0
 
 
 # Named families, one per mechanism: chameleon (tokens HF's __call__ appends),
 # blip-2 (a block __call__ prepends; one image per prompt), instructblip (a
 # second tokenizer's ids are text, not item fields), lfm2_vl (extra kwargs of
 # _process_images; tiles processed per item), aya_vision (the placeholder is
-# not the embedded token), cohere_compass (token texts set by the constructor).
-NAMED_FAMILIES = ["chameleon", "blip-2", "instructblip", "lfm2_vl", "aya_vision", "cohere_compass"]
+# not the embedded token), cohere_compass (token texts set by the constructor),
+# internvl (get_number_of_image_patches' named count), hunyuan_vl (placeholders
+# HF accepts only between wrapper tokens).
+NAMED_FAMILIES = ["chameleon", "blip-2", "instructblip", "lfm2_vl", "aya_vision", "cohere_compass", "internvl", "hunyuan_vl"]
 
 
 @pytest.mark.parametrize("model_type", NAMED_FAMILIES)
