@@ -11,6 +11,7 @@ import pytest
 
 from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import analyze_replacement
+from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.replacement import analyze_replacement_text
 from mmport.errors import AnalysisError
@@ -405,3 +406,56 @@ def test_output_named_as_a_token_count_is_the_token_apis_count(tmp_path) -> None
         # HF's own token API on this size is the count the port must give.
         expected = proc._get_num_multimodal_tokens(api, image_sizes=[(height, width)])[0]
         assert namespace["replace_image_token"](stub, height, width) == "<boi>" + "x" * expected + "<eoi>"
+
+
+TAGS_ITEMS = '''
+    class Proc:
+        def __call__(self, images=None, text=None, **kwargs):
+            merged = self._merge_kwargs(**kwargs)
+            tag = merged["images_kwargs"].pop("tag_items", merged["tag_items"])
+            tag = tag if tag is not None else self.default_tag_items
+            processed, replacements = self._process_images(images)
+            if text is not None:
+                if replacements and tag:
+                    replacements = self._tag(text, replacements, self.image_token)
+            return replacements
+
+        def _tag(self, text, replacements, token):
+            tagged, seen = [], 0
+            for sample in text:
+                for n in range(sample.count(token)):
+                    prefix = f"{self.tag_open}{n}{self.tag_close}"
+                    tagged.append(prefix + replacements[seen])
+                    seen += 1
+            return tagged
+'''
+
+
+def test_call_numbering_each_replacement_gives_an_item_prefix(tmp_path) -> None:
+    prefix = analyze_item_prefix(_load(tmp_path, TAGS_ITEMS), "image_token")
+    assert prefix.text == 'f"{processor.tag_open}{item_idx}{processor.tag_close}"'
+    assert prefix.source.line == 17
+    # The switch keeps HF's own lines, so the port honours the same kwarg and default.
+    assert prefix.condition == "tag" and prefix.condition_source.line == 9
+    assert prefix.kwargs_name == "merged"
+    assert prefix.setup == (
+        'tag = merged["images_kwargs"].pop("tag_items", merged["tag_items"])',
+        "tag = tag if tag is not None else processor.default_tag_items",
+    )
+
+
+def test_call_without_a_numbered_prefix_has_none(tmp_path) -> None:
+    assert analyze_item_prefix(_load(tmp_path, APPENDS_SEP), "image_token") is None
+    assert analyze_item_prefix(_load(tmp_path, TAGS_ITEMS), "video_token") is None
+
+
+def test_item_prefix_switched_by_a_call_argument_is_refused(tmp_path) -> None:
+    source = TAGS_ITEMS.replace("tag = tag if tag is not None", "tag = tag if kwargs is not None")
+    with pytest.raises(AnalysisError, match="kwargs"):
+        analyze_item_prefix(_load(tmp_path, source), "image_token")
+
+
+def test_item_suffix_is_not_taken_for_a_prefix(tmp_path) -> None:
+    source = TAGS_ITEMS.replace("prefix + replacements[seen]", "replacements[seen] + prefix")
+    with pytest.raises(AnalysisError, match="prefix before"):
+        analyze_item_prefix(_load(tmp_path, source), "image_token")
