@@ -31,6 +31,16 @@ def _suffix(update) -> str:
     return " + ".join([*parts, *update.suffix_tokens]) or "none"
 
 
+def _prefix_rows(prefix) -> list[tuple[str, str, str]]:
+    """The text HF puts before each item, numbered by its index, and when it does."""
+    if prefix is None:
+        return [("item prefix", "none", "")]
+    rows = [("item prefix", prefix.text, str(prefix.source))]
+    if prefix.condition:
+        rows.append(("item prefix while", "\n".join([*prefix.setup, f"→ {prefix.condition}"]), str(prefix.condition_source)))
+    return rows
+
+
 def spec_table(spec) -> Table:
     """The facts of a PortSpec with their HF sources."""
     table = Table(title=f"{spec.architecture or spec.model_type} ({spec.processor_class})", show_lines=False)
@@ -51,6 +61,7 @@ def spec_table(spec) -> Table:
             ("prompt update", f"{update.mode} at {update.target}", str(update.source)),
             ("non-embedding tokens", ", ".join(update.trailing_tokens) or "none", str(update.source) if update.trailing_tokens else ""),
             ("prompt suffix", _suffix(update), str(update.suffix_source or "")),
+            *_prefix_rows(update.item_prefix),
             ("special tokens in prompt", "yes" if update.add_special_tokens else "no (HF places BOS itself)", str(update.special_tokens_source or "")),
             *[(f"field {f.key}", " ".join(filter(None, (f.layout, f.sizes))), str(f.source)) for f in m.fields],
             ("fields strategy", m.fields_strategy + (f" ({m.fields_reason})" if m.fields_reason else ""), ""),

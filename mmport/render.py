@@ -51,6 +51,8 @@ def _environment() -> jinja2.Environment:
     env.filters["py"] = lambda value: json.dumps(value, ensure_ascii=False)
     env.tests["stdlib"] = lambda name: name.partition(".")[0] in sys.stdlib_module_names
     env.filters["import_sorted"] = _import_sorted
+    # A dotted name (``use_image_id``, ``processor.flag``) needs no parentheses after ``not``.
+    env.tests["identifier"] = lambda value: all(part.isidentifier() for part in value.split("."))
     return env
 
 

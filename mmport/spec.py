@@ -18,6 +18,7 @@ __all__ = [
     "FieldSpec",
     "GeometryRule",
     "HelperFunction",
+    "ItemPrefix",
     "ModalitySpec",
     "PortSpec",
     "PromptUpdateSpec",
@@ -109,6 +110,26 @@ class CountRule:
 
 
 @dataclass(frozen=True)
+class ItemPrefix:
+    """Text HF puts before each item's replacement, numbered by the item's index.
+
+    ``text`` is an f-string transplanted from HF (``self`` renamed to
+    ``processor``) that reads ``item_idx``, the item's index in the prompt.
+    HF adds it only while ``condition`` holds (empty: always); ``setup`` are
+    the HF lines, ``self`` renamed, that compute what ``condition`` reads from
+    ``kwargs_name``, the processor's merged kwargs (empty when none is read).
+    """
+
+    text: str
+    source: Source
+    condition: str = ""
+    condition_source: Source | None = None
+    setup: tuple[str, ...] = ()
+    setup_source: Source | None = None
+    kwargs_name: str = ""
+
+
+@dataclass(frozen=True)
 class PromptUpdateSpec:
     """How the item's tokens enter the prompt.
 
@@ -118,7 +139,8 @@ class PromptUpdateSpec:
     the last item's tokens; they get no embedding. ``prompt_suffix`` is text the
     HF processor appends to every prompt, ``suffix_tokens`` tokenizer attributes
     (``sep_token``) whose tokens it appends; ``add_special_tokens`` is False when
-    the HF processor switches its tokenizer's BOS off.
+    the HF processor switches its tokenizer's BOS off. ``item_prefix`` is text
+    HF puts before each item's replacement that depends on the item's index.
     """
 
     mode: str
@@ -130,6 +152,7 @@ class PromptUpdateSpec:
     add_special_tokens: bool = True
     suffix_source: Source | None = None
     special_tokens_source: Source | None = None
+    item_prefix: ItemPrefix | None = None
 
 
 @dataclass(frozen=True)

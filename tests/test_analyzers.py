@@ -11,6 +11,7 @@ import pytest
 
 from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import analyze_replacement
+from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.replacement import analyze_replacement_text
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
@@ -92,7 +93,6 @@ def test_layout_fstring_means_insertion(tmp_path) -> None:
 def test_plain_processor_replaces_placeholder(tmp_path) -> None:
     update = analyze_layout(_load(tmp_path, VALID_FIXED), Source("x", 1))
     assert (update.mode, update.target) == ("replace", "placeholder")
-
 
 
 ANYRES = '''
@@ -436,3 +436,56 @@ def test_placeholder_demanded_between_wrappers_is_written_wrapped(tmp_path) -> N
     with pytest.raises(ValueError):
         proc().validate_inputs(text=[f"a {proc.image_token} b"])
     assert wrapped_placeholder(type("Plain", (), {"image_token": "<image>"})()) == "<image>"
+
+
+TAGS_ITEMS = '''
+    class Proc:
+        def __call__(self, images=None, text=None, **kwargs):
+            merged = self._merge_kwargs(**kwargs)
+            tag = merged["images_kwargs"].pop("tag_items", merged["tag_items"])
+            tag = tag if tag is not None else self.default_tag_items
+            processed, replacements = self._process_images(images)
+            if text is not None:
+                if replacements and tag:
+                    replacements = self._tag(text, replacements, self.image_token)
+            return replacements
+
+        def _tag(self, text, replacements, token):
+            tagged, seen = [], 0
+            for sample in text:
+                for n in range(sample.count(token)):
+                    prefix = f"{self.tag_open}{n}{self.tag_close}"
+                    tagged.append(prefix + replacements[seen])
+                    seen += 1
+            return tagged
+'''
+
+
+def test_call_numbering_each_replacement_gives_an_item_prefix(tmp_path) -> None:
+    prefix = analyze_item_prefix(_load(tmp_path, TAGS_ITEMS), "image_token")
+    assert prefix.text == 'f"{processor.tag_open}{item_idx}{processor.tag_close}"'
+    assert prefix.source.line == 17
+    # The switch keeps HF's own lines, so the port honours the same kwarg and default.
+    assert prefix.condition == "tag" and prefix.condition_source.line == 9
+    assert prefix.kwargs_name == "merged"
+    assert prefix.setup == (
+        'tag = merged["images_kwargs"].pop("tag_items", merged["tag_items"])',
+        "tag = tag if tag is not None else processor.default_tag_items",
+    )
+
+
+def test_call_without_a_numbered_prefix_has_none(tmp_path) -> None:
+    assert analyze_item_prefix(_load(tmp_path, APPENDS_SEP), "image_token") is None
+    assert analyze_item_prefix(_load(tmp_path, TAGS_ITEMS), "video_token") is None
+
+
+def test_item_prefix_switched_by_a_call_argument_is_refused(tmp_path) -> None:
+    source = TAGS_ITEMS.replace("tag = tag if tag is not None", "tag = tag if kwargs is not None")
+    with pytest.raises(AnalysisError, match="kwargs"):
+        analyze_item_prefix(_load(tmp_path, source), "image_token")
+
+
+def test_item_suffix_is_not_taken_for_a_prefix(tmp_path) -> None:
+    source = TAGS_ITEMS.replace("prefix + replacements[seen]", "replacements[seen] + prefix")
+    with pytest.raises(AnalysisError, match="prefix before"):
+        analyze_item_prefix(_load(tmp_path, source), "image_token")

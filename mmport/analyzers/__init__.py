@@ -6,12 +6,15 @@ facts with provenance; :func:`analyze` runs them for a snapshot.
 
 from __future__ import annotations
 
+import dataclasses
+
 from mmport import __version__
 from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
 from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
+from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
 from mmport.analyzers.replacement import analyze_replacement_text
@@ -108,6 +111,8 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     # Some processors name the token (an AddedToken, even) but not its id.
     token_id_from_text = not hasattr(processor, token_attr)
     update = analyze_layout(processor_cls, placeholder_source, inserted)
+    if update.mode == "replace":
+        update = dataclasses.replace(update, item_prefix=analyze_item_prefix(processor_cls, facts.token_attr))
     static_fields = analyze_output_fields(type(processor.image_processor))
     token_text = str(getattr(processor, facts.token_attr))
     wrappers = analyze_placeholder_wrappers(processor_cls, facts.token_attr)
