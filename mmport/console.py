@@ -13,10 +13,16 @@ err_console = Console(stderr=True, highlight=False)
 
 
 # How an item's HF output follows from its original size (mmport.analyzers.itemreads).
+# What each kind of per-item output read (mmport.analyzers.itemreads) becomes in the port.
 ITEM_READS = {
     "size": "the item's (height, width) before resizing",
     "patches": "its .prod() = get_number_of_image_patches(height, width)",
     "grid": "(1, *get_number_of_image_patches(height, width))",
+    "item": "one element of get_number_of_image_patches(height, width)",
+    "count": "get_number_of_image_patches(height, width)",
+    "constant": "a constant while an image processor setting is off",
+    "resized": "the size after HF's resize, as _get_num_multimodal_tokens computes it",
+    "tokens": "the token count _get_num_multimodal_tokens computes",
 }
 
 

@@ -64,6 +64,10 @@ def verify_port(
             session.run_probe(probe, checks)
         if session.outside_contract:
             checks["tokens"].summary = "not compared, vLLM cannot hold them: " + "; ".join(session.outside_contract)
+            if checks["placeholders"].runs == 0:
+                # Every probe with images was left out: nothing about items was compared.
+                message = "HF gives every probe image no embedding positions; nothing was compared (the snapshot's tokenizer may lack the image token)"
+                checks["tokens"].failures.append(Failure("probes", message))
         notify("dummy inputs and limits")
         session.check_dummy(checks["dummy"])
         session.check_limits(checks["limits"])
