@@ -47,6 +47,15 @@ def _prefix_rows(prefix) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _prefix(update) -> str:
+    """The token the HF processor puts before every prompt's text, for the inspect table."""
+    prefix = update.prefix
+    if prefix is None:
+        return "none"
+    when = {"": "", "starts_with": ", unless the prompt starts with it"}[prefix.unless]
+    return " or ".join(prefix.tokens) + when + (" (with special tokens)" if prefix.only_with_special_tokens else "")
+
+
 def spec_table(spec) -> Table:
     """The facts of a PortSpec with their HF sources."""
     table = Table(title=f"{spec.architecture or spec.model_type} ({spec.processor_class})", show_lines=False)
@@ -66,6 +75,7 @@ def spec_table(spec) -> Table:
             ("item geometry", m.geometry.size_expr or "not used", str(m.geometry.source or "")),
             ("prompt update", f"{update.mode} at {update.target}", str(update.source)),
             ("non-embedding tokens", ", ".join(update.trailing_tokens) or "none", str(update.source) if update.trailing_tokens else ""),
+            ("prompt prefix", _prefix(update), str(update.prefix.source) if update.prefix else ""),
             ("prompt suffix", _suffix(update), str(update.suffix_source or "")),
             *_prefix_rows(update.item_prefix),
             ("special tokens in prompt", "yes" if update.add_special_tokens else "no (HF places BOS itself)", str(update.special_tokens_source or "")),

@@ -23,6 +23,7 @@ __all__ = [
     "PortSpec",
     "PromptUpdateSpec",
     "Source",
+    "TextPrefix",
     "to_json",
 ]
 
@@ -130,6 +131,23 @@ class ItemPrefix:
 
 
 @dataclass(frozen=True)
+class TextPrefix:
+    """A special token the HF processor puts before every prompt's text.
+
+    ``tokens`` are tokenizer attributes, tried in order (``bos_token``, then
+    ``eos_token`` for a tokenizer without BOS). ``unless`` is when HF leaves
+    a prompt alone: ``""`` never, ``"starts_with"`` when the prompt already
+    starts with the token. ``only_with_special_tokens``: HF adds it only when
+    it tokenizes with special tokens (vLLM's default).
+    """
+
+    tokens: tuple[str, ...]
+    source: Source
+    unless: str = ""
+    only_with_special_tokens: bool = False
+
+
+@dataclass(frozen=True)
 class PromptUpdateSpec:
     """How the item's tokens enter the prompt.
 
@@ -140,7 +158,8 @@ class PromptUpdateSpec:
     HF processor appends to every prompt, ``suffix_tokens`` tokenizer attributes
     (``sep_token``) whose tokens it appends; ``add_special_tokens`` is False when
     the HF processor switches its tokenizer's BOS off. ``item_prefix`` is text
-    HF puts before each item's replacement that depends on the item's index.
+    HF puts before each item's replacement that depends on the item's index;
+    ``prefix`` is a token the HF processor puts before every prompt's text itself.
     """
 
     mode: str
@@ -153,6 +172,7 @@ class PromptUpdateSpec:
     suffix_source: Source | None = None
     special_tokens_source: Source | None = None
     item_prefix: ItemPrefix | None = None
+    prefix: TextPrefix | None = None
 
 
 @dataclass(frozen=True)

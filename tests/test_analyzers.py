@@ -15,6 +15,9 @@ from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.replacement import analyze_replacement_text
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
+
+
+from mmport.analyzers.textprefix import analyze_text_prefix
 from mmport.errors import AnalysisError
 from mmport.spec import Source
 
@@ -198,6 +201,52 @@ def test_call_appending_tokenizer_tokens_gives_suffix_tokens(tmp_path) -> None:
     update = analyze_layout(_load(tmp_path, APPENDS_SEP), Source("x", 1))
     assert (update.mode, update.suffix_tokens) == ("replace", ("sep_token",))
     assert update.suffix_source.line == 4
+
+
+PREPENDS_BOS_IN_LAYOUT = '''
+    class Proc:
+        def __init__(self, tokenizer):
+            self.bos_token = tokenizer.bos_token
+        def prepare_inputs_layout(self, images=None, text=None, **kwargs):
+            if text is not None and kwargs.get("add_special_tokens", True):
+                text = [f"{self.bos_token}{sample}" for sample in text]
+            return images, text
+'''
+
+PREPENDS_BOS_UNLESS_PRESENT = '''
+    class Proc:
+        def __call__(self, images=None, text=None, **kwargs):
+            bos_token = self.tokenizer.bos_token or self.tokenizer.eos_token
+            if text is not None:
+                text = [prompt if prompt.startswith(bos_token) else bos_token + prompt for prompt in text]
+            return text
+'''
+
+PREPENDS_IMAGE_TOKEN = '''
+    class Proc:
+        def __init__(self, tokenizer):
+            self.image_token = tokenizer.image_token
+        def prepare_inputs_layout(self, images=None, text=None, **kwargs):
+            return images, [f"{self.image_token}{sample}" for sample in text]
+'''
+
+
+def test_layout_prepending_bos_read_through_the_constructor(tmp_path) -> None:
+    prefix = analyze_text_prefix(_load(tmp_path, PREPENDS_BOS_IN_LAYOUT))
+    assert (prefix.tokens, prefix.unless, prefix.only_with_special_tokens) == (("bos_token",), "", True)
+    assert prefix.source.line == 7
+
+
+def test_call_prepending_bos_unless_present_falls_back_to_eos(tmp_path) -> None:
+    proc = _load(tmp_path, PREPENDS_BOS_UNLESS_PRESENT)
+    prefix = analyze_text_prefix(proc)
+    assert (prefix.tokens, prefix.unless, prefix.only_with_special_tokens) == (("bos_token", "eos_token"), "starts_with", False)
+    assert analyze_layout(proc, Source("x", 1)).prefix == prefix
+
+
+def test_prepending_a_token_that_is_not_a_special_token_is_no_text_prefix(tmp_path) -> None:
+    assert analyze_text_prefix(_load(tmp_path, PREPENDS_IMAGE_TOKEN)) is None
+    assert analyze_text_prefix(_load(tmp_path, APPENDS_SEP)) is None
 
 
 PREPENDS_BLOCK = '''

@@ -18,6 +18,7 @@ import dataclasses
 import libcst as cst
 
 from mmport.analyzers.sourcefile import ParsedClass, class_assignments, find_method
+from mmport.analyzers.textprefix import analyze_text_prefix
 from mmport.spec import PromptUpdateSpec, Source
 
 __all__ = ["analyze_layout"]
@@ -158,9 +159,13 @@ def analyze_layout(
     """Replacement of the placeholder, unless the processor inserts items itself.
 
     ``inserted`` is an insertion already read from the processor's ``__call__``
-    (see :mod:`mmport.analyzers.callblock`); the tokenizer switches still apply.
+    (see :mod:`mmport.analyzers.callblock`); the tokenizer switches and a
+    token prepended to the text (:mod:`mmport.analyzers.textprefix`) still apply.
     """
     spec = inserted or _analyze_layout(processor_cls, placeholder_source)
+    prefix = analyze_text_prefix(processor_cls)
+    if prefix is not None:
+        spec = dataclasses.replace(spec, prefix=prefix)
     appended = _appended_tokens(processor_cls)
     if appended is not None and not spec.prompt_suffix:
         spec = dataclasses.replace(spec, suffix_tokens=appended[0], suffix_source=appended[1])
