@@ -241,7 +241,15 @@ def _architecture(model_type: str) -> str | None:
     """The class a checkpoint of ``model_type`` names in ``architectures``."""
     from transformers.models.auto import modeling_auto
 
-    for mapping in ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES", "MODEL_MAPPING_NAMES"):
+    # Retrievers (ColPali) have no generation head; ColQwen2 is mapped for pre-training only.
+    mappings = (
+        "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+        "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES",
+        "MODEL_FOR_RETRIEVAL_MAPPING_NAMES",
+        "MODEL_MAPPING_NAMES",
+        "MODEL_FOR_PRETRAINING_MAPPING_NAMES",
+    )
+    for mapping in mappings:
         name = getattr(modeling_auto, mapping, {}).get(model_type)
         if name:
             return name
