@@ -179,6 +179,9 @@ class ModalitySpec:
     # The placeholder in the prompt is not the embedded token (Aya Vision's
     # ``<image>`` expands to ``<|IMG_PATCH|>`` tokens); updates target its own id.
     placeholder_differs: bool = False
+    # HF takes text or images, never both, and writes the prompt for an image
+    # itself (ColPali); a request carries that prompt and one image.
+    own_prompt_source: Source | None = None
 
 
 @dataclass(frozen=True)

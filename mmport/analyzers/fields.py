@@ -38,11 +38,16 @@ def call_processor(processor: Any, prompt: str, images: list) -> Any:
     """HF on one prompt and its images, as verify and the analyzers both call it.
 
     The images are nested in one list, which every processor reads as one
-    sample; transformers' advisory logging is silenced.
+    sample; transformers' advisory logging is silenced. A processor that
+    writes its own prompt (ColPali) gets the images alone, each its own
+    sample, or else the text alone (see :mod:`mmport.analyzers.ownprompt`).
     """
+    from mmport.analyzers.ownprompt import writes_own_prompt
     from mmport.sources._quiet import quiet_transformers
 
     with quiet_transformers():
+        if writes_own_prompt(processor):
+            return processor(**({"images": images} if images else {"text": [prompt]}), return_tensors="pt")
         return processor(text=[prompt], images=[images] if images else None, return_tensors="pt")
 
 
