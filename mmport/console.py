@@ -82,6 +82,11 @@ def spec_table(spec) -> Table:
             *[(f"field {f.key}", " ".join(filter(None, (f.layout, f.sizes))), str(f.source)) for f in m.fields],
             ("fields strategy", m.fields_strategy + (f" ({m.fields_reason})" if m.fields_reason else ""), ""),
             ("images need text", "yes (port passes placeholders to HF)" if m.needs_text else "no", ""),
+            (
+                "prompt for an image",
+                "written by HF (a request carries it and one image)" if m.own_prompt_source else "the user's",
+                str(m.own_prompt_source or ""),
+            ),
             ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
             ("worst-case size (h, w)", str(m.worst_case_size), ""),
         ]

@@ -226,6 +226,9 @@ class ModalitySpec:
     # prompt (HunYuan-VL: <image_start><image><image_end>), empty when none.
     placeholder_wrappers: tuple[str, ...] = ()
     wrappers_source: Source | None = None
+    # HF takes text or images, never both, and writes the prompt for an image
+    # itself (ColPali); a request carries that prompt and one image.
+    own_prompt_source: Source | None = None
 
 
 @dataclass(frozen=True)

@@ -121,3 +121,21 @@ def idefics3_small_tiles_snapshot(directory: Path) -> Path:
         data["image_seq_len"] = 16
 
     return _variant("idefics3", directory, processor=processor)
+
+
+def colpali_bos_snapshot(directory: Path) -> Path:
+    """ColPali with a Gemma-style tokenizer that adds BOS itself; the processor turns it off."""
+    _variant("colpali", directory)
+
+    def tokenizer(data):
+        bos = json.loads((directory / "tokenizer_config.json").read_text())["bos_token"]
+        bos_id = next(t["id"] for t in data["added_tokens"] if t["content"] == bos)
+        data["post_processor"] = {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}},
+        }
+
+    _edit(directory / "tokenizer.json", tokenizer)
+    return directory

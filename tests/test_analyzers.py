@@ -96,6 +96,26 @@ def test_layout_fstring_means_insertion(tmp_path) -> None:
 def test_plain_processor_replaces_placeholder(tmp_path) -> None:
     update = analyze_layout(_load(tmp_path, VALID_FIXED), Source("x", 1))
     assert (update.mode, update.target) == ("replace", "placeholder")
+    assert update.add_special_tokens is True
+
+
+# ColPali: its own prompt holds the placeholder and "<bos>"; the tokenizer's is off.
+REPLACING_WITHOUT_BOS = '''
+    class Proc:
+        def __init__(self, tokenizer):
+            tokenizer.add_bos_token = False
+        def prepare_inputs_layout(self, images=None, text=None):
+            return images, [f"{self.image_token}{self.tokenizer.bos_token}{self.visual_prompt_prefix}\\n"]
+        def replace_image_token(self, image_inputs, image_idx):
+            return self.image_token * self.image_seq_length
+'''
+
+
+def test_bos_switch_holds_for_a_replacing_layout(tmp_path) -> None:
+    update = analyze_layout(_load(tmp_path, REPLACING_WITHOUT_BOS), Source("x", 1))
+    assert (update.mode, update.target) == ("replace", "placeholder")
+    assert update.add_special_tokens is False
+    assert update.special_tokens_source.line == 4
 
 
 ANYRES = '''

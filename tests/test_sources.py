@@ -104,3 +104,34 @@ def test_missing_image_token_count_follows_the_vision_tower() -> None:
     snapshot = resolve("llava_onevision")
     vision = snapshot.config_dict["vision_config"]
     assert snapshot.load_processor().num_image_tokens == (vision["image_size"] // vision["patch_size"]) ** 2
+
+
+def test_config_lookup_descends_level_by_level() -> None:
+    # ColPali nests a whole PaliGemma config (vlm_config) with its own sub-configs.
+    config = {
+        "model_type": "outer",
+        "vlm_config": {"model_type": "inner", "text_config": {"model_type": "text", "num_image_tokens": 64}},
+        "vision_config": {"model_type": "vision", "image_size": 224},
+    }
+    assert lookup_config(config, "image_seq_length") == 64
+    config["vlm_config"]["text_config"]["image_size"] = 448  # a shallower layer wins
+    assert lookup_config(config, "image_size") == 224
+
+
+def test_wrapper_takes_settings_from_its_nested_model() -> None:
+    # ColPali's processor reads image_processor.image_seq_length, which only the
+    # nested PaliGemma config's text_config carries.
+    snapshot = resolve("colpali")
+    assert snapshot.load_processor().image_seq_length == lookup_config(snapshot.config_dict, "image_seq_length")
+
+
+def test_wrapper_takes_its_image_processor_from_the_nested_models_processor() -> None:
+    # ColModernVBert maps no image processor; its vlm_config's model_type maps to a
+    # processor whose family does.
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
+
+    snapshot = resolve("colmodernvbert")
+    nested = processor_class_from_name(PROCESSOR_MAPPING_NAMES[snapshot.config_dict["vlm_config"]["model_type"]])
+    family = nested.__module__.split(".")[2]
+    assert type(snapshot.load_processor().image_processor).__name__ in IMAGE_PROCESSOR_MAPPING_NAMES[family].values()

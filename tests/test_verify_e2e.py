@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 from snapshots import (
+    colpali_bos_snapshot,
     gemma3_seq64_snapshot,
     idefics3_small_tiles_snapshot,
     llava15_snapshot,
@@ -106,6 +107,9 @@ MUTATIONS = [
     # Sizes and counts recomputed by HF's token API: width and height swapped.
     ("pixtral", "resized_image_size(processor, image_height, image_width, kwargs)", "resized_image_size(processor, image_width, image_height, kwargs)", "tokens"),
     ("gemma4", "image_token_count(processor, image_height, image_width, kwargs)", "image_token_count(processor, image_height, image_height, kwargs)", "tokens"),
+    # A processor that writes its own prompt per image: HF answers no request with two.
+    ("colqwen2", 'return {"image": 1}', 'return {"image": None}', "limits"),
+    ("colqwen2", "processor.image_processor, image_height, image_width, {})", "processor.image_processor, image_width, image_width, {})", "tokens"),
 ]
 
 
@@ -170,4 +174,28 @@ def test_items_padded_together_are_processed_one_by_one(scaffolded, tmp_path) ->
     spec = json.loads(run_cli("inspect", "llava_next", "--json").stdout)["modalities"][0]
     assert spec["fields_strategy"] == "per_item"
     code, report = _verify("llava_next", scaffolded("llava_next") / "llava_next_processing.py", tmp_path)
+    assert code == 0, report
+
+
+@pytest.mark.parametrize("model_type", ["colpali", "colqwen2", "colmodernvbert"])
+def test_retrieval_processor_passes_with_zero_edits(model_type, scaffolded, tmp_path) -> None:
+    # ColPali and ColQwen2 take text or images, never both, and write the prompt
+    # around an image themselves: a request is that prompt and one image, a query
+    # the prompt HF writes around its text. ColModernVBert nests the model whose
+    # processor family holds its image processor.
+    port = next(scaffolded(model_type).glob("*_processing.py"))
+    code, report = _verify(model_type, port, tmp_path)
+    assert code == 0, report
+    assert report["checks"]["placeholders"]["runs"] > 0, report
+
+
+def test_tokenizer_bos_switched_off_by_the_processor_stays_off(tmp_path) -> None:
+    # The checkpoint's tokenizer adds BOS; ColPali's constructor turns that off and
+    # writes "<bos>" into its own prompt, so the port tokenizes without special tokens.
+    snapshot = colpali_bos_snapshot(tmp_path / "snap")
+    out = tmp_path / "port"
+    assert run_cli("scaffold", str(snapshot), "-o", str(out)).returncode == 0
+    port = next(out.glob("*_processing.py"))
+    assert "add_special_tokens=False" in port.read_text()
+    code, report = _verify(str(snapshot), port, tmp_path)
     assert code == 0, report

@@ -7,6 +7,7 @@ facts with provenance; :func:`analyze` runs them for a snapshot.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from mmport import __version__
 from mmport.analyzers.callblock import analyze_call_block
@@ -17,6 +18,7 @@ from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
+from mmport.analyzers.ownprompt import writes_own_prompt
 from mmport.analyzers.replacement import analyze_replacement_text
 from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
@@ -119,9 +121,14 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     placeholder = None if update.mode == "insert" else wrapped_placeholder(processor, facts.token_attr)
     embed_token_attr, embed_token_source = _embed_token(snapshot, token_id_of(processor, facts.token_attr))
     sources = {f.key: f.source for f in static_fields}
+    own_prompt = _own_prompt_source(processor)
     fields_strategy, fields_reason = "derived", ""
     try:
-        fields = observe_fields(processor, placeholder, sources)
+        if own_prompt:
+            # One image per request: each key's single row is that image's (see ownprompt).
+            fields = per_item_fields(processor, placeholder, sources)
+        else:
+            fields = observe_fields(processor, placeholder, sources)
     except (AnalysisError, RuntimeError) as exc:
         fields_strategy, fields_reason = "per_item", str(exc).splitlines()[0]
         fields = per_item_fields(processor, placeholder, sources)
@@ -140,14 +147,25 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         geometry=geometry,
         update=update,
         fields=fields,
-        limit=observe_limit(processor) if update.mode == "insert" else None,
+        limit=observe_limit(processor) if update.mode == "insert" or own_prompt else None,
         worst_case_size=_fixed_size(processor.image_processor, geometry.size_expr),
         fields_strategy=fields_strategy,
         fields_reason=fields_reason,
         needs_text=update.mode == "replace" and refuses_images_alone(processor),
         embed_token_attr=embed_token_attr,
         embed_token_source=embed_token_source,
+        own_prompt_source=own_prompt,
     )
+
+
+def _own_prompt_source(processor) -> Source | None:
+    """Where HF writes the prompt for images alone, if it takes no text beside them."""
+    if not writes_own_prompt(processor):
+        return None
+    found = find_method(type(processor), "prepare_inputs_layout", models_only=True)
+    if found is None:
+        raise AnalysisError(f"{type(processor).__name__} writes its own prompt, but not in prepare_inputs_layout")
+    return found[0].source(found[1])
 
 
 def _token_id(processor, text: str) -> int:
@@ -185,7 +203,8 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     processor = snapshot.load_processor()
     prefix = type(processor).__name__.removesuffix("Processor")
     architecture = _architecture(snapshot) or f"{prefix}ForConditionalGeneration"
-    prefix = architecture.removesuffix("ForConditionalGeneration") or prefix
+    # The model name without its task: LlavaForConditionalGeneration, ColPaliForRetrieval.
+    prefix = re.sub(r"For[A-Z][A-Za-z]*$", "", architecture) or prefix
     encoder, encoder_reason = _encoder(architecture)
     return PortSpec(
         model_type=snapshot.model_type,

@@ -39,11 +39,16 @@ def call_processor(processor: Any, prompt: str, images: list) -> Any:
 
     The images are nested in one list, which processors read as one sample
     (flat, where a processor refuses nesting); transformers' advisory
-    logging is silenced.
+    logging is silenced. A processor that writes its own prompt (ColPali)
+    gets the images alone, each its own sample, or else the text alone (see
+    :mod:`mmport.analyzers.ownprompt`).
     """
+    from mmport.analyzers.ownprompt import writes_own_prompt
     from mmport.sources._quiet import quiet_transformers
 
     with quiet_transformers():
+        if writes_own_prompt(processor):
+            return processor(**({"images": images} if images else {"text": [prompt]}), return_tensors="pt")
         try:
             return processor(text=[prompt], images=[images] if images else None, return_tensors="pt")
         except ValueError:

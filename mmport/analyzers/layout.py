@@ -169,7 +169,9 @@ def analyze_layout(
     appended = _appended_tokens(processor_cls)
     if appended is not None and not spec.prompt_suffix:
         spec = dataclasses.replace(spec, suffix_tokens=appended[0], suffix_source=appended[1])
-    switch = _text_defaults_switch(processor_cls)
+    # The constructor's BOS switch holds for a replacing layout too (ColPali
+    # writes "<bos>" into its own prompt and turns the tokenizer's off).
+    switch = _text_defaults_switch(processor_cls) or _bos_switch(processor_cls)
     if switch is not None and spec.add_special_tokens:
         return dataclasses.replace(spec, add_special_tokens=False, special_tokens_source=switch)
     return spec

@@ -43,11 +43,16 @@ _NOT_SETTINGS = {"image_processor", "tokenizer", "video_processor", "feature_ext
 
 
 def _config_layers(config: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
-    """The top-level config first, then each nested sub-config dict."""
-    yield config
-    for value in config.values():
-        if isinstance(value, Mapping) and "model_type" in value:
-            yield value
+    """The top-level config, then its sub-config dicts, level by level (breadth first).
+
+    Wrappers nest a whole model config (ColPali's ``vlm_config`` is a
+    PaliGemma config with its own ``vision_config``); a value on a shallower
+    layer wins.
+    """
+    level = [config]
+    while level:
+        yield from level
+        level = [v for layer in level for v in layer.values() if isinstance(v, Mapping) and "model_type" in v]
 
 
 def _patches_per_image(config: Mapping[str, Any]) -> int | None:

@@ -126,11 +126,29 @@ def _processor_families(processor_cls: type) -> list[str]:
     return list(dict.fromkeys(folders))
 
 
+def _sub_config_families(sub_type: str) -> list[str]:
+    """A sub-config's model_type, then the families of the processor transformers maps it to.
+
+    A wrapper model nests the model it extends: ``colmodernvbert`` holds a
+    ``modernvbert`` ``vlm_config``, whose processor is ``Idefics3Processor``;
+    the image processor is registered under ``idefics3`` only.
+    """
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
+
+    name = PROCESSOR_MAPPING_NAMES.get(sub_type)
+    try:
+        families = _processor_families(processor_class_from_name(name)) if name else []
+    except Exception:  # the sub-model's processor needs a backend this machine lacks
+        families = []
+    return [sub_type, *families]
+
+
 def _lookup_keys(model_type: str, config: Mapping[str, Any], processor_cls: type | None = None) -> list[str]:
-    """The model_type, the processor's own families, then the sub-configs' model_types (vision tower first)."""
+    """The model_type, the processor's own families, then each sub-config's (vision tower first)."""
     subs = [v["model_type"] for v in config.values() if isinstance(v, Mapping) and "model_type" in v]
     families = _processor_families(processor_cls) if processor_cls is not None else []
-    return list(dict.fromkeys([model_type, *families, *sorted(subs, key=lambda t: "vision" not in t)]))
+    nested = [key for sub in sorted(subs, key=lambda t: "vision" not in t) for key in _sub_config_families(sub)]
+    return list(dict.fromkeys([model_type, *families, *nested]))
 
 
 def _image_processor(model_type: str, config: Mapping[str, Any], processor_cls: type | None = None) -> Any:
@@ -223,7 +241,15 @@ def _architecture(model_type: str) -> str | None:
     """The class a checkpoint of ``model_type`` names in ``architectures``."""
     from transformers.models.auto import modeling_auto
 
-    for mapping in ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES", "MODEL_MAPPING_NAMES"):
+    # Retrievers (ColPali) have no generation head; ColQwen2 is mapped for pre-training only.
+    mappings = (
+        "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+        "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES",
+        "MODEL_FOR_RETRIEVAL_MAPPING_NAMES",
+        "MODEL_MAPPING_NAMES",
+        "MODEL_FOR_PRETRAINING_MAPPING_NAMES",
+    )
+    for mapping in mappings:
         name = getattr(modeling_auto, mapping, {}).get(model_type)
         if name:
             return name

@@ -58,9 +58,10 @@ def verify_port(
             model_check = ModelCheck(hf_model, hf.embed_id, checks["model"])
         session = Session(hf, chosen.build(port, snapshot.path), model_check)
         cases = {}
-        for probe in make_probes(probes, seed):
+        for probe in make_probes(probes, seed, max_items=session.max_probe_items()):
             notify(f"{probe.name}: {len(probe.sizes)} item(s)")
-            cases[probe.name] = f"images (w, h) {list(probe.sizes)}, prompt {probe.prompt(session.hf.placeholder)!r}"
+            written = " (HF writes the request's prompt around it)" if hf.writes_own_prompt else ""
+            cases[probe.name] = f"images (w, h) {list(probe.sizes)}, prompt {probe.prompt(session.hf.placeholder)!r}{written}"
             session.run_probe(probe, checks)
         if session.outside_contract:
             checks["tokens"].summary = "not compared, vLLM cannot hold them: " + "; ".join(session.outside_contract)

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from mmport.analyzers.fields import call_processor, mm_outputs, token_id_of
+from mmport.analyzers.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.analyzers.wrappers import wrapped_placeholder
 from mmport.sources import Snapshot
 
@@ -21,6 +22,9 @@ class HFOutput:
     input_ids: list[int]
     mm: dict[str, torch.Tensor]
     inputs: dict[str, torch.Tensor]  # everything the HF model takes (labels aside)
+    # The text a vLLM request carries for this input: the probe's prompt, or
+    # the prompt HF wrote itself when it takes no text beside images (ColPali).
+    prompt: str
 
 
 class HFReference:
@@ -33,6 +37,7 @@ class HFReference:
         # Positions the model fills with image features; the placeholder may be another token.
         embed_id = snapshot.model_image_token_id()
         self.embed_id = self.token_id if embed_id is None else embed_id
+        self.writes_own_prompt = writes_own_prompt(self.processor)
         self._counts: dict[tuple[int, int], int] = {}
         # What one image takes in a prompt HF accepts (wrapped, where HF demands it).
         self.placeholder = None if self._inserts_items() else wrapped_placeholder(self.processor)
@@ -53,10 +58,21 @@ class HFReference:
         return self.embed_id in output.input_ids
 
     def run(self, prompt: str, images: list) -> HFOutput:
-        """Process one prompt with ``images``; raises what HF raises."""
-        out = call_processor(self.processor, prompt, images)
+        """Process one prompt with ``images``; raises what HF raises.
+
+        A processor that writes its own prompt takes the images alone (the
+        probe's text has no place in HF's answer) or the text alone, and
+        answers several images with several samples, which no one vLLM
+        request holds: that is refused here like any input HF rejects.
+        """
+        if self.writes_own_prompt:
+            if len(images) > 1:
+                raise ValueError(f"{type(self.processor).__name__} makes each image its own sample, not one prompt")
+            prompt, out = run_recording_prompt(self.processor, prompt, images)
+        else:
+            out = call_processor(self.processor, prompt, images)
         inputs = {k: v for k, v in out.items() if k != "labels" and isinstance(v, torch.Tensor)}
-        return HFOutput(out["input_ids"][0].tolist(), mm_outputs(self.processor, out), inputs)
+        return HFOutput(out["input_ids"][0].tolist(), mm_outputs(self.processor, out), inputs, prompt)
 
     def single(self, image: Any) -> HFOutput:
         """HF on one item alone (the minimal prompt that carries it)."""

@@ -15,6 +15,8 @@ __all__ = ["Session"]
 DUMMY_ITEMS = 2
 UNLIMITED_PROBE = 3
 DUMMY_SEQ_LEN = 1 << 16
+# The most items one probe carries.
+MAX_PROBE_ITEMS = 3
 
 
 class Session:
@@ -26,6 +28,15 @@ class Session:
         self.model_check = model_check  # a ModelCheck with --model, else None
         self.max_count = 0
         self.outside_contract: list[str] = []  # probes HF answers in a way vLLM cannot hold
+
+    def max_probe_items(self) -> int:
+        """Items per probe: up to :data:`MAX_PROBE_ITEMS`, within the port's declared limit.
+
+        Probes beyond the limit are never compared (``check_limits`` judges the
+        limit itself), so a one-image port draws its probes among one-image prompts.
+        """
+        limit = self.runner.supported_mm_limits().get("image")
+        return MAX_PROBE_ITEMS if limit is None else max(1, min(MAX_PROBE_ITEMS, limit))
 
     def _port(self, prompt: str, images: list):
         return self.runner.process(prompt, {"image": images} if images else {})
@@ -49,7 +60,7 @@ class Session:
             self.outside_contract.append(f"{probe.name} (HF gives a {w}×{h} image no embedding positions)")
             return
         try:
-            actual = self._port(prompt, images)
+            actual = self._port(expected.prompt, images)
         except Exception as exc:
             checks["tokens"].runs += 1
             checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}"))
@@ -65,7 +76,7 @@ class Session:
         check_fields(checks["fields"], probe.name, expected.mm, [s.mm for s in singles], actual.items.get("image", []))
         if len(images) > 1:
             try:
-                alone = [self._port(self.hf.placeholder or "", [image]) for image in images]
+                alone = [self._port(single.prompt, [image]) for single, image in zip(singles, images)]
             except Exception as exc:
                 checks["cache"].runs += 1
                 checks["cache"].failures.append(Failure(probe.name, f"the port raised on one item alone: {one_line(exc)}"))
@@ -112,7 +123,7 @@ class Session:
         images = [make_image(32, 32, i) for i in range(count)]
         prompt = (self.hf.placeholder or "") * count + " limits"
         try:
-            self.hf.run(prompt, images)
+            prompt = self.hf.run(prompt, images).prompt
         except Exception as exc:
             message = f"the port allows {'any number of' if limit is None else limit} images but HF rejects {count}: {one_line(exc)}"
             result.failures.append(Failure("limits", message))
