@@ -49,9 +49,9 @@ class Session:
             return  # beyond the port's declared limit: check_limits judges that limit
         try:
             expected = self.hf.run(prompt, images)
-        except Exception:  # HF rejects this input: nothing to compare against
+            singles = [self.hf.single(image) for image in images]  # HF on each item alone
+        except Exception:  # HF rejects this input (or an item alone): nothing to compare against
             return
-        singles = [self.hf.single(image) for image in images]  # HF on each item alone
         counts = [single.input_ids.count(self.hf.embed_id) for single in singles]
         if 0 in counts:
             # HF expands this item to nothing; vLLM needs at least one position per item,
