@@ -159,12 +159,16 @@ PATCH_GRID = """
             return self.image_token * n
 """
 
-INVALID_RESIZED_SIZES = """
+# An image processor whose image_sizes are the sizes after its resize.
+RESIZED_IMAGE_PROC = """
     class ImageProc:
         def _preprocess(self, images):
             resized = [self.resize(image) for image in images]
             image_sizes = [image.shape[-2:] for image in resized]
             return BatchFeature(data={"pixel_values": resized, "image_sizes": image_sizes})
+"""
+
+INVALID_RESIZED_SIZES = RESIZED_IMAGE_PROC + """
 
     class Proc:
         def replace_image_token(self, image_inputs, image_idx):
@@ -400,12 +404,7 @@ def test_named_patch_count_becomes_the_image_processors_count(tmp_path) -> None:
         assert text == "<img>" + "x" * 2 * patches + "</img>"
 
 
-RESIZED_SIZES = """
-    class ImageProc:
-        def _preprocess(self, images):
-            resized = [self.resize(image) for image in images]
-            image_sizes = [image.shape[-2:] for image in resized]
-            return BatchFeature(data={"pixel_values": resized, "image_sizes": image_sizes})
+RESIZED_SIZES = RESIZED_IMAGE_PROC + """
 
     class Proc:
         def replace_image_token(self, image_inputs, image_idx, **kwargs):
