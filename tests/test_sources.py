@@ -135,3 +135,15 @@ def test_wrapper_takes_its_image_processor_from_the_nested_models_processor() ->
     nested = processor_class_from_name(PROCESSOR_MAPPING_NAMES[snapshot.config_dict["vlm_config"]["model_type"]])
     family = nested.__module__.split(".")[2]
     assert type(snapshot.load_processor().image_processor).__name__ in IMAGE_PROCESSOR_MAPPING_NAMES[family].values()
+
+
+def test_variant_takes_its_image_processor_from_the_processors_family() -> None:
+    # glm4v_moe maps no image processor of its own; it borrows Glm4vProcessor,
+    # whose family (the module it lives in) does.
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
+
+    assert "glm4v_moe" not in IMAGE_PROCESSOR_MAPPING_NAMES or not IMAGE_PROCESSOR_MAPPING_NAMES["glm4v_moe"]
+    family = processor_class_from_name(PROCESSOR_MAPPING_NAMES["glm4v_moe"]).__module__.split(".")[2]
+    image_processor = resolve("glm4v_moe").load_processor().image_processor
+    assert type(image_processor).__name__ in IMAGE_PROCESSOR_MAPPING_NAMES[family].values()

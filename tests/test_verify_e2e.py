@@ -157,8 +157,11 @@ def test_items_hf_expands_to_nothing_are_reported_not_compared(scaffolded, tmp_p
 # _process_images; tiles processed per item), aya_vision (the placeholder is
 # not the embedded token), cohere_compass (token texts set by the constructor),
 # internvl (get_number_of_image_patches' named count), hunyuan_vl (placeholders
-# HF accepts only between wrapper tokens).
-NAMED_FAMILIES = ["chameleon", "blip-2", "instructblip", "lfm2_vl", "aya_vision", "cohere_compass", "internvl", "hunyuan_vl"]
+# HF accepts only between wrapper tokens), got_ocr2 (refuses nested image lists),
+# video_llava (geometry its constructor sets).
+NAMED_FAMILIES = [
+    "chameleon", "blip-2", "instructblip", "lfm2_vl", "aya_vision", "cohere_compass", "internvl", "hunyuan_vl", "got_ocr2", "video_llava",
+]
 
 
 @pytest.mark.parametrize("model_type", NAMED_FAMILIES)
