@@ -147,3 +147,18 @@ def test_variant_takes_its_image_processor_from_the_processors_family() -> None:
     family = processor_class_from_name(PROCESSOR_MAPPING_NAMES["glm4v_moe"]).__module__.split(".")[2]
     image_processor = resolve("glm4v_moe").load_processor().image_processor
     assert type(image_processor).__name__ in IMAGE_PROCESSOR_MAPPING_NAMES[family].values()
+
+
+@pytest.mark.parametrize("model_type", ["internvl", "aya_vision"])
+def test_config_image_token_is_the_token_hf_expands_to(model_type) -> None:
+    # InternVL takes its image token from another tokenizer attribute; Aya Vision
+    # expands <image> into another token. A synthetic config names, as a
+    # checkpoint's does, a token the processor's output for one image holds.
+    from mmport.analyzers.fields import call_processor
+    from mmport.analyzers.wrappers import wrapped_placeholder
+    from mmport.verify.probes import make_image
+
+    snapshot = resolve(model_type)
+    processor = snapshot.load_processor()
+    ids = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])["input_ids"][0].tolist()
+    assert ids.count(snapshot.model_image_token_id()) > 1

@@ -8,6 +8,7 @@ image processor and a generated tokenizer (see :mod:`mmport.sources.tokens`).
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import inspect
 import re
@@ -292,3 +293,32 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     kwargs = _processor_kwargs(processor_cls, config, parts.get("image_processor"))
     processor = processor_cls(**parts, **kwargs)
     processor.save_pretrained(directory)
+    if _align_image_token_id(config, processor):
+        config.save_pretrained(directory)
+
+
+def _align_image_token_id(config: Any, processor: Any) -> bool:
+    """Point ``config.image_token_id`` at the token HF's expansion repeats, when it names another.
+
+    A checkpoint's config and vocabulary agree on the token the model embeds
+    at. Where the processor takes that token from another tokenizer attribute
+    (InternVL's ``context_image_token``) or expands its placeholder into a
+    different token (Aya Vision's ``<|IMG_PATCH|>``), the default config's id
+    is not in the synthetic vocabulary; the id the processor writes most for
+    one image is. Returns whether the config changed.
+    """
+    from mmport.analyzers.fields import call_processor
+    from mmport.analyzers.wrappers import wrapped_placeholder
+    from mmport.verify.probes import make_image
+
+    current = getattr(config, "image_token_id", None)
+    if not isinstance(current, int) or isinstance(current, bool):
+        return False
+    try:
+        ids = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])["input_ids"][0].tolist()
+    except Exception:  # the processor needs more than a placeholder: leave the config as it is
+        return False
+    if current in ids or not ids:
+        return False
+    config.image_token_id = collections.Counter(ids).most_common(1)[0][0]
+    return True
