@@ -158,6 +158,7 @@ def analyze_token_api(processor_cls: type) -> TokenApi:
     parsed, func = found
     owner = next(k for k in processor_cls.__mro__ if TOKENS_API in vars(k))
     namespace = vars(inspect.getmodule(owner))
+    origin = f"{owner.__name__}.{TOKENS_API}, for one image"  # shown beside the HF line
     top = list(func.body.body)
     for position, stmt in enumerate(top):
         block = list(stmt.body.body) if isinstance(stmt, cst.If) else [stmt]
@@ -172,13 +173,13 @@ def analyze_token_api(processor_cls: type) -> TokenApi:
         if resize is not None:
             value = _assign(resize).value.visit(rename)
             code = _function_code(before, [], value, rename, RESIZED_FUNCTION, "tuple[int, int]")
-            resized = ResizedSize(ItemRead(RESIZED_KEY, "resized", parsed.source(resize)), HelperFunction(RESIZED_FUNCTION, code, parsed.source(resize)), namespace)
+            resized = ResizedSize(ItemRead(RESIZED_KEY, "resized", parsed.source(resize)), HelperFunction(RESIZED_FUNCTION, code, parsed.source(resize), origin), namespace)
         count = None
         appended = _appended_count(loop)
         if appended is not None:
             at, value = appended
             code = _function_code(before, body[:at], value.visit(rename), rename, COUNT_FUNCTION, "int")
-            count = ResizedSize(ItemRead("", "tokens", parsed.source(body[at])), HelperFunction(COUNT_FUNCTION, code, parsed.source(body[at])), namespace)
+            count = ResizedSize(ItemRead("", "tokens", parsed.source(body[at])), HelperFunction(COUNT_FUNCTION, code, parsed.source(body[at]), origin), namespace)
         return TokenApi(resized, count)
     return TokenApi(None, None)
 
