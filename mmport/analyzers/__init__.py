@@ -118,7 +118,7 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     static_fields = analyze_output_fields(type(processor.image_processor))
     token_text = str(getattr(processor, facts.token_attr))
     wrappers = analyze_placeholder_wrappers(processor_cls, facts.token_attr)
-    placeholder = None if update.mode == "insert" else wrapped_placeholder(processor, facts.token_attr)
+    placeholder = None if update.mode == "insert" else wrapped_placeholder(processor, facts.token_attr, wrappers)
     embed_token_attr, embed_token_source = _embed_token(snapshot, token_id_of(processor, facts.token_attr))
     sources = {f.key: f.source for f in static_fields}
     own_prompt = _own_prompt_source(processor)

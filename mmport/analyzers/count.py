@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from mmport.analyzers.sourcefile import ParsedClass, find_method
+from mmport.analyzers.sourcefile import ParsedClass, bound_names, find_method, names_in
 from mmport.analyzers.substitute import SIZE, EmptyKwargs, ItemReadRewriter, carry_read_helpers, is_dead_list_guard, item_reads
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
@@ -39,41 +39,6 @@ class ReplacementFacts:
 
     count: CountRule
     token_attr: str
-
-
-class _Names(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.add(node.value)
-
-
-def _names(node: cst.CSTNode) -> set[str]:
-    visitor = _Names()
-    node.visit(visitor)
-    return visitor.names
-
-
-class _Bound(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self.names |= _names(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.names |= _names(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self.names |= _names(node.target)
-
-
-def _assigned(stmt: cst.CSTNode) -> set[str]:
-    """Names a statement binds, inside ``if``/``for`` bodies too (tuple targets included)."""
-    visitor = _Bound()
-    stmt.visit(visitor)
-    return visitor.names
 
 
 def _repeated_token(expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
@@ -155,20 +120,20 @@ def analyze_replacement(
     for stmt in (_rewrite(s, rewrites) for s in body[:-1]):
         if isinstance(stmt, cst.RemovalSentinel):  # an alias of an output the rewrite now reads directly
             continue
-        names = _names(stmt)
+        names = names_in(stmt)
         if is_dead_list_guard(stmt, tuples):
             continue
         if names & (tainted - GEOMETRY_NAMES):
             # Reads the processed item: allowed only to learn its height and width.
-            tainted |= _assigned(stmt)
-            uses_geometry |= bool(_assigned(stmt) & GEOMETRY_NAMES)
+            tainted |= bound_names(stmt)
+            uses_geometry |= bool(bound_names(stmt) & GEOMETRY_NAMES)
             continue
         tuples |= {_bound_tuple(stmt)} - {None}
         statements.append(transplant.code(stmt, processor_cls, "processor"))
     result = transplant.code(_rewrite(count_expr, rewrites), processor_cls, "processor")
     leaked: set[str] = set()
     for code in (*statements, result):
-        leaked |= _names(cst.parse_module(code)) & (tainted - GEOMETRY_NAMES)
+        leaked |= names_in(cst.parse_module(code)) & (tainted - GEOMETRY_NAMES)
     if leaked:
         raise AnalysisError(f"{hook} counts from {sorted(leaked)}, not only the item's height and width")
     carry_read_helpers(transplant, reads.used, image_processor_cls, api)

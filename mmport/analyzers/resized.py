@@ -27,12 +27,13 @@ import inspect
 from typing import NamedTuple
 
 import libcst as cst
+import libcst.matchers as m
 
 from mmport.analyzers.itemreads import ItemRead
-from mmport.analyzers.sourcefile import find_method
+from mmport.analyzers.sourcefile import bound_names, find_method, names_in
 from mmport.spec import HelperFunction
 
-__all__ = ["COUNT_FUNCTION", "RESIZED_FUNCTION", "RESIZED_KEY", "ResizedSize", "TokenApi", "analyze_resized_size", "analyze_token_api"]
+__all__ = ["COUNT_FUNCTION", "RESIZED_FUNCTION", "RESIZED_KEY", "ResizedSize", "TokenApi", "analyze_token_api"]
 
 # The processor's API for counting from original sizes, its argument, and the list it fills.
 TOKENS_API = "_get_num_multimodal_tokens"
@@ -59,30 +60,9 @@ class ResizedSize:
         self.namespace = namespace
 
 
-def _names(node: cst.CSTNode) -> set[str]:
-    return {n.value for n in _collect(node, cst.Name)}
-
-
-def _collect(node: cst.CSTNode, kind: type) -> list:
-    found: list = []
-
-    class _Visitor(cst.CSTVisitor):
-        def on_visit(self, visited: cst.CSTNode) -> bool:
-            if isinstance(visited, kind):
-                found.append(visited)
-            return True
-
-    node.visit(_Visitor())
-    return found
-
-
 def _assign(stmt: cst.CSTNode) -> cst.Assign | None:
     node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
     return node if isinstance(node, cst.Assign) and len(node.targets) == 1 else None
-
-
-def _targets(stmt: cst.CSTNode) -> set[str]:
-    return {name for a in _collect(stmt, cst.AssignTarget) for name in _names(a.target)}
 
 
 def _pair(target: cst.BaseExpression) -> tuple[str, str] | None:
@@ -127,7 +107,7 @@ def _is_merge_kwargs(stmt: cst.CSTNode) -> bool:
     """``images_kwargs = self._merge_kwargs(**kwargs)["images_kwargs"]`` (or through ``merged["images_kwargs"]``)."""
     assign = _assign(stmt)
     return assign is not None and any(
-        isinstance(s.evaluated_value, str) and s.evaluated_value == "images_kwargs" for s in _collect(assign.value, cst.SimpleString)
+        isinstance(s.evaluated_value, str) and s.evaluated_value == "images_kwargs" for s in m.findall(assign.value, m.SimpleString())
     )
 
 
@@ -168,7 +148,7 @@ def analyze_token_api(processor_cls: type) -> TokenApi:
         index, loop, rename = located
         before = top[:position] + block[:index]
         body = list(loop.body.body)
-        resize = next((s for s in body if (a := _assign(s)) and _pair(a.targets[0].target) and {"height", "width"} & _names(a.value.visit(rename))), None)
+        resize = next((s for s in body if (a := _assign(s)) and _pair(a.targets[0].target) and {"height", "width"} & names_in(a.value.visit(rename))), None)
         resized = None
         if resize is not None:
             value = _assign(resize).value.visit(rename)
@@ -184,26 +164,21 @@ def analyze_token_api(processor_cls: type) -> TokenApi:
     return TokenApi(None, None)
 
 
-def analyze_resized_size(processor_cls: type) -> ResizedSize | None:
-    """The resize ``_get_num_multimodal_tokens`` computes, or ``None`` when it has none to find."""
-    return analyze_token_api(processor_cls).resized
-
-
 def _function_code(
     before: list[cst.BaseStatement], loop_body: list[cst.BaseStatement], value: cst.BaseExpression,
     rename: cst.CSTTransformer, name: str, returns: str,
 ) -> str:
     """``def name(processor, height, width, images_kwargs)``: the slice of HF lines ``value`` needs, then ``value``."""
     kwargs_name = "images_kwargs"
-    needed, kept = _names(value), []
+    needed, kept = names_in(value), []
     for stmt in reversed([s.visit(rename) for s in (*before, *loop_body)]):
         if _is_merge_kwargs(stmt):
-            kwargs_name = next(iter(_targets(stmt)))  # HF passes the merged image kwargs to the hook already
+            kwargs_name = next(iter(bound_names(stmt)))  # HF passes the merged image kwargs to the hook already
             needed.discard(kwargs_name)
             continue
-        if _targets(stmt) & needed:
+        if bound_names(stmt) & needed:
             kept.insert(0, stmt)
-            needed |= _names(stmt)
+            needed |= names_in(stmt)
     if kept:  # HF's blank line before the first kept statement has no place here
         kept[0] = kept[0].with_changes(leading_lines=())
     header = f"def {name}(processor, height: int, width: int, {kwargs_name}: dict) -> {returns}:\n    pass\n"

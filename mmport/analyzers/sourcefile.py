@@ -18,7 +18,16 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from mmport.spec import Source
 
-__all__ = ["ParsedClass", "SelfAssignments", "class_assignments", "find_method", "parse_class", "transformers_classes"]
+__all__ = [
+    "ParsedClass",
+    "SelfAssignments",
+    "bound_names",
+    "class_assignments",
+    "find_method",
+    "names_in",
+    "parse_class",
+    "transformers_classes",
+]
 
 
 @dataclass(frozen=True)
@@ -118,3 +127,39 @@ class SelfAssignments(cst.CSTVisitor):
         target = node.targets[0].target
         if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
             self.nodes.setdefault(target.attr.value, node)
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every name ``node`` mentions."""
+    visitor = _Names()
+    node.visit(visitor)
+    return visitor.names
+
+
+class _Bound(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.names |= names_in(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.names |= names_in(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.names |= names_in(node.target)
+
+
+def bound_names(stmt: cst.CSTNode) -> set[str]:
+    """Names a statement binds, inside ``if``/``for`` bodies too (tuple targets included)."""
+    visitor = _Bound()
+    stmt.visit(visitor)
+    return visitor.names

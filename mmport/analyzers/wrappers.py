@@ -64,10 +64,10 @@ def analyze_placeholder_wrappers(processor_cls: type, token_attr: str = "image_t
     return PlaceholderWrappers(before, after, parsed.source(call))
 
 
-def wrapped_placeholder(processor, token_attr: str = "image_token") -> str:
-    """The text one image takes in a prompt the HF processor accepts."""
+def wrapped_placeholder(processor, token_attr: str = "image_token", wrappers: PlaceholderWrappers | None = None) -> str:
+    """The text one image takes in a prompt the HF processor accepts (``wrappers``: already analysed)."""
     token = str(getattr(processor, token_attr))
-    wrappers = analyze_placeholder_wrappers(type(processor), token_attr)
+    wrappers = wrappers or analyze_placeholder_wrappers(type(processor), token_attr)
     if wrappers is None:
         return token
     return f"{getattr(processor, wrappers.before)}{token}{getattr(processor, wrappers.after)}"

@@ -48,7 +48,11 @@ def _text(rng: random.Random) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 4)))
 
 
-def make_probes(count: int, seed: int, max_items: int = 3) -> list[Probe]:
+# The most items one probe carries.
+MAX_PROBE_ITEMS = 3
+
+
+def make_probes(count: int, seed: int, max_items: int = MAX_PROBE_ITEMS) -> list[Probe]:
     """``count`` probes; the first ones cover 0, 1 and several items deterministically."""
     rng = random.Random(seed)
     probes = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mmport.errors import one_line
 from mmport.verify.checks import check_cache, check_fields, check_placeholders, check_tokens
-from mmport.verify.probes import Probe, make_image
+from mmport.verify.probes import MAX_PROBE_ITEMS, Probe, make_image
 from mmport.verify.reference import HFReference
 from mmport.verify.report import CheckResult, Failure
 
@@ -15,8 +15,6 @@ __all__ = ["Session"]
 DUMMY_ITEMS = 2
 UNLIMITED_PROBE = 3
 DUMMY_SEQ_LEN = 1 << 16
-# The most items one probe carries.
-MAX_PROBE_ITEMS = 3
 
 
 class Session:
@@ -82,6 +80,15 @@ class Session:
                 checks["cache"].failures.append(Failure(probe.name, f"the port raised on one item alone: {one_line(exc)}"))
                 return
             check_cache(checks["cache"], probe.name, actual, alone)
+
+    def report_uncompared(self, tokens: CheckResult, placeholders: CheckResult) -> None:
+        """Name the probes left out as unholdable; fail ``tokens`` if that left no probe with images."""
+        if not self.outside_contract:
+            return
+        tokens.summary = "not compared, vLLM cannot hold them: " + "; ".join(self.outside_contract)
+        if placeholders.runs == 0:
+            message = "HF gives every probe image no embedding positions; nothing was compared (the snapshot's tokenizer may lack the image token)"
+            tokens.failures.append(Failure("probes", message))
 
     def check_dummy(self, result: CheckResult) -> None:
         """The port's dummy inputs reach the largest count HF produced."""
