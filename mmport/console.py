@@ -23,6 +23,7 @@ ITEM_READS = {
     "constant": "a constant while an image processor setting is off",
     "resized": "the size after HF's resize, as _get_num_multimodal_tokens computes it",
     "tokens": "the token count _get_num_multimodal_tokens computes",
+    "entry": "the entry _get_num_multimodal_tokens hands the hook for one image",
 }
 
 

@@ -213,6 +213,39 @@ def test_sizes_of_resized_images_are_not_taken_for_the_original(tmp_path) -> Non
     count = analyze_replacement(proc, "image", sys.modules[proc.__module__].ImageProc).count
     assert not count.size_dependent and not count.item_reads
     assert count.uses_geometry
+PATCHES_AFTER_RESIZE = RESIZED_IMAGE_PROC + """
+        def get_number_of_image_patches(self, height, width, images_kwargs=None):
+            images_kwargs = images_kwargs or {}
+            longest = images_kwargs.get("longest", self.longest)
+            if max(height, width) > longest:
+                height, width = height * longest // max(height, width), width * longest // max(height, width)
+            return (height // 16) * (width // 16)
+
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx, **kwargs):
+            height, width = image_inputs["image_sizes"][image_idx]
+            return (self.image_token * (width // 16) + "\\n") * (height // 16)
+"""
+
+
+def test_sizes_of_resized_images_follow_the_resize_the_patch_count_makes(tmp_path) -> None:
+    # The same processed sizes, where get_number_of_image_patches resizes
+    # height and width before counting: that resize is the processed size.
+    proc = _load(tmp_path, PATCHES_AFTER_RESIZE)
+    image_proc = sys.modules[proc.__module__].ImageProc
+    count = analyze_replacement_text(proc, image_proc)
+    assert [(key, kind) for key, kind, _ in count.item_reads] == [("image_sizes", "resized")]
+    assert [h.name for h in count.helpers] == ["resized_image_size"]  # the count itself is not carried
+    namespace: dict = {}
+    for helper in (*count.helpers, count.replacement):
+        exec(helper.code, namespace)
+    stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(longest=64))
+    for height, width in ((32, 48), (300, 90)):
+        # The image processor's patch count is what the port's layout must add up to.
+        patches = image_proc.get_number_of_image_patches(stub.image_processor, height, width)
+        assert namespace["replace_image_token"](stub, height, width).count("x") == patches
+
+
 APPENDS_SEP = '''
     class Proc:
         def __call__(self, images=None, text=None, **kwargs):
@@ -474,6 +507,79 @@ def test_output_named_as_a_token_count_is_the_token_apis_count(tmp_path) -> None
         # HF's own token API on this size is the count the port must give.
         expected = proc._get_num_multimodal_tokens(api, image_sizes=[(height, width)])[0]
         assert namespace["replace_image_token"](stub, height, width) == "<boi>" + "x" * expected + "<eoi>"
+
+
+HOOK_ENTRY = """
+    class ImageProc:
+        def get_grid(self, height, width, images_kwargs=None):
+            tile = (images_kwargs or {}).get("tile", self.tile)
+            return [-(-height // tile), -(-width // tile)], 1
+
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx, **kwargs):
+            rows, cols = image_inputs["image_grids"][image_idx]
+            return ((self.image_token * cols) + "\\n") * rows
+
+        def _get_num_multimodal_tokens(self, image_sizes=None, **kwargs):
+            images_kwargs = self._merge_kwargs(**kwargs)["images_kwargs"]
+            num_image_tokens = []
+            for image_size in image_sizes:
+                image_grid, num_crops = self.image_processor.get_grid(*image_size, images_kwargs)
+                text = self.replace_image_token({"image_grids": [image_grid]}, image_idx=0)
+                num_image_tokens.append(len(text))
+            return num_image_tokens
+"""
+
+
+def test_entry_the_token_api_hands_the_hook_is_recomputed_from_the_size(tmp_path) -> None:
+    proc = _load(tmp_path, HOOK_ENTRY)
+    count = analyze_replacement_text(proc, sys.modules[proc.__module__].ImageProc)
+    assert [(key, kind) for key, kind, _ in count.item_reads] == [("image_grids", "entry")]
+    entry = next(h for h in count.helpers if h.name == "image_grids_of_image")
+    # The image processor method is transplanted, not called on HF's object.
+    assert "get_grid(processor.image_processor, height, width, images_kwargs)" in entry.code
+    assert any(h.name == "get_grid" for h in count.helpers)
+    namespace: dict = {}
+    for helper in (*count.helpers, count.replacement):
+        exec(helper.code, namespace)
+    stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(tile=16))
+    for height, width in ((16, 16), (40, 17)):
+        grid, _ = sys.modules[proc.__module__].ImageProc.get_grid(stub.image_processor, height, width)
+        expected = proc.replace_image_token(stub, {"image_grids": [grid]}, 0)  # HF's hook on HF's entry
+        assert namespace["replace_image_token"](stub, height, width) == expected
+
+
+PART_OF_COUNT = """
+    class ImageProc:
+        def _preprocess(self, images):
+            num_local_patches = [len(self.tiles(image)) for image in images]
+            data = {"pixel_values": images, "num_local_patches": num_local_patches}
+            return BatchFeature(data=data)
+
+        def get_number_of_image_patches(self, height, width, images_kwargs=None):
+            num_patches = 1  # global view
+            if max(height, width) > self.tile:
+                num_patches += -(-height // self.tile) * -(-width // self.tile)
+            return num_patches
+
+    class Proc:
+        def replace_image_token(self, image_inputs, image_idx, **kwargs):
+            num_crops = image_inputs["num_local_patches"][image_idx]
+            return self.image_token * (4 + 2 * num_crops)
+"""
+
+
+def test_output_counting_part_of_the_patch_count_subtracts_its_start(tmp_path) -> None:
+    proc = _load(tmp_path, PART_OF_COUNT)
+    image_proc = sys.modules[proc.__module__].ImageProc
+    rule = analyze_replacement(proc, image_processor_cls=image_proc).count
+    assert [(key, kind) for key, kind, _ in rule.item_reads] == [("num_local_patches", "count")]
+    assert rule.item_reads[0][2].code == "num_patches = 1  # global view"
+    assert "get_number_of_image_patches(processor.image_processor, image_height, image_width, {}) - 1" in "\n".join(rule.statements)
+    # A variant that starts from 0 has no part to take away: the count is the whole output.
+    whole = _load(tmp_path, PART_OF_COUNT.replace("num_patches = 1  # global view", "num_patches = 0"))
+    with pytest.raises(AnalysisError):
+        analyze_replacement(whole, image_processor_cls=sys.modules[whole.__module__].ImageProc)
 
 
 WRAPPED_PLACEHOLDER = """

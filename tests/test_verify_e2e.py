@@ -107,6 +107,9 @@ MUTATIONS = [
     # Sizes and counts recomputed by HF's token API: width and height swapped.
     ("pixtral", "resized_image_size(processor, image_height, image_width, kwargs)", "resized_image_size(processor, image_width, image_height, kwargs)", "tokens"),
     ("gemma4", "image_token_count(processor, image_height, image_width, kwargs)", "image_token_count(processor, image_height, image_height, kwargs)", "tokens"),
+    # A count of local tiles taken for the image processor's whole patch count
+    # (which adds the global view): wrong for every image that is tiled.
+    ("deepseek_ocr2", "image_width, {}) - 1", "image_width, {}) - 0", "tokens"),
     # A processor that writes its own prompt per image: HF answers no request with two.
     ("colqwen2", 'return {"image": 1}', 'return {"image": None}', "limits"),
     ("colqwen2", "processor.image_processor, image_height, image_width, {})", "processor.image_processor, image_width, image_width, {})", "tokens"),
@@ -125,13 +128,13 @@ def test_wrong_port_fails_the_right_check(model_type, old, new, check, scaffolde
 
 
 def test_delegated_count_passes_and_is_reported(scaffolded, tmp_path) -> None:
-    # DeepSeek-OCR 2 counts an image's local tiles, an output no HF function
-    # computes from the size alone, so the port asks the HF processor for each
-    # item's replacement (and small images, with no tiles, get zero rows).
-    inspect = run_cli("inspect", "deepseek_ocr2", "--json")
+    # Ovis2 lays out each image from its tile grid, an output that neither the
+    # image processor nor the processor's token API computes from the size
+    # alone, so the port asks the HF processor for each item's replacement.
+    inspect = run_cli("inspect", "ovis2", "--json")
     count = json.loads(inspect.stdout)["modalities"][0]["count"]
     assert count["strategy"] == "delegated" and count["reason"], count
-    code, report = _verify("deepseek_ocr2", scaffolded("deepseek_ocr2") / "deepseek_ocr2_processing.py", tmp_path)
+    code, report = _verify("ovis2", scaffolded("ovis2") / "ovis2_processing.py", tmp_path)
     assert code == 0, report
 
 

@@ -23,15 +23,23 @@ processor's source:
 - **patch count**: ``get_number_of_image_patches`` returns one named count
   (``return num_patches``) and the processor outputs it under that name
   (``data={"num_patches": num_patches}``): the item's entry is the result.
+  Where the count starts from a constant (``num_patches = 1  # global view``)
+  and only grows by ``+=``, an output named as a part of it
+  (``num_local_patches``) is the result less that constant.
 - **constant unless a setting**: ``if do_pan_and_scan: ... else: num_crops =
   [0 for _ in images]``: while the setting is off, the entry is that constant.
+- **processed size**: ``image_sizes = [image.shape[-2:] for image in
+  processed_images]`` is the size after the resize, which a patch function
+  that resizes its ``height, width`` before counting recomputes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import libcst as cst
+import libcst.matchers as m
 
 from mmport.analyzers.sourcefile import ParsedClass, find_method, parse_class, transformers_classes
 from mmport.spec import Source
@@ -50,16 +58,19 @@ class ItemRead:
     (the entry's product is ``get_number_of_image_patches``), ``"grid"`` (the
     entry is ``(1, *get_number_of_image_patches(...))``), ``"item"`` (the
     entry is ``get_number_of_image_patches(...)[position]``) or
-    ``"count"`` (the entry is ``get_number_of_image_patches(...)``) or
+    ``"count"`` (the entry is ``get_number_of_image_patches(...) - offset``) or
     ``"constant"`` (the entry is ``value`` while ``setting`` is off).
+    :mod:`mmport.analyzers.resized` adds the kinds HF's token API explains
+    (``"resized"``, ``"tokens"``, ``"entry"``: the port function named ``value``).
     """
 
     key: str
     kind: str
     source: Source
     position: int = -1  # "item": the element of the function's result
-    value: str = ""  # "constant": the literal every item gets ...
+    value: str = ""  # "constant": the literal every item gets ...; "entry": the port function
     setting: str = ""  # ... while this image processor setting is off
+    offset: int = 0  # "count": subtracted from the function's count (its starting value)
 
 
 class _OutputKeys(cst.CSTVisitor):
@@ -72,6 +83,8 @@ class _OutputKeys(cst.CSTVisitor):
         self.grids: list[cst.List] = []  # [1, a, b] literals
         self.assigns: list[tuple[set[str], set[str], cst.BaseExpression]] = []  # (targets, reads, value)
         self.constants: dict[str, tuple[str, str, cst.CSTNode]] = {}  # variable → (literal, setting, node)
+        self.dicts: dict[str, dict[str, str]] = {}  # variable → its ``{"key": name}`` literal
+        self.processed_sizes: set[str] = set()  # ``[image.shape[-2:] for image in processed]``
 
     def visit_If(self, node: cst.If) -> None:
         if isinstance(node.test, cst.Name) and isinstance(node.orelse, cst.Else):
@@ -91,17 +104,21 @@ class _OutputKeys(cst.CSTVisitor):
         func = node.func
         if isinstance(func, cst.Name) and func.value == "BatchFeature":
             for arg in node.args:
-                if isinstance(arg.value, cst.Dict) and (arg.keyword is None or arg.keyword.value == "data"):
-                    for el in arg.value.elements:
-                        if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and isinstance(el.value, cst.Name):
-                            self.keys[el.key.evaluated_value] = el.value.value
+                if arg.keyword is None or arg.keyword.value == "data":
+                    # ``data={...}``, or ``data=data`` after ``data = {...}``
+                    named = arg.value.value if isinstance(arg.value, cst.Name) else ""
+                    self.keys.update(_named_entries(arg.value) or self.dicts.get(named, {}))
         if isinstance(func, cst.Attribute) and func.attr.value == "append" and isinstance(func.value, cst.Name):
             inner = node.args[0].value if node.args else None
             if _is_size_of(inner, {loop for loop in self.loops if loop}):
                 self.sizes[func.value.value] = node
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and _named_entries(node.value):
+            self.dicts[node.targets[0].target.value] = _named_entries(node.value)
         targets = {_base(t.target) for t in node.targets} - {""}
+        if _is_shapes_of_images(node.value):
+            self.processed_sizes |= targets
         self.assigns.append((targets, _direct_reads(node.value), node.value))
         # ``encoding["rows"] = rows``: an output key set outside the BatchFeature call.
         target = node.targets[0].target
@@ -115,6 +132,17 @@ class _OutputKeys(cst.CSTVisitor):
         if len(values) == 3 and isinstance(values[0], cst.Integer) and values[0].value == "1":
             if all(isinstance(v, cst.Name) for v in values[1:]):
                 self.grids.append(node)
+
+
+def _named_entries(value: cst.BaseExpression) -> dict[str, str]:
+    """``{"key": name, ...}`` → ``{"key": "name"}`` (entries of other shapes left out)."""
+    if not isinstance(value, cst.Dict):
+        return {}
+    return {
+        el.key.evaluated_value: el.value.value
+        for el in value.elements
+        if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and isinstance(el.value, cst.Name)
+    }
 
 
 class _Names(cst.CSTVisitor):
@@ -177,6 +205,16 @@ def _constant_list(stmt: cst.CSTNode) -> tuple[str, str] | None:
     return None
 
 
+def _is_shapes_of_images(value: cst.BaseExpression) -> bool:
+    """``[image.shape[-2:] for image in xs]`` (or ``list(image.shape[-2:])``): the sizes of processed images."""
+    if not (isinstance(value, cst.ListComp) and isinstance(value.for_in.target, cst.Name)):
+        return False
+    image = value.for_in.target.value
+    shape = m.Attribute(value=m.Name(image), attr=m.Name("shape"))
+    last_two = m.Subscript(value=shape, slice=[m.SubscriptElement(m.Slice(lower=m.UnaryOperation(m.Minus(), m.Integer("2")), upper=None))])
+    return bool(m.findall(value.elt, last_two))
+
+
 def _is_size_of(expr: cst.BaseExpression | None, loop_vars: set[str]) -> bool:
     """``get_image_size(<image loop variable>, ...)``."""
     return (
@@ -189,8 +227,38 @@ def _is_size_of(expr: cst.BaseExpression | None, loop_vars: set[str]) -> bool:
     )
 
 
-def _patches_return(image_processor_cls: type) -> tuple[str, tuple[str, ...], Source] | None:
-    """``("product", (a, b))``, ``("pair", ())``, ``("tuple", names)`` or ``("count", (name,))`` for its return."""
+class _Patches(NamedTuple):
+    """What ``get_number_of_image_patches`` returns: ``kind`` is ``"product"`` (``names``
+    multiplied), ``"pair"``, ``"tuple"`` (named counts) or ``"count"`` (one named count,
+    which starts from ``base``: ``num_patches = 1  # global view``, then ``+=``);
+    ``resize`` is where it resizes its ``height`` and ``width`` before counting."""
+
+    kind: str  # or "other", for a function known only by its resize
+    names: tuple[str, ...]
+    source: Source
+    base: int = 0
+    base_source: Source | None = None
+    resize: Source | None = None  # ``height, width = smart_resize(height, width, ...)`` before counting
+
+
+def _count_base(func: cst.FunctionDef, name: str) -> cst.SimpleStatementLine | None:
+    """``name = <int>`` among ``func``'s top-level statements, where every later write to ``name`` is ``+=``."""
+    base = None
+    for stmt in m.findall(func.body, m.Assign() | m.AugAssign()):
+        targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [stmt.target]
+        if not any(m.matches(t, m.Name(name)) for t in targets):
+            continue
+        if isinstance(stmt, cst.AugAssign) and isinstance(stmt.operator, cst.AddAssign) and base is not None:
+            continue
+        if base is None and isinstance(stmt, cst.Assign) and isinstance(stmt.value, cst.Integer):
+            base = stmt
+            continue
+        return None
+    return next((line for line in func.body.body if isinstance(line, cst.SimpleStatementLine) and line.body[0] is base), None)
+
+
+def _patches_return(image_processor_cls: type) -> _Patches | None:
+    """How ``get_number_of_image_patches`` of ``image_processor_cls`` returns its count, if it has one."""
     found = find_method(image_processor_cls, PATCHES_FUNCTION)
     if found is None:
         return None
@@ -198,20 +266,38 @@ def _patches_return(image_processor_cls: type) -> tuple[str, tuple[str, ...], So
     params = [p.name.value for p in func.params.params]
     if params[1:3] != ["height", "width"]:
         return None
+    patches = _return_shape(parsed, func)
+    size_pair = m.Tuple([m.Element(m.Name("height")), m.Element(m.Name("width"))])
+    resize = next(iter(m.findall(func.body, m.Assign(targets=[m.AssignTarget(size_pair)]))), None)
+    if resize is not None:
+        patches = (patches or _Patches("other", (), parsed.source(func)))._replace(resize=parsed.source(resize))
+    return patches
+
+
+def _return_shape(parsed: ParsedClass, func: cst.FunctionDef) -> _Patches | None:
     last = func.body.body[-1]
     ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) else None
     value = ret.value if isinstance(ret, cst.Return) else None
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
         if isinstance(value.left, cst.Name) and isinstance(value.right, cst.Name):
-            return "product", (value.left.value, value.right.value), parsed.source(func)
+            return _Patches("product", (value.left.value, value.right.value), parsed.source(func))
     if isinstance(value, cst.Tuple) and len(value.elements) == 2:
-        return "pair", (), parsed.source(func)
+        return _Patches("pair", (), parsed.source(func))
     if isinstance(value, cst.Tuple) and any(isinstance(el.value, cst.Name) for el in value.elements):
         names = tuple(el.value.value if isinstance(el.value, cst.Name) else "" for el in value.elements)
-        return "tuple", names, parsed.source(ret)
+        return _Patches("tuple", names, parsed.source(ret))
     if isinstance(value, cst.Name):
-        return "count", (value.value,), parsed.source(ret)
+        base = _count_base(func, value.value)
+        if base is not None:
+            return _Patches("count", (value.value,), parsed.source(ret), int(base.body[0].value.value), parsed.source(base))
+        return _Patches("count", (value.value,), parsed.source(ret))
     return None
+
+
+def _part_of_count(key: str, count: str) -> bool:
+    """``num_local_patches`` names a part of ``num_patches``: the same count, qualified."""
+    stem = count.removeprefix("num_")
+    return count.startswith("num_") and key.startswith("num_") and key.endswith(f"_{stem}") and key != count
 
 
 def _method_reads(parsed: ParsedClass, func: cst.FunctionDef, patches) -> list[ItemRead]:
@@ -219,15 +305,23 @@ def _method_reads(parsed: ParsedClass, func: cst.FunctionDef, patches) -> list[I
     func.visit(visitor)
     reads = []
     for key, variable in visitor.keys.items():
-        if patches is not None and patches[0] == "tuple":
+        if patches is not None and patches.kind == "tuple":
             # The function names its counts as the processor names its outputs (``num_rows`` → "rows").
-            names = patches[1]
-            position = next((i for i, n in enumerate(names) if n in (key, f"num_{key}")), -1)
+            position = next((i for i, n in enumerate(patches.names) if n in (key, f"num_{key}")), -1)
             if position >= 0:
-                reads.append(ItemRead(key, "item", patches[2], position=position))
+                reads.append(ItemRead(key, "item", patches.source, position=position))
                 continue
-        if patches is not None and patches[0] == "count" and patches[1][0] in (key, f"num_{key}"):
-            reads.append(ItemRead(key, "count", patches[2]))
+        if patches is not None and patches.kind == "count" and patches.names[0] in (key, f"num_{key}"):
+            reads.append(ItemRead(key, "count", patches.source))
+            continue
+        if patches is not None and patches.kind == "count" and patches.base and _part_of_count(key, patches.names[0]):
+            # ``num_patches = 1  # global view`` then ``num_patches += ...``: the output
+            # counts the added part, the function's count less its starting value.
+            reads.append(ItemRead(key, "count", patches.base_source, offset=patches.base))
+            continue
+        if patches is not None and patches.resize is not None and variable in visitor.processed_sizes:
+            # The sizes of the processed images are the size the function counts from, after its resize.
+            reads.append(ItemRead(key, "resized", patches.resize, value=PATCHES_FUNCTION))
             continue
         if variable in visitor.constants:
             value, setting, node = visitor.constants[variable]
@@ -237,9 +331,8 @@ def _method_reads(parsed: ParsedClass, func: cst.FunctionDef, patches) -> list[I
         elif visitor.grids and patches is not None and variable in _flows_from(visitor, visitor.grids[0]):
             grid = visitor.grids[0]
             names = tuple(el.value.value for el in grid.elements[1:])
-            kind, factors, _ = patches
-            if kind == "pair" or set(factors) == set(names):
-                reads.append(ItemRead(key, "grid" if kind == "pair" else "patches", parsed.source(grid)))
+            if patches.kind == "pair" or set(patches.names) == set(names):
+                reads.append(ItemRead(key, "grid" if patches.kind == "pair" else "patches", parsed.source(grid)))
     return reads
 
 

@@ -19,6 +19,16 @@ and ``width`` is that resize. The port gets it as a function of the
 original size (the loop-invariant statements it needs come with it), and a
 hook's read of ``image_inputs["image_sizes"][idx]`` becomes a call to it.
 verify then checks the resize against the image processor on every probe.
+
+Where the loop hands the hook a one-item inputs dict of its own making::
+
+    image_grid, num_crops = self.image_processor.get_image_grid_and_crops(*image_size, images_kwargs)
+    image_string = self.replace_image_token({"image_grids": [image_grid]}, image_idx=0)
+
+HF states there what the hook's ``image_inputs["image_grids"][idx]`` is for
+an image of that size: the port gets the lines computing ``image_grid`` as
+``image_grids_of_image(processor, height, width, images_kwargs)``, the image
+processor methods they call transplanted beside it.
 """
 
 from __future__ import annotations
@@ -41,23 +51,32 @@ RESIZED_KEY = "image_sizes"
 TOKENS_LIST = "num_image_tokens"
 RESIZED_FUNCTION = "resized_image_size"
 COUNT_FUNCTION = "image_token_count"
+HOOK = "replace_image_token"
+
+
+def _entry_function(key: str) -> str:
+    """The port function computing one image's entry of the output ``key``."""
+    return f"{key}_of_image"
 
 
 class TokenApi(NamedTuple):
-    """What ``_get_num_multimodal_tokens`` gives a port: the resize, and the item's image token count."""
+    """What ``_get_num_multimodal_tokens`` gives a port: the resize, the item's image token count,
+    and the entries of the one-item inputs it hands the hook (by output key)."""
 
     resized: "ResizedSize | None"
     count: "ResizedSize | None"
+    entries: "dict[str, ResizedSize]" = {}
 
 
 class ResizedSize:
-    """The resize as port code: an :class:`ItemRead` of kind ``"resized"``, the function computing it,
-    and the HF module globals its free names resolve in."""
+    """One value of the token API as port code: an :class:`ItemRead`, the function computing it,
+    the HF module globals its free names resolve in, and the image processor methods it calls."""
 
-    def __init__(self, read: ItemRead, function: HelperFunction, namespace: dict) -> None:
+    def __init__(self, read: ItemRead, function: HelperFunction, namespace: dict, calls: tuple[str, ...] = ()) -> None:
         self.read = read
         self.function = function
         self.namespace = namespace
+        self.calls = calls
 
 
 def _assign(stmt: cst.CSTNode) -> cst.Assign | None:
@@ -99,8 +118,32 @@ class _SizeIndex(cst.CSTTransformer):
                 return cst.Name("height" if index.value.value == "0" else "width")
         return updated_node
 
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg | cst.FlattenSentinel[cst.Arg]:
+        """``f(*image_size)`` → ``f(height, width)``."""
+        if original_node.star == "*" and isinstance(original_node.value, cst.Name) and original_node.value.value == self.name:
+            return cst.FlattenSentinel([cst.Arg(cst.Name("height")), updated_node.with_changes(star="", value=cst.Name("width"))])
+        return updated_node
+
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
         return updated_node.with_changes(value="processor") if original_node.value == "self" else updated_node
+
+
+class _ImageProcessorCalls(cst.CSTTransformer):
+    """``processor.image_processor.m(args)`` → ``m(processor.image_processor, args)``, collecting ``m``.
+
+    The method is then transplanted, so that the port shows the computation
+    rather than calling into the HF image processor.
+    """
+
+    def __init__(self) -> None:
+        self.called: list[str] = []
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        owner = m.Attribute(value=m.Name("processor"), attr=m.Name("image_processor"))
+        if m.matches(original_node.func, m.Attribute(value=owner)):
+            self.called.append(original_node.func.attr.value)
+            return updated_node.with_changes(func=cst.Name(original_node.func.attr.value), args=(cst.Arg(original_node.func.value), *updated_node.args))
+        return updated_node
 
 
 def _is_merge_kwargs(stmt: cst.CSTNode) -> bool:
@@ -128,6 +171,18 @@ def _appended_count(loop: cst.For) -> tuple[int, cst.BaseExpression] | None:
             if isinstance(call.func.value, cst.Name) and call.func.value.value == TOKENS_LIST and call.args:
                 return index, call.args[0].value
     return None
+
+
+def _hook_entries(loop: cst.For) -> dict[str, tuple[int, str]]:
+    """``self.replace_image_token({"key": [name]}, image_idx=0)`` in the loop body: key → (index, name)."""
+    entries = {}
+    one_item = m.Dict([m.DictElement(key=m.SimpleString(), value=m.List([m.Element(m.Name())]))])
+    for index, stmt in enumerate(loop.body.body):
+        for call in m.findall(stmt, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(HOOK)))):
+            if call.args and m.matches(call.args[0].value, one_item):
+                element = call.args[0].value.elements[0]
+                entries[element.key.evaluated_value] = (index, element.value.elements[0].value.value)
+    return entries
 
 
 def analyze_token_api(processor_cls: type) -> TokenApi:
@@ -160,15 +215,26 @@ def analyze_token_api(processor_cls: type) -> TokenApi:
             at, value = appended
             code = _function_code(before, body[:at], value.visit(rename), rename, COUNT_FUNCTION, "int")
             count = ResizedSize(ItemRead("", "tokens", parsed.source(body[at])), HelperFunction(COUNT_FUNCTION, code, parsed.source(body[at]), origin), namespace)
-        return TokenApi(resized, count)
+        entries = {}
+        for key, (at, name) in _hook_entries(loop).items():
+            calls = _ImageProcessorCalls()
+            function = _entry_function(key)
+            code = _function_code(before, body[:at], cst.Name(name), rename, function, None, calls)
+            source = parsed.source(body[at])
+            read = ItemRead(key, "entry", source, value=function)
+            entries[key] = ResizedSize(read, HelperFunction(function, code, source, origin), namespace, tuple(calls.called))
+        return TokenApi(resized, count, entries)
     return TokenApi(None, None)
 
 
 def _function_code(
     before: list[cst.BaseStatement], loop_body: list[cst.BaseStatement], value: cst.BaseExpression,
-    rename: cst.CSTTransformer, name: str, returns: str,
+    rename: cst.CSTTransformer, name: str, returns: str | None, calls: cst.CSTTransformer | None = None,
 ) -> str:
-    """``def name(processor, height, width, images_kwargs)``: the slice of HF lines ``value`` needs, then ``value``."""
+    """``def name(processor, height, width, images_kwargs)``: the slice of HF lines ``value`` needs, then ``value``.
+
+    ``calls``, where given, rewrites the kept lines further (image processor method calls).
+    """
     kwargs_name = "images_kwargs"
     needed, kept = names_in(value), []
     for stmt in reversed([s.visit(rename) for s in (*before, *loop_body)]):
@@ -181,7 +247,10 @@ def _function_code(
             needed |= names_in(stmt)
     if kept:  # HF's blank line before the first kept statement has no place here
         kept[0] = kept[0].with_changes(leading_lines=())
-    header = f"def {name}(processor, height: int, width: int, {kwargs_name}: dict) -> {returns}:\n    pass\n"
+    if calls is not None:
+        kept = [stmt.visit(calls) for stmt in kept]
+    annotation = f" -> {returns}" if returns else ""
+    header = f"def {name}(processor, height: int, width: int, {kwargs_name}: dict){annotation}:\n    pass\n"
     funcdef = cst.parse_statement(header)
     body = [*kept, cst.SimpleStatementLine([cst.Return(value)])]
     return cst.Module([]).code_for_node(funcdef.with_changes(body=funcdef.body.with_changes(body=body))).strip()

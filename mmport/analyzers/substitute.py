@@ -15,6 +15,7 @@ size and ``processor`` the HF processor)::
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 
 import libcst as cst
@@ -59,17 +60,56 @@ def item_reads(processor_cls: type, image_processor_cls: type | None) -> tuple[d
     if api.count is not None:
         for key in _token_count_keys(image_processor_cls):
             derived[key] = dataclasses.replace(api.count.read, key=key)
+    for key, entry in api.entries.items():
+        if key not in reads:
+            derived[key] = entry.read
     return derived | reads, api
 
 
 def carry_read_helpers(transplant: Transplanter, used: dict[str, ItemRead], image_processor_cls: type, api: TokenApi) -> None:
     """Transplant the functions the rewritten reads call."""
     kinds = {read.kind for read in used.values()}
-    if kinds - {"size", "constant", "resized", "tokens"}:
+    if kinds - {"size", "constant", "resized", "tokens", "entry"}:
         transplant.method(image_processor_cls, PATCHES_FUNCTION, "image_processor")
-    for kind, found in (("resized", api.resized), ("tokens", api.count)):
+    if any(read.kind == "resized" and read.value == PATCHES_FUNCTION for read in used.values()):
+        _carry_patches_resize(transplant, image_processor_cls)
+        kinds.discard("resized")
+    found_by_kind = [("resized", api.resized), ("tokens", api.count)]
+    found_by_kind += [("entry", api.entries[r.key]) for r in used.values() if r.kind == "entry"]
+    for kind, found in found_by_kind:
         if kind in kinds and found is not None:
+            for method in found.calls:
+                transplant.method(image_processor_cls, method, "image_processor")
             transplant.add(found.function, found.namespace)
+
+
+class _ReturnSize(cst.CSTTransformer):
+    """The function renamed, its last ``return`` replaced by ``return height, width``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        body = list(updated_node.body.body)
+        body[-1] = cst.SimpleStatementLine([cst.Return(cst.Tuple([cst.Element(cst.Name("height")), cst.Element(cst.Name("width"))], lpar=[], rpar=[]))])
+        returns = cst.Annotation(cst.parse_expression("tuple[int, int]"))
+        return updated_node.with_changes(name=cst.Name(self.name), returns=returns, body=updated_node.body.with_changes(body=body))
+
+
+def _carry_patches_resize(transplant: Transplanter, image_processor_cls: type) -> None:
+    """``resized_image_size(image_processor, height, width, images_kwargs)``: the patch function up to its resize.
+
+    ``get_number_of_image_patches`` resizes ``height`` and ``width`` before it
+    counts; the sizes the image processor returns are that resize, so the port
+    keeps the function's lines and returns the size instead of the count.
+    """
+    had_patches = PATCHES_FUNCTION in transplant.helpers
+    transplant.method(image_processor_cls, PATCHES_FUNCTION, "image_processor")
+    patches = transplant.helpers[PATCHES_FUNCTION] if had_patches else transplant.helpers.pop(PATCHES_FUNCTION)
+    code = cst.parse_module(patches.code).visit(_ReturnSize(RESIZED_FUNCTION)).code.strip()
+    owner = next(k for k in image_processor_cls.__mro__ if PATCHES_FUNCTION in vars(k))
+    helper = dataclasses.replace(patches, name=RESIZED_FUNCTION, code=code, owner=f"{patches.owner}, up to its resize")
+    transplant.add(helper, vars(inspect.getmodule(owner)))
 
 
 def _flattened(node: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -131,6 +171,9 @@ class ItemReadRewriter(cst.CSTTransformer):
         read = self._key_read(original_node.value) if len(original_node.targets) == 1 else None
         if read is not None and isinstance(target, cst.Name) and read.kind in ("item", "count", "tokens", "constant"):
             self.aliases[target.value] = read
+        if isinstance(original_node.value, cst.Subscript) and isinstance(updated_node.value, cst.BinaryOperation):
+            # A whole right-hand side needs no parentheses of its own.
+            return updated_node.with_changes(value=updated_node.value.with_changes(lpar=(), rpar=()))
         return updated_node
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
@@ -153,16 +196,21 @@ class ItemReadRewriter(cst.CSTTransformer):
         if read is not None and read.kind == "item":
             self.used[read.key] = read
             return cst.Subscript(_patches_call(self.kwargs), [cst.SubscriptElement(cst.Index(cst.Integer(str(read.position))))])
-        if read is not None and read.kind in ("resized", "tokens"):
-            # The size after HF's resize, or the item's token count, as HF's token API
-            # recomputes them from the original size (mmport.analyzers.resized).
+        if read is not None and read.kind in ("resized", "tokens", "entry"):
+            # The size after HF's resize, the item's token count, or the entry HF's
+            # token API hands the hook, recomputed from the original size (mmport.analyzers.resized).
             self.used[read.key] = read
             args = [cst.Arg(cst.Name(n)) for n in ("processor", "image_height", "image_width")]
+            if read.value == PATCHES_FUNCTION:  # the image processor's own resize (carry_read_helpers)
+                args[0] = cst.Arg(cst.Attribute(cst.Name("processor"), cst.Name("image_processor")))
             kwargs = cst.Name(self.kwargs) if self.kwargs else cst.Dict([])
-            function = RESIZED_FUNCTION if read.kind == "resized" else COUNT_FUNCTION
+            function = {"resized": RESIZED_FUNCTION, "tokens": COUNT_FUNCTION, "entry": read.value}[read.kind]
             return cst.Call(cst.Name(function), [*args, cst.Arg(kwargs)])
         if read is not None and read.kind == "count":
             self.used[read.key] = read
+            if read.offset:
+                offset = cst.Integer(str(read.offset))
+                return cst.BinaryOperation(_patches_call(self.kwargs), cst.Subtract(), offset, lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             return _patches_call(self.kwargs)
         if read is not None and read.kind == "constant":
             self.used[read.key] = read
