@@ -663,3 +663,26 @@ def test_item_suffix_is_not_taken_for_a_prefix(tmp_path) -> None:
     source = TAGS_ITEMS.replace("prefix + replacements[seen]", "replacements[seen] + prefix")
     with pytest.raises(AnalysisError, match="prefix before"):
         analyze_item_prefix(_load(tmp_path, source), "image_token")
+
+
+PROCESS_IMAGES_POPS = """
+    class Proc:
+        def _process_images(self, images, **kwargs):
+            use_special = kwargs.pop("use_special_tokens")
+            return self.image_processor(images, **kwargs), use_special
+
+    class NamedProc:
+        def _process_images(self, images, use_special_tokens, **kwargs):
+            return self.image_processor(images, **kwargs), use_special_tokens
+"""
+
+
+def test_processor_kwargs_process_images_takes_are_passed_by_a_delegated_port(tmp_path) -> None:
+    # Newer releases name the kwarg; older ones (5.20) pop it from **kwargs.
+    from mmport.analyzers import _process_images_args
+
+    popping = _load(tmp_path, PROCESS_IMAGES_POPS)
+    named = sys.modules[popping.__module__].NamedProc
+    assert _process_images_args(popping, set()) == _process_images_args(named, set()) == ("use_special_tokens",)
+    # A popped name the merged image kwargs already carry arrives with them.
+    assert _process_images_args(popping, {"use_special_tokens"}) == ()

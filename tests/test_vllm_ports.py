@@ -32,24 +32,32 @@ def _assert_passes(ref: str, port) -> None:
 
 
 # llava_next derives a count that depends on the image size; gemma3 and
-# idefics3 carry HF's replacement hook over; pixtral delegates; chameleon
-# appends a token to every prompt, blip-2 inserts a block at the start,
-# aya_vision replaces a placeholder that is not the embedded token.
-# (transformers 5.20's Gemma3n has no hook; SmolVLM needs num2words.)
-@pytest.mark.parametrize(
-    "model_type", ["llava", "paligemma", "gemma3", "llava_next", "idefics3", "pixtral", "chameleon", "blip-2", "aya_vision"]
-)
+# idefics3 carry HF's replacement hook over; pixtral takes the resized size from
+# HF's token API; chameleon appends a token to every prompt, blip-2 inserts a
+# block at the start, aya_vision replaces a placeholder that is not the
+# embedded token. The rest of the issue's named families follow (llava_onevision
+# is blocked, see docs/families.md; fuyu fails verify everywhere).
+NAMED_FAMILIES = [
+    "llava", "paligemma", "gemma3", "llava_next", "idefics3", "pixtral", "chameleon", "blip-2", "aya_vision",
+    "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "smolvlm", "mistral3", "internvl", "instructblip", "lfm2_vl", "cohere2_vision",
+]
+
+
+@pytest.mark.parametrize("model_type", NAMED_FAMILIES)
 def test_generated_port_matches_hf_in_real_vllm(model_type, scaffolded) -> None:
     _assert_passes(model_type, next(scaffolded(model_type).glob("*_processing.py")))
 
 
 # One family per later mechanism: gemma4 (the token count from
-# _get_num_multimodal_tokens; pixtral above takes the resized size from it),
-# hunyuan_vl (wrapped placeholders), emu3 (a BOS HF adds to the text),
-# minicpmv4_6 (an image-id tag per item index), colqwen2 (HF writes the image's
-# prompt), got_ocr2 (flat image lists), video_llava (geometry set in the
-# constructor). docs/vllm.md lists the families that do not pass here yet.
-LATER_MECHANISMS = ["gemma4", "hunyuan_vl", "emu3", "minicpmv4_6", "colqwen2", "got_ocr2", "video_llava"]
+# _get_num_multimodal_tokens), molmo2 (the entry that method hands the hook),
+# deepseek_ocr2 (a part of the patch count), hunyuan_vl (wrapped placeholders),
+# emu3 (a BOS HF adds to the text), minicpmv4_6 (an image-id tag per item
+# index), colqwen2 (HF writes the image's prompt), got_ocr2 (flat image lists),
+# video_llava (geometry set in the constructor). docs/vllm.md lists the
+# families that do not pass here yet.
+LATER_MECHANISMS = [
+    "gemma4", "molmo2", "deepseek_ocr2", "hunyuan_vl", "emu3", "minicpmv4_6", "colqwen2", "got_ocr2", "video_llava",
+]
 
 
 @pytest.mark.parametrize("model_type", LATER_MECHANISMS)

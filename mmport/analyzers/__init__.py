@@ -73,20 +73,41 @@ def _replacement(processor, geometry: GeometryRule) -> tuple[ReplacementFacts, P
         found = find_method(processor_cls, "replace_image_token") or find_method(processor_cls, "__call__")
         source = found[0].source(found[1]) if found else Source("(processor)", 0)
         reason = str(first) if "token * count" not in str(first) else str(exc)
-        rule = CountRule((), "", False, "delegated", source, reason, delegate_args=_process_images_args(processor_cls))
+        rule = CountRule((), "", False, "delegated", source, reason, delegate_args=_process_images_args(processor_cls, _merged_image_kwargs(processor)))
         return ReplacementFacts(rule, "image_token"), None
 
 
-def _process_images_args(processor_cls: type) -> tuple[str, ...]:
-    """Named parameters HF's ``_process_images`` takes beside the images and kwargs.
+def _process_images_args(processor_cls: type, image_kwargs: set[str]) -> tuple[str, ...]:
+    """Processor kwargs HF's ``__call__`` hands ``_process_images`` beside the image kwargs.
 
     Lfm2Vl's ``__call__`` passes ``use_image_special_tokens`` (a processor-level
-    kwarg) to its own ``_process_images``; a delegated port must pass it too.
+    kwarg) to its own ``_process_images``: as a named parameter in newer
+    releases, in older ones (5.20) inside ``**kwargs``, which
+    ``_process_images`` pops (``kwargs.pop("use_image_special_tokens")``). A
+    delegated port must pass it too. Names the merged image kwargs
+    (``image_kwargs``) already hold (GotOcr2's ``multi_page``) arrive with them.
     """
     import inspect
 
+    import libcst.matchers as m
+
     params = list(inspect.signature(processor_cls._process_images).parameters.values())[2:]
-    return tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    star = next((p.name for p in params if p.kind == p.VAR_KEYWORD), None)
+    found = find_method(processor_cls, "_process_images")
+    if star is not None and found is not None:
+        pop = m.Call(func=m.Attribute(value=m.Name(star), attr=m.Name("pop")), args=[m.Arg(m.SimpleString())])
+        named += [call.args[0].value.evaluated_value for call in m.findall(found[1], pop)]
+    return tuple(name for name in named if name not in image_kwargs)
+
+
+def _merged_image_kwargs(processor) -> set[str]:
+    """The image kwargs HF's ``__call__`` merges from the processor's defaults (as a delegated port does)."""
+    try:
+        merged = processor._merge_kwargs(processor.valid_processor_kwargs, tokenizer_init_kwargs=processor.tokenizer.init_kwargs)
+    except (AttributeError, TypeError, ValueError):
+        return set()
+    return set(merged.get("images_kwargs", {}))
 
 
 def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]:

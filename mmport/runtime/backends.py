@@ -164,8 +164,14 @@ class RealVllmBackend(Backend):
         from vllm.tokenizers import cached_tokenizer_from_config
 
         self._stub_unknown_architectures(snapshot_dir, port)
+        # vLLM 0.33 has the HF processor skip rescaling and normalizing when the
+        # registered model normalizes on the device (`supports_mm_device_do_normalize`,
+        # Qwen2-VL and kin). The port is checked as its own model class runs it, which
+        # leaves that to the HF processor, as the reference does.
         try:
-            model_config = ModelConfig(model=str(snapshot_dir), tokenizer=str(snapshot_dir), dtype="float32", seed=0)
+            model_config = ModelConfig(
+                model=str(snapshot_dir), tokenizer=str(snapshot_dir), dtype="float32", seed=0, mm_device_do_normalize=False
+            )
         except Exception as exc:
             raise MmportError(f"{snapshot_dir}: vLLM cannot configure this model: {one_line(exc)}") from exc
         return InputProcessingContext(model_config, cached_tokenizer_from_config(model_config))
