@@ -32,6 +32,20 @@ def _load(tmp_path, source: str, name: str = "Proc") -> type:
     return getattr(module, name)
 
 
+def _analyzed_hook(tmp_path, source: str):
+    """``Proc`` of ``source`` and the replacement text derived for it, with ``ImageProc`` beside it."""
+    proc = _load(tmp_path, source)
+    return proc, analyze_replacement_text(proc, sys.modules[proc.__module__].ImageProc)
+
+
+def _port_functions(count) -> dict:
+    """The functions a port defines for ``count`` (its helpers, then its replacement), by name."""
+    namespace: dict = {}
+    for helper in (*count.helpers, count.replacement):
+        exec(helper.code, namespace)
+    return namespace
+
+
 VALID_GRID = """
     class Proc:
         def replace_image_token(self, image_inputs, image_idx):
@@ -236,9 +250,7 @@ def test_sizes_of_resized_images_follow_the_resize_the_patch_count_makes(tmp_pat
     count = analyze_replacement_text(proc, image_proc)
     assert [(key, kind) for key, kind, _ in count.item_reads] == [("image_sizes", "resized")]
     assert [h.name for h in count.helpers] == ["resized_image_size"]  # the count itself is not carried
-    namespace: dict = {}
-    for helper in (*count.helpers, count.replacement):
-        exec(helper.code, namespace)
+    namespace = _port_functions(count)
     stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(longest=64))
     for height, width in ((32, 48), (300, 90)):
         # The image processor's patch count is what the port's layout must add up to.
@@ -426,9 +438,7 @@ def test_named_patch_count_becomes_the_image_processors_count(tmp_path) -> None:
     image_proc = sys.modules[proc.__module__].ImageProc
     count = analyze_replacement_text(proc, image_proc)
     assert [(key, kind) for key, kind, _ in count.item_reads] == [("num_patches", "count")]
-    namespace: dict = {}
-    for helper in (*count.helpers, count.replacement):
-        exec(helper.code, namespace)
+    namespace = _port_functions(count)
     stub = types.SimpleNamespace(image_token="x", seq_len=2, image_processor=types.SimpleNamespace(tile=10))
     # The port's replacement follows the image processor's own count for each size.
     for height, width in ((10, 10), (35, 21)):
@@ -457,16 +467,13 @@ RESIZED_SIZES = RESIZED_IMAGE_PROC + """
 
 
 def test_resized_sizes_follow_the_processors_token_api(tmp_path) -> None:
-    proc = _load(tmp_path, RESIZED_SIZES)
-    count = analyze_replacement_text(proc, sys.modules[proc.__module__].ImageProc)
+    proc, count = _analyzed_hook(tmp_path, RESIZED_SIZES)
     assert [(key, kind) for key, kind, _ in count.item_reads] == [("image_sizes", "resized")]
     resized = next(h for h in count.helpers if h.name == "resized_image_size")
     # The loop-invariant slice travels (not the list the loop fills); the merged kwargs are the hook's.
     assert "longest = images_kwargs.get" in resized.code and "unused" not in resized.code
     assert "resized_image_size(processor, image_height, image_width, kwargs)" in count.replacement.code
-    namespace: dict = {}
-    for helper in (*count.helpers, count.replacement):
-        exec(helper.code, namespace)
+    namespace = _port_functions(count)
     stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(longest=64))
     for height, width in ((32, 48), (300, 90)):
         fitted = min(height, 64), min(width, 64)  # the HF loop's resize, for these sizes
@@ -495,12 +502,9 @@ TOKEN_COUNT_OUTPUT = """
 
 
 def test_output_named_as_a_token_count_is_the_token_apis_count(tmp_path) -> None:
-    proc = _load(tmp_path, TOKEN_COUNT_OUTPUT)
-    count = analyze_replacement_text(proc, sys.modules[proc.__module__].ImageProc)
+    proc, count = _analyzed_hook(tmp_path, TOKEN_COUNT_OUTPUT)
     assert [(key, kind) for key, kind, _ in count.item_reads] == [("num_soft_tokens_per_image", "tokens")]
-    namespace: dict = {}
-    for helper in (*count.helpers, count.replacement):
-        exec(helper.code, namespace)
+    namespace = _port_functions(count)
     stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(pool=8))
     api = types.SimpleNamespace(_merge_kwargs=lambda **kw: {"images_kwargs": {}}, image_processor=stub.image_processor)
     for height, width in ((8, 8), (64, 20), (3, 3)):
@@ -532,16 +536,13 @@ HOOK_ENTRY = """
 
 
 def test_entry_the_token_api_hands_the_hook_is_recomputed_from_the_size(tmp_path) -> None:
-    proc = _load(tmp_path, HOOK_ENTRY)
-    count = analyze_replacement_text(proc, sys.modules[proc.__module__].ImageProc)
+    proc, count = _analyzed_hook(tmp_path, HOOK_ENTRY)
     assert [(key, kind) for key, kind, _ in count.item_reads] == [("image_grids", "entry")]
     entry = next(h for h in count.helpers if h.name == "image_grids_of_image")
     # The image processor method is transplanted, not called on HF's object.
     assert "get_grid(processor.image_processor, height, width, images_kwargs)" in entry.code
     assert any(h.name == "get_grid" for h in count.helpers)
-    namespace: dict = {}
-    for helper in (*count.helpers, count.replacement):
-        exec(helper.code, namespace)
+    namespace = _port_functions(count)
     stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(tile=16))
     for height, width in ((16, 16), (40, 17)):
         grid, _ = sys.modules[proc.__module__].ImageProc.get_grid(stub.image_processor, height, width)
