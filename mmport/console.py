@@ -20,6 +20,7 @@ ITEM_READS = {
     "grid": "(1, *get_number_of_image_patches(height, width))",
     "item": "one element of get_number_of_image_patches(height, width)",
     "count": "get_number_of_image_patches(height, width)",
+    "part": "get_number_of_image_patches(height, width) less the count it starts from",
     "constant": "a constant while an image processor setting is off",
     "resized": "the size after HF's resize, as _get_num_multimodal_tokens computes it",
     "tokens": "the token count _get_num_multimodal_tokens computes",

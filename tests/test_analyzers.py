@@ -574,7 +574,7 @@ def test_output_counting_part_of_the_patch_count_subtracts_its_start(tmp_path) -
     proc = _load(tmp_path, PART_OF_COUNT)
     image_proc = sys.modules[proc.__module__].ImageProc
     rule = analyze_replacement(proc, image_processor_cls=image_proc).count
-    assert [(key, kind) for key, kind, _ in rule.item_reads] == [("num_local_patches", "count")]
+    assert [(key, kind) for key, kind, _ in rule.item_reads] == [("num_local_patches", "part")]
     assert rule.item_reads[0][2].code == "num_patches = 1  # global view"
     assert "get_number_of_image_patches(processor.image_processor, image_height, image_width, {}) - 1" in "\n".join(rule.statements)
     # A variant that starts from 0 has no part to take away: the count is the whole output.

@@ -58,7 +58,8 @@ class ItemRead:
     (the entry's product is ``get_number_of_image_patches``), ``"grid"`` (the
     entry is ``(1, *get_number_of_image_patches(...))``), ``"item"`` (the
     entry is ``get_number_of_image_patches(...)[position]``) or
-    ``"count"`` (the entry is ``get_number_of_image_patches(...) - offset``) or
+    ``"count"`` (the entry is ``get_number_of_image_patches(...)``), ``"part"``
+    (``get_number_of_image_patches(...) - offset``) or
     ``"constant"`` (the entry is ``value`` while ``setting`` is off).
     :mod:`mmport.analyzers.resized` adds the kinds HF's token API explains
     (``"resized"``, ``"tokens"``, ``"entry"``: the port function named ``value``).
@@ -70,7 +71,7 @@ class ItemRead:
     position: int = -1  # "item": the element of the function's result
     value: str = ""  # "constant": the literal every item gets ...; "entry": the port function
     setting: str = ""  # ... while this image processor setting is off
-    offset: int = 0  # "count": subtracted from the function's count (its starting value)
+    offset: int = 0  # "part": subtracted from the function's count (its starting value)
 
 
 class _OutputKeys(cst.CSTVisitor):
@@ -317,7 +318,7 @@ def _method_reads(parsed: ParsedClass, func: cst.FunctionDef, patches) -> list[I
         if patches is not None and patches.kind == "count" and patches.base and _part_of_count(key, patches.names[0]):
             # ``num_patches = 1  # global view`` then ``num_patches += ...``: the output
             # counts the added part, the function's count less its starting value.
-            reads.append(ItemRead(key, "count", patches.base_source, offset=patches.base))
+            reads.append(ItemRead(key, "part", patches.base_source, offset=patches.base))
             continue
         if patches is not None and patches.resize is not None and variable in visitor.processed_sizes:
             # The sizes of the processed images are the size the function counts from, after its resize.

@@ -169,7 +169,7 @@ class ItemReadRewriter(cst.CSTTransformer):
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
         target = original_node.targets[0].target
         read = self._key_read(original_node.value) if len(original_node.targets) == 1 else None
-        if read is not None and isinstance(target, cst.Name) and read.kind in ("item", "count", "tokens", "constant"):
+        if read is not None and isinstance(target, cst.Name) and read.kind in ("item", "count", "part", "tokens", "constant"):
             self.aliases[target.value] = read
         if isinstance(original_node.value, cst.Subscript) and isinstance(updated_node.value, cst.BinaryOperation):
             # A whole right-hand side needs no parentheses of its own.
@@ -206,9 +206,9 @@ class ItemReadRewriter(cst.CSTTransformer):
             kwargs = cst.Name(self.kwargs) if self.kwargs else cst.Dict([])
             function = {"resized": RESIZED_FUNCTION, "tokens": COUNT_FUNCTION, "entry": read.value}[read.kind]
             return cst.Call(cst.Name(function), [*args, cst.Arg(kwargs)])
-        if read is not None and read.kind == "count":
+        if read is not None and read.kind in ("count", "part"):
             self.used[read.key] = read
-            if read.offset:
+            if read.kind == "part":
                 offset = cst.Integer(str(read.offset))
                 return cst.BinaryOperation(_patches_call(self.kwargs), cst.Subtract(), offset, lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             return _patches_call(self.kwargs)
