@@ -154,6 +154,26 @@ def test_items_hf_expands_to_nothing_are_reported_not_compared(scaffolded, tmp_p
         assert hf.item_count(make_image(width, height, 0)) == 0
 
 
+def test_items_hf_counts_differently_in_company_are_reported_not_compared(scaffolded, tmp_path) -> None:
+    # LLaVA-OneVision patches an image only when it is alone in its prompt, so
+    # HF's count for an item depends on the other items; vLLM processes and
+    # caches each item alone. verify names those probes, compares the rest, and
+    # still checks that the port's items are independent (cache).
+    from mmport.sources import resolve
+    from mmport.verify.probes import make_image
+    from mmport.verify.reference import HFReference
+
+    hf = HFReference(resolve("llava_onevision"))
+    images = [make_image(640, 480, 0), make_image(224, 224, 1)]
+    together = hf.run(hf.placeholder * 2, images).input_ids.count(hf.embed_id)
+    assert together != sum(hf.item_count(image) for image in images)  # HF's own behaviour, measured
+    code, report = _verify("llava_onevision", scaffolded("llava_onevision") / "llava_onevision_processing.py", tmp_path)
+    assert code == 0, report
+    checks = report["checks"]
+    assert "together" in checks["tokens"]["summary"] and checks["placeholders"]["runs"] > 0
+    assert checks["cache"]["runs"] > 0
+
+
 # Named families, one per mechanism: chameleon (tokens HF's __call__ appends),
 # blip-2 (a block __call__ prepends; one image per prompt), instructblip (a
 # second tokenizer's ids are text, not item fields), lfm2_vl (extra kwargs of

@@ -35,11 +35,12 @@ def _assert_passes(ref: str, port) -> None:
 # idefics3 carry HF's replacement hook over; pixtral takes the resized size from
 # HF's token API; chameleon appends a token to every prompt, blip-2 inserts a
 # block at the start, aya_vision replaces a placeholder that is not the
-# embedded token. The rest of the named families follow (llava_onevision
-# is blocked, see docs/families.md; fuyu fails verify everywhere).
+# embedded token. The rest of the named families follow (fuyu fails
+# verify everywhere, see docs/families.md).
 NAMED_FAMILIES = [
     "llava", "paligemma", "gemma3", "llava_next", "idefics3", "pixtral", "chameleon", "blip-2", "aya_vision",
     "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "smolvlm", "mistral3", "internvl", "instructblip", "lfm2_vl", "cohere2_vision",
+    "llava_onevision",
 ]
 
 

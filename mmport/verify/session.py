@@ -57,29 +57,47 @@ class Session:
             w, h = images[counts.index(0)].size
             self.outside_contract.append(f"{probe.name} (HF gives a {w}×{h} image no embedding positions)")
             return
+        self.max_count = max(self.max_count, *counts, 0)  # each item as HF counts it alone: what vLLM must hold
+        together = expected.input_ids.count(self.hf.embed_id)
+        in_company = together != sum(counts)
+        if in_company:
+            # HF counts an item differently when others share its prompt; vLLM processes
+            # (and caches) each item alone, so no port can match HF on this probe.
+            alone = "+".join(map(str, counts))
+            self.outside_contract.append(
+                f"{probe.name} (HF gives its {len(images)} images {together} embedding positions together, {alone} alone)"
+            )
         try:
             actual = self._port(expected.prompt, images)
         except Exception as exc:
             checks["tokens"].runs += 1
             checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}"))
             return
+        if not in_company:
+            self._compare(probe, checks, expected, singles, counts, actual)
+        if len(images) > 1:
+            # The port alone, whatever HF does: vLLM's cache needs its items independent.
+            self._check_cache(probe, checks["cache"], singles, images, actual)
+
+    def _compare(self, probe: Probe, checks: dict[str, CheckResult], expected, singles: list, counts: list[int], actual) -> None:
+        """The port's answer against HF's: tokens, then (with images) placeholders and fields."""
         check_tokens(checks["tokens"], probe.name, expected.input_ids, actual.prompt_token_ids)
         if self.model_check is not None:
             self.model_check.run_probe(probe.name, singles, expected, actual)
-        if not images:
+        if not singles:
             return
-        self.max_count = max(self.max_count, *counts)
         placeholders = actual.placeholders.get("image", [])
         check_placeholders(checks["placeholders"], probe.name, expected.input_ids, self.hf.embed_id, counts, placeholders)
         check_fields(checks["fields"], probe.name, expected.mm, [s.mm for s in singles], actual.items.get("image", []))
-        if len(images) > 1:
-            try:
-                alone = [self._port(single.prompt, [image]) for single, image in zip(singles, images)]
-            except Exception as exc:
-                checks["cache"].runs += 1
-                checks["cache"].failures.append(Failure(probe.name, f"the port raised on one item alone: {one_line(exc)}"))
-                return
-            check_cache(checks["cache"], probe.name, actual, alone)
+
+    def _check_cache(self, probe: Probe, result: CheckResult, singles: list, images: list, actual) -> None:
+        try:
+            alone = [self._port(single.prompt, [image]) for single, image in zip(singles, images)]
+        except Exception as exc:
+            result.runs += 1
+            result.failures.append(Failure(probe.name, f"the port raised on one item alone: {one_line(exc)}"))
+            return
+        check_cache(result, probe.name, actual, alone)
 
     def report_uncompared(self, tokens: CheckResult, placeholders: CheckResult) -> None:
         """Name the probes left out as unholdable; fail ``tokens`` if that left no probe with images."""
@@ -87,7 +105,7 @@ class Session:
             return
         tokens.summary = "not compared, vLLM cannot hold them: " + "; ".join(self.outside_contract)
         if placeholders.runs == 0:
-            message = "HF gives every probe image no embedding positions; nothing was compared (the snapshot's tokenizer may lack the image token)"
+            message = "no probe with images could be compared (where HF gives every image no embedding positions, the snapshot's tokenizer may lack the image token)"
             tokens.failures.append(Failure("probes", message))
 
     def check_dummy(self, result: CheckResult) -> None:
@@ -118,9 +136,12 @@ class Session:
         except Exception as exc:
             result.failures.append(Failure("dummy", f"HF rejects the port's dummy text and images: {one_line(exc)}"))
             return
-        if hf_ids.count(self.hf.embed_id) != sum(embeds):
+        # What vLLM must give: each item as HF counts it alone (the same as HF's count
+        # for the whole prompt, unless HF counts an item differently in company).
+        alone = sum(self.hf.item_count(image) for image in images)
+        if alone != sum(embeds):
             message = "embedding positions for the dummy inputs"
-            result.failures.append(Failure("dummy", message, None, str(hf_ids.count(self.hf.embed_id)), str(sum(embeds))))
+            result.failures.append(Failure("dummy", message, None, str(alone), str(sum(embeds))))
 
     def check_limits(self, result: CheckResult) -> None:
         """HF accepts as many items as the port's declared limit allows."""
