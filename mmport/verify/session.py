@@ -59,7 +59,7 @@ class Session:
             return
         self.max_count = max(self.max_count, *counts, 0)  # each item as HF counts it alone: what vLLM must hold
         together = expected.input_ids.count(self.hf.embed_id)
-        in_company = together != sum(counts)
+        in_company = len(images) > 1 and together != sum(counts)
         if in_company:
             # HF counts an item differently when others share its prompt; vLLM processes
             # (and caches) each item alone, so no port can match HF on this probe.
