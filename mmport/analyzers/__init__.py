@@ -19,7 +19,7 @@ from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
 from mmport.analyzers.ownprompt import writes_own_prompt
-from mmport.analyzers.replacement import analyze_replacement_text
+from mmport.analyzers.replacement import analyze_replacement_text, merged_image_kwargs
 from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
 from mmport.errors import AnalysisError
@@ -102,12 +102,11 @@ def _process_images_args(processor_cls: type, image_kwargs: set[str]) -> tuple[s
 
 
 def _merged_image_kwargs(processor) -> set[str]:
-    """The image kwargs HF's ``__call__`` merges from the processor's defaults (as a delegated port does)."""
+    """Names of the image kwargs HF's ``__call__`` merges (none, where the processor cannot merge them)."""
     try:
-        merged = processor._merge_kwargs(processor.valid_processor_kwargs, tokenizer_init_kwargs=processor.tokenizer.init_kwargs)
-    except (AttributeError, TypeError, ValueError):
+        return set(merged_image_kwargs(processor))
+    except (AttributeError, TypeError, ValueError, KeyError):
         return set()
-    return set(merged.get("images_kwargs", {}))
 
 
 def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]:

@@ -34,7 +34,7 @@ from mmport.analyzers.transplant import Transplanter, free_names
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule, HelperFunction
 
-__all__ = ["HOOK", "analyze_replacement_text"]
+__all__ = ["HOOK", "analyze_replacement_text", "merged_image_kwargs"]
 
 HOOK = "replace_image_token"
 
@@ -62,7 +62,7 @@ def _guard(read: ItemRead, kwargs: str) -> cst.BaseStatement:
     )
 
 
-def _settings(processor) -> dict:
+def merged_image_kwargs(processor) -> dict:
     """The merged image kwargs HF passes to the hook (as the port computes them)."""
     kwargs = processor._merge_kwargs(processor.valid_processor_kwargs, tokenizer_init_kwargs=processor.tokenizer.init_kwargs)
     return kwargs["images_kwargs"]
@@ -72,7 +72,7 @@ def _check_constants(reads: dict[str, ItemRead], processor) -> None:
     """A constant read holds only while its setting is off in this snapshot (the port checks it again)."""
     if processor is None:
         return
-    settings = _settings(processor)
+    settings = merged_image_kwargs(processor)
     for read in reads.values():
         if read.kind == "constant" and settings.get(read.setting, getattr(processor.image_processor, read.setting, None)):
             raise AnalysisError(f"{read.key!r} follows the image's content while {read.setting} is on ({read.source})")
