@@ -162,3 +162,37 @@ def test_config_image_token_is_the_token_hf_expands_to(model_type) -> None:
     processor = snapshot.load_processor()
     ids = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])["input_ids"][0].tolist()
     assert ids.count(snapshot.model_image_token_id()) > 1
+
+
+@pytest.mark.parametrize("model_type", ["llava", "internvl"])
+def test_cache_key_covers_every_function_that_builds_a_snapshot(model_type, tmp_path) -> None:
+    # LLaVA measures its tower on a tiny twin; InternVL's build calls the processor
+    # to find the token it expands to. Every mmport function that runs during a
+    # build must live in a module the cache key hashes, or an edit there would
+    # serve a stale snapshot.
+    import importlib
+    import pkgutil
+    import sys
+
+    import mmport
+    from mmport.sources.fingerprint import builder_modules
+    from mmport.sources.synthetic import build_synthetic
+
+    # Import everything first, so that only functions the build itself calls are seen.
+    for module in pkgutil.walk_packages(mmport.__path__, "mmport."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+    ran: set[str] = set()
+
+    def record(frame, event, arg):
+        module = frame.f_globals.get("__name__", "")
+        if event == "call" and module.startswith("mmport.") and frame.f_code.co_name != "<module>":
+            ran.add(module)
+
+    sys.setprofile(record)
+    try:
+        build_synthetic(model_type, tmp_path)
+    finally:
+        sys.setprofile(None)
+    assert "mmport.sources.measure" in ran or "mmport.analyzers.fields" in ran  # the probe saw the build
+    assert ran <= builder_modules(), sorted(ran - builder_modules())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -38,23 +39,17 @@ def _local(ref: str) -> Snapshot:
     return Snapshot(ref=ref, path=path.resolve(), origin="local", model_type=model_type)
 
 
-def _builder_fingerprint() -> str:
-    """A short hash of the snapshot builder's code: a changed builder rebuilds."""
-    import hashlib
-
-    digest = hashlib.sha1()
-    for name in ("synthetic.py", "tokens.py", "defaults.py"):
-        digest.update((Path(__file__).parent / name).read_bytes())
-    return digest.hexdigest()[:10]
-
-
 def _synthetic(model_type: str) -> Snapshot:
     """Build (once) and return the synthetic snapshot of ``model_type``."""
     import transformers
 
+    from mmport.sources.fingerprint import builder_fingerprint
     from mmport.sources.synthetic import build_synthetic
 
-    version = f"mmport-{__version__}-{_builder_fingerprint()}-transformers-{transformers.__version__}"
+    # Any edit to the code that builds or measures a snapshot rebuilds it; so does
+    # another transformers, or torchvision coming or going (it picks the image processor).
+    backend = "tv" if importlib.util.find_spec("torchvision") else "pil"
+    version = f"mmport-{__version__}-{builder_fingerprint()}-transformers-{transformers.__version__}-{backend}"
     target = cache_root() / "synthetic" / version / model_type
     if not (target / "config.json").is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
