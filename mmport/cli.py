@@ -21,6 +21,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: typer's rich help would import rich's markdown renderer and
+    # pygments on every start (about 60 ms), for layout only.
+    rich_markup_mode=None,
 )
 
 RefArg = Annotated[str, typer.Argument(help="A snapshot directory, a hub id (org/name) or a transformers model_type.")]

@@ -45,8 +45,16 @@ def compat_modules() -> dict[str, ModuleType]:
     return modules
 
 
-def _is_vllm_name(name: str) -> bool:
-    return name == _ALIAS_ROOT or name.startswith(_ALIAS_ROOT + ".")
+def _real_vllm_names() -> list[str]:
+    """Names of real vLLM modules in ``sys.modules``.
+
+    Scanning ``sys.modules`` (thousands of names) on every block would cost
+    more than most ports' work, so it is done only when a real ``vllm`` is
+    loaded: no ``vllm.<sub>`` can be imported without its parent.
+    """
+    if _ALIAS_ROOT not in sys.modules:
+        return []
+    return [n for n in sys.modules if n == _ALIAS_ROOT or n.startswith(_ALIAS_ROOT + ".")]
 
 
 @contextmanager
@@ -56,9 +64,7 @@ def vllm_aliased() -> Iterator[None]:
     with _lock:
         if _depth == 0:
             aliases = compat_modules()
-            _set_aside.update({n: m for n, m in sys.modules.items() if _is_vllm_name(n)})
-            for name in _set_aside:
-                del sys.modules[name]
+            _set_aside.update({n: sys.modules.pop(n) for n in _real_vllm_names()})
             sys.modules.update(aliases)
         _depth += 1
         try:
@@ -66,8 +72,10 @@ def vllm_aliased() -> Iterator[None]:
         finally:
             _depth -= 1
             if _depth == 0:
-                for name in [n for n in sys.modules if _is_vllm_name(n)]:
-                    del sys.modules[name]
+                # Every vLLM name a block can add is one of the aliases (the
+                # package's modules are all aliased up front).
+                for name in compat_modules():
+                    sys.modules.pop(name, None)
                 sys.modules.update(_set_aside)
                 _set_aside.clear()
 

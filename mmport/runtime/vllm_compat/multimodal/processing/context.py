@@ -11,6 +11,7 @@ In the bundled runtime a context comes from a snapshot directory::
 from __future__ import annotations
 
 import inspect
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from ..parse import EmbeddingItems, MultiModalDataItems, MultiModalDataParser
 
 __all__ = ["BaseProcessingInfo", "InputProcessingContext", "TimingContext"]
 
+_PATCH_LOCK = threading.Lock()
 # The nested kwarg scopes HF processors accept beside the flat namespace.
 _KWARG_SCOPES = ("text_kwargs", "images_kwargs", "videos_kwargs", "audio_kwargs")
 
@@ -79,6 +81,38 @@ def _accepted_kwargs(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> dict[
         return dict(kwargs)
     names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     return {k: v for k, v in kwargs.items() if k in names}
+
+
+@contextmanager
+def _tokenizer_given(tokenizer: Any) -> Iterator[None]:
+    """Inside the block, HF processors loaded with ``tokenizer=`` do not load another.
+
+    ``ProcessorMixin.from_pretrained`` loads the checkpoint's tokenizer and
+    then replaces it with the ``tokenizer`` keyword (vLLM passes its own), so
+    the load is wasted: for a vocabulary with many added tokens it costs more
+    than a processor call. Where the processor's constructor takes
+    ``tokenizer``, the primary tokenizer "loaded" here is the given one; the
+    processor is the same object it would have been. Transformers releases
+    without this hook, and classes that override it, load as before.
+    """
+    from transformers import ProcessorMixin
+
+    original = ProcessorMixin.__dict__.get("_load_tokenizer_from_pretrained")
+    if not isinstance(original, classmethod):
+        yield
+        return
+
+    def load(cls: type, sub_processor_type: str, *args: Any, **kwargs: Any) -> Any:
+        if sub_processor_type == "tokenizer" and "tokenizer" in inspect.signature(cls.__init__).parameters:
+            return tokenizer
+        return original.__func__(cls, sub_processor_type, *args, **kwargs)
+
+    with _PATCH_LOCK:
+        ProcessorMixin._load_tokenizer_from_pretrained = classmethod(load)
+        try:
+            yield
+        finally:
+            ProcessorMixin._load_tokenizer_from_pretrained = original
 
 
 def _to_model_dtype(value: Any, dtype: torch.dtype | None) -> Any:
@@ -163,7 +197,8 @@ class InputProcessingContext:
             key = None
         processor = self._processors.get(key) if key is not None else None
         if processor is None:
-            processor = factory(self.model_config.model, tokenizer=self.tokenizer, **merged)
+            with _tokenizer_given(self.tokenizer):
+                processor = factory(self.model_config.model, tokenizer=self.tokenizer, **merged)
             if key is not None:
                 self._processors[key] = processor
         if not isinstance(processor, typ):
