@@ -1,7 +1,13 @@
-"""Shared fixtures: one synthetic-snapshot cache per test session."""
+"""Shared fixtures: one synthetic-snapshot cache, in-process scaffold, verify and CLI.
+
+Most tests call the library (and the CLI through typer's in-process runner):
+a subprocess pays a torch + transformers import (seconds) per call, so only a
+handful of tests take that path, to prove the installed command behaves.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,36 +16,80 @@ from pathlib import Path
 
 import pytest
 
-# Synthetic snapshots are built once per session, in a private cache.
-os.environ.setdefault("MMPORT_CACHE", tempfile.mkdtemp(prefix="mmport-test-cache-"))
+# Pinned before mmport's console exists, so tables lay out the same everywhere.
+os.environ["COLUMNS"] = "200"
 
 
 def pytest_addoption(parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="Rewrite tests/golden from the current templates.")
 
 
+def pytest_configure(config) -> None:
+    """Share synthetic snapshots across test runs through pytest's cache directory.
+
+    The cache key hashes every module that builds or measures a snapshot
+    (mmport.sources.fingerprint), so a changed builder never serves a stale one.
+    Without pytest's cache (``-p no:cacheprovider``) a private directory is used.
+    """
+    if os.environ.get("MMPORT_CACHE"):
+        return
+    cache = getattr(config, "cache", None)
+    directory = cache.mkdir("mmport-snapshots") if cache is not None else tempfile.mkdtemp(prefix="mmport-test-cache-")
+    os.environ["MMPORT_CACHE"] = str(directory)
+
+
 def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m mmport ARGS`` as a user would; capture its output."""
+    """Run ``python -m mmport ARGS`` in a fresh interpreter, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "mmport", *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        env={**os.environ, **(env or {})},
         cwd=cwd,
         timeout=900,
     )
 
 
+def invoke(*args: str) -> subprocess.CompletedProcess:
+    """Run the ``mmport`` CLI in this process; the same result shape as :func:`run_cli`."""
+    from typer.testing import CliRunner
+
+    from mmport.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # an unexpected error: show its traceback in the test
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+def scaffold_port(ref: str, out: Path) -> Path:
+    """Analyse ``ref`` and render its port into ``out``; the processing module's path."""
+    from mmport.analyzers import analyze
+    from mmport.render import render_port, write_files
+    from mmport.sources import resolve
+
+    spec = analyze(resolve(ref))
+    write_files(render_port(spec), out, force=True)
+    return out / f"{spec.module_name}_processing.py"
+
+
+def verify_report(ref: str, port: Path, *, probes: int = 6, **options) -> tuple[int, dict]:
+    """``mmport verify`` in this process: (exit code, the JSON report as a dict)."""
+    from mmport.verify import verify_port
+
+    report = verify_port(ref, port, probes=probes, **options)
+    return (0 if report.passed else 1), json.loads(report.to_json())
+
+
 @pytest.fixture(scope="session")
 def scaffolded(tmp_path_factory):
-    """Scaffold a model_type once per session; returns the output directory."""
+    """Scaffold a reference once per session; returns the output directory."""
     cache: dict[str, Path] = {}
 
     def make(ref: str) -> Path:
         if ref not in cache:
             out = tmp_path_factory.mktemp(f"port-{Path(ref).name}")
-            result = run_cli("scaffold", ref, "-o", str(out), "--force")
-            assert result.returncode == 0, result.stderr
+            scaffold_port(ref, out)
             cache[ref] = out
         return cache[ref]
 

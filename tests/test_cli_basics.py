@@ -1,4 +1,8 @@
-"""CLI behaviour a user meets first: help, version, and bad input."""
+"""CLI behaviour a user meets first: help, version, and bad input.
+
+Most cases run the CLI in this process (typer's runner); a few run the
+installed command in a fresh interpreter, as a user's shell does.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import json
 import subprocess
 import sys
 
-from conftest import run_cli
+from conftest import invoke, run_cli
 
 
 def test_help_imports_neither_torch_nor_transformers() -> None:
@@ -29,16 +33,16 @@ def _assert_user_error(result: subprocess.CompletedProcess, fragment: str) -> No
     assert len(result.stderr.strip().splitlines()) <= 2
 
 
-def test_unknown_model_type(tmp_path) -> None:
+def test_unknown_model_type_in_a_real_process(tmp_path) -> None:
     _assert_user_error(run_cli("inspect", "not_a_model_type"), "unknown model_type")
 
 
 def test_missing_directory(tmp_path) -> None:
-    _assert_user_error(run_cli("inspect", str(tmp_path / "nope") + "/"), "not a directory")
+    _assert_user_error(invoke("inspect", str(tmp_path / "nope") + "/"), "not a directory")
 
 
 def test_directory_without_config(tmp_path) -> None:
-    _assert_user_error(run_cli("inspect", str(tmp_path)), "no config.json")
+    _assert_user_error(invoke("inspect", str(tmp_path)), "no config.json")
 
 
 def test_hub_id_offline_and_not_cached(tmp_path) -> None:
@@ -48,17 +52,17 @@ def test_hub_id_offline_and_not_cached(tmp_path) -> None:
 
 def test_scaffold_without_force_writes_nothing(tmp_path) -> None:
     out = tmp_path / "port"
-    assert run_cli("scaffold", "llava", "-o", str(out)).returncode == 0
+    assert invoke("scaffold", "llava", "-o", str(out)).returncode == 0
     before = {p.name: p.read_text() for p in out.iterdir()}
     (out / "llava_processing.py").write_text("# edited by hand\n")
-    result = run_cli("scaffold", "llava", "-o", str(out))
+    result = invoke("scaffold", "llava", "-o", str(out))
     _assert_user_error(result, "--force")
     assert (out / "llava_processing.py").read_text() == "# edited by hand\n"
     assert sorted(before) == sorted(p.name for p in out.iterdir())
 
 
 def test_inspect_json_is_a_port_spec() -> None:
-    result = run_cli("inspect", "llava", "--json")
+    result = invoke("inspect", "llava", "--json")
     assert result.returncode == 0, result.stderr
     spec = json.loads(result.stdout)
     image = spec["modalities"][0]
@@ -67,24 +71,24 @@ def test_inspect_json_is_a_port_spec() -> None:
 
 
 def test_verify_port_file_missing(tmp_path) -> None:
-    _assert_user_error(run_cli("verify", "llava", "--port", str(tmp_path / "x.py")), "does not exist")
+    _assert_user_error(invoke("verify", "llava", "--port", str(tmp_path / "x.py")), "does not exist")
 
 
 def test_verify_port_that_fails_to_import(tmp_path) -> None:
     bad = tmp_path / "bad_port.py"
     bad.write_text("import definitely_not_a_module\n")
-    _assert_user_error(run_cli("verify", "llava", "--port", str(bad)), "bad_port.py")
+    _assert_user_error(invoke("verify", "llava", "--port", str(bad)), "bad_port.py")
 
 
 def test_verify_port_without_classes(tmp_path) -> None:
     empty = tmp_path / "empty_port.py"
     empty.write_text("X = 1\n")
-    _assert_user_error(run_cli("verify", "llava", "--port", str(empty)), "BaseProcessingInfo")
+    _assert_user_error(invoke("verify", "llava", "--port", str(empty)), "BaseProcessingInfo")
 
 
 def test_verify_report_path_in_missing_directory(tmp_path, scaffolded) -> None:
     port = scaffolded("llava") / "llava_processing.py"
-    result = run_cli("verify", "llava", "--port", str(port), "--junit", str(tmp_path / "no" / "r.xml"))
+    result = invoke("verify", "llava", "--port", str(port), "--junit", str(tmp_path / "no" / "r.xml"))
     _assert_user_error(result, "does not exist")
 
 

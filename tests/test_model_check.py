@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import invoke, scaffold_port, verify_report
 from snapshots import gemma3_896_snapshot, idefics3_364_snapshot
 
-pytestmark = pytest.mark.slow
+from mmport.verify import ModelOptions
 
-PROBES = "3"
+slow = pytest.mark.slow
 
-
-def _verify_model(ref: str, port: Path, tmp_path: Path, *extra: str) -> tuple[int, dict]:
-    report = tmp_path / "report.json"
-    args = ("verify", ref, "--port", str(port), "--probes", PROBES, "--model", "--tiny", "--json", str(report), *extra)
-    result = run_cli(*args)
-    assert result.returncode in (0, 1), result.stderr
-    return result.returncode, json.loads(report.read_text())
+PROBES = 3
 
 
+def _verify_model(ref: str, port: Path, tmp_path: Path, **options) -> tuple[int, dict]:
+    return verify_report(ref, port, probes=PROBES, model=ModelOptions(**{"tiny": True, **options}))
+
+
+@slow
 @pytest.mark.parametrize("model_type", ["llava", "paligemma", "qwen2_vl"])
 def test_tiny_twin_of_default_config_passes(model_type, scaffolded, tmp_path) -> None:
     port = scaffolded(model_type) / f"{model_type}_processing.py"
@@ -31,12 +29,11 @@ def test_tiny_twin_of_default_config_passes(model_type, scaffolded, tmp_path) ->
     assert model["metrics"]["max_logit_diff"] <= 1e-4
 
 
+@slow
 @pytest.mark.parametrize("build", [gemma3_896_snapshot, idefics3_364_snapshot])
 def test_tiny_twin_of_real_geometry_passes(build, tmp_path) -> None:
     snapshot = build(tmp_path / "snap")
-    out = tmp_path / "port"
-    assert run_cli("scaffold", str(snapshot), "-o", str(out)).returncode == 0
-    code, report = _verify_model(str(snapshot), next(out.glob("*_processing.py")), tmp_path)
+    code, report = _verify_model(str(snapshot), scaffold_port(str(snapshot), tmp_path / "port"), tmp_path)
     assert code == 0 and report["checks"]["model"]["status"] == "pass", report
 
 
@@ -48,6 +45,7 @@ def _mutated(scaffolded, tmp_path: Path, model_type: str, old: str, new: str) ->
     return port
 
 
+@slow
 def test_count_off_by_one_fails_with_both_counts(scaffolded, tmp_path) -> None:
     port = _mutated(scaffolded, tmp_path, "llava", "        return num_image_tokens\n", "        return num_image_tokens + 1\n")
     code, report = _verify_model("llava", port, tmp_path)
@@ -58,6 +56,7 @@ def test_count_off_by_one_fails_with_both_counts(scaffolded, tmp_path) -> None:
     assert all(int(f["actual"]) == int(f["expected"]) + 1 for f in counts)
 
 
+@slow
 def test_wrong_item_slicing_names_the_item_and_tensor(scaffolded, tmp_path) -> None:
     port = _mutated(
         scaffolded, tmp_path, "llava", 'MultiModalFieldConfig.batched("image")', 'MultiModalFieldConfig.shared("image", 2)'
@@ -72,7 +71,7 @@ def test_cuda_asked_for_without_cuda_is_a_clear_error(scaffolded, tmp_path) -> N
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     port = scaffolded("llava") / "llava_processing.py"
-    result = run_cli("verify", "llava", "--port", str(port), "--model", "--device", "cuda")
+    result = invoke("verify", "llava", "--port", str(port), "--model", "--device", "cuda")
     assert result.returncode == 2 and "no CUDA device" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -87,10 +86,11 @@ def test_cuda_asked_for_without_cuda_is_a_clear_error(scaffolded, tmp_path) -> N
 )
 def test_bad_model_options_exit_2(args, needle, scaffolded) -> None:
     port = scaffolded("llava") / "llava_processing.py"
-    result = run_cli("verify", "llava", "--port", str(port), *args)
+    result = invoke("verify", "llava", "--port", str(port), *args)
     assert result.returncode == 2 and needle in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
+@slow
 def test_snapshot_weights_are_loaded_with_weights(scaffolded, tmp_path) -> None:
     import shutil
 
@@ -107,8 +107,6 @@ def test_snapshot_weights_are_loaded_with_weights(scaffolded, tmp_path) -> None:
     model = getattr(transformers, config.architectures[0])._from_config(config)
     model.save_pretrained(snapshot)
     port = scaffolded("llava") / "llava_processing.py"
-    report_path = tmp_path / "report.json"
-    result = run_cli("verify", str(snapshot), "--port", str(port), "--probes", "2", "--model", "--weights", "--json", str(report_path))
-    report = json.loads(report_path.read_text())
-    assert result.returncode == 0, report
+    code, report = verify_report(str(snapshot), port, probes=2, model=ModelOptions(weights=True))
+    assert code == 0, report
     assert report["checks"]["model"]["metrics"]["parameters"] == sum(p.numel() for p in model.parameters())

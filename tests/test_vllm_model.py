@@ -14,7 +14,7 @@ import importlib
 import sys
 
 import pytest
-from conftest import run_cli
+from conftest import scaffold_port
 
 from mmport.analyzers import analyze
 from mmport.runtime.tiny import tiny_twin
@@ -31,7 +31,7 @@ def _real_vllm() -> None:
 
 def _generated_class(model_type: str, tmp_path):
     package = tmp_path / f"gen_{model_type}"
-    assert run_cli("scaffold", model_type, "-o", str(package)).returncode == 0
+    scaffold_port(model_type, package)
     (package / "__init__.py").write_text("")
     sys.path.insert(0, str(tmp_path))
     try:
