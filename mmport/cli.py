@@ -9,15 +9,42 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import sys
+
 import typer
+from typer.core import TyperGroup
 
 from mmport import __version__
 
 __all__ = ["app", "main"]
 
+class _OneLineErrors(TyperGroup):
+    """A command group whose usage errors are one line on stderr (exit 2), as every other error."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):  # noqa: D401 - click's entry point
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except typer.exceptions.TyperException as exc:  # a usage error: unknown option, bad value, ...
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `mmport` alone: the help, as asked
+                typer.echo(exc.format_message())
+                code = 0
+            else:
+                from mmport.console import error
+
+                error(exc.format_message().strip().splitlines()[0])
+                code = exc.exit_code
+        except typer.Abort:
+            code = 1
+        code = code if isinstance(code, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
 app = typer.Typer(
     name="mmport",
     help="Port Hugging Face multimodal models to vLLM and prove the port right.",
+    cls=_OneLineErrors,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -26,7 +53,13 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-RefArg = Annotated[str, typer.Argument(help="A snapshot directory, a hub id (org/name) or a transformers model_type.")]
+RefArg = Annotated[
+    str, typer.Argument(metavar="REF", help="A snapshot directory, a hub id (org/name) or a transformers model_type.")
+]
+
+# What the command is doing now, named in the one line an internal error prints.
+_step = ["starting"]
+_debug = [False]
 
 
 def _version(value: bool) -> None:
@@ -38,8 +71,10 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an internal error.")] = False,
 ) -> None:
     """Port Hugging Face multimodal models to vLLM and prove the port right."""
+    _debug[0] = debug
 
 
 def _fail(exc: Exception, code: int = 2):
@@ -50,14 +85,28 @@ def _fail(exc: Exception, code: int = 2):
     raise typer.Exit(code)
 
 
+def _progress(message: str) -> None:
+    """Remember what the command is doing (for the internal-error line)."""
+    _step[0] = message
+
+
 def _run(action):
-    """Run ``action``; a user mistake becomes one red line and exit code 2."""
-    from mmport.errors import MmportError
+    """Run ``action``: a user mistake is one red line and exit 2, a bug of mmport's one line and exit 3.
+
+    With ``--debug`` an internal error raises, so its traceback shows.
+    """
+    from mmport.errors import MmportError, one_line
 
     try:
         return action()
     except MmportError as exc:
         _fail(exc, exc.exit_code)
+    except (KeyboardInterrupt, typer.Exit):
+        raise
+    except Exception as exc:
+        if _debug[0]:
+            raise
+        _fail(RuntimeError(f"internal error while {_step[0]}: {one_line(exc)}; re-run with --debug for the traceback"), 3)
 
 
 def _analyze(ref: str):
@@ -67,7 +116,9 @@ def _analyze(ref: str):
 
     # Progress goes to stderr so that `inspect --json` output stays clean.
     with err_console.status(f"resolving {ref}…") as status:
+        _progress(f"resolving {ref}")
         snapshot = resolve(ref)
+        _progress(f"analysing {snapshot.model_type}")
         status.update(f"analysing {snapshot.model_type}…")
         return analyze(snapshot)
 
@@ -98,7 +149,9 @@ def scaffold(
     from mmport.render import render_port, write_files
 
     def action():
-        return write_files(render_port(_analyze(ref)), output, force=force)
+        spec = _analyze(ref)
+        _progress(f"rendering the port of {spec.model_type}")
+        return write_files(render_port(spec), output, force=force)
 
     written = _run(action)
     from mmport.console import console
@@ -131,16 +184,24 @@ def verify(
     from mmport.verify import ModelOptions, verify_port
 
     if not port.is_file():
-        _fail(PortLoadError(f"port file '{port}' does not exist; pass the generated <model>_processing.py"))
+        problem = "is a directory" if port.is_dir() else "does not exist"
+        _fail(PortLoadError(f"port file '{port}' {problem}; pass the generated <model>_processing.py"))
     for path in (json_path, junit_path):
         if path is not None and not path.parent.is_dir():
             _fail(ValueError(f"cannot write report '{path}': directory '{path.parent}' does not exist"))
+        if path is not None and path.is_dir():
+            _fail(ValueError(f"cannot write report '{path}': it is a directory; name a file"))
     if not model and (tiny or weights or device != "auto" or dtype != "auto"):
         _fail(ValueError("--device, --dtype, --tiny and --weights apply to the model check; add --model"))
     options = ModelOptions(device, dtype, tiny, weights) if model else None
     with err_console.status("verifying…") as status:
+
+        def progress(message: str) -> None:
+            _progress(f"verifying ({message})")
+            status.update(message)
+
         report = _run(
-            lambda: verify_port(ref, port, probes=probes, seed=seed, backend=backend, progress=status.update, model=options)
+            lambda: verify_port(ref, port, probes=probes, seed=seed, backend=backend, progress=progress, model=options)
         )
     console.print(report_table(report))
     for path, text in ((json_path, report.to_json()), (junit_path, report.to_junit())):

@@ -220,7 +220,10 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     """Analyse ``snapshot``'s HF code and settings into a PortSpec."""
     import transformers
 
+    from mmport.sources.health import check_reference
+
     processor = snapshot.load_processor()
+    check_reference(snapshot)  # a processor that cannot be the reference fails here, with its reason
     prefix = type(processor).__name__.removesuffix("Processor")
     architecture = _architecture(snapshot) or f"{prefix}ForConditionalGeneration"
     # The model name without its task: LlavaForConditionalGeneration, ColPaliForRetrieval.

@@ -18,6 +18,7 @@ transformers at import time.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import itertools
 import json
@@ -96,7 +97,8 @@ class Backend(ABC):
         if not path.is_file():
             raise PortLoadError(f"{path}: no such port file; pass the path of the port's processing module")
         name = f"mmport_port_{_NOT_IDENT.sub('_', path.stem)}_{next(_module_counter)}"
-        spec = importlib.util.spec_from_file_location(name, path)
+        # A source loader of its own: the file is Python whatever its name ends in.
+        spec = importlib.util.spec_from_loader(name, importlib.machinery.SourceFileLoader(name, str(path)))
         module = importlib.util.module_from_spec(spec)
         # Registered before running, as a normal import would (dataclasses need it).
         sys.modules[name] = module
@@ -114,7 +116,7 @@ class Backend(ABC):
                 f"{path}: {'; '.join(problems)}; a port defines exactly one concrete subclass of each of "
                 f"{', '.join(_BASE_NAMES)}"
             )
-        return PortClasses(*picked, module_name=name)
+        return PortClasses(*picked, module_name=name, path=path)
 
     def build(self, port: PortClasses, snapshot_dir: Path) -> PortRunner:
         """Instantiate the port's classes on a context for ``snapshot_dir``."""
@@ -124,7 +126,7 @@ class Backend(ABC):
                 info = port.info(ctx)
                 processor = port.processor(info, port.dummy_inputs(info))
             except Exception as exc:
-                raise PortLoadError(f"{port.module_name}: the port's classes fail to build: {one_line(exc)}") from exc
+                raise PortLoadError(f"{port.path}: the port's classes fail to build: {one_line(exc)}") from exc
         return PortRunner(processor, self)
 
 

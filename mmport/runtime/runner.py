@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ class PortClasses:
     dummy_inputs: type
     processor: type
     module_name: str
+    path: Path | None = None
 
 
 @dataclass(frozen=True)

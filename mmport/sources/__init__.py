@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import tempfile
@@ -11,7 +10,7 @@ from pathlib import Path
 
 from mmport import __version__
 from mmport.errors import BadReferenceError
-from mmport.sources.snapshot import Snapshot
+from mmport.sources.snapshot import Snapshot, read_config_json
 
 __all__ = ["Snapshot", "cache_root", "resolve"]
 
@@ -33,8 +32,8 @@ def _local(ref: str) -> Snapshot:
         raise BadReferenceError(
             f"'{ref}' has no config.json; point at the directory that holds the model's config and processor files"
         )
-    model_type = json.loads((path / "config.json").read_text()).get("model_type")
-    if not model_type:
+    model_type = read_config_json(path).get("model_type")
+    if not model_type or not isinstance(model_type, str):
         raise BadReferenceError(f"'{path / 'config.json'}' names no model_type; is it a transformers config?")
     return Snapshot(ref=ref, path=path.resolve(), origin="local", model_type=model_type)
 

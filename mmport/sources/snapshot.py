@@ -8,7 +8,23 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Snapshot"]
+from mmport.errors import BadReferenceError, one_line
+
+__all__ = ["Snapshot", "read_config_json"]
+
+
+def read_config_json(directory: Path) -> dict[str, Any]:
+    """``directory/config.json`` as a dict, or a :class:`BadReferenceError` saying what is wrong with it."""
+    path = directory / "config.json"
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BadReferenceError(f"'{path}' is not valid JSON ({exc.msg}, line {exc.lineno}); restore it from the checkpoint") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadReferenceError(f"'{path}' cannot be read ({one_line(exc)})") from None
+    if not isinstance(data, dict):
+        raise BadReferenceError(f"'{path}' holds a {type(data).__name__}, not a JSON object; is it a transformers config?")
+    return data
 
 
 @dataclass(frozen=True)
@@ -30,24 +46,48 @@ class Snapshot:
     @cached_property
     def config_dict(self) -> dict[str, Any]:
         """The raw ``config.json`` as a dict (no transformers import)."""
-        return json.loads((self.path / "config.json").read_text())
+        return read_config_json(self.path)
 
     def load_config(self) -> Any:
-        """The model's ``PretrainedConfig``, loaded with ``AutoConfig``."""
+        """The model's ``PretrainedConfig``, loaded with ``AutoConfig``.
+
+        A config transformers cannot load is the snapshot's fault: a
+        :class:`BadReferenceError` saying so.
+        """
         if "config" not in self._cache:
             from transformers import AutoConfig
 
-            self._cache["config"] = AutoConfig.from_pretrained(self.path)
+            try:
+                self._cache["config"] = AutoConfig.from_pretrained(self.path)
+            except Exception as exc:
+                raise BadReferenceError(f"{self.path}: transformers cannot load config.json ({one_line(exc)})") from exc
         return self._cache["config"]
 
     def load_processor(self) -> Any:
-        """The HF processor (``AutoProcessor``) of this snapshot, built once."""
+        """The HF processor (``AutoProcessor``) of this snapshot, built once.
+
+        A processor that does not load, or is not a multimodal processor, is a
+        :class:`BadReferenceError` naming the files to look at.
+        """
         if "processor" not in self._cache:
             from mmport.sources._quiet import quiet_transformers
-            from transformers import AutoProcessor
+            from transformers import AutoProcessor, ProcessorMixin
 
-            with quiet_transformers():
-                self._cache["processor"] = AutoProcessor.from_pretrained(self.path)
+            try:
+                with quiet_transformers():
+                    processor = AutoProcessor.from_pretrained(self.path)
+            except Exception as exc:
+                raise BadReferenceError(
+                    f"{self.path}: the HF processor does not load ({one_line(exc)}); "
+                    "check processor_config.json, the image/video/audio processor config and the tokenizer files"
+                ) from exc
+            media = [a for a in getattr(processor, "get_attributes", list)() if "tokenizer" not in a]
+            if not isinstance(processor, ProcessorMixin) or not media:
+                raise BadReferenceError(
+                    f"{self.path}: AutoProcessor gives a {type(processor).__name__}, not a multimodal processor; "
+                    "a snapshot needs a processor config naming its processor class"
+                )
+            self._cache["processor"] = processor
         return self._cache["processor"]
 
     def model_image_token_id(self) -> int | None:

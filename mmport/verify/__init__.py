@@ -34,6 +34,7 @@ def verify_port(
     from mmport.runtime.hf_model import load_model
     from mmport.sources import resolve
     from mmport.sources._quiet import quiet_transformers
+    from mmport.sources.health import check_reference
     from mmport.verify.probes import make_probes
     from mmport.verify.model_check import ModelCheck
     from mmport.verify.reference import HFReference
@@ -48,6 +49,7 @@ def verify_port(
         chosen = select_backend(backend)
         port = chosen.load_port(Path(port_path))
         checks = {name: CheckResult(name) for name in CHECKS}
+        check_reference(snapshot)
         hf = HFReference(snapshot)
         model_check = None
         if model is None:
