@@ -34,29 +34,44 @@ _TEXT_ONLY_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 SIZE_EXPRESSIONS = ("{k}.prod(-1)", "{k}", "{k}.sum(-1)")
 
 
-def call_processor(processor: Any, prompt: str, images: list) -> Any:
-    """HF on one prompt and its images, as verify and the analyzers both call it.
+def call_processor(
+    processor: Any, prompt: str, images: list, *, videos: list = (), audios: list = (), sampling_rate: int | None = None
+) -> Any:
+    """HF on one prompt and its items, as verify and the analyzers both call it.
 
     The images are nested in one list, which processors read as one sample
     (flat, where a processor refuses nesting); transformers' advisory
     logging is silenced. A processor that writes its own prompt (ColPali)
     gets the images alone, each its own sample, or else the text alone (see
     :mod:`mmport.analyzers.ownprompt`).
+
+    ``videos`` are ``(frames, metadata)`` pairs as vLLM's loader gives them:
+    HF is told not to sample frames (vLLM has) and gets the same metadata.
+    ``audios`` are waveforms at ``sampling_rate``, which HF is told.
     """
     from mmport.analyzers.ownprompt import writes_own_prompt
     from mmport.sources._quiet import quiet_transformers
 
+    media: dict[str, Any] = {}
+    if videos:
+        media["videos"] = [frames for frames, _ in videos]
+        media["video_metadata"] = [{k: v for k, v in meta.items() if k != "do_sample_frames"} for _, meta in videos]
+        media["do_sample_frames"] = False
+    if audios:
+        media["audio"] = list(audios)
+        if sampling_rate is not None:
+            media["sampling_rate"] = sampling_rate
     with quiet_transformers():
         if writes_own_prompt(processor):
             return processor(**({"images": images} if images else {"text": [prompt]}), return_tensors="pt")
         try:
-            return processor(text=[prompt], images=[images] if images else None, return_tensors="pt")
+            return processor(text=[prompt], images=[images] if images else None, **media, return_tensors="pt")
         except ValueError:
             if len(images) < 1:
                 raise
             # Some processors (GOT-OCR2) read a nested list as pages of one document
             # and refuse it; a flat list is then their one sample's images.
-            return processor(text=[prompt], images=list(images), return_tensors="pt")
+            return processor(text=[prompt], images=list(images), **media, return_tensors="pt")
 
 
 def token_id_of(processor: Any, token_attr: str = "image_token") -> int:

@@ -1,7 +1,15 @@
-"""The HF side of verify: the real processor, called the way a user would."""
+"""The HF side of verify: the real processor, called the way a user would.
+
+:class:`HFReference` learns, per modality the processor handles, the text an
+item takes in a prompt (its placeholder, wrapped where HF demands it, or none
+where HF inserts items itself) and the token the model embeds the item at.
+It then runs prompts with items of any modality and counts each item's
+embedding positions alone.
+"""
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,9 +18,14 @@ import torch
 from mmport.analyzers.fields import call_processor, mm_outputs, token_id_of
 from mmport.analyzers.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.analyzers.wrappers import wrapped_placeholder
+from mmport.media import MODALITIES
 from mmport.sources import Snapshot
+from mmport.verify.probes import Item, media_of
 
-__all__ = ["HFOutput", "HFReference"]
+__all__ = ["HFOutput", "HFReference", "ModalityRef", "handled_modalities"]
+
+# The processor attributes that make a modality: its sub-processor and its token.
+_SUB_PROCESSORS = {"image": ("image_processor",), "video": ("video_processor",), "audio": ("feature_extractor", "audio_processor")}
 
 
 @dataclass
@@ -27,59 +40,157 @@ class HFOutput:
     prompt: str
 
 
+@dataclass(frozen=True)
+class ModalityRef:
+    """How one modality appears in HF's prompts and outputs."""
+
+    modality: str
+    token_attr: str  # the processor attribute of the placeholder token (``image_token``)
+    placeholder: str | None  # the text one item takes; None where HF inserts items itself
+    embed_id: int  # the id at the item's embedding positions in HF's ``input_ids``
+
+
+def handled_modalities(processor: Any) -> list[str]:
+    """The modalities ``processor`` takes: a sub-processor for it and (but for images) a placeholder token."""
+    attributes = set(processor.get_attributes())
+    found = []
+    for modality in MODALITIES:
+        has_sub = any(getattr(processor, a, None) is not None for a in _SUB_PROCESSORS[modality] if a in attributes)
+        has_token = getattr(processor, f"{modality}_token", None) is not None
+        if has_sub and (has_token or modality == "image"):
+            found.append(modality)
+    return found
+
+
+def sampling_rate_of(processor: Any) -> int | None:
+    """The rate the processor's audio side takes waveforms at, if it has one."""
+    for attribute in _SUB_PROCESSORS["audio"]:
+        rate = getattr(getattr(processor, attribute, None), "sampling_rate", None)
+        if isinstance(rate, int):
+            return rate
+    return None
+
+
 class HFReference:
-    """Calls the snapshot's HF processor; learns its placeholder convention."""
+    """Calls the snapshot's HF processor; learns its placeholder convention per modality."""
 
     def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
         self.processor = snapshot.load_processor()
-        self.token = str(self.processor.image_token)
-        self.token_id = token_id_of(self.processor)
-        # Positions the model fills with image features; the placeholder may be another token.
-        embed_id = snapshot.model_image_token_id()
-        self.embed_id = self.token_id if embed_id is None else embed_id
         self.writes_own_prompt = writes_own_prompt(self.processor)
-        self._counts: dict[tuple[int, int], int] = {}
-        # What one image takes in a prompt HF accepts (wrapped, where HF demands it).
-        self.placeholder = None if self._inserts_items() else wrapped_placeholder(self.processor)
+        self.sampling_rate = sampling_rate_of(self.processor)
+        self._counts: dict[tuple, int] = {}
+        self.modalities: dict[str, ModalityRef] = {}
+        for modality in handled_modalities(self.processor):
+            self.modalities[modality] = self._learn(modality)
 
-    def _inserts_items(self) -> bool:
-        """True when HF puts image tokens in a prompt that has no placeholder.
+    # The image-only view older callers use.
+    @property
+    def placeholder(self) -> str | None:
+        """The image placeholder (None when HF inserts images)."""
+        return self.modalities["image"].placeholder if "image" in self.modalities else None
 
-        Such processors insert the image tokens themselves (PaliGemma); for
-        them probes carry no placeholder text. Others either reject such a
-        prompt or (some 5.x releases) silently drop the image.
+    @property
+    def embed_id(self) -> int:
+        """The id images are embedded at."""
+        return self.modalities["image"].embed_id
+
+    @property
+    def token_id(self) -> int:
+        """The image placeholder's own id."""
+        return token_id_of(self.processor)
+
+    def placeholders(self) -> dict[str, str | None]:
+        """Modality → the text an item takes in a prompt."""
+        return {m: ref.placeholder for m, ref in self.modalities.items()}
+
+    def _learn(self, modality: str) -> ModalityRef:
+        token_attr = f"{modality}_token"
+        item = _example(modality)
+        configured = self.snapshot.model_token_id(modality)
+        own_id = token_id_of(self.processor, token_attr) if getattr(self.processor, token_attr, None) is not None else None
+        placeholder = None if self._inserts(modality, item, configured, own_id) else wrapped_placeholder(self.processor, token_attr)
+        embed_id = configured if configured is not None else own_id
+        if modality != "image" and configured is None:
+            embed_id = self._expanded_id(placeholder, item, own_id)
+        return ModalityRef(modality, token_attr, placeholder, embed_id)
+
+    def _inserts(self, modality: str, item: Item, configured: int | None, own_id: int | None) -> bool:
+        """True when HF puts the item's tokens in a prompt that has no placeholder.
+
+        Such processors insert the tokens themselves (PaliGemma); for them
+        probes carry no placeholder text. Others either reject such a prompt
+        or (some 5.x releases) silently drop the item.
         """
-        from mmport.verify.probes import make_image
-
+        expected = configured if configured is not None else own_id
         try:
-            output = self.run("probe", [make_image(8, 8, 0)])
-        except (ValueError, TypeError, IndexError):
+            output = self.run("probe", [item])
+        except (ValueError, TypeError, IndexError, KeyError):
             return False
-        return self.embed_id in output.input_ids
+        return expected is not None and expected in output.input_ids
 
-    def run(self, prompt: str, images: list) -> HFOutput:
-        """Process one prompt with ``images``; raises what HF raises.
+    def _expanded_id(self, placeholder: str | None, item: Item, own_id: int | None) -> int | None:
+        """The id HF writes most for one item, where the config names none (InternVL's video frames are image tokens)."""
+        try:
+            ids = self.run(placeholder or "", [item]).input_ids
+            bare = set(self.run("", []).input_ids) if placeholder is not None else set()
+        except Exception:
+            return own_id
+        if own_id in ids:
+            return own_id
+        counts = collections.Counter(i for i in ids if i not in bare)
+        return counts.most_common(1)[0][0] if counts else own_id
+
+    def run(self, prompt: str, items: list[Any]) -> HFOutput:
+        """Process one prompt with ``items`` (probe :class:`Item` values, or images); raises what HF raises.
 
         A processor that writes its own prompt takes the images alone (the
         probe's text has no place in HF's answer) or the text alone, and
         answers several images with several samples, which no one vLLM
         request holds: that is refused here like any input HF rejects.
         """
+        items = [item if isinstance(item, Item) else _image_item(item) for item in items]
+        media = _media(items, self.sampling_rate)
         if self.writes_own_prompt:
-            if len(images) > 1:
+            if len(items) > 1:
                 raise ValueError(f"{type(self.processor).__name__} makes each image its own sample, not one prompt")
-            prompt, out = run_recording_prompt(self.processor, prompt, images)
+            prompt, out = run_recording_prompt(self.processor, prompt, media["images"])
         else:
-            out = call_processor(self.processor, prompt, images)
+            out = call_processor(self.processor, prompt, **media, sampling_rate=self.sampling_rate)
         inputs = {k: v for k, v in out.items() if k != "labels" and isinstance(v, torch.Tensor)}
         return HFOutput(out["input_ids"][0].tolist(), mm_outputs(self.processor, out), inputs, prompt)
 
-    def single(self, image: Any) -> HFOutput:
+    def single(self, item: Any) -> HFOutput:
         """HF on one item alone (the minimal prompt that carries it)."""
-        return self.run(self.placeholder or "", [image])
+        item = item if isinstance(item, Item) else _image_item(item)
+        return self.run(self.modalities[item.modality].placeholder or "", [item])
 
-    def item_count(self, image: Any) -> int:
-        """Embedding positions HF gives this item alone (cached per size: counts never depend on pixels)."""
-        if image.size not in self._counts:
-            self._counts[image.size] = self.single(image).input_ids.count(self.embed_id)
-        return self._counts[image.size]
+    def item_count(self, item: Any) -> int:
+        """Embedding positions HF gives this item alone (cached per count-deciding key: never the pixels)."""
+        item = item if isinstance(item, Item) else _image_item(item)
+        if item.key() not in self._counts:
+            self._counts[item.key()] = self.single(item).input_ids.count(self.modalities[item.modality].embed_id)
+        return self._counts[item.key()]
+
+
+def _media(items: list[Item], sampling_rate: int | None) -> dict[str, list]:
+    """``call_processor``'s media arguments for ``items``: images, (frames, metadata) videos, waveforms."""
+    media: dict[str, list] = {"images": [], "videos": [], "audios": []}
+    for item in items:
+        value = item.picture if item.picture is not None else media_of(item, sampling_rate)
+        media[f"{item.modality}s" if item.modality != "audio" else "audios"].append(value)
+    return media
+
+
+def _image_item(image: Any) -> Item:
+    """A picture as an image :class:`Item` whose media is that very picture."""
+    return Item("image", tuple(image.size), picture=image)
+
+
+def _example(modality: str) -> Item:
+    """An ordinary item of ``modality`` for learning the conventions."""
+    return {
+        "image": Item("image", (8, 8)),
+        "video": Item("video", (64, 64), frames=2, fps=2.0),
+        "audio": Item("audio", seconds=1.0),
+    }[modality]
