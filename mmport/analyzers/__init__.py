@@ -14,6 +14,7 @@ from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
 from mmport.analyzers.limits import observe_limit
+from mmport.analyzers.media import handled_modalities, media_spec
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
@@ -238,7 +239,10 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         config_class=type(snapshot.load_config()).__name__,
         transformers_version=transformers.__version__,
         mmport_version=__version__,
-        modalities=(_image_spec(snapshot, processor),),
+        modalities=tuple(
+            _image_spec(snapshot, processor) if modality == "image" else media_spec(snapshot, processor, modality)
+            for modality in handled_modalities(processor)
+        ),
         encoder=encoder,
         encoder_reason=encoder_reason,
     )

@@ -16,16 +16,14 @@ from typing import Any
 import torch
 
 from mmport.analyzers.fields import call_processor, mm_outputs, token_id_of
+from mmport.analyzers.media import SUB_PROCESSORS, handled_modalities
 from mmport.analyzers.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.analyzers.wrappers import wrapped_placeholder
-from mmport.media import MODALITIES
 from mmport.sources import Snapshot
 from mmport.verify.probes import Item, media_of
 
 __all__ = ["HFOutput", "HFReference", "ModalityRef", "handled_modalities"]
 
-# The processor attributes that make a modality: its sub-processor and its token.
-_SUB_PROCESSORS = {"image": ("image_processor",), "video": ("video_processor",), "audio": ("feature_extractor", "audio_processor")}
 
 
 @dataclass
@@ -50,21 +48,9 @@ class ModalityRef:
     embed_id: int  # the id at the item's embedding positions in HF's ``input_ids``
 
 
-def handled_modalities(processor: Any) -> list[str]:
-    """The modalities ``processor`` takes: a sub-processor for it and (but for images) a placeholder token."""
-    attributes = set(processor.get_attributes())
-    found = []
-    for modality in MODALITIES:
-        has_sub = any(getattr(processor, a, None) is not None for a in _SUB_PROCESSORS[modality] if a in attributes)
-        has_token = getattr(processor, f"{modality}_token", None) is not None
-        if has_sub and (has_token or modality == "image"):
-            found.append(modality)
-    return found
-
-
 def sampling_rate_of(processor: Any) -> int | None:
     """The rate the processor's audio side takes waveforms at, if it has one."""
-    for attribute in _SUB_PROCESSORS["audio"]:
+    for attribute in SUB_PROCESSORS["audio"]:
         rate = getattr(getattr(processor, attribute, None), "sampling_rate", None)
         if isinstance(rate, int):
             return rate
