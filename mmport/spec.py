@@ -132,6 +132,8 @@ class OutputRule:
     completion: HelperFunction | None = None
     helpers: tuple[HelperFunction, ...] = ()
     imports: tuple[str, ...] = ()
+    # (the port's field name, the name the hook reads) where they differ.
+    names: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,8 @@ class ModalitySpec:
     # embeddings at <image_soft_token>); empty when they are the same token.
     embed_token_attr: str = ""
     embed_token_source: Source | None = None
+    # Where ``embed_token_attr`` is read: the HF config, or (video, audio) the processor.
+    embed_token_owner: str = "config"
     # The processor has no ``<token_attr>``; the port looks the token's text up.
     token_id_from_text: bool = False
     # The placeholder in the prompt is not the embedded token (Aya Vision's
@@ -257,6 +261,12 @@ class ModalitySpec:
     sub_processor: str = ""
     # Video: vLLM must hand the port each video's metadata beside its frames.
     needs_metadata: bool = False
+    # (HF's output name, this port's name) for outputs another modality names the
+    # same (InternVL's video frames come as ``pixel_values``): processed apart, renamed.
+    renamed_keys: tuple[tuple[str, str], ...] = ()
+    # HF's ``_process_<modality>`` and hook take every scope of the merged kwargs
+    # (omni-modal processors), not only the modality's own scope.
+    merged_kwargs: bool = False
 
 
 @dataclass(frozen=True)

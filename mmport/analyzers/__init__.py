@@ -217,6 +217,15 @@ def _encoder(architecture: str) -> tuple[EncoderSpec | None, str]:
         return None, str(exc)
 
 
+def _modalities(snapshot: Snapshot, processor) -> tuple[ModalitySpec, ...]:
+    """Every modality the processor handles; a later one renames outputs an earlier one names the same."""
+    specs: list[ModalitySpec] = []
+    for modality in handled_modalities(processor):
+        taken = {f.key for spec in specs for f in spec.fields}
+        specs.append(_image_spec(snapshot, processor) if modality == "image" else media_spec(snapshot, processor, modality, taken))
+    return tuple(specs)
+
+
 def analyze(snapshot: Snapshot) -> PortSpec:
     """Analyse ``snapshot``'s HF code and settings into a PortSpec."""
     import transformers
@@ -239,10 +248,7 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         config_class=type(snapshot.load_config()).__name__,
         transformers_version=transformers.__version__,
         mmport_version=__version__,
-        modalities=tuple(
-            _image_spec(snapshot, processor) if modality == "image" else media_spec(snapshot, processor, modality)
-            for modality in handled_modalities(processor)
-        ),
+        modalities=_modalities(snapshot, processor),
         encoder=encoder,
         encoder_reason=encoder_reason,
     )

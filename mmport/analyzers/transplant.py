@@ -167,6 +167,8 @@ class Transplanter:
                 self.imports.add(f"from {inspect.unwrap(value).__module__} import {name}")
             elif _is_transformers_function(value):
                 self._function_or_import(value, name)
+            elif _from_installed_package(value, name):
+                self.imports.add(f"from {value.__module__} import {name}")
             elif _is_module_logger(value, namespace, name):
                 # HF's own idiom, so `logger.warning_once` works as in HF.
                 self.imports.add("from transformers.utils import logging")
@@ -241,6 +243,15 @@ def _is_transformers_function(value: object) -> bool:
     """A plain transformers function, or one behind ``functools.lru_cache``."""
     func = inspect.unwrap(value) if callable(value) else value
     return isinstance(func, types.FunctionType) and func.__module__.startswith("transformers.")
+
+
+def _from_installed_package(value: object, name: str) -> bool:
+    """A function or class another installed package exports under ``name`` (``num2words``): imported, as HF does."""
+    module = getattr(value, "__module__", None) or ""
+    top = module.split(".")[0]
+    if not module or top in ("transformers", "builtins", "__main__") or top in sys.stdlib_module_names:
+        return False
+    return (inspect.isfunction(value) or inspect.isclass(value)) and getattr(sys.modules.get(module), name, None) is value
 
 
 def _is_shared_utility(value: object, name: str) -> bool:
