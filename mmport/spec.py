@@ -134,6 +134,8 @@ class OutputRule:
     imports: tuple[str, ...] = ()
     # (the port's field name, the name the hook reads) where they differ.
     names: tuple[tuple[str, str], ...] = ()
+    # The hook takes ``**kwargs`` (the modality's merged processor kwargs).
+    takes_kwargs: bool = True
 
 
 @dataclass(frozen=True)
@@ -324,6 +326,11 @@ class PortSpec:
     def image(self) -> ModalitySpec | None:
         """The image side, if the processor has one."""
         return next((m for m in self.modalities if m.modality == "image"), None)
+
+    @property
+    def prompt(self) -> PromptUpdateSpec:
+        """The prompt-level facts (special tokens, a prefix or suffix HF adds): the first modality's."""
+        return self.modalities[0].update
 
     @property
     def media(self) -> tuple[ModalitySpec, ...]:

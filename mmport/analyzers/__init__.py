@@ -14,7 +14,7 @@ from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
 from mmport.analyzers.limits import observe_limit
-from mmport.analyzers.media import handled_modalities, media_spec
+from mmport.analyzers.media import handled_modalities, media_spec, refused_modalities
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
@@ -217,10 +217,12 @@ def _encoder(architecture: str) -> tuple[EncoderSpec | None, str]:
         return None, str(exc)
 
 
-def _modalities(snapshot: Snapshot, processor) -> tuple[ModalitySpec, ...]:
+def _modalities(snapshot: Snapshot, processor, refused: dict[str, str]) -> tuple[ModalitySpec, ...]:
     """Every modality the processor handles; a later one renames outputs an earlier one names the same."""
     specs: list[ModalitySpec] = []
     for modality in handled_modalities(processor):
+        if modality in refused:
+            continue
         taken = {f.key for spec in specs for f in spec.fields}
         specs.append(_image_spec(snapshot, processor) if modality == "image" else media_spec(snapshot, processor, modality, taken))
     return tuple(specs)
@@ -239,6 +241,7 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     # The model name without its task: LlavaForConditionalGeneration, ColPaliForRetrieval.
     prefix = re.sub(r"For[A-Z][A-Za-z]*$", "", architecture) or prefix
     encoder, encoder_reason = _encoder(architecture)
+    refused = refused_modalities(processor)
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,
@@ -248,7 +251,8 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         config_class=type(snapshot.load_config()).__name__,
         transformers_version=transformers.__version__,
         mmport_version=__version__,
-        modalities=_modalities(snapshot, processor),
+        modalities=_modalities(snapshot, processor, refused),
+        notes=tuple(f"{modality} not ported: {reason}" for modality, reason in refused.items()),
         encoder=encoder,
         encoder_reason=encoder_reason,
     )

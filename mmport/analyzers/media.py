@@ -41,6 +41,26 @@ def handled_modalities(processor: Any) -> list[str]:
     return found
 
 
+def refused_modalities(processor: Any) -> dict[str, str]:
+    """Modalities HF names but refuses even one ordinary item of, with HF's reason.
+
+    With a checkpoint's defaults some processors cannot take a video at all
+    (a hook reading metadata the video processor does not return); such a
+    side is not ported, and ``inspect`` says why.
+    """
+    from mmport.analyzers.fields import _run, probe_media
+
+    refused = {}
+    for modality in handled_modalities(processor):
+        if modality == "image":
+            continue
+        try:
+            _run(processor, [probe_media(modality, 0)], wrapped_placeholder(processor, f"{modality}_token"), modality)
+        except Exception as exc:
+            refused[modality] = f"HF refuses an ordinary {modality} with its placeholder ({one_line(exc)})"
+    return refused
+
+
 def sub_processor(processor: Any, modality: str) -> tuple[str, Any]:
     """``(attribute, object)`` of the sub-processor that handles ``modality``."""
     for attribute in SUB_PROCESSORS[modality]:
@@ -253,6 +273,14 @@ def _renamed(fields: tuple[FieldSpec, ...], taken: set[str], modality: str) -> t
     return tuple(renamed), renames
 
 
+def _update(processor_cls: type, placeholder_source: Source) -> PromptUpdateSpec:
+    """The placeholder is replaced; the prompt-level facts (special tokens, a prefix or suffix HF adds) hold as read."""
+    from mmport.analyzers.layout import analyze_layout
+
+    update = analyze_layout(processor_cls, placeholder_source)
+    return dataclasses.replace(update, mode="replace", target="placeholder", source=placeholder_source, trailing_tokens=())
+
+
 def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = frozenset()) -> ModalitySpec:
     """Everything a port needs for the ``video`` or ``audio`` side of ``processor``.
 
@@ -292,7 +320,7 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = f
         token_id_from_text=token_id_from_text,
         count=count,
         geometry=GeometryRule("none"),
-        update=PromptUpdateSpec("replace", "placeholder", placeholder_source),
+        update=_update(processor_cls, placeholder_source),
         fields=fields,
         limit=_limit(processor, modality, placeholder),
         worst_case_size=None,

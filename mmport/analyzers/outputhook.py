@@ -171,6 +171,7 @@ def analyze_output_hook(processor_cls: type, modality: str, kept: set[str]) -> O
     reads = tuple(k for k in keys if k in kept)
     source = parsed.source(func)
     return OutputRule(
+        takes_kwargs=func.params.star_kwarg is not None,
         hook=HelperFunction(hook, code, source, f"{owner.__name__}.{hook}", True),
         reads=reads,
         reads_metadata=metadata,

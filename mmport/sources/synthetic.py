@@ -141,7 +141,9 @@ def _sub_config_families(sub_type: str) -> list[str]:
         families = _processor_families(processor_class_from_name(name)) if name else []
     except Exception:  # the sub-model's processor needs a backend this machine lacks
         families = []
-    return [sub_type, *families]
+    # A tower's own type names its family: ``audioflamingo3_encoder`` is AudioFlamingo3's.
+    stem = re.sub(r"_(audio_encoder|vision_model|encoder|vision|audio|model)$", "", sub_type)
+    return [sub_type, *families, *([stem] if stem != sub_type else [])]
 
 
 def _lookup_keys(model_type: str, config: Mapping[str, Any], processor_cls: type | None = None) -> list[str]:

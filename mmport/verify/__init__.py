@@ -63,8 +63,9 @@ def verify_port(
             model_check = ModelCheck(hf_model, hf.embed_id, checks["model"])
         notify("building the port")
         session = Session(hf, chosen.build(port, snapshot.path), model_check)
-        cases = {}
+        cases, modalities = {}, {}
         for probe in make_probes(probes, seed, limits=session.probe_limits()):
+            modalities[probe.name] = [item.modality for item in probe.items]
             notify(f"{probe.name}: {len(probe.items)} item(s)")
             written = " (HF writes the request's prompt around it)" if hf.writes_own_prompt else ""
             described = ", ".join(item.describe() for item in probe.items) or "no items"
@@ -76,4 +77,4 @@ def verify_port(
         session.finish(checks)
         if model_check is not None:
             model_check.summarize()
-    return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started, cases)
+    return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started, cases, modalities)

@@ -16,13 +16,13 @@ from typing import Any
 import torch
 
 from mmport.analyzers.fields import call_processor, mm_outputs, token_id_of
-from mmport.analyzers.media import SUB_PROCESSORS, handled_modalities
+from mmport.analyzers.media import SUB_PROCESSORS, handled_modalities, refused_modalities
 from mmport.analyzers.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.analyzers.wrappers import wrapped_placeholder
 from mmport.sources import Snapshot
 from mmport.verify.probes import Item, media_of
 
-__all__ = ["HFOutput", "HFReference", "ModalityRef", "handled_modalities"]
+__all__ = ["HFOutput", "HFReference", "ModalityRef"]
 
 
 
@@ -67,8 +67,11 @@ class HFReference:
         self.sampling_rate = sampling_rate_of(self.processor)
         self._counts: dict[tuple, int] = {}
         self.modalities: dict[str, ModalityRef] = {}
+        # Sides HF cannot take even one ordinary item of are not judged (inspect says why).
+        self.refused = refused_modalities(self.processor)
         for modality in handled_modalities(self.processor):
-            self.modalities[modality] = self._learn(modality)
+            if modality not in self.refused:
+                self.modalities[modality] = self._learn(modality)
 
     # The image-only view older callers use.
     @property
