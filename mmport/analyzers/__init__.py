@@ -242,6 +242,8 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     prefix = re.sub(r"For[A-Z][A-Za-z]*$", "", architecture) or prefix
     encoder, encoder_reason = _encoder(architecture)
     refused = refused_modalities(processor)
+    if refused and set(refused) == set(handled_modalities(processor)):
+        raise AnalysisError(f"{type(processor).__name__} cannot be ported: " + "; ".join(refused.values()))
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,

@@ -26,9 +26,10 @@ __all__ = ["call_processor", "mm_outputs", "observe_fields", "per_item_fields", 
 # layouts (tiles, patch grids) show different row counts; the second is large
 # enough that tiling processors (LFM2-VL) split it into several tiles.
 PROBE_SIZES = ((64, 48), (1600, 600))
-# Likewise for videos (same frame count: HF stacks one sample's videos) and audio (samples at 16 kHz: 1 s, 7.3 s).
+# Likewise for videos (frame counts differ too: a processor that can only stack videos of
+# one length is processed one video at a time) and audio (samples at 16 kHz: 1 s, 7.3 s).
 VIDEO_PROBE_SIZES = ((64, 48), (640, 360))
-VIDEO_PROBE_FRAMES = 4
+VIDEO_PROBE_FRAMES = (4, 8)
 AUDIO_PROBE_SAMPLES = (16_000, 116_800)
 
 # Per processor object, the keys it returns for text alone (one HF call each).
@@ -95,7 +96,7 @@ def token_id_of(processor: Any, token_attr: str = "image_token") -> int:
 def probe_media(modality: str, index: int) -> Any:
     """Item ``index`` of the two items fields are observed on: far apart in size, so layouts show.
 
-    Videos share a frame count (HF stacks one sample's videos), audio differs in length.
+    Videos differ in frame count and size, audio in length.
     """
     from mmport.media import make_audio, make_image, make_video, video_metadata
 
@@ -103,7 +104,8 @@ def probe_media(modality: str, index: int) -> Any:
         return make_image(*PROBE_SIZES[index], index)
     if modality == "video":
         width, height = VIDEO_PROBE_SIZES[index]
-        return make_video(VIDEO_PROBE_FRAMES, width, height, index), video_metadata(VIDEO_PROBE_FRAMES, width, height, 2.0)
+        frames = VIDEO_PROBE_FRAMES[index]
+        return make_video(frames, width, height, index), video_metadata(frames, width, height, 2.0)
     return make_audio(AUDIO_PROBE_SAMPLES[index], index)
 
 

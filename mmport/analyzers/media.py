@@ -11,6 +11,7 @@ video's frames, audio at the feature extractor's sampling rate).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any
 
@@ -93,12 +94,13 @@ def embed_token(snapshot: Any, processor: Any, token_id: int, modality: str, pla
     tokens), the config or processor attribute holding the id HF writes most.
     ``("", "", None)`` when the placeholder's own token is embedded.
     """
-    embed_id = snapshot.model_token_id(modality)
-    if embed_id is None:
-        embed_id = _expanded_id(processor, modality, placeholder, token_id)
+    configured = snapshot.model_token_id(modality)
+    # HF may write another token than the config names (GLM-4.1V embeds video frames at the image token).
+    config = snapshot.load_config()
+    named = {getattr(config, n) for n in _id_attributes(config)}
+    embed_id = _expanded_id(processor, modality, placeholder, token_id if configured is None else configured, named)
     if embed_id is None or embed_id == token_id:
         return "", "", None
-    config = snapshot.load_config()
     for name in (f"{modality}_token_id", *_id_attributes(config)):
         if getattr(config, name, None) == embed_id:
             attr = type(config).attribute_map.get(name, name)
@@ -120,10 +122,21 @@ def _id_attributes(obj: Any) -> list[str]:
     return found
 
 
-def _expanded_id(processor: Any, modality: str, placeholder: str, token_id: int) -> int | None:
-    """The id HF writes most for one item, where it is not the placeholder's own."""
-    import collections
+def most_written(ids: list[int], bare: set[int], named: set[int]) -> int | None:
+    """The id written most for an item (not in the bare prompt), preferring ids the config names.
 
+    A video's expansion holds timestamps and frame markers beside its
+    embedding tokens; the embedding token is one the model's config names.
+    """
+    counts = collections.Counter(i for i in ids if i not in bare)
+    preferred = [(n, i) for i, n in counts.items() if i in named]
+    if preferred:
+        return max(preferred)[1]
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def _expanded_id(processor: Any, modality: str, placeholder: str, token_id: int, named: set[int] = frozenset()) -> int | None:
+    """``token_id`` where HF writes it for one item, else the id HF writes most."""
     from mmport.analyzers.fields import call_processor, media_kwargs, probe_media
 
     try:
@@ -133,8 +146,7 @@ def _expanded_id(processor: Any, modality: str, placeholder: str, token_id: int)
         return None
     if token_id in ids:
         return token_id
-    counts = collections.Counter(i for i in ids if i not in bare)
-    return counts.most_common(1)[0][0] if counts else None
+    return most_written(ids, bare, named)
 
 
 def _count(processor: Any, modality: str, kept: set[str], names: tuple[tuple[str, str], ...] = ()) -> CountRule:

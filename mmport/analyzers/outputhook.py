@@ -90,37 +90,69 @@ def _sub_processor_call(stmt: cst.CSTNode) -> str | None:
     return None
 
 
-def _completion(processor_cls: type, modality: str, missing: list[str], kept: set[str]) -> tuple[ParsedClass, cst.FunctionDef, list[cst.CSTNode], str]:
-    """The lines of HF's ``_process_<modality>`` that compute ``missing`` keys from kept outputs.
+def _self_attribute(stmt: cst.CSTNode) -> str | None:
+    """``"x"`` for ``self.x = ...``."""
+    node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+    if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        target = node.targets[0].target
+        if m.matches(target, m.Attribute(value=m.Name("self"))):
+            return target.attr.value
+    return None
 
-    Returns the parsed class, the method, the sliced statements in order, and
-    the name HF binds the sub-processor's output to.
+
+def _completion(
+    processor_cls: type, modality: str, missing: list[str], kept: set[str], attrs: set[str]
+) -> tuple[ParsedClass, cst.FunctionDef, list[cst.CSTNode], str, str | None]:
+    """The lines of HF's ``_process_<modality>`` that compute ``missing`` keys (and ``self`` attributes) from kept outputs.
+
+    Returns the parsed class, the method, the sliced statements in order, the
+    name HF binds the sub-processor's output to, and the name of the method's
+    ``**kwargs`` where the lines read it (the modality's merged kwargs, which
+    the port has too).
     """
     name = f"_process_{modality}" if modality == "audio" else f"_process_{modality}s"
     found = find_method(processor_cls, name, models_only=True)
     if found is None:
-        raise AnalysisError(f"the hook reads {missing}, which HF drops and computes nowhere mmport can read")
+        raise AnalysisError(f"the hook reads {missing or sorted(attrs)}, which HF drops and computes nowhere mmport can read")
     parsed, func = found
     body = list(func.body.body)
     start = next((i for i, s in enumerate(body) if _sub_processor_call(s)), None)
     if start is None:
         raise AnalysisError(f"{name} does not bind its sub-processor's output to a name")
     variable = _sub_processor_call(body[start])
-    needed_keys, needed_names, chosen = set(missing), set(), []
+    needed_keys, needed_attrs, needed_names, chosen = set(missing), set(attrs), set(), []
     for stmt in reversed(body[start + 1 :]):
-        key = _assigned_key(stmt, variable)
-        binds = bound_names(stmt) if key is None else set()
-        if (key is not None and key in needed_keys) or (binds and binds & needed_names):
+        key, attr = _assigned_key(stmt, variable), _self_attribute(stmt)
+        binds = bound_names(stmt) if key is None and attr is None else set()
+        if (key is not None and key in needed_keys) or (attr is not None and attr in needed_attrs) or (binds & needed_names):
             chosen.append(stmt)
             needed_keys.discard(key)
+            needed_attrs.discard(attr)
             needed_names |= names_in(stmt) - binds - {variable, "self"}
             needed_keys |= set(_subscript_keys(stmt, variable)) - kept - ({key} if key else set())
-    if needed_keys:
-        raise AnalysisError(f"{name} computes {sorted(needed_keys)} from more than the item's kept outputs")
+    if needed_keys or needed_attrs:
+        raise AnalysisError(f"{name} computes {sorted(needed_keys | needed_attrs)} from more than the item's kept outputs")
+    star = func.params.star_kwarg.name.value if func.params.star_kwarg else None
     earlier = set().union(*(bound_names(s) for s in body[: start + 1])) | {p.name.value for p in func.params.params}
     if needed_names & earlier:
-        raise AnalysisError(f"{name} computes {missing} from the raw input ({sorted(needed_names & earlier)})")
-    return parsed, func, list(reversed(chosen)), variable
+        raise AnalysisError(f"{name} computes {missing or sorted(attrs)} from the raw input ({sorted(needed_names & earlier)})")
+    return parsed, func, list(reversed(chosen)), variable, star if star in needed_names else None
+
+
+def _hook_attributes(func: cst.FunctionDef, processor_cls: type) -> set[str]:
+    """``self`` attributes the hook reads that the processor sets only while processing (not in ``__init__``)."""
+    read = {node.attr.value for node in m.findall(func.body, m.Attribute(value=m.Name("self")))}
+    init = find_method(processor_cls, "__init__")
+    set_in_init = set()
+    if init is not None:
+        set_in_init = {n.attr.value for n in m.findall(init[1], m.AssignTarget(target=m.Attribute(value=m.Name("self")))) for n in [n.target]}
+    process = [find_method(processor_cls, n, models_only=True) for n in ("_process_audio", "_process_videos", "_process_images")]
+    set_while_processing = {
+        node.target.attr.value
+        for found in process if found is not None
+        for node in m.findall(found[1], m.AssignTarget(target=m.Attribute(value=m.Name("self"))))
+    }
+    return (read & set_while_processing) - set_in_init
 
 
 def _subscript_keys(stmt: cst.CSTNode, variable: str) -> list[str]:
@@ -166,8 +198,9 @@ def analyze_output_hook(processor_cls: type, modality: str, kept: set[str]) -> O
     code = transplant.code(_port_function(func, hook), processor_cls, "processor")
     transplant.resolve(code, vars(inspect.getmodule(owner)), hook)
     completion = None
-    if missing:
-        completion = _completion_function(processor_cls, modality, missing, kept, transplant)
+    attrs = _hook_attributes(func, processor_cls)
+    if missing or attrs:
+        completion = _completion_function(processor_cls, modality, missing, kept, attrs, transplant)
     reads = tuple(k for k in keys if k in kept)
     source = parsed.source(func)
     return OutputRule(
@@ -182,11 +215,15 @@ def analyze_output_hook(processor_cls: type, modality: str, kept: set[str]) -> O
     )
 
 
-def _completion_function(processor_cls: type, modality: str, missing: list[str], kept: set[str], transplant: Transplanter) -> HelperFunction:
-    """``def complete_<modality>_inputs(processor, <inputs>)``: HF's lines that add the dropped keys."""
-    parsed, func, statements, variable = _completion(processor_cls, modality, missing, kept)
+def _completion_function(
+    processor_cls: type, modality: str, missing: list[str], kept: set[str], attrs: set[str], transplant: Transplanter
+) -> HelperFunction:
+    """``def complete_<modality>_inputs(processor, <inputs>[, **kwargs])``: HF's lines that add what the hook reads."""
+    parsed, func, statements, variable, star = _completion(processor_cls, modality, missing, kept, attrs)
     name = f"complete_{modality}_inputs"
     params = cst.Parameters([cst.Param(cst.Name("self")), cst.Param(cst.Name(variable))])
+    if star:
+        params = params.with_changes(star_kwarg=cst.Param(cst.Name(star)))
     funcdef = cst.FunctionDef(cst.Name(name), params, cst.IndentedBlock(statements))
     code = transplant.code(funcdef, processor_cls, "processor")
     owner = next(k for k in processor_cls.__mro__ if func.name.value in vars(k))

@@ -237,7 +237,26 @@ def _sub_processors(processor_cls: type, model_type: str, config: Mapping[str, A
             parts[attribute] = _image_processor(model_type, config, processor_cls)
         else:
             parts[attribute] = _other_processor(attribute, model_type, config, processor_cls)
+    _return_metadata_if_read(processor_cls, parts.get("video_processor"))
     return parts
+
+
+def _return_metadata_if_read(processor_cls: type, video_processor: Any) -> None:
+    """Have the video processor return metadata where the processor's video hook reads it.
+
+    Some hooks read ``video_inputs["video_metadata"]`` unconditionally while the
+    video processor returns it only with ``return_metadata``, which their
+    checkpoints set; a default video processor would make every video fail.
+    """
+    hook = next((k.__dict__["replace_video_token"] for k in processor_cls.__mro__ if "replace_video_token" in k.__dict__), None)
+    if video_processor is None or hook is None or getattr(video_processor, "return_metadata", True):
+        return
+    try:
+        source = inspect.getsource(hook)
+    except (OSError, TypeError):
+        return
+    if '"video_metadata"' in source or "'video_metadata'" in source:
+        video_processor.return_metadata = True
 
 
 def _architecture(model_type: str) -> str | None:

@@ -9,14 +9,13 @@ embedding positions alone.
 
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from mmport.analyzers.fields import call_processor, mm_outputs, token_id_of
-from mmport.analyzers.media import SUB_PROCESSORS, handled_modalities, refused_modalities
+from mmport.analyzers.media import SUB_PROCESSORS, handled_modalities, most_written, refused_modalities
 from mmport.analyzers.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.analyzers.wrappers import wrapped_placeholder
 from mmport.sources import Snapshot
@@ -100,8 +99,10 @@ class HFReference:
         own_id = token_id_of(self.processor, token_attr) if getattr(self.processor, token_attr, None) is not None else None
         placeholder = None if self._inserts(modality, item, configured, own_id) else wrapped_placeholder(self.processor, token_attr)
         embed_id = configured if configured is not None else own_id
-        if modality != "image" and configured is None:
-            embed_id = self._expanded_id(placeholder, item, own_id)
+        if modality != "image":
+            # HF may write another token for the item than the config names for it
+            # (GLM-4.1V embeds video frames at the image token): the one it writes most.
+            embed_id = self._expanded_id(placeholder, item, embed_id)
         return ModalityRef(modality, token_attr, placeholder, embed_id)
 
     def _inserts(self, modality: str, item: Item, configured: int | None, own_id: int | None) -> bool:
@@ -118,17 +119,17 @@ class HFReference:
             return False
         return expected is not None and expected in output.input_ids
 
-    def _expanded_id(self, placeholder: str | None, item: Item, own_id: int | None) -> int | None:
-        """The id HF writes most for one item, where the config names none (InternVL's video frames are image tokens)."""
+    def _expanded_id(self, placeholder: str | None, item: Item, expected: int | None) -> int | None:
+        """``expected`` if HF writes it for one item, else the id HF writes most (InternVL's video frames are image tokens)."""
         try:
             ids = self.run(placeholder or "", [item]).input_ids
             bare = set(self.run("", []).input_ids) if placeholder is not None else set()
         except Exception:
-            return own_id
-        if own_id in ids:
-            return own_id
-        counts = collections.Counter(i for i in ids if i not in bare)
-        return counts.most_common(1)[0][0] if counts else own_id
+            return expected
+        if expected in ids:
+            return expected
+        named = {v for k, v in vars(self.snapshot.load_config()).items() if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)}
+        return most_written(ids, bare, named) or expected
 
     def run(self, prompt: str, items: list[Any]) -> HFOutput:
         """Process one prompt with ``items`` (probe :class:`Item` values, or images); raises what HF raises.

@@ -45,6 +45,8 @@ class Session:
         self.outside_contract: list[str] = []  # items or probes HF answers in a way vLLM cannot hold
         self.media_probes = 0  # probes with items, within the port's limits
         self.compared = 0  # ... of which HF answered and the checks compared
+        self.drawn: dict[str, int] = {}  # per modality: items drawn into probes within the limits
+        self.judged: dict[str, int] = {}  # ... and items compared against HF
         self.limits, self.limits_error = self._port_limits()
 
     def _port_limits(self) -> tuple[dict[str, int | None], str]:
@@ -90,12 +92,16 @@ class Session:
         if self._beyond_limits(probe):
             return  # beyond the port's declared limit: check_limits judges that limit
         self.media_probes += bool(probe.items)
+        for item in probe.items:
+            self.drawn[item.modality] = self.drawn.get(item.modality, 0) + 1
         answered = self._answer(probe)
         if answered is None:
             return
         probe, expected, singles, counts = answered
         if probe.items:
             self.compared += 1
+        for item in probe.items:
+            self.judged[item.modality] = self.judged.get(item.modality, 0) + 1
         for item, count in zip(probe.items, counts):
             self.max_count[item.modality] = max(self.max_count.get(item.modality, 0), count)
         in_company = self._in_company(probe, expected, counts)
@@ -183,6 +189,13 @@ class Session:
                 "(see the rejected probes); a reference that rejects most probes cannot pass a port"
             )
             checks["tokens"].failures.append(Failure("probes", message))
+        for modality, drawn in self.drawn.items():
+            if not self.judged.get(modality):
+                message = (
+                    f"none of the {drawn} {modality} item(s) drawn could be compared (see the rejected and unholdable "
+                    f"probes); a port cannot pass on a modality HF was never compared on"
+                )
+                checks["placeholders"].failures.append(Failure("probes", message))
         for name, check in checks.items():
             if name in NEEDS and check.runs == 0 and not check.failures:
                 check.failures.append(Failure(name, f"compared nothing: no {NEEDS[name]} reached this check"))
