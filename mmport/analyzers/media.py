@@ -285,12 +285,17 @@ def _renamed(fields: tuple[FieldSpec, ...], taken: set[str], modality: str) -> t
     return tuple(renamed), renames
 
 
-def _update(processor_cls: type, placeholder_source: Source) -> PromptUpdateSpec:
+def _update(processor_cls: type, placeholder_source: Source, token_attr: str) -> PromptUpdateSpec:
     """The placeholder is replaced; the prompt-level facts (special tokens, a prefix or suffix HF adds) hold as read."""
     from mmport.analyzers.layout import analyze_layout
 
+    from mmport.analyzers.itemprefix import analyze_item_prefix
+
     update = analyze_layout(processor_cls, placeholder_source)
-    return dataclasses.replace(update, mode="replace", target="placeholder", source=placeholder_source, trailing_tokens=())
+    prefix = analyze_item_prefix(processor_cls, token_attr)
+    return dataclasses.replace(
+        update, mode="replace", target="placeholder", source=placeholder_source, trailing_tokens=(), item_prefix=prefix
+    )
 
 
 def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = frozenset()) -> ModalitySpec:
@@ -332,7 +337,7 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = f
         token_id_from_text=token_id_from_text,
         count=count,
         geometry=GeometryRule("none"),
-        update=_update(processor_cls, placeholder_source),
+        update=_update(processor_cls, placeholder_source, token_attr),
         fields=fields,
         limit=_limit(processor, modality, placeholder),
         worst_case_size=None,
