@@ -97,7 +97,7 @@ def embed_token(snapshot: Any, processor: Any, token_id: int, modality: str, pla
     configured = snapshot.model_token_id(modality)
     # HF may write another token than the config names (GLM-4.1V embeds video frames at the image token).
     config = snapshot.load_config()
-    named = {getattr(config, n) for n in _id_attributes(config)}
+    named = {v for n in _id_attributes(config) if isinstance(v := getattr(config, n), int)}
     embed_id = _expanded_id(processor, modality, placeholder, token_id if configured is None else configured, named)
     if embed_id is None or embed_id == token_id:
         return "", "", None

@@ -17,11 +17,31 @@ from mmport.verify.report import CheckResult, Failure
 
 __all__ = ["Session"]
 
+
+def _larger_than(dummy, modality: str, sampling_rate: int | None) -> list[Item]:
+    """Items a step larger than the port's dummy item: twice the frames, twice the sides, twice the length."""
+    if modality == "video":
+        frames = dummy[0] if isinstance(dummy, tuple) else dummy
+        count, height, width = len(frames), frames.shape[1], frames.shape[2]
+        larger = [Item("video", (width * 2, height * 2), count, 2.0)] if max(width, height) * 2 <= WORST_CASE_SIDE else []
+        if count * 2 <= WORST_CASE_FRAMES:
+            larger.insert(0, Item("video", (width, height), count * 2, 2.0))
+        return larger
+    audio = dummy[0] if isinstance(dummy, tuple) else dummy
+    seconds = 2 * len(audio) / (sampling_rate or 16_000)
+    return [Item("audio", seconds=seconds)] if seconds <= WORST_CASE_SECONDS else []
+
 # Items asked of the port's dummy builder, and the item count probed for
 # "unlimited" when a port declares no limit.
 DUMMY_ITEMS = 2
 UNLIMITED_PROBE = 3
 DUMMY_SEQ_LEN = 1 << 16
+# The longest video, and the largest frame side, the worst case ranges over
+# (vLLM's loaders sample to a frame count; frames are rarely larger).
+WORST_CASE_FRAMES = 32
+WORST_CASE_SIDE = 2048
+# The longest audio it ranges over (ten minutes: a long recording, well past one window).
+WORST_CASE_SECONDS = 600
 # What a check that compared nothing had to have, in words.
 NEEDS = {
     "tokens": "a probe HF answered",
@@ -228,6 +248,26 @@ class Session:
             return
         if modality == "image":
             self._check_dummy_against_hf(result, text, given, embeds)
+        else:
+            self._check_dummy_is_largest(result, modality, given[0], min(embeds), wanted)
+
+    def _check_dummy_is_largest(self, result: CheckResult, modality: str, dummy, embeds: int, wanted: int) -> None:
+        """No larger item (twice the frames, twice the frame sides, twice the length) gets more positions from HF.
+
+        Within the profiling budget and the contract's bounds (videos of up to
+        :data:`WORST_CASE_FRAMES` frames of up to :data:`WORST_CASE_SIDE` px,
+        audio of up to :data:`WORST_CASE_SECONDS`): a dummy below a neighbour
+        of its own is not the worst case, whatever the probes reached.
+        """
+        for item in _larger_than(dummy, modality, self.hf.sampling_rate):
+            try:
+                count = self.hf.item_count(item)
+            except Exception:
+                continue  # HF refuses so large an item: it is no case to hold
+            if count > embeds and count * wanted <= DUMMY_SEQ_LEN:
+                message = f"HF gives {item.describe()} more positions than the port's dummy {modality} (not the worst case)"
+                result.failures.append(Failure("dummy", message, None, str(count), str(embeds)))
+                return
 
     def _check_dummy_against_hf(self, result: CheckResult, text: str, images: list, embeds: list[int]) -> None:
         try:
