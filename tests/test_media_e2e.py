@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import scaffold_port, verify_report
+from conftest import failed_checks, mutated_port, scaffold_port, verify_report
 from snapshots import (
     phi4_audio_compression_snapshot,
     qwen2_audio_128_mel_snapshot,
@@ -24,9 +24,6 @@ def _spec(ref: str) -> dict:
 
     return json.loads(to_json(analyze(resolve(ref))))
 
-
-def _failed(report: dict) -> set[str]:
-    return {name for name, check in report["checks"].items() if check["status"] == "fail"}
 
 
 def test_audio_port_passes_and_counts_from_its_outputs(scaffolded) -> None:
@@ -95,13 +92,10 @@ MEDIA_MUTATIONS = [
 @slow
 @pytest.mark.parametrize(("model_type", "old", "new", "check"), MEDIA_MUTATIONS, ids=[f"{m[3]}-{m[0]}-{i}" for i, m in enumerate(MEDIA_MUTATIONS)])
 def test_wrong_media_port_fails_the_right_check(model_type, old, new, check, scaffolded, tmp_path) -> None:
-    source = (scaffolded(model_type) / f"{model_type}_processing.py").read_text()
-    assert old in source
-    wrong = tmp_path / f"{model_type}_processing.py"
-    wrong.write_text(source.replace(old, new))
+    wrong = mutated_port(scaffolded(model_type), model_type, old, new, tmp_path)
     code, report = verify_report(model_type, wrong)
     assert code == 1
-    assert check in _failed(report), report
+    assert check in failed_checks(report), report
 
 
 def test_a_side_hf_refuses_is_noted_not_ported(tmp_path) -> None:

@@ -21,7 +21,7 @@ from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
 from mmport.analyzers.ownprompt import writes_own_prompt
 from mmport.analyzers.replacement import analyze_replacement_text, merged_image_kwargs
-from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method
+from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
@@ -32,13 +32,10 @@ __all__ = ["analyze"]
 
 def _attribute_source(processor_cls: type, attr: str) -> Source:
     """Where the processor's constructor sets ``self.<attr>``."""
-    found = find_method(processor_cls, "__init__", models_only=True)
-    if found is not None:
-        visitor = SelfAssignments()
-        found[1].visit(visitor)
-        if attr in visitor.nodes:
-            return found[0].source(visitor.nodes[attr])
-    raise AnalysisError(f"{processor_cls.__name__}.__init__ does not set self.{attr}")
+    source = init_assignment_source(processor_cls, attr)
+    if source is None:
+        raise AnalysisError(f"{processor_cls.__name__}.__init__ does not set self.{attr}")
+    return source
 
 
 def _architecture(snapshot: Snapshot) -> str:

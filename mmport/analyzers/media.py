@@ -18,7 +18,7 @@ from typing import Any
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
 from mmport.analyzers.imageproc import analyze_output_fields
 from mmport.analyzers.outputhook import analyze_output_hook
-from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method
+from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
 from mmport.errors import AnalysisError, one_line
 from mmport.spec import CountRule, FieldSpec, GeometryRule, ModalitySpec, PromptUpdateSpec, Source
@@ -73,12 +73,9 @@ def sub_processor(processor: Any, modality: str) -> tuple[str, Any]:
 
 def _attribute_source(processor_cls: type, attr: str) -> Source:
     """Where the processor's constructor (or class body) sets ``attr``."""
-    found = find_method(processor_cls, "__init__", models_only=True)
-    if found is not None:
-        visitor = SelfAssignments()
-        found[1].visit(visitor)
-        if attr in visitor.nodes:
-            return found[0].source(visitor.nodes[attr])
+    source = init_assignment_source(processor_cls, attr)
+    if source is not None:
+        return source
     assigned = class_assignments(processor_cls).get(attr)
     if assigned is not None:
         return assigned[0].source(assigned[1])

@@ -264,9 +264,13 @@ def _architecture(model_type: str) -> str | None:
     from transformers.models.auto import modeling_auto
 
     # Retrievers (ColPali) have no generation head; ColQwen2 is mapped for pre-training only.
+    # MODEL_FOR_MULTIMODAL_LM comes after the image mappings, whose names a family's
+    # image-text class keeps where both map it.
     mappings = (
         "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
         "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES",
+        # Audio-language models generate text too (Qwen2-Audio).
+        "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
         "MODEL_FOR_RETRIEVAL_MAPPING_NAMES",
         "MODEL_MAPPING_NAMES",
         "MODEL_FOR_PRETRAINING_MAPPING_NAMES",
