@@ -1,12 +1,13 @@
-"""Coverage benchmark: scaffold + verify every image family of the installed transformers.
+"""Coverage benchmark: scaffold + verify every image, video and audio family of the installed transformers.
 
     python benchmarks/coverage.py                 # all families, print the table
     python benchmarks/coverage.py --write         # also rewrite docs/coverage.md
     python benchmarks/coverage.py llava qwen2_vl  # only these
 
-A family is every model_type whose processor expands image placeholders: it
-(or a model-specific base) defines ``replace_image_token``, the 5.x hook, or
-overrides ``__call__`` and handles an image token itself. Families run on
+A family is every model_type whose processor expands image, video or audio
+placeholders: it (or a model-specific base) defines ``replace_<modality>_token``,
+the 5.x hook, or overrides ``__call__`` and handles the modality's token itself.
+A family passes only when every modality it handles passes. Families run on
 their synthetic snapshots in a small pool of worker processes (``--jobs``),
 each importing torch and transformers once (benchmarks/pool.py); a family
 that hangs past ``--time-limit`` or kills its worker is reported as such,
@@ -29,46 +30,68 @@ ROOT = Path(__file__).resolve().parents[1]
 TIME_LIMIT_S = 300
 
 
+MODALITIES = ("image", "video", "audio")
+
+
 @dataclass
 class Outcome:
-    """One family's result: the stage reached and why it stopped."""
+    """One family's result: the stage reached and why it stopped, per modality what happened."""
 
     model_type: str
     verdict: str  # pass, fail (a check failed), error (a stage raised)
     stage: str  # resolve, analyze, render, verify
-    strategy: str = ""
+    strategy: str = ""  # the image side's count strategy (or the first modality's)
     detail: str = ""
     seconds: float = 0.0
+    modalities: dict[str, str] | None = None  # modality -> "pass derived", "fail delegated", ...
 
 
-def image_families() -> list[str]:
-    """model_types whose processor expands image placeholders."""
+def _sub_processor_attributes(modality: str) -> tuple[str, ...]:
+    return {"image": ("image_processor",), "video": ("video_processor",), "audio": ("feature_extractor", "audio_processor")}[modality]
+
+
+def _expands(cls: type, modality: str) -> bool:
+    """Does processor class ``cls`` expand ``modality`` placeholders (hook, or its own ``__call__``)?"""
     import inspect
+    import re
 
+    if not set(_sub_processor_attributes(modality)) & set(cls.get_attributes()):
+        return False
+    own = [k for k in cls.__mro__ if k.__module__.startswith("transformers.models")]
+    if any(f"replace_{modality}_token" in vars(k) for k in own):
+        return True
+    token = re.compile(rf"\b{modality}_token\b")
+    return any("__call__" in vars(k) for k in own) and bool(token.search(inspect.getsource(inspect.getmodule(cls))))
+
+
+def families() -> dict[str, list[str]]:
+    """model_type -> the modalities its processor expands placeholders for."""
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
 
-    families = []
+    found = {}
     for model_type, name in sorted(PROCESSOR_MAPPING_NAMES.items()):
         try:
             cls = processor_class_from_name(name)
-            if "image_processor" not in cls.get_attributes():
-                continue
+            cls.get_attributes()
         except Exception:  # needs a backend this machine lacks (sentencepiece, ...)
             continue
-        own = [k for k in cls.__mro__ if k.__module__.startswith("transformers.models")]
-        if any("replace_image_token" in vars(k) for k in own):
-            families.append(model_type)
-        elif any("__call__" in vars(k) for k in own) and "image_token" in inspect.getsource(inspect.getmodule(cls)):
-            families.append(model_type)
-    return families
+        modalities = [m for m in MODALITIES if _expands(cls, m)]
+        if modalities:
+            found[model_type] = modalities
+    return found
 
 
-def run_one(model_type: str, probes: int) -> Outcome:
-    """Resolve, analyse, render and verify one family (in this process)."""
+def run_one(model_type: str, probes: int, expected: list[str] | None = None) -> Outcome:
+    """Resolve, analyse, render and verify one family (in this process).
+
+    ``expected`` are the modalities the family's processor expands; one the
+    port does not cover counts as failed.
+    """
     from mmport.errors import one_line
 
     started = time.perf_counter()
     stage = "resolve"
+    expected = expected or ["image"]
     try:
         from mmport.sources import resolve
 
@@ -78,7 +101,7 @@ def run_one(model_type: str, probes: int) -> Outcome:
         from mmport.analyzers import analyze
 
         spec = analyze(snapshot)
-        strategy = spec.modalities[0].count.strategy
+        strategies = {m.modality: m.count.strategy for m in spec.modalities}
         stage = "render"
         from mmport.render import render_port, write_files
 
@@ -89,11 +112,15 @@ def run_one(model_type: str, probes: int) -> Outcome:
 
             report = verify_port(model_type, Path(tmp) / f"{spec.module_name}_processing.py", probes=probes, seed=0)
     except Exception as exc:
-        return Outcome(model_type, "error", stage, detail=one_line(exc)[:160], seconds=time.perf_counter() - started)
-    failed = [c for c in report.checks.values() if c.status == "fail"]
-    detail = f"{failed[0].name}: {failed[0].failures[0].describe()}"[:160] if failed else ""
-    verdict = "fail" if failed else "pass"
-    return Outcome(model_type, verdict, stage, strategy, detail, time.perf_counter() - started)
+        errored = dict.fromkeys(expected, "error")
+        return Outcome(model_type, "error", stage, detail=one_line(exc)[:160], seconds=time.perf_counter() - started, modalities=errored)
+    failed_checks = [c for c in report.checks.values() if c.status == "fail"]
+    failed = report.failed_modalities() if failed_checks else set()
+    modalities = {m: f"{'fail' if m in failed or m not in strategies else 'pass'} {strategies.get(m, 'missing')}" for m in expected}
+    detail = f"{failed_checks[0].name}: {failed_checks[0].failures[0].describe()}"[:160] if failed_checks else ""
+    verdict = "fail" if failed_checks or any(v.startswith("fail") for v in modalities.values()) else "pass"
+    strategy = next(iter(strategies.values()), "")
+    return Outcome(model_type, verdict, stage, strategy, detail, time.perf_counter() - started, modalities)
 
 
 def _warm_up() -> None:
@@ -106,14 +133,15 @@ def _warm_up() -> None:
     import mmport.verify  # noqa: F401
 
 
-def _outcome(model_type: str, answer: dict | WorkerFailure) -> Outcome:
+def _outcome(model_type: str, expected: list[str], answer: dict | WorkerFailure) -> Outcome:
     if isinstance(answer, WorkerFailure):
-        return Outcome(model_type, "error", answer.kind, detail=answer.detail[:160], seconds=answer.seconds)
+        errored = dict.fromkeys(expected, "error")
+        return Outcome(model_type, "error", answer.kind, detail=answer.detail[:160], seconds=answer.seconds, modalities=errored)
     return Outcome(**answer)
 
 
-def run_all(families: list[str], probes: int, jobs: int, time_limit: float) -> list[Outcome]:
-    """Every family through the worker pool, with a progress bar on stderr."""
+def run_all(chosen: dict[str, list[str]], probes: int, jobs: int, time_limit: float) -> list[Outcome]:
+    """Every family (model_type -> its modalities) through the worker pool, with a progress bar on stderr."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     command = [sys.executable, __file__, "--worker", "--probes", str(probes)]
@@ -121,36 +149,52 @@ def run_all(families: list[str], probes: int, jobs: int, time_limit: float) -> l
     outcomes: dict[str, Outcome] = {}
     columns = (TextColumn("coverage"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
     with Progress(*columns, transient=False) as progress:
-        task = progress.add_task("", total=len(families))
-        for model_type, answer in pool.run(families):
-            outcome = outcomes[model_type] = _outcome(model_type, answer)
+        task = progress.add_task("", total=len(chosen))
+        for (model_type, expected), answer in pool.run([[name, modalities] for name, modalities in chosen.items()]):
+            outcome = outcomes[model_type] = _outcome(model_type, expected, answer)
             progress.update(task, advance=1, description=f"{model_type}: {outcome.verdict}")
-    return [outcomes[f] for f in families]
+    return [outcomes[name] for name in chosen]
+
+
+def _modality_lines(outcomes: list[Outcome]) -> list[str]:
+    """Per modality: families, passing, and derived among the passing."""
+    lines = []
+    for modality in MODALITIES:
+        cells = [o.modalities[modality] for o in outcomes if o.modalities and modality in o.modalities]
+        if not cells:
+            continue
+        passed = [c for c in cells if c.startswith("pass")]
+        derived = [c for c in passed if c.endswith("derived")]
+        lines.append(
+            f"- {modality}: **{len(passed)} / {len(cells)} pass ({len(passed) / len(cells):.0%})**, "
+            f"derived among passing {len(derived)} / {len(passed)} ({len(derived) / max(len(passed), 1):.0%})"
+        )
+    return lines
 
 
 def render_markdown(outcomes: list[Outcome], transformers_version: str, seconds: float, jobs: int) -> str:
     """docs/coverage.md: summary figures and one row per family."""
     passed = [o for o in outcomes if o.verdict == "pass"]
-    derived = [o for o in passed if o.strategy == "derived"]
-    share = len(derived) / len(passed) if passed else 0.0
     lines = [
-        "# Coverage: scaffold + verify on every image family",
+        "# Coverage: scaffold + verify on every image, video and audio family",
         "",
         "Generated by `python benchmarks/coverage.py --write` — do not edit by hand.",
         "",
-        f"transformers {transformers_version}; {len(outcomes)} families whose processor expands image "
+        f"transformers {transformers_version}; {len(outcomes)} families whose processor expands image, video or audio "
         f"placeholders; synthetic snapshots; 4 probes each; {seconds / 60:.1f} min on {os.cpu_count()} cores "
         f"with {jobs} workers (each imports torch and transformers once; a family's time excludes that).",
+        "A family passes only when every modality its processor handles passes.",
         "",
-        f"- **pass: {len(passed)} / {len(outcomes)} ({len(passed) / max(len(outcomes), 1):.0%})**",
-        f"- derived (not delegated) count among passing: {len(derived)} / {len(passed)} ({share:.0%})",
+        f"- **families passing: {len(passed)} / {len(outcomes)} ({len(passed) / max(len(outcomes), 1):.0%})**",
+        *_modality_lines(outcomes),
         "",
-        "| model_type | verdict | stage | strategy | time (s) | first failure or error |",
-        "|---|---|---|---|---|---|",
+        "| model_type | verdict | stage | image | video | audio | time (s) | first failure or error |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         detail = o.detail.replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {o.model_type} | {o.verdict} | {o.stage} | {o.strategy} | {o.seconds:.1f} | {detail} |")
+        cells = [(o.modalities or {}).get(m, "") for m in MODALITIES]
+        lines.append(f"| {o.model_type} | {o.verdict} | {o.stage} | {' | '.join(cells)} | {o.seconds:.1f} | {detail} |")
     return "\n".join(lines) + "\n"
 
 
@@ -165,15 +209,17 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="rewrite docs/coverage.md")
     args = parser.parse_args()
     if args.worker:
-        serve(lambda model_type: asdict(run_one(model_type, args.probes)), _warm_up)
+        serve(lambda job: asdict(run_one(job[0], args.probes, job[1])), _warm_up)
         return
     import transformers
 
-    families = args.families or image_families()
+    found = families()
+    chosen = {name: found.get(name, ["image"]) for name in args.families} if args.families else found
     started = time.perf_counter()
-    outcomes = run_all(families, args.probes, args.jobs, args.time_limit)
+    outcomes = run_all(chosen, args.probes, args.jobs, args.time_limit)
     for o in outcomes:
-        print(f"{o.model_type:28} {o.verdict:6} {o.stage:8} {o.strategy:9} {o.seconds:6.1f}s  {o.detail}")
+        cells = " ".join(f"{m}={v}" for m, v in (o.modalities or {}).items())
+        print(f"{o.model_type:28} {o.verdict:6} {o.stage:8} {cells:50} {o.seconds:6.1f}s  {o.detail}")
     text = render_markdown(outcomes, transformers.__version__, time.perf_counter() - started, args.jobs)
     if args.write:
         (ROOT / "docs" / "coverage.md").write_text(text)

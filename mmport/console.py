@@ -65,6 +65,10 @@ def spec_table(spec) -> Table:
     table.add_column("value", overflow="fold")
     table.add_column("HF source", overflow="fold")
     for m in spec.modalities:
+        if m.modality != "image":
+            for row in _media_rows(m):
+                table.add_row(*(escape(cell) for cell in row))
+            continue
         update = m.update
         rows = [
             ("modality", m.modality, ""),
@@ -96,7 +100,37 @@ def spec_table(spec) -> Table:
             table.add_row(*(escape(cell) for cell in row))
     for row in _encoder_rows(spec):
         table.add_row(*(escape(cell) for cell in row))
+    for note in spec.notes:
+        table.add_row("note", escape(note), "")
     return table
+
+
+def _media_rows(m) -> list[tuple[str, str, str]]:
+    """The video or audio side: its placeholder, how its replacement is computed, its fields."""
+    count, outputs = m.count, m.count.outputs
+    if outputs is not None:
+        rule = f"{outputs.hook.name}(processor, the item's HF outputs, 0)"
+        reads = [*(f"output {k}" for k in outputs.reads), *(["video metadata"] if outputs.reads_metadata else [])]
+    else:
+        rule, reads = f"HF's _process_{'audio' if m.modality == 'audio' else m.modality + 's'} on the item", []
+    embed = f"{m.embed_token_owner}.{m.embed_token_attr}" if m.embed_token_attr else "the placeholder's own"
+    return [
+        ("modality", m.modality, ""),
+        ("placeholder", repr(m.placeholder), str(m.placeholder_source)),
+        ("token id", f"{m.token_attr} = {m.token_id}", str(m.token_source)),
+        ("embedding token", embed, str(m.embed_token_source or "")),
+        ("replacement", rule, str(count.source)),
+        ("count strategy", count.strategy + (f" ({count.reason})" if count.reason else ""), ""),
+        *[("hook reads", read, "") for read in reads],
+        *([("hook completed by", outputs.completion.owner, str(outputs.completion.source))] if outputs and outputs.completion else []),
+        *[("transplanted", h.owner or h.name, str(h.source)) for h in count.helpers],
+        *[(f"field {f.key}", " ".join(filter(None, (f.layout, f.sizes))), str(f.source)) for f in m.fields],
+        *[("renamed output", f"{old} → {new}", "") for old, new in m.renamed_keys],
+        ("fields strategy", m.fields_strategy + (f" ({m.fields_reason})" if m.fields_reason else ""), ""),
+        ("needs text", "yes (port passes placeholders to HF)" if m.needs_text else "no", ""),
+        *([("video metadata", "kept beside the frames (vLLM's video_needs_metadata)", "")] if m.needs_metadata else []),
+        ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
+    ]
 
 
 def _encoder_rows(spec) -> list[tuple[str, str, str]]:

@@ -51,6 +51,7 @@ def _environment() -> jinja2.Environment:
     env.filters["py"] = lambda value: json.dumps(value, ensure_ascii=False)
     env.tests["stdlib"] = lambda name: name.partition(".")[0] in sys.stdlib_module_names
     env.filters["import_sorted"] = _import_sorted
+    env.filters["flatten"] = lambda groups: [item for group in groups for item in group]
     # A dotted name (``use_image_id``, ``processor.flag``) needs no parentheses after ``not``.
     env.tests["identifier"] = lambda value: all(part.isidentifier() for part in value.split("."))
     return env

@@ -20,6 +20,7 @@ __all__ = [
     "HelperFunction",
     "ItemPrefix",
     "ModalitySpec",
+    "OutputRule",
     "PortSpec",
     "PromptUpdateSpec",
     "Source",
@@ -108,6 +109,33 @@ class CountRule:
     # the images kwargs; the port takes them from the processor's merged kwargs.
     delegate_args: tuple[str, ...] = ()
     replacement: HelperFunction | None = None
+    # Video and audio: the hook run on the item's own HF outputs (strategy "derived").
+    outputs: OutputRule | None = None
+
+
+@dataclass(frozen=True)
+class OutputRule:
+    """A replacement hook that runs in the port on the item's own HF outputs.
+
+    ``hook`` is HF's ``replace_<modality>_token`` transplanted whole (``self``
+    renamed to ``processor``); the port calls it on a batch of one built from
+    the item's field values, at index 0. ``reads`` are the output keys it
+    reads, ``reads_metadata`` whether it reads the video's metadata, and
+    ``completion`` HF's lines that compute keys HF drops from kept ones (see
+    :mod:`mmport.analyzers.outputhook`).
+    """
+
+    hook: HelperFunction
+    reads: tuple[str, ...]
+    source: Source
+    reads_metadata: bool = False
+    completion: HelperFunction | None = None
+    helpers: tuple[HelperFunction, ...] = ()
+    imports: tuple[str, ...] = ()
+    # (the port's field name, the name the hook reads) where they differ.
+    names: tuple[tuple[str, str], ...] = ()
+    # The hook takes ``**kwargs`` (the modality's merged processor kwargs).
+    takes_kwargs: bool = True
 
 
 @dataclass(frozen=True)
@@ -217,6 +245,8 @@ class ModalitySpec:
     # embeddings at <image_soft_token>); empty when they are the same token.
     embed_token_attr: str = ""
     embed_token_source: Source | None = None
+    # Where ``embed_token_attr`` is read: the HF config, or (video, audio) the processor.
+    embed_token_owner: str = "config"
     # The processor has no ``<token_attr>``; the port looks the token's text up.
     token_id_from_text: bool = False
     # The placeholder in the prompt is not the embedded token (Aya Vision's
@@ -229,6 +259,16 @@ class ModalitySpec:
     # HF takes text or images, never both, and writes the prompt for an image
     # itself (ColPali); a request carries that prompt and one image.
     own_prompt_source: Source | None = None
+    # The processor attribute of the modality's sub-processor (``feature_extractor``, ``video_processor``).
+    sub_processor: str = ""
+    # Video: vLLM must hand the port each video's metadata beside its frames.
+    needs_metadata: bool = False
+    # (HF's output name, this port's name) for outputs another modality names the
+    # same (InternVL's video frames come as ``pixel_values``): processed apart, renamed.
+    renamed_keys: tuple[tuple[str, str], ...] = ()
+    # HF's ``_process_<modality>`` and hook take every scope of the merged kwargs
+    # (omni-modal processors), not only the modality's own scope.
+    merged_kwargs: bool = False
 
 
 @dataclass(frozen=True)
@@ -281,6 +321,21 @@ class PortSpec:
     encoder: EncoderSpec | None = None
     encoder_reason: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def image(self) -> ModalitySpec | None:
+        """The image side, if the processor has one."""
+        return next((m for m in self.modalities if m.modality == "image"), None)
+
+    @property
+    def prompt(self) -> PromptUpdateSpec:
+        """The prompt-level facts (special tokens, a prefix or suffix HF adds): the first modality's."""
+        return self.modalities[0].update
+
+    @property
+    def media(self) -> tuple[ModalitySpec, ...]:
+        """The video and audio sides, in that order."""
+        return tuple(m for m in self.modalities if m.modality != "image")
 
     @property
     def module_name(self) -> str:

@@ -81,6 +81,20 @@ def verify_report(ref: str, port: Path, *, probes: int = 6, **options) -> tuple[
     return (0 if report.passed else 1), json.loads(report.to_json())
 
 
+def failed_checks(report: dict) -> set[str]:
+    """The names of the checks a JSON report says failed."""
+    return {name for name, check in report["checks"].items() if check["status"] == "fail"}
+
+
+def mutated_port(port_dir: Path, model_type: str, old: str, new: str, tmp_path: Path) -> Path:
+    """The generated port of ``model_type`` with ``old`` replaced by ``new`` (which must occur)."""
+    source = (port_dir / f"{model_type}_processing.py").read_text()
+    assert old in source, f"{old!r} is not in the generated port"
+    wrong = tmp_path / f"{model_type}_processing.py"
+    wrong.write_text(source.replace(old, new))
+    return wrong
+
+
 @pytest.fixture(scope="session")
 def scaffolded(tmp_path_factory):
     """Scaffold a reference once per session; returns the output directory."""

@@ -139,3 +139,43 @@ def colpali_bos_snapshot(directory: Path) -> Path:
 
     _edit(directory / "tokenizer.json", tokenizer)
     return directory
+
+
+def qwen2_vl_video_budget_snapshot(directory: Path) -> Path:
+    """Qwen2-VL whose video processor keeps its own, smaller pixel budget (32 to 128 merged tokens a frame pair)."""
+
+    def processor(data):
+        data["video_processor"]["size"] = {"shortest_edge": 32 * 28 * 28, "longest_edge": 128 * 28 * 28}
+
+    return _variant("qwen2_vl", directory, processor=processor)
+
+
+def qwen3_vl_video_budget_snapshot(directory: Path) -> Path:
+    """Qwen3-VL with another video pixel budget and a frame cap of 64."""
+
+    def processor(data):
+        data["video_processor"]["size"] = {"shortest_edge": 64 * 32 * 32, "longest_edge": 512 * 32 * 32}
+        data["video_processor"]["max_frames"] = 64
+
+    return _variant("qwen3_vl", directory, processor=processor)
+
+
+def qwen2_audio_128_mel_snapshot(directory: Path) -> Path:
+    """Qwen2-Audio with 128 mel bins and 15 s windows (Whisper large-v3 style features)."""
+
+    def processor(data):
+        data["feature_extractor"].update(feature_size=128, chunk_length=15, n_samples=240_000, nb_max_frames=1500)
+
+    def config(data):
+        data["audio_config"]["num_mel_bins"] = 128
+
+    return _variant("qwen2_audio", directory, processor=processor, config=config)
+
+
+def phi4_audio_compression_snapshot(directory: Path) -> Path:
+    """Phi-4-multimodal whose audio encoder compresses 4x instead of 8x."""
+
+    def processor(data):
+        data["audio_processor"]["audio_compression_rate"] = 4
+
+    return _variant("phi4_multimodal", directory, processor=processor)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import invoke, scaffold_port, verify_report
+from conftest import invoke, mutated_port, scaffold_port, verify_report
 from snapshots import gemma3_896_snapshot, idefics3_364_snapshot
 
 from mmport.verify import ModelOptions
@@ -37,17 +37,9 @@ def test_tiny_twin_of_real_geometry_passes(build, tmp_path) -> None:
     assert code == 0 and report["checks"]["model"]["status"] == "pass", report
 
 
-def _mutated(scaffolded, tmp_path: Path, model_type: str, old: str, new: str) -> Path:
-    text = (scaffolded(model_type) / f"{model_type}_processing.py").read_text()
-    assert old in text
-    port = tmp_path / f"{model_type}_processing.py"
-    port.write_text(text.replace(old, new))
-    return port
-
-
 @slow
 def test_count_off_by_one_fails_with_both_counts(scaffolded, tmp_path) -> None:
-    port = _mutated(scaffolded, tmp_path, "llava", "        return num_image_tokens\n", "        return num_image_tokens + 1\n")
+    port = mutated_port(scaffolded("llava"), "llava", "        return num_image_tokens\n", "        return num_image_tokens + 1\n", tmp_path)
     code, report = _verify_model("llava", port, tmp_path)
     failures = report["checks"]["model"]["failures"]
     counts = [f for f in failures if "feature vectors from the HF encoder" in f["message"]]
@@ -58,8 +50,8 @@ def test_count_off_by_one_fails_with_both_counts(scaffolded, tmp_path) -> None:
 
 @slow
 def test_wrong_item_slicing_names_the_item_and_tensor(scaffolded, tmp_path) -> None:
-    port = _mutated(
-        scaffolded, tmp_path, "llava", 'MultiModalFieldConfig.batched("image")', 'MultiModalFieldConfig.shared("image", 2)'
+    port = mutated_port(
+        scaffolded("llava"), "llava", 'MultiModalFieldConfig.batched("image")', 'MultiModalFieldConfig.shared("image", 2)', tmp_path
     )
     code, report = _verify_model("llava", port, tmp_path)
     messages = [f["message"] for f in report["checks"]["model"]["failures"]]

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import scaffold_port, verify_report
+from conftest import failed_checks, mutated_port, scaffold_port, verify_report
 from snapshots import (
     colpali_bos_snapshot,
     gemma3_seq64_snapshot,
@@ -36,9 +36,6 @@ def _inspect(ref: str) -> dict:
 
     return json.loads(to_json(analyze(resolve(ref))))["modalities"][0]
 
-
-def _failed(report: dict) -> set[str]:
-    return {name for name, check in report["checks"].items() if check["status"] == "fail"}
 
 
 # The fast lane's representatives: a fixed count (LLaVA), an insertion at the
@@ -134,13 +131,10 @@ FAST_MUTATIONS = {0, 4, 7}
     ids=[m[3] + "-" + m[0] for m in MUTATIONS],
 )
 def test_wrong_port_fails_the_right_check(model_type, old, new, check, scaffolded, tmp_path) -> None:
-    source = (scaffolded(model_type) / f"{model_type}_processing.py").read_text()
-    assert old in source
-    wrong = tmp_path / f"{model_type}_processing.py"
-    wrong.write_text(source.replace(old, new))
+    wrong = mutated_port(scaffolded(model_type), model_type, old, new, tmp_path)
     code, report = _verify(model_type, wrong, tmp_path)
     assert code == 1
-    assert check in _failed(report), report
+    assert check in failed_checks(report), report
 
 
 @slow

@@ -14,13 +14,14 @@ from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
 from mmport.analyzers.limits import observe_limit
+from mmport.analyzers.media import handled_modalities, media_spec, refused_modalities
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
 from mmport.analyzers.ownprompt import writes_own_prompt
 from mmport.analyzers.replacement import analyze_replacement_text, merged_image_kwargs
-from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method
+from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
@@ -31,13 +32,10 @@ __all__ = ["analyze"]
 
 def _attribute_source(processor_cls: type, attr: str) -> Source:
     """Where the processor's constructor sets ``self.<attr>``."""
-    found = find_method(processor_cls, "__init__", models_only=True)
-    if found is not None:
-        visitor = SelfAssignments()
-        found[1].visit(visitor)
-        if attr in visitor.nodes:
-            return found[0].source(visitor.nodes[attr])
-    raise AnalysisError(f"{processor_cls.__name__}.__init__ does not set self.{attr}")
+    source = init_assignment_source(processor_cls, attr)
+    if source is None:
+        raise AnalysisError(f"{processor_cls.__name__}.__init__ does not set self.{attr}")
+    return source
 
 
 def _architecture(snapshot: Snapshot) -> str:
@@ -216,6 +214,17 @@ def _encoder(architecture: str) -> tuple[EncoderSpec | None, str]:
         return None, str(exc)
 
 
+def _modalities(snapshot: Snapshot, processor, refused: dict[str, str]) -> tuple[ModalitySpec, ...]:
+    """Every modality the processor handles; a later one renames outputs an earlier one names the same."""
+    specs: list[ModalitySpec] = []
+    for modality in handled_modalities(processor):
+        if modality in refused:
+            continue
+        taken = {f.key for spec in specs for f in spec.fields}
+        specs.append(_image_spec(snapshot, processor) if modality == "image" else media_spec(snapshot, processor, modality, taken))
+    return tuple(specs)
+
+
 def analyze(snapshot: Snapshot) -> PortSpec:
     """Analyse ``snapshot``'s HF code and settings into a PortSpec."""
     import transformers
@@ -229,6 +238,9 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     # The model name without its task: LlavaForConditionalGeneration, ColPaliForRetrieval.
     prefix = re.sub(r"For[A-Z][A-Za-z]*$", "", architecture) or prefix
     encoder, encoder_reason = _encoder(architecture)
+    refused = refused_modalities(processor)
+    if refused and set(refused) == set(handled_modalities(processor)):
+        raise AnalysisError(f"{type(processor).__name__} cannot be ported: " + "; ".join(refused.values()))
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,
@@ -238,7 +250,8 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         config_class=type(snapshot.load_config()).__name__,
         transformers_version=transformers.__version__,
         mmport_version=__version__,
-        modalities=(_image_spec(snapshot, processor),),
+        modalities=_modalities(snapshot, processor, refused),
+        notes=tuple(f"{modality} not ported: {reason}" for modality, reason in refused.items()),
         encoder=encoder,
         encoder_reason=encoder_reason,
     )

@@ -26,6 +26,11 @@ __all__ = ["call_processor", "mm_outputs", "observe_fields", "per_item_fields", 
 # layouts (tiles, patch grids) show different row counts; the second is large
 # enough that tiling processors (LFM2-VL) split it into several tiles.
 PROBE_SIZES = ((64, 48), (1600, 600))
+# Likewise for videos (frame counts differ too: a processor that can only stack videos of
+# one length is processed one video at a time) and audio (samples at 16 kHz: 1 s, 7.3 s).
+VIDEO_PROBE_SIZES = ((64, 48), (640, 360))
+VIDEO_PROBE_FRAMES = (4, 8)
+AUDIO_PROBE_SAMPLES = (16_000, 116_800)
 
 # Per processor object, the keys it returns for text alone (one HF call each).
 _TEXT_ONLY_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -34,29 +39,47 @@ _TEXT_ONLY_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 SIZE_EXPRESSIONS = ("{k}.prod(-1)", "{k}", "{k}.sum(-1)")
 
 
-def call_processor(processor: Any, prompt: str, images: list) -> Any:
-    """HF on one prompt and its images, as verify and the analyzers both call it.
+def call_processor(
+    processor: Any, prompt: str | None, images: list, *, videos: list = (), audios: list = (), sampling_rate: int | None = None
+) -> Any:
+    """HF on one prompt and its items, as verify and the analyzers both call it.
 
     The images are nested in one list, which processors read as one sample
     (flat, where a processor refuses nesting); transformers' advisory
     logging is silenced. A processor that writes its own prompt (ColPali)
     gets the images alone, each its own sample, or else the text alone (see
     :mod:`mmport.analyzers.ownprompt`).
+
+    ``videos`` are ``(frames, metadata)`` pairs as vLLM's loader gives them:
+    HF is told not to sample frames (vLLM has) and gets the same metadata.
+    ``audios`` are waveforms at ``sampling_rate``, which HF is told.
+    Without a ``prompt`` (``None``) HF gets the items alone, as vLLM calls it.
     """
     from mmport.analyzers.ownprompt import writes_own_prompt
     from mmport.sources._quiet import quiet_transformers
 
+    media: dict[str, Any] = {}
+    if videos:
+        media["videos"] = [frames for frames, _ in videos]
+        media["video_metadata"] = [{k: v for k, v in meta.items() if k != "do_sample_frames"} for _, meta in videos]
+        media["do_sample_frames"] = False
+    if audios:
+        media["audio"] = list(audios)
+        if sampling_rate is not None:
+            media["sampling_rate"] = sampling_rate
     with quiet_transformers():
+        if prompt is None:
+            return processor(**({"images": list(images)} if images else {}), **media, return_tensors="pt")
         if writes_own_prompt(processor):
             return processor(**({"images": images} if images else {"text": [prompt]}), return_tensors="pt")
         try:
-            return processor(text=[prompt], images=[images] if images else None, return_tensors="pt")
+            return processor(text=[prompt], images=[images] if images else None, **media, return_tensors="pt")
         except ValueError:
             if len(images) < 1:
                 raise
             # Some processors (GOT-OCR2) read a nested list as pages of one document
             # and refuse it; a flat list is then their one sample's images.
-            return processor(text=[prompt], images=list(images), return_tensors="pt")
+            return processor(text=[prompt], images=list(images), **media, return_tensors="pt")
 
 
 def token_id_of(processor: Any, token_attr: str = "image_token") -> int:
@@ -70,8 +93,35 @@ def token_id_of(processor: Any, token_attr: str = "image_token") -> int:
     return processor.tokenizer.convert_tokens_to_ids(str(getattr(processor, token_attr)))
 
 
-def _run(processor: Any, images: list, placeholder: str | None) -> dict[str, Any]:
-    return mm_outputs(processor, call_processor(processor, (placeholder or "") * len(images), images))
+def probe_media(modality: str, index: int) -> Any:
+    """Item ``index`` of the two items fields are observed on: far apart in size, so layouts show.
+
+    Videos differ in frame count and size, audio in length.
+    """
+    from mmport.media import make_audio, make_image, make_video, video_metadata
+
+    if modality == "image":
+        return make_image(*PROBE_SIZES[index], index)
+    if modality == "video":
+        width, height = VIDEO_PROBE_SIZES[index]
+        frames = VIDEO_PROBE_FRAMES[index]
+        return make_video(frames, width, height, index), video_metadata(frames, width, height, 2.0)
+    return make_audio(AUDIO_PROBE_SAMPLES[index], index)
+
+
+def media_kwargs(processor: Any, modality: str, items: list) -> dict[str, Any]:
+    """``call_processor``'s keyword arguments for ``items`` of ``modality``."""
+    if modality == "image":
+        return {"images": items}
+    if modality == "video":
+        return {"images": [], "videos": items}
+    rate = next((getattr(getattr(processor, a, None), "sampling_rate", None) for a in ("feature_extractor", "audio_processor")), None)
+    return {"images": [], "audios": items, "sampling_rate": rate}
+
+
+def _run(processor: Any, items: list, placeholder: str | None, modality: str = "image") -> dict[str, Any]:
+    prompt = (placeholder or "") * len(items)
+    return mm_outputs(processor, call_processor(processor, prompt, **media_kwargs(processor, modality, items)))
 
 
 def _text_only_keys(processor: Any) -> frozenset[str]:
@@ -134,15 +184,13 @@ def _concatenates(value: Any, singles: list) -> bool:
     return all(s.shape[1:] == value.shape[1:] for s in singles) and torch.equal(value, torch.cat(singles))
 
 
-def observe_fields(processor: Any, placeholder: str | None, sources: dict[str, Source]) -> tuple[FieldSpec, ...]:
-    """Classify each HF output key by running the processor (see module doc)."""
+def observe_fields(processor: Any, placeholder: str | None, sources: dict[str, Source], modality: str = "image") -> tuple[FieldSpec, ...]:
+    """Classify each HF output key by running the processor on items of ``modality`` (see module doc)."""
     import torch
 
-    from mmport.verify.probes import make_image
-
-    images = [make_image(w, h, i) for i, (w, h) in enumerate(PROBE_SIZES)]
-    alone = [_run(processor, [image], placeholder) for image in images]
-    together = _run(processor, images, placeholder)
+    images = [probe_media(modality, i) for i in range(2)]
+    alone = [_run(processor, [image], placeholder, modality) for image in images]
+    together = _run(processor, images, placeholder, modality)
     fields = []
     batched_key = next((k for k, v in together.items() if v.dim() > 0 and v.shape[0] == len(images)), None)
     for key, value in together.items():
@@ -163,27 +211,21 @@ def observe_fields(processor: Any, placeholder: str | None, sources: dict[str, S
     return tuple(fields)
 
 
-def per_item_fields(processor: Any, placeholder: str | None, sources: dict[str, Source]) -> tuple[FieldSpec, ...]:
+def per_item_fields(processor: Any, placeholder: str | None, sources: dict[str, Source], modality: str = "image") -> tuple[FieldSpec, ...]:
     """One ``batched`` field per output key, for ports that process items one by one."""
-    from mmport.verify.probes import make_image
-
     # Every probe size: some keys appear only for large items (local tiles).
-    keys = dict.fromkeys(key for i, size in enumerate(PROBE_SIZES) for key in _run(processor, [make_image(*size, i)], placeholder))
+    keys = dict.fromkeys(key for i in range(2) for key in _run(processor, [probe_media(modality, i)], placeholder, modality))
     return tuple(FieldSpec(key, "batched", sources.get(key, Source("(observed from the HF processor)", 0))) for key in keys)
 
 
-def refuses_images_alone(processor: Any) -> bool:
-    """True when the HF processor will not process images without any text.
+def refuses_images_alone(processor: Any, modality: str = "image") -> bool:
+    """True when the HF processor will not process items of ``modality`` without any text.
 
     vLLM calls the HF processor on the multimodal data alone; such a processor
     needs the placeholders as text (``_get_hf_mm_text``).
     """
-    from mmport.sources._quiet import quiet_transformers
-    from mmport.verify.probes import make_image
-
     try:
-        with quiet_transformers():
-            processor(images=[make_image(*PROBE_SIZES[0], 0)], return_tensors="pt")
+        call_processor(processor, None, **media_kwargs(processor, modality, [probe_media(modality, 0)]))
     except Exception:
         return True
     return False

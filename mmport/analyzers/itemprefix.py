@@ -134,6 +134,29 @@ def _reads(node: cst.CSTNode) -> set[str]:
     return free_names(cst.Module([]).code_for_node(node)) - {"self"}
 
 
+def _skips_token(processor_cls: type, method: str, token_attr: str) -> bool:
+    """True when ``method`` hands replacements back untouched for ``token_attr``.
+
+    MiniCPM-V 4.7 numbers images but not videos::
+
+        def _prepend_local_ids(self, text, replacements, token):
+            if token == self.video_token:
+                return replacements
+    """
+    import libcst.matchers as m
+
+    found = find_method(processor_cls, method)
+    if found is None:
+        return False
+    params = [p.name.value for p in found[1].params.params[1:]]
+    same_token = m.Comparison(
+        left=m.OneOf(*(m.Name(p) for p in params)),
+        comparisons=[m.ComparisonTarget(operator=m.Equal(), comparator=m.Attribute(value=m.Name("self"), attr=m.Name(token_attr)))],
+    )
+    returns_input = m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Return(value=m.OneOf(*(m.Name(p) for p in params)))])])
+    return bool(params) and bool(m.findall(found[1].body, m.If(test=same_token, body=returns_input)))
+
+
 def _prefix_text(processor_cls: type, method: str, position: int) -> tuple[ParsedClass, cst.FormattedString, str]:
     """The f-string ``method`` prepends to each replacement, and the counter it reads."""
     found = find_method(processor_cls, method)
@@ -217,6 +240,8 @@ def analyze_item_prefix(processor_cls: type, token_attr: str) -> ItemPrefix | No
     if calls.found is None:
         return None
     guard, assign, method, position = calls.found
+    if _skips_token(processor_cls, method, token_attr):
+        return None
     helper, fstring, counter = _prefix_text(processor_cls, method, position)
     condition = _without(guard.test, assign.targets[0].target.value)
     setup, merged = _setup(calls, func.body, _reads(condition) if condition is not None else set())

@@ -24,6 +24,7 @@ __all__ = [
     "bound_names",
     "class_assignments",
     "find_method",
+    "init_assignment_source",
     "names_in",
     "parse_class",
     "transformers_classes",
@@ -135,6 +136,16 @@ class _Names(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
+
+
+def init_assignment_source(cls: type, attr: str) -> Source | None:
+    """Where ``cls``'s own ``__init__`` (a model's, not a base class of transformers') sets ``self.<attr>``."""
+    found = find_method(cls, "__init__", models_only=True)
+    if found is None:
+        return None
+    visitor = SelfAssignments()
+    found[1].visit(visitor)
+    return found[0].source(visitor.nodes[attr]) if attr in visitor.nodes else None
 
 
 def names_in(node: cst.CSTNode) -> set[str]:

@@ -139,9 +139,11 @@ class Transplanter:
     dependency order, everything the port must define or import.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, import_shared: bool = False) -> None:
         self.helpers: dict[str, HelperFunction] = {}
         self.imports: set[str] = set()
+        # Import functions of transformers' shared utilities instead of transplanting them.
+        self.import_shared = import_shared
 
     def code(self, node: cst.CSTNode, owner_cls: type, owner: str) -> str:
         """Port code for ``node`` (part of a method of ``owner_cls``), helpers queued."""
@@ -161,8 +163,16 @@ class Transplanter:
                 self.imports.add(f"import {value.__name__} as {name}")  # ``np``
             elif _from_stdlib(value, name):
                 self.imports.add(f"from {value.__module__} import {name}")
+            elif _is_transformers_function(value) and self.import_shared and _is_shared_utility(value, name):
+                self.imports.add(f"from {inspect.unwrap(value).__module__} import {name}")
             elif _is_transformers_function(value):
                 self._function_or_import(value, name)
+            elif _from_installed_package(value, name):
+                self.imports.add(f"from {value.__module__} import {name}")
+            elif _is_module_logger(value, namespace, name):
+                # HF's own idiom, so `logger.warning_once` works as in HF.
+                self.imports.add("from transformers.utils import logging")
+                self.helpers.setdefault(name, HelperFunction(name, f"{name} = logging.get_logger(__name__)", _logger_line(namespace, name)))
             elif _is_transformers_utility_class(value, name):
                 self.imports.add(f"from {value.__module__} import {name}")
             elif name not in self.helpers and _constant_line(namespace, name):
@@ -233,6 +243,39 @@ def _is_transformers_function(value: object) -> bool:
     """A plain transformers function, or one behind ``functools.lru_cache``."""
     func = inspect.unwrap(value) if callable(value) else value
     return isinstance(func, types.FunctionType) and func.__module__.startswith("transformers.")
+
+
+def _from_installed_package(value: object, name: str) -> bool:
+    """A function or class another installed package exports under ``name`` (``num2words``): imported, as HF does."""
+    module = getattr(value, "__module__", None) or ""
+    top = module.split(".")[0]
+    if not module or top in ("transformers", "builtins", "__main__") or top in sys.stdlib_module_names:
+        return False
+    return (inspect.isfunction(value) or inspect.isclass(value)) and getattr(sys.modules.get(module), name, None) is value
+
+
+def _is_shared_utility(value: object, name: str) -> bool:
+    """A function of transformers' shared utilities (``image_utils``, ``video_utils``), not of one model."""
+    func = inspect.unwrap(value)
+    module = func.__module__
+    return not module.startswith("transformers.models.") and getattr(sys.modules.get(module), name, None) is value
+
+
+def _is_module_logger(value: object, namespace: dict, name: str) -> bool:
+    """The HF module's ``logger = logging.get_logger(__name__)``."""
+    import logging
+
+    return isinstance(value, logging.Logger) and _logger_line(namespace, name) is not None
+
+
+def _logger_line(namespace: dict, name: str) -> Source | None:
+    filename = namespace.get("__file__") or ""
+    if not filename:
+        return None
+    for node in ast.parse(Path(filename).read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return Source(_relative(filename), node.lineno, ast.unparse(node))
+    return None
 
 
 def _is_transformers_utility_class(value: object, name: str) -> bool:

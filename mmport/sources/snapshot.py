@@ -90,11 +90,21 @@ class Snapshot:
             self._cache["processor"] = processor
         return self._cache["processor"]
 
-    def model_image_token_id(self) -> int | None:
-        """The token the model fills with image features (``config.image_token_id``), if the config names one.
+    def model_token_id(self, modality: str) -> int | None:
+        """The token the model fills with ``modality`` features (``config.<modality>_token_id``), if the config names one.
 
         HF models place features where ``input_ids == config.image_token_id``
-        (``get_placeholder_mask``); a processor's placeholder may be another token.
+        (``get_placeholder_mask``), likewise ``video_token_id`` and
+        ``audio_token_id`` (or ``..._token_index``, read through the config's
+        attribute map); a processor's placeholder may be another token.
         """
-        value = getattr(self.load_config(), "image_token_id", None)
-        return value if isinstance(value, int) else None
+        config = self.load_config()
+        for name in (f"{modality}_token_id", f"{modality}_token_index"):
+            value = getattr(config, name, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
+
+    def model_image_token_id(self) -> int | None:
+        """:meth:`model_token_id` for images."""
+        return self.model_token_id("image")

@@ -141,7 +141,9 @@ def _sub_config_families(sub_type: str) -> list[str]:
         families = _processor_families(processor_class_from_name(name)) if name else []
     except Exception:  # the sub-model's processor needs a backend this machine lacks
         families = []
-    return [sub_type, *families]
+    # A tower's own type names its family: ``audioflamingo3_encoder`` is AudioFlamingo3's.
+    stem = re.sub(r"_(audio_encoder|vision_model|encoder|vision|audio|model)$", "", sub_type)
+    return [sub_type, *families, *([stem] if stem != sub_type else [])]
 
 
 def _lookup_keys(model_type: str, config: Mapping[str, Any], processor_cls: type | None = None) -> list[str]:
@@ -235,7 +237,26 @@ def _sub_processors(processor_cls: type, model_type: str, config: Mapping[str, A
             parts[attribute] = _image_processor(model_type, config, processor_cls)
         else:
             parts[attribute] = _other_processor(attribute, model_type, config, processor_cls)
+    _return_metadata_if_read(processor_cls, parts.get("video_processor"))
     return parts
+
+
+def _return_metadata_if_read(processor_cls: type, video_processor: Any) -> None:
+    """Have the video processor return metadata where the processor's video hook reads it.
+
+    Some hooks read ``video_inputs["video_metadata"]`` unconditionally while the
+    video processor returns it only with ``return_metadata``, which their
+    checkpoints set; a default video processor would make every video fail.
+    """
+    hook = next((k.__dict__["replace_video_token"] for k in processor_cls.__mro__ if "replace_video_token" in k.__dict__), None)
+    if video_processor is None or hook is None or getattr(video_processor, "return_metadata", True):
+        return
+    try:
+        source = inspect.getsource(hook)
+    except (OSError, TypeError):
+        return
+    if '"video_metadata"' in source or "'video_metadata'" in source:
+        video_processor.return_metadata = True
 
 
 def _architecture(model_type: str) -> str | None:
@@ -243,9 +264,13 @@ def _architecture(model_type: str) -> str | None:
     from transformers.models.auto import modeling_auto
 
     # Retrievers (ColPali) have no generation head; ColQwen2 is mapped for pre-training only.
+    # MODEL_FOR_MULTIMODAL_LM comes after the image mappings, whose names a family's
+    # image-text class keeps where both map it.
     mappings = (
         "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
         "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES",
+        # Audio-language models generate text too (Qwen2-Audio).
+        "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
         "MODEL_FOR_RETRIEVAL_MAPPING_NAMES",
         "MODEL_MAPPING_NAMES",
         "MODEL_FOR_PRETRAINING_MAPPING_NAMES",

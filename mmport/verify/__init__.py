@@ -45,10 +45,13 @@ def verify_port(
     # Bad model options fail before any slow work.
     target = model.placement() if model else None
     with quiet_transformers():
+        notify(f"resolving {ref}")
         snapshot = resolve(ref, weights=bool(model and model.weights))
         chosen = select_backend(backend)
+        notify("loading the port")
         port = chosen.load_port(Path(port_path))
         checks = {name: CheckResult(name) for name in CHECKS}
+        notify("learning the HF reference")
         check_reference(snapshot)
         hf = HFReference(snapshot)
         model_check = None
@@ -58,17 +61,20 @@ def verify_port(
             notify(f"building the HF model on {target.device.type}…")
             hf_model = load_model(snapshot, target, tiny=model.tiny, weights=model.weights, seed=seed)
             model_check = ModelCheck(hf_model, hf.embed_id, checks["model"])
+        notify("building the port")
         session = Session(hf, chosen.build(port, snapshot.path), model_check)
-        cases = {}
-        for probe in make_probes(probes, seed, max_items=session.max_probe_items()):
-            notify(f"{probe.name}: {len(probe.sizes)} item(s)")
+        cases, modalities = {}, {}
+        for probe in make_probes(probes, seed, limits=session.probe_limits()):
+            modalities[probe.name] = [item.modality for item in probe.items]
+            notify(f"{probe.name}: {len(probe.items)} item(s)")
             written = " (HF writes the request's prompt around it)" if hf.writes_own_prompt else ""
-            cases[probe.name] = f"images (w, h) {list(probe.sizes)}, prompt {probe.prompt(session.hf.placeholder)!r}{written}"
+            described = ", ".join(item.describe() for item in probe.items) or "no items"
+            cases[probe.name] = f"{described}; prompt {probe.prompt(hf.placeholders())!r}{written}"
             session.run_probe(probe, checks)
-        session.report_uncompared(checks["tokens"], checks["placeholders"])
         notify("dummy inputs and limits")
         session.check_dummy(checks["dummy"])
         session.check_limits(checks["limits"])
+        session.finish(checks)
         if model_check is not None:
             model_check.summarize()
-    return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started, cases)
+    return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started, cases, modalities)

@@ -6,6 +6,7 @@ to a :class:`CheckResult`; none raises for a disagreement.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ from mmport.verify.report import CheckResult, Failure
 
 __all__ = [
     "compare_items",
+    "port_key",
     "check_cache",
     "check_fields",
     "check_placeholders",
@@ -43,23 +45,46 @@ def check_tokens(result: CheckResult, probe: str, expected: list[int], actual: l
         result.failures.append(Failure(probe, message, position, _at(expected, position), _at(actual, position)))
 
 
-def check_placeholders(result: CheckResult, probe: str, hf_ids: list[int], token_id: int, counts: list[int], placeholders) -> None:
-    """Each item's embedding positions match HF's, item by item."""
+def check_placeholders(
+    result: CheckResult,
+    probe: str,
+    hf_ids: list[int] | None,
+    embed_ids: Mapping[str, int],
+    items: Sequence[Any],
+    counts: Sequence[int],
+    placeholders: Mapping[str, list],
+) -> None:
+    """Each item's embedding positions match HF's, item by item and modality by modality.
+
+    ``items`` are the probe's items in prompt order (each with a
+    ``modality``), ``counts`` HF's embedding positions for each alone.
+    With ``hf_ids`` the positions themselves are compared too, per embedding
+    token (modalities that share one, as InternVL's video frames share the
+    image token, are compared together); without, only the counts.
+    """
     result.runs += 1
-    if len(placeholders) != len(counts):
-        result.failures.append(Failure(probe, "number of placeholder ranges", None, str(len(counts)), str(len(placeholders))))
-        return
-    for index, (count, ph) in enumerate(zip(counts, placeholders)):
-        if ph.num_embeds != count:
-            message = f"item {index}: number of embedding positions in the placeholder"
-            result.failures.append(Failure(probe, message, ph.offset, str(count), str(ph.num_embeds)))
+    for modality in dict.fromkeys(item.modality for item in items):
+        wanted = [count for item, count in zip(items, counts) if item.modality == modality]
+        ranges = placeholders.get(modality, [])
+        if len(ranges) != len(wanted):
+            result.failures.append(Failure(probe, f"number of {modality} placeholder ranges", None, str(len(wanted)), str(len(ranges))))
             return
-    hf_positions = [i for i, t in enumerate(hf_ids) if t == token_id]
-    port_positions = [p for ph in placeholders for p in _embed_positions(ph)]
-    position = first_divergence(hf_positions, port_positions)
-    if position is not None:
-        message = f"embedding position #{position} of the prompt"
-        result.failures.append(Failure(probe, message, None, _at(hf_positions, position), _at(port_positions, position)))
+        for index, (count, ph) in enumerate(zip(wanted, ranges)):
+            if ph.num_embeds != count:
+                message = f"{modality} {index}: number of embedding positions in the placeholder"
+                result.failures.append(Failure(probe, message, ph.offset, str(count), str(ph.num_embeds)))
+                return
+    if hf_ids is None:
+        return
+    for embed_id in dict.fromkeys(embed_ids[item.modality] for item in items):
+        sharing = [m for m in dict.fromkeys(item.modality for item in items) if embed_ids[m] == embed_id]
+        hf_positions = [i for i, t in enumerate(hf_ids) if t == embed_id]
+        port_positions = sorted(p for m in sharing for ph in placeholders.get(m, []) for p in _embed_positions(ph))
+        position = first_divergence(hf_positions, port_positions)
+        if position is not None:
+            message = f"{'/'.join(sharing)} embedding position #{position} of the prompt"
+            result.failures.append(Failure(probe, message, None, _at(hf_positions, position), _at(port_positions, position)))
+            return
 
 
 def _embed_positions(ph) -> list[int]:
@@ -74,12 +99,29 @@ def _describe(value: Any) -> str:
     return repr(value)[:60]
 
 
+def port_key(key: str, actual: Mapping[str, Any], want: Any = None) -> str | None:
+    """The port's name for HF's output ``key``: the same, or one that extends it.
+
+    A port whose modalities share an HF output name keeps each modality's
+    under its own (InternVL's video frames come as ``pixel_values`` and are
+    carried as ``pixel_values_videos``); with ``want``, a renamed key must
+    also hold that value.
+    """
+    if key in actual:
+        return key
+    renamed = [k for k in actual if k.startswith(key + "_")]
+    if want is not None:
+        renamed = [k for k in renamed if isinstance(want, torch.Tensor) and _matches_item(want, actual[k])]
+    return renamed[0] if len(renamed) == 1 or (renamed and want is not None) else None
+
+
 def compare_items(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[str, str, str] | None:
     """First differing key between HF on one item and the port's item: (key, HF, port)."""
     for key, want in expected.items():
-        got = actual.get(key)
-        if got is None:
+        name = port_key(key, actual, want) or port_key(key, actual)
+        if name is None:
             return key, _describe(want), "missing"
+        got = actual[name]
         if isinstance(want, torch.Tensor) and not _matches_item(want, got):
             return key, _describe(want), _describe(got)
     return None
@@ -98,37 +140,64 @@ def _matches_item(want: torch.Tensor, got: object) -> bool:
     return want.dim() > 0 and want.shape[0] == 1 and got.shape == want.shape[1:] and torch.equal(got, want[0])
 
 
-def check_fields(result: CheckResult, probe: str, hf_mm: dict, singles: list[dict], items: list[dict]) -> None:
-    """Every HF output key is carried, and slicing per item reproduces HF on that item alone."""
+def check_fields(result: CheckResult, probe: str, hf_mm: dict, items: Sequence[Any], singles: list[dict], actual) -> None:
+    """Every HF output key is carried, and slicing per item reproduces HF on that item alone.
+
+    ``items`` are the probe's items in prompt order, ``singles`` HF's
+    multimodal outputs for each item alone; ``actual`` is the port's output.
+    """
     result.runs += 1
-    carried = set().union(*(item.keys() for item in items)) if items else set()
-    if items:
-        missing = sorted(set(hf_mm) - carried)
+    port_items = _items_in_order(items, actual)
+    carried: dict[str, Any] = {}
+    for item in port_items:
+        carried.update(item)
+    if port_items:
+        # A key HF gives no item alone (a padding mask across items) is batching, not an item's.
+        per_item = {key for single in singles for key in single}
+        missing = sorted(key for key in hf_mm if key in per_item and port_key(key, carried) is None)
         if missing:
             result.failures.append(Failure(probe, f"HF returns {missing} but the port's field config drops them"))
             return
-    for index, (single, item) in enumerate(zip(singles, items)):
-        diff = compare_items(single, item)
+    for index, (item, single, port_item) in enumerate(zip(items, singles, port_items)):
+        diff = compare_items(single, port_item)
         if diff is not None:
             key, want, got = diff
-            result.failures.append(Failure(probe, f"item {index} field '{key}' differs from HF on that item alone", None, want, got))
+            message = f"{item.modality} {_index_in_modality(items, index)} field '{key}' differs from HF on that item alone"
+            result.failures.append(Failure(probe, message, None, want, got))
             return
 
 
-def check_cache(result: CheckResult, probe: str, together, alone: list) -> None:
+def _index_in_modality(items: Sequence[Any], index: int) -> int:
+    """Item ``index``'s position among the items of its modality."""
+    return sum(item.modality == items[index].modality for item in items[:index])
+
+
+def _items_in_order(items: Sequence[Any], actual) -> list[dict]:
+    """The port's per-item field values, in the probe's item order (missing items: empty)."""
+    ordered = []
+    for index, item in enumerate(items):
+        modality_items = actual.items.get(item.modality, [])
+        position = _index_in_modality(items, index)
+        ordered.append(modality_items[position] if position < len(modality_items) else {})
+    return ordered
+
+
+def check_cache(result: CheckResult, probe: str, items: Sequence[Any], together, alone: list) -> None:
     """Items processed one by one equal the same items processed together."""
     result.runs += 1
-    placeholders = together.placeholders.get("image", [])
-    items = together.items.get("image", [])
-    for index, solo in enumerate(alone):
-        solo_embeds = solo.placeholders["image"][0].num_embeds
-        if solo_embeds != placeholders[index].num_embeds:
-            message = f"item {index}: embedding positions alone vs in a batch"
-            result.failures.append(Failure(probe, message, None, str(solo_embeds), str(placeholders[index].num_embeds)))
+    together_items = _items_in_order(items, together)
+    for index, (item, solo) in enumerate(zip(items, alone)):
+        position = _index_in_modality(items, index)
+        ranges = together.placeholders.get(item.modality, [])
+        solo_embeds = solo.placeholders[item.modality][0].num_embeds
+        if position >= len(ranges) or solo_embeds != ranges[position].num_embeds:
+            message = f"{item.modality} {position}: embedding positions alone vs with the probe's other items"
+            got = str(ranges[position].num_embeds) if position < len(ranges) else "none"
+            result.failures.append(Failure(probe, message, None, str(solo_embeds), got))
             return
-        diff = compare_items(solo.items["image"][0], items[index])
+        diff = compare_items(solo.items[item.modality][0], together_items[index])
         if diff is not None:
             key, want, got = diff
-            message = f"item {index} field '{key}' alone differs from the same item in a batch"
+            message = f"{item.modality} {position} field '{key}' alone differs from the same item beside others"
             result.failures.append(Failure(probe, message, None, want, got))
             return

@@ -1,65 +1,194 @@
-"""Seeded probe cases: item counts, sizes, aspect ratios and text positions."""
+"""Seeded probe cases: items of every modality, their sizes, and text around them.
+
+A probe is a prompt with items interleaved in text. Items are drawn per
+modality the port handles: images from tiny to huge and extreme aspect
+ratios; videos with odd and even frame counts, several sizes and frame
+rates; audio from a fraction of a second to past one 30 s chunk. The first
+probes are deterministic (no item, one item of each modality, several of
+each, one of every modality together); the rest are random mixes::
+
+    probes = make_probes(8, seed=0, limits={"image": None, "video": 2})
+    probes[1].items  # (Item("image", (7, 5), ...),)
+"""
 
 from __future__ import annotations
 
+import functools
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["Probe", "make_probes", "make_image"]
+from mmport.media import MODALITIES, make_audio, make_image, make_video, video_metadata
+
+__all__ = ["Item", "MAX_PROBE_ITEMS", "Probe", "make_image", "make_probes", "media_of"]
 
 WORDS = ("describe", "the", "picture", "what", "is", "shown", "here", "left", "right", "and", "a", "cat")
 # (width, height): tiny, small, square, huge, and extreme aspect ratios both ways.
 SIZES = ((1, 1), (7, 5), (64, 64), (224, 224), (333, 517), (1600, 1200), (1024, 96), (96, 1024), (2000, 40))
+# Videos cost frames × pixels: moderate sizes, odd and even frame counts, a range of rates.
+VIDEO_SIZES = ((32, 32), (64, 48), (224, 224), (333, 517), (640, 360))
+VIDEO_FRAMES = (1, 2, 3, 4, 5, 8)
+VIDEO_FPS = (1.0, 2.0, 24.0, 30.0)
+# Seconds of audio: a fraction of a second to past one 30 s window.
+AUDIO_SECONDS = (0.05, 0.5, 1.0, 3.7, 10.0, 29.9, 31.5, 45.0)
+
+# The most items one probe carries.
+MAX_PROBE_ITEMS = 3
+
+
+@dataclass(frozen=True)
+class Item:
+    """One probe item: its modality and what decides its count.
+
+    ``size`` is ``(width, height)`` for images and videos; ``frames`` and
+    ``fps`` are a video's; ``seconds`` an audio's length.
+    """
+
+    modality: str
+    size: tuple[int, int] = (0, 0)
+    frames: int = 0
+    fps: float = 0.0
+    seconds: float = 0.0
+    seed: int = 0
+    # An image given as a picture rather than drawn from the seed.
+    picture: Any = field(default=None, compare=False, repr=False)
+
+    def media(self, sampling_rate: int | None = None) -> Any:
+        """The item as vLLM's loaders hand it on: an image, ``(frames, metadata)``, or a waveform."""
+        width, height = self.size
+        if self.picture is not None:
+            return self.picture
+        if self.modality == "image":
+            return make_image(width, height, self.seed)
+        if self.modality == "video":
+            return make_video(self.frames, width, height, self.seed), video_metadata(self.frames, width, height, self.fps)
+        return make_audio(max(1, round(self.seconds * (sampling_rate or 16_000))), self.seed)
+
+    def key(self) -> tuple:
+        """What decides the item's count (not its pixels or samples): equal keys, equal counts."""
+        return (self.modality, self.size, self.frames, self.fps, self.seconds)
+
+    def describe(self) -> str:
+        """``a 333×517 image``, ``a 5-frame 64×48 video at 2 fps``, ``a 1.5 s audio``."""
+        width, height = self.size
+        if self.modality == "image":
+            return f"a {width}×{height} image"
+        if self.modality == "video":
+            return f"a {self.frames}-frame {width}×{height} video at {self.fps:g} fps"
+        return f"a {self.seconds:g} s audio"
 
 
 @dataclass(frozen=True)
 class Probe:
-    """One probe: text pieces around ``len(sizes)`` items."""
+    """One probe: text pieces around ``len(items)`` items, in order."""
 
     name: str
-    sizes: tuple[tuple[int, int], ...]
+    items: tuple[Item, ...]
     pieces: tuple[str, ...]
     seed: int
 
-    def prompt(self, placeholder: str | None) -> str:
-        """The prompt text; items sit between pieces, or nowhere when inserted."""
-        if placeholder is None:
-            return "".join(self.pieces)
+    @property
+    def sizes(self) -> tuple[tuple[int, int], ...]:
+        """The image sizes, in order (the image-only view older callers use)."""
+        return tuple(item.size for item in self.items if item.modality == "image")
+
+    def of(self, modality: str) -> tuple[Item, ...]:
+        """This probe's items of ``modality``, in order."""
+        return tuple(item for item in self.items if item.modality == modality)
+
+    def prompt(self, placeholders: Mapping[str, str | None] | str | None) -> str:
+        """The prompt text; an item sits between pieces as its modality's placeholder, or nowhere when inserted.
+
+        ``placeholders`` maps modality to placeholder text (``None``: HF inserts
+        the items itself); a plain string is the image placeholder.
+        """
+        if not isinstance(placeholders, Mapping):
+            placeholders = {"image": placeholders}
         parts = [self.pieces[0]]
-        for piece in self.pieces[1:]:
-            parts += [placeholder, piece]
+        for item, piece in zip(self.items, self.pieces[1:], strict=True):
+            parts += [placeholders.get(item.modality) or "", piece]
         return "".join(parts)
 
     def images(self) -> list:
         """The probe's images (seeded noise, so items differ)."""
-        return [make_image(w, h, self.seed * 100 + i) for i, (w, h) in enumerate(self.sizes)]
+        return [item.media() for item in self.of("image")]
+
+    def without(self, dropped: set[int]) -> Probe:
+        """The same probe with items at positions ``dropped`` left out (their text joined)."""
+        items, pieces = [], [self.pieces[0]]
+        for index, (item, piece) in enumerate(zip(self.items, self.pieces[1:], strict=True)):
+            if index in dropped:
+                pieces[-1] = (pieces[-1] + " " + piece).strip()
+            else:
+                items.append(item)
+                pieces.append(piece)
+        return Probe(self.name, tuple(items), tuple(pieces), self.seed)
 
 
-def make_image(width: int, height: int, seed: int):
-    """A seeded RGB noise image of the given size."""
-    import numpy as np
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8), "RGB")
+@functools.lru_cache(maxsize=64)
+def media_of(item: Item, sampling_rate: int | None = None) -> Any:
+    """``item.media(sampling_rate)``, made once: HF and the port get the very same arrays."""
+    return item.media(sampling_rate)
 
 
 def _text(rng: random.Random) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 4)))
 
 
-# The most items one probe carries.
-MAX_PROBE_ITEMS = 3
+def _draw(modality: str, rng: random.Random, seed: int, frames: int | None = None) -> Item:
+    if modality == "image":
+        return Item("image", rng.choice(SIZES), seed=seed)
+    if modality == "video":
+        return Item("video", rng.choice(VIDEO_SIZES), frames or rng.choice(VIDEO_FRAMES), rng.choice(VIDEO_FPS), seed=seed)
+    return Item("audio", seconds=rng.choice(AUDIO_SECONDS), seed=seed)
 
 
-def make_probes(count: int, seed: int, max_items: int = MAX_PROBE_ITEMS) -> list[Probe]:
-    """``count`` probes; the first ones cover 0, 1 and several items deterministically."""
+def _plans(modalities: list[str], limits: Mapping[str, int | None]) -> list[dict[str, int]]:
+    """The deterministic first probes: nothing, one item per modality, several per modality, all together."""
+    cap = {m: MAX_PROBE_ITEMS if limits.get(m) is None else max(1, min(MAX_PROBE_ITEMS, limits[m])) for m in modalities}
+    plans: list[dict[str, int]] = [{}]
+    if len(modalities) == 1:
+        return plans + [{modalities[0]: n} for n in range(1, cap[modalities[0]] + 1)]
+    plans += [{m: 1} for m in modalities]
+    plans += [{m: cap[m]} for m in modalities if cap[m] > 1]
+    return plans + [dict.fromkeys(modalities, 1)]
+
+
+def _random_plan(modalities: list[str], limits: Mapping[str, int | None], rng: random.Random) -> dict[str, int]:
+    plan = {}
+    for modality in modalities:
+        cap = MAX_PROBE_ITEMS if limits.get(modality) is None else min(MAX_PROBE_ITEMS, limits[modality])
+        plan[modality] = rng.randint(0, max(0, cap))
+    return plan
+
+
+def make_probes(
+    count: int, seed: int, max_items: int = MAX_PROBE_ITEMS, limits: Mapping[str, int | None] | None = None
+) -> list[Probe]:
+    """``count`` probes over the modalities of ``limits`` (modality → the port's item limit, None: unlimited).
+
+    Without ``limits`` probes carry images only, at most ``max_items`` each.
+    Several videos in one probe share a frame count: HF stacks one sample's
+    videos, and ragged frame counts are a batching limit of HF's, not a
+    property of the model.
+    """
+    limits = dict(limits) if limits is not None else {"image": max_items}
+    modalities = [m for m in MODALITIES if m in limits]
     rng = random.Random(seed)
+    plans = _plans(modalities, limits)
     probes = []
     for index in range(count):
-        num_items = index if index <= max_items else rng.randint(0, max_items)
-        sizes = tuple(rng.choice(SIZES) for _ in range(num_items))
+        plan = plans[index] if index < len(plans) else _random_plan(modalities, limits, rng)
+        frames = rng.choice(VIDEO_FRAMES)
+        base = seed * 1000 + index
+        items = [
+            _draw(modality, rng, base * 100 + len(plan) * 10 + n, frames if plan[modality] > 1 else None)
+            for modality in modalities
+            for n in range(plan.get(modality, 0))
+        ]
+        rng.shuffle(items)  # modalities interleaved in the prompt
         # Text before, between and after items: one piece more than items.
-        pieces = tuple(_text(rng) for _ in range(num_items + 1))
-        probes.append(Probe(f"probe{index}", sizes, pieces, seed * 1000 + index))
+        pieces = tuple(_text(rng) for _ in range(len(items) + 1))
+        probes.append(Probe(f"probe{index}", tuple(items), pieces, base))
     return probes

@@ -1,4 +1,11 @@
-"""The HF side of verify: the real processor, called the way a user would."""
+"""The HF side of verify: the real processor, called the way a user would.
+
+:class:`HFReference` learns, per modality the processor handles, the text an
+item takes in a prompt (its placeholder, wrapped where HF demands it, or none
+where HF inserts items itself) and the token the model embeds the item at.
+It then runs prompts with items of any modality and counts each item's
+embedding positions alone.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +15,14 @@ from typing import Any
 import torch
 
 from mmport.analyzers.fields import call_processor, mm_outputs, token_id_of
+from mmport.analyzers.media import SUB_PROCESSORS, handled_modalities, most_written, refused_modalities
 from mmport.analyzers.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.analyzers.wrappers import wrapped_placeholder
 from mmport.sources import Snapshot
+from mmport.verify.probes import Item, media_of
 
-__all__ = ["HFOutput", "HFReference"]
+__all__ = ["HFOutput", "HFReference", "ModalityRef"]
+
 
 
 @dataclass
@@ -27,59 +37,150 @@ class HFOutput:
     prompt: str
 
 
+@dataclass(frozen=True)
+class ModalityRef:
+    """How one modality appears in HF's prompts and outputs."""
+
+    modality: str
+    token_attr: str  # the processor attribute of the placeholder token (``image_token``)
+    placeholder: str | None  # the text one item takes; None where HF inserts items itself
+    embed_id: int  # the id at the item's embedding positions in HF's ``input_ids``
+
+
+def sampling_rate_of(processor: Any) -> int | None:
+    """The rate the processor's audio side takes waveforms at, if it has one."""
+    for attribute in SUB_PROCESSORS["audio"]:
+        rate = getattr(getattr(processor, attribute, None), "sampling_rate", None)
+        if isinstance(rate, int):
+            return rate
+    return None
+
+
 class HFReference:
-    """Calls the snapshot's HF processor; learns its placeholder convention."""
+    """Calls the snapshot's HF processor; learns its placeholder convention per modality."""
 
     def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
         self.processor = snapshot.load_processor()
-        self.token = str(self.processor.image_token)
-        self.token_id = token_id_of(self.processor)
-        # Positions the model fills with image features; the placeholder may be another token.
-        embed_id = snapshot.model_image_token_id()
-        self.embed_id = self.token_id if embed_id is None else embed_id
         self.writes_own_prompt = writes_own_prompt(self.processor)
-        self._counts: dict[tuple[int, int], int] = {}
-        # What one image takes in a prompt HF accepts (wrapped, where HF demands it).
-        self.placeholder = None if self._inserts_items() else wrapped_placeholder(self.processor)
+        self.sampling_rate = sampling_rate_of(self.processor)
+        self._counts: dict[tuple, int] = {}
+        self.modalities: dict[str, ModalityRef] = {}
+        # Sides HF cannot take even one ordinary item of are not judged (inspect says why).
+        self.refused = refused_modalities(self.processor)
+        for modality in handled_modalities(self.processor):
+            if modality not in self.refused:
+                self.modalities[modality] = self._learn(modality)
 
-    def _inserts_items(self) -> bool:
-        """True when HF puts image tokens in a prompt that has no placeholder.
+    # The image-only view older callers use.
+    @property
+    def placeholder(self) -> str | None:
+        """The image placeholder (None when HF inserts images)."""
+        return self.modalities["image"].placeholder if "image" in self.modalities else None
 
-        Such processors insert the image tokens themselves (PaliGemma); for
-        them probes carry no placeholder text. Others either reject such a
-        prompt or (some 5.x releases) silently drop the image.
+    @property
+    def embed_id(self) -> int:
+        """The id images are embedded at."""
+        return self.modalities["image"].embed_id
+
+    @property
+    def token_id(self) -> int:
+        """The image placeholder's own id."""
+        return token_id_of(self.processor)
+
+    def placeholders(self) -> dict[str, str | None]:
+        """Modality → the text an item takes in a prompt."""
+        return {m: ref.placeholder for m, ref in self.modalities.items()}
+
+    def _learn(self, modality: str) -> ModalityRef:
+        token_attr = f"{modality}_token"
+        item = _example(modality)
+        configured = self.snapshot.model_token_id(modality)
+        own_id = token_id_of(self.processor, token_attr) if getattr(self.processor, token_attr, None) is not None else None
+        placeholder = None if self._inserts(modality, item, configured, own_id) else wrapped_placeholder(self.processor, token_attr)
+        embed_id = configured if configured is not None else own_id
+        if modality != "image":
+            # HF may write another token for the item than the config names for it
+            # (GLM-4.1V embeds video frames at the image token): the one it writes most.
+            embed_id = self._expanded_id(placeholder, item, embed_id)
+        return ModalityRef(modality, token_attr, placeholder, embed_id)
+
+    def _inserts(self, modality: str, item: Item, configured: int | None, own_id: int | None) -> bool:
+        """True when HF puts the item's tokens in a prompt that has no placeholder.
+
+        Such processors insert the tokens themselves (PaliGemma); for them
+        probes carry no placeholder text. Others either reject such a prompt
+        or (some 5.x releases) silently drop the item.
         """
-        from mmport.verify.probes import make_image
-
+        expected = configured if configured is not None else own_id
         try:
-            output = self.run("probe", [make_image(8, 8, 0)])
-        except (ValueError, TypeError, IndexError):
+            output = self.run("probe", [item])
+        except (ValueError, TypeError, IndexError, KeyError):
             return False
-        return self.embed_id in output.input_ids
+        return expected is not None and expected in output.input_ids
 
-    def run(self, prompt: str, images: list) -> HFOutput:
-        """Process one prompt with ``images``; raises what HF raises.
+    def _expanded_id(self, placeholder: str | None, item: Item, expected: int | None) -> int | None:
+        """``expected`` if HF writes it for one item, else the id HF writes most (InternVL's video frames are image tokens)."""
+        try:
+            ids = self.run(placeholder or "", [item]).input_ids
+            bare = set(self.run("", []).input_ids) if placeholder is not None else set()
+        except Exception:
+            return expected
+        if expected in ids:
+            return expected
+        named = {v for k, v in vars(self.snapshot.load_config()).items() if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)}
+        return most_written(ids, bare, named) or expected
+
+    def run(self, prompt: str, items: list[Any]) -> HFOutput:
+        """Process one prompt with ``items`` (probe :class:`Item` values, or images); raises what HF raises.
 
         A processor that writes its own prompt takes the images alone (the
         probe's text has no place in HF's answer) or the text alone, and
         answers several images with several samples, which no one vLLM
         request holds: that is refused here like any input HF rejects.
         """
+        items = [item if isinstance(item, Item) else _image_item(item) for item in items]
+        media = _media(items, self.sampling_rate)
         if self.writes_own_prompt:
-            if len(images) > 1:
+            if len(items) > 1:
                 raise ValueError(f"{type(self.processor).__name__} makes each image its own sample, not one prompt")
-            prompt, out = run_recording_prompt(self.processor, prompt, images)
+            prompt, out = run_recording_prompt(self.processor, prompt, media["images"])
         else:
-            out = call_processor(self.processor, prompt, images)
+            out = call_processor(self.processor, prompt, **media, sampling_rate=self.sampling_rate)
         inputs = {k: v for k, v in out.items() if k != "labels" and isinstance(v, torch.Tensor)}
         return HFOutput(out["input_ids"][0].tolist(), mm_outputs(self.processor, out), inputs, prompt)
 
-    def single(self, image: Any) -> HFOutput:
+    def single(self, item: Any) -> HFOutput:
         """HF on one item alone (the minimal prompt that carries it)."""
-        return self.run(self.placeholder or "", [image])
+        item = item if isinstance(item, Item) else _image_item(item)
+        return self.run(self.modalities[item.modality].placeholder or "", [item])
 
-    def item_count(self, image: Any) -> int:
-        """Embedding positions HF gives this item alone (cached per size: counts never depend on pixels)."""
-        if image.size not in self._counts:
-            self._counts[image.size] = self.single(image).input_ids.count(self.embed_id)
-        return self._counts[image.size]
+    def item_count(self, item: Any) -> int:
+        """Embedding positions HF gives this item alone (cached per count-deciding key: never the pixels)."""
+        item = item if isinstance(item, Item) else _image_item(item)
+        if item.key() not in self._counts:
+            self._counts[item.key()] = self.single(item).input_ids.count(self.modalities[item.modality].embed_id)
+        return self._counts[item.key()]
+
+
+def _media(items: list[Item], sampling_rate: int | None) -> dict[str, list]:
+    """``call_processor``'s media arguments for ``items``: images, (frames, metadata) videos, waveforms."""
+    media: dict[str, list] = {"images": [], "videos": [], "audios": []}
+    for item in items:
+        value = item.picture if item.picture is not None else media_of(item, sampling_rate)
+        media[f"{item.modality}s" if item.modality != "audio" else "audios"].append(value)
+    return media
+
+
+def _image_item(image: Any) -> Item:
+    """A picture as an image :class:`Item` whose media is that very picture."""
+    return Item("image", tuple(image.size), picture=image)
+
+
+def _example(modality: str) -> Item:
+    """An ordinary item of ``modality`` for learning the conventions."""
+    return {
+        "image": Item("image", (8, 8)),
+        "video": Item("video", (64, 64), frames=2, fps=2.0),
+        "audio": Item("audio", seconds=1.0),
+    }[modality]

@@ -63,11 +63,25 @@ class Report:
     checks: dict[str, CheckResult]
     seconds: float = 0.0
     probe_cases: dict[str, str] = field(default_factory=dict)
+    # Per probe, the modalities of its items, in order.
+    probe_modalities: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
         """True when no check failed."""
         return all(c.status != "fail" for c in self.checks.values())
+
+    def failed_modalities(self) -> set[str]:
+        """The modalities some failure concerns: its probe's items, or the modality it names."""
+        from mmport.media import MODALITIES
+
+        every = {m for ms in self.probe_modalities.values() for m in ms}
+        failed: set[str] = set()
+        for check in self.checks.values():
+            for failure in check.failures:
+                named = {m for m in MODALITIES if m in failure.message}
+                failed |= set(self.probe_modalities.get(failure.probe, ())) or named or every
+        return failed
 
     def failure_summary(self) -> str:
         """Every failure, one per line (for assertion messages)."""
@@ -85,6 +99,7 @@ class Report:
             "passed": self.passed,
             "seconds": round(self.seconds, 3),
             "probe_cases": self.probe_cases,
+            "probe_modalities": self.probe_modalities,
             "checks": {
                 name: {
                     "status": c.status,

@@ -1,20 +1,56 @@
-"""One verify run: the HF reference and the port runner, probe by probe."""
+"""One verify run: the HF reference and the port runner, probe by probe, modality by modality.
+
+The gate fails closed: a probe HF rejects is listed with HF's reason, an item
+HF expands to nothing (which no vLLM port can hold) is named and left out of
+its probe, and :meth:`Session.finish` fails every check that compared
+nothing, and ``tokens`` when fewer than half of the probes with items could
+be compared.
+"""
 
 from __future__ import annotations
 
 from mmport.errors import one_line
 from mmport.verify.checks import check_cache, check_fields, check_placeholders, check_tokens
-from mmport.verify.probes import MAX_PROBE_ITEMS, Probe, make_image
-from mmport.verify.reference import HFReference
+from mmport.verify.probes import MAX_PROBE_ITEMS, Item, Probe, media_of
+from mmport.verify.reference import HFOutput, HFReference
 from mmport.verify.report import CheckResult, Failure
 
 __all__ = ["Session"]
+
+
+def _larger_than(dummy, modality: str, sampling_rate: int | None) -> list[Item]:
+    """Items a step larger than the port's dummy item: twice the frames, twice the sides, twice the length."""
+    if modality == "video":
+        frames = dummy[0] if isinstance(dummy, tuple) else dummy
+        count, height, width = len(frames), frames.shape[1], frames.shape[2]
+        larger = [Item("video", (width * 2, height * 2), count, 2.0)] if max(width, height) * 2 <= WORST_CASE_SIDE else []
+        if count * 2 <= WORST_CASE_FRAMES:
+            larger.insert(0, Item("video", (width, height), count * 2, 2.0))
+        return larger
+    audio = dummy[0] if isinstance(dummy, tuple) else dummy
+    seconds = 2 * len(audio) / (sampling_rate or 16_000)
+    return [Item("audio", seconds=seconds)] if seconds <= WORST_CASE_SECONDS else []
 
 # Items asked of the port's dummy builder, and the item count probed for
 # "unlimited" when a port declares no limit.
 DUMMY_ITEMS = 2
 UNLIMITED_PROBE = 3
 DUMMY_SEQ_LEN = 1 << 16
+# The longest video, and the largest frame side, the worst case ranges over
+# (vLLM's loaders sample to a frame count; frames are rarely larger).
+WORST_CASE_FRAMES = 32
+WORST_CASE_SIDE = 2048
+# The longest audio it ranges over (ten minutes: a long recording, well past one window).
+WORST_CASE_SECONDS = 600
+# What a check that compared nothing had to have, in words.
+NEEDS = {
+    "tokens": "a probe HF answered",
+    "placeholders": "a probe with items HF answered",
+    "fields": "a probe with items HF answered",
+    "cache": "a probe with items the port processed",
+    "dummy": "the port's dummy inputs",
+    "limits": "the port's limits",
+}
 
 
 class Session:
@@ -24,115 +60,218 @@ class Session:
         self.hf = hf
         self.runner = runner
         self.model_check = model_check  # a ModelCheck with --model, else None
-        self.max_count = 0
-        self.outside_contract: list[str] = []  # probes HF answers in a way vLLM cannot hold
+        self.max_count: dict[str, int] = {}  # per modality: the largest count HF gave an item alone
+        self.rejected: list[str] = []  # probes HF rejects, with HF's reason
+        self.outside_contract: list[str] = []  # items or probes HF answers in a way vLLM cannot hold
+        self.media_probes = 0  # probes with items, within the port's limits
+        self.compared = 0  # ... of which HF answered and the checks compared
+        self.drawn: dict[str, int] = {}  # per modality: items drawn into probes within the limits
+        self.judged: dict[str, int] = {}  # ... and items compared against HF
+        self.limits, self.limits_error = self._port_limits()
+
+    def _port_limits(self) -> tuple[dict[str, int | None], str]:
+        try:
+            return dict(self.runner.supported_mm_limits()), ""
+        except Exception as exc:
+            return {}, f"the port's get_supported_mm_limits raises {one_line(exc)}"
+
+    def probe_limits(self) -> dict[str, int | None]:
+        """Per modality HF handles: the most items a probe may carry (the port's limit, if it declares one).
+
+        A modality the port does not declare is still probed: HF handles it,
+        so vLLM's users will send it, and the port must fail there.
+        """
+        limits = {}
+        for modality in self.hf.modalities:
+            limit = self.limits.get(modality)
+            limits[modality] = MAX_PROBE_ITEMS if limit is None else max(1, min(MAX_PROBE_ITEMS, limit))
+        return limits
 
     def max_probe_items(self) -> int:
-        """Items per probe: up to :data:`MAX_PROBE_ITEMS`, within the port's declared limit.
+        """Images per probe: up to :data:`MAX_PROBE_ITEMS`, within the port's declared limit."""
+        return self.probe_limits().get("image", MAX_PROBE_ITEMS)
 
-        Probes beyond the limit are never compared (``check_limits`` judges the
-        limit itself), so a one-image port draws its probes among one-image prompts.
-        """
-        limit = self.runner.supported_mm_limits().get("image")
-        return MAX_PROBE_ITEMS if limit is None else max(1, min(MAX_PROBE_ITEMS, limit))
+    def _mm_data(self, items: list[Item]) -> dict[str, list]:
+        """The items as vLLM's loaders hand them to a port: images, ``(frames, metadata)``, ``(waveform, rate)``."""
+        data: dict[str, list] = {}
+        for item in items:
+            media = item.picture if item.picture is not None else media_of(item, self.hf.sampling_rate)
+            data.setdefault(item.modality, []).append((media, self.hf.sampling_rate) if item.modality == "audio" else media)
+        return data
 
-    def _port(self, prompt: str, images: list):
-        return self.runner.process(prompt, {"image": images} if images else {})
+    def _port(self, prompt: str, items: list[Item]):
+        return self.runner.process(prompt, self._mm_data(items))
+
+    def _beyond_limits(self, probe: Probe) -> bool:
+        return any(
+            self.limits.get(m) is not None and len(probe.of(m)) > self.limits[m] for m in dict.fromkeys(i.modality for i in probe.items)
+        )
 
     def run_probe(self, probe: Probe, checks: dict[str, CheckResult]) -> None:
         """Run one probe through HF and the port and apply the per-probe checks."""
-        prompt, images = probe.prompt(self.hf.placeholder), probe.images()
-        limit = self.runner.supported_mm_limits().get("image")
-        if limit is not None and len(images) > limit:
+        if self._beyond_limits(probe):
             return  # beyond the port's declared limit: check_limits judges that limit
-        try:
-            expected = self.hf.run(prompt, images)
-            singles = [self.hf.single(image) for image in images]  # HF on each item alone
-        except Exception:  # HF rejects this input (or an item alone): nothing to compare against
+        self.media_probes += bool(probe.items)
+        for item in probe.items:
+            self.drawn[item.modality] = self.drawn.get(item.modality, 0) + 1
+        answered = self._answer(probe)
+        if answered is None:
             return
-        counts = [single.input_ids.count(self.hf.embed_id) for single in singles]
-        if 0 in counts:
-            # HF expands this item to nothing; vLLM needs at least one position per item,
-            # so no port can represent the probe. Say so rather than fail every port.
-            w, h = images[counts.index(0)].size
-            self.outside_contract.append(f"{probe.name} (HF gives a {w}×{h} image no embedding positions)")
-            return
-        self.max_count = max(self.max_count, *counts, 0)  # each item as HF counts it alone: what vLLM must hold
-        together = expected.input_ids.count(self.hf.embed_id)
-        in_company = len(images) > 1 and together != sum(counts)
-        if in_company:
-            # HF counts an item differently when others share its prompt; vLLM processes
-            # (and caches) each item alone, so no port can match HF on this probe.
-            alone = "+".join(map(str, counts))
-            self.outside_contract.append(
-                f"{probe.name} (HF gives its {len(images)} images {together} embedding positions together, {alone} alone)"
-            )
+        probe, expected, singles, counts = answered
+        if probe.items:
+            self.compared += 1
+        for item in probe.items:
+            self.judged[item.modality] = self.judged.get(item.modality, 0) + 1
+        for item, count in zip(probe.items, counts):
+            self.max_count[item.modality] = max(self.max_count.get(item.modality, 0), count)
+        in_company = self._in_company(probe, expected, counts)
         try:
-            actual = self._port(expected.prompt, images)
+            actual = self._port(expected.prompt, list(probe.items))
         except Exception as exc:
             checks["tokens"].runs += 1
             checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}"))
             return
-        if not in_company:
-            self._compare(probe, checks, expected, singles, counts, actual)
-        if len(images) > 1:
+        self._compare(probe, checks, expected, singles, counts, actual, in_company)
+        if probe.items:
             # The port alone, whatever HF does: vLLM's cache needs its items independent.
-            self._check_cache(probe, checks["cache"], singles, images, actual)
+            self._check_cache(probe, checks["cache"], actual)
 
-    def _compare(self, probe: Probe, checks: dict[str, CheckResult], expected, singles: list, counts: list[int], actual) -> None:
-        """The port's answer against HF's: tokens, then (with images) placeholders and fields."""
-        check_tokens(checks["tokens"], probe.name, expected.input_ids, actual.prompt_token_ids)
-        if self.model_check is not None:
-            self.model_check.run_probe(probe.name, singles, expected, actual)
-        if not singles:
-            return
-        placeholders = actual.placeholders.get("image", [])
-        check_placeholders(checks["placeholders"], probe.name, expected.input_ids, self.hf.embed_id, counts, placeholders)
-        check_fields(checks["fields"], probe.name, expected.mm, [s.mm for s in singles], actual.items.get("image", []))
-
-    def _check_cache(self, probe: Probe, result: CheckResult, singles: list, images: list, actual) -> None:
+    def _answer(self, probe: Probe) -> tuple[Probe, HFOutput, list[HFOutput], list[int]] | None:
+        """HF on the probe and on each item alone; items HF gives no position are left out and named."""
+        prompt = probe.prompt(self.hf.placeholders())
         try:
-            alone = [self._port(single.prompt, [image]) for single, image in zip(singles, images)]
+            expected = self.hf.run(prompt, list(probe.items))
+            singles = [self.hf.single(item) for item in probe.items]  # HF on each item alone
+        except Exception as exc:  # HF rejects this input (or an item alone)
+            described = ", ".join(item.describe() for item in probe.items) or "no items"
+            self.rejected.append(f"{probe.name} ({described}): {one_line(exc)}")
+            return None
+        counts = [s.input_ids.count(self.hf.modalities[i.modality].embed_id) for s, i in zip(singles, probe.items)]
+        empty = {index for index, count in enumerate(counts) if count == 0}
+        if not empty:
+            return probe, expected, singles, counts
+        # vLLM needs at least one position per item, so no port can hold these items.
+        for index in sorted(empty):
+            self.outside_contract.append(f"{probe.name}: HF gives {probe.items[index].describe()} no embedding positions")
+        return self._answer(probe.without(empty))
+
+    def _in_company(self, probe: Probe, expected: HFOutput, counts: list[int]) -> bool:
+        """True when HF counts some item differently beside the probe's others than alone (LLaVA-OneVision)."""
+        for embed_id in dict.fromkeys(self.hf.modalities[i.modality].embed_id for i in probe.items):
+            alone = [c for i, c in zip(probe.items, counts) if self.hf.modalities[i.modality].embed_id == embed_id]
+            together = expected.input_ids.count(embed_id)
+            if len(alone) > 1 and together != sum(alone):
+                # vLLM processes (and caches) each item alone, so no port can match HF's prompt here.
+                self.outside_contract.append(
+                    f"{probe.name} (HF gives its {len(alone)} items {together} embedding positions together, "
+                    f"{'+'.join(map(str, alone))} alone; compared item by item)"
+                )
+                return True
+        return False
+
+    def _compare(self, probe, checks, expected: HFOutput, singles: list[HFOutput], counts: list[int], actual, in_company: bool) -> None:
+        """The port's answer against HF's: tokens, then (with items) placeholders and fields.
+
+        Where HF counts items differently together (``in_company``), the prompt
+        cannot match; each item is still compared with HF on it alone.
+        """
+        if not in_company:
+            check_tokens(checks["tokens"], probe.name, expected.input_ids, actual.prompt_token_ids)
+            if self.model_check is not None and all(item.modality == "image" for item in probe.items):
+                self.model_check.run_probe(probe.name, singles, expected, actual)
+        if not probe.items:
+            return
+        embed_ids = {m: ref.embed_id for m, ref in self.hf.modalities.items()}
+        hf_ids = None if in_company else expected.input_ids
+        check_placeholders(checks["placeholders"], probe.name, hf_ids, embed_ids, probe.items, counts, actual.placeholders)
+        check_fields(checks["fields"], probe.name, expected.mm, probe.items, [s.mm for s in singles], actual)
+
+    def _check_cache(self, probe: Probe, result: CheckResult, actual) -> None:
+        try:
+            alone = [self._port(self.hf.single(item).prompt, [item]) for item in probe.items]
         except Exception as exc:
             result.runs += 1
             result.failures.append(Failure(probe.name, f"the port raised on one item alone: {one_line(exc)}"))
             return
-        check_cache(result, probe.name, actual, alone)
+        check_cache(result, probe.name, probe.items, actual, alone)
 
-    def report_uncompared(self, tokens: CheckResult, placeholders: CheckResult) -> None:
-        """Name the probes left out as unholdable; fail ``tokens`` if that left no probe with images."""
-        if not self.outside_contract:
-            return
-        tokens.summary = "not compared, vLLM cannot hold them: " + "; ".join(self.outside_contract)
-        if placeholders.runs == 0:
-            message = "no probe with images could be compared (where HF gives every image no embedding positions, the snapshot's tokenizer may lack the image token)"
-            tokens.failures.append(Failure("probes", message))
+    def finish(self, checks: dict[str, CheckResult]) -> None:
+        """Name what was not compared, and fail closed: a check that compared nothing fails."""
+        notes = []
+        if self.rejected:
+            notes.append(f"HF rejects {len(self.rejected)} probe(s): " + "; ".join(self.rejected))
+        if self.outside_contract:
+            notes.append("not compared as HF answers them, vLLM cannot hold them: " + "; ".join(self.outside_contract))
+        checks["tokens"].summary = " | ".join(notes)
+        if self.media_probes and 2 * self.compared < self.media_probes:
+            message = (
+                f"only {self.compared} of {self.media_probes} probes with items could be compared "
+                "(see the rejected probes); a reference that rejects most probes cannot pass a port"
+            )
+            checks["tokens"].failures.append(Failure("probes", message))
+        for modality, drawn in self.drawn.items():
+            if not self.judged.get(modality):
+                message = (
+                    f"none of the {drawn} {modality} item(s) drawn could be compared (see the rejected and unholdable "
+                    f"probes); a port cannot pass on a modality HF was never compared on"
+                )
+                checks["placeholders"].failures.append(Failure("probes", message))
+        for name, check in checks.items():
+            if name in NEEDS and check.runs == 0 and not check.failures:
+                check.failures.append(Failure(name, f"compared nothing: no {NEEDS[name]} reached this check"))
 
     def check_dummy(self, result: CheckResult) -> None:
-        """The port's dummy inputs reach the largest count HF produced."""
-        limit = self.runner.supported_mm_limits().get("image")
+        """Per modality: the port's dummy inputs reach the largest count HF produced."""
+        for modality in self.hf.modalities:
+            if modality in self.limits:
+                self._check_dummy(result, modality)
+
+    def _check_dummy(self, result: CheckResult, modality: str) -> None:
+        limit = self.limits.get(modality)
         wanted = min(DUMMY_ITEMS, limit) if limit is not None else DUMMY_ITEMS
         result.runs += 1
         try:
-            text, data = self.runner.dummy(DUMMY_SEQ_LEN, {"image": wanted})
-            output = self.runner.dummy_output(DUMMY_SEQ_LEN, {"image": wanted})
+            text, data = self.runner.dummy(DUMMY_SEQ_LEN, {modality: wanted})
+            output = self.runner.dummy_output(DUMMY_SEQ_LEN, {modality: wanted})
         except Exception as exc:
-            result.failures.append(Failure("dummy", f"the port's dummy inputs fail: {one_line(exc)}"))
+            result.failures.append(Failure("dummy", f"the port's dummy {modality} inputs fail: {one_line(exc)}"))
             return
-        images = data.get("image", [])
-        if len(images) != wanted:
-            result.failures.append(Failure("dummy", "dummy image count for mm_counts", None, str(wanted), str(len(images))))
+        given = data.get(modality, [])
+        if len(given) != wanted:
+            result.failures.append(Failure("dummy", f"dummy {modality} count for mm_counts", None, str(wanted), str(len(given))))
             return
-        embeds = [ph.num_embeds for ph in output.placeholders.get("image", [])]
-        if min(embeds, default=0) < self.max_count:
-            message = "dummy item placeholders are below the largest count seen over the probes (worst case)"
-            result.failures.append(Failure("dummy", message, None, str(self.max_count), str(min(embeds, default=0))))
+        embeds = [ph.num_embeds for ph in output.placeholders.get(modality, [])]
+        largest = self.max_count.get(modality, 0)
+        if min(embeds, default=0) < largest:
+            message = f"dummy {modality} placeholders are below the largest count seen over the probes (worst case)"
+            result.failures.append(Failure("dummy", message, None, str(largest), str(min(embeds, default=0))))
             return
-        self._check_dummy_against_hf(result, text, images, embeds)
+        if modality == "image":
+            self._check_dummy_against_hf(result, text, given, embeds)
+        else:
+            self._check_dummy_is_largest(result, modality, given[0], min(embeds), wanted)
+
+    def _check_dummy_is_largest(self, result: CheckResult, modality: str, dummy, embeds: int, wanted: int) -> None:
+        """No larger item (twice the frames, twice the frame sides, twice the length) gets more positions from HF.
+
+        Within the profiling budget and the contract's bounds (videos of up to
+        :data:`WORST_CASE_FRAMES` frames of up to :data:`WORST_CASE_SIDE` px,
+        audio of up to :data:`WORST_CASE_SECONDS`): a dummy below a neighbour
+        of its own is not the worst case, whatever the probes reached.
+        """
+        for item in _larger_than(dummy, modality, self.hf.sampling_rate):
+            try:
+                count = self.hf.item_count(item)
+            except Exception:
+                continue  # HF refuses so large an item: it is no case to hold
+            if count > embeds and count * wanted <= DUMMY_SEQ_LEN:
+                message = f"HF gives {item.describe()} more positions than the port's dummy {modality} (not the worst case)"
+                result.failures.append(Failure("dummy", message, None, str(count), str(embeds)))
+                return
 
     def _check_dummy_against_hf(self, result: CheckResult, text: str, images: list, embeds: list[int]) -> None:
         try:
-            hf_ids = self.hf.run(text, images).input_ids
+            self.hf.run(text, images)
         except Exception as exc:
             result.failures.append(Failure("dummy", f"HF rejects the port's dummy text and images: {one_line(exc)}"))
             return
@@ -144,38 +283,53 @@ class Session:
             result.failures.append(Failure("dummy", message, None, str(alone), str(sum(embeds))))
 
     def check_limits(self, result: CheckResult) -> None:
-        """HF accepts as many items as the port's declared limit allows."""
-        limit = self.runner.supported_mm_limits().get("image")
-        count = limit if limit is not None else UNLIMITED_PROBE
+        """The port declares every modality HF handles, and HF accepts as many items as each limit allows."""
         result.runs += 1
-        images = [make_image(32, 32, i) for i in range(count)]
-        prompt = (self.hf.placeholder or "") * count + " limits"
+        if self.limits_error:
+            result.failures.append(Failure("limits", self.limits_error))
+            return
+        missing = [m for m in self.hf.modalities if m not in self.limits]
+        if missing:
+            result.failures.append(Failure("limits", f"HF handles {', '.join(missing)} but the port declares no limit for it"))
+        for modality in self.hf.modalities:
+            if modality in self.limits:
+                self._check_limit(result, modality, self.limits[modality])
+
+    def _limit_items(self, modality: str, count: int) -> list[Item]:
+        small = {"image": Item("image", (32, 32)), "video": Item("video", (32, 32), frames=2, fps=2.0), "audio": Item("audio", seconds=0.5)}
+        return [Item(modality, small[modality].size, small[modality].frames, small[modality].fps, small[modality].seconds, seed=i) for i in range(count)]
+
+    def _check_limit(self, result: CheckResult, modality: str, limit: int | None) -> None:
+        count = limit if limit is not None else UNLIMITED_PROBE
+        items = self._limit_items(modality, count)
+        placeholder = self.hf.modalities[modality].placeholder or ""
         try:
-            prompt = self.hf.run(prompt, images).prompt
+            prompt = self.hf.run(placeholder * count + " limits", items).prompt
         except Exception as exc:
-            message = f"the port allows {'any number of' if limit is None else limit} images but HF rejects {count}: {one_line(exc)}"
-            result.failures.append(Failure("limits", message))
+            allowed = "any number of" if limit is None else limit
+            result.failures.append(Failure("limits", f"the port allows {allowed} {modality}s but HF rejects {count}: {one_line(exc)}"))
             return
         try:
-            self._port(prompt, images)
+            self._port(prompt, items)
         except Exception as exc:
-            result.failures.append(Failure("limits", f"the port rejects {count} images within its own limit: {one_line(exc)}"))
+            result.failures.append(Failure("limits", f"the port rejects {count} {modality}s within its own limit: {one_line(exc)}"))
             return
         if limit is not None:
-            self._check_limit_is_needed(result, limit)
+            self._check_limit_is_needed(result, modality, limit)
 
-    def _check_limit_is_needed(self, result: CheckResult, limit: int) -> None:
+    def _check_limit_is_needed(self, result: CheckResult, modality: str, limit: int) -> None:
         """HF must not expand one more item than the port's limit on its own.
 
         A processor that takes more images but gives them no more embedding
         positions (BLIP-2's one block per prompt) does not support them.
         """
-        images = [make_image(32, 32, i) for i in range(limit + 1)]
+        items = self._limit_items(modality, limit + 1)
+        ref = self.hf.modalities[modality]
         try:
-            ids = self.hf.run((self.hf.placeholder or "") * len(images), images).input_ids
+            ids = self.hf.run((ref.placeholder or "") * len(items), items).input_ids
         except Exception:
             return  # HF rejects them too: the limit holds
-        expanded = sum(self.hf.item_count(image) for image in images)
-        if ids.count(self.hf.embed_id) == expanded:
-            message = f"the port allows {limit} image(s) but HF expands each of {limit + 1}"
-            result.failures.append(Failure("limits", message))
+        expanded = sum(self.hf.item_count(item) for item in items)
+        if ids.count(ref.embed_id) == expanded:
+            result.failures.append(Failure("limits", f"the port allows {limit} {modality}(s) but HF expands each of {limit + 1}"))
+

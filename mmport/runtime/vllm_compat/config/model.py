@@ -89,6 +89,18 @@ class ModelConfig:
         """Whether the model takes multi-modal inputs (always, for a port)."""
         return self.multimodal_config is not None
 
+    def get_hidden_size(self) -> int:
+        """The language model's hidden size."""
+        return int(getattr(self.hf_text_config, "hidden_size", 0))
+
+    def get_inputs_embeds_size(self) -> int:
+        """The size of input embeddings: the hidden size, unless the text config projects it (as vLLM reads it)."""
+        for name in ("word_embed_proj_dim", "projection_dim", "projection_size"):
+            value = getattr(self.hf_text_config, name, None)
+            if value is not None:
+                return int(value)
+        return self.get_hidden_size()
+
     def get_multimodal_config(self) -> MultiModalConfig:
         """The multi-modal config; a ``ValueError`` for a text-only model."""
         if self.multimodal_config is None:

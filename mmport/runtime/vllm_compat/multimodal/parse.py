@@ -19,7 +19,9 @@ import torch
 from PIL import Image, ImageOps
 
 __all__ = [
+    "AudioEmbeddingItems",
     "AudioProcessorItems",
+    "AudioResampler",
     "EmbeddingItems",
     "ImageEmbeddingItems",
     "ImageProcessorItems",
@@ -28,6 +30,7 @@ __all__ = [
     "MultiModalDataItems",
     "MultiModalDataParser",
     "ProcessorBatchItems",
+    "VideoEmbeddingItems",
     "VideoProcessorItems",
 ]
 
@@ -159,19 +162,35 @@ class ImageEmbeddingItems(EmbeddingItems):
 
 
 class VideoProcessorItems(ProcessorBatchItems[Any]):
-    """Videos (lists of frames or 4-D arrays) for the HF video processor."""
+    """Videos (frame arrays, or ``(frames, metadata)`` where the model needs metadata)."""
 
     def __init__(self, data: Sequence[Any], metadata: Any = None) -> None:
         super().__init__(data, "video")
         self.metadata = metadata
 
+    def _frames(self, item_idx: int) -> Any:
+        video = self.get(item_idx)
+        if video is None:
+            raise ValueError(f"Cannot get length of cached video at {item_idx}")
+        return video[0] if isinstance(video, tuple) else video
+
     def get_num_frames(self, item_idx: int) -> int:
         """The number of frames of video ``item_idx``."""
-        return len(self.get(item_idx))
+        return len(self._frames(item_idx))
 
     def get_frame_size(self, item_idx: int) -> ImageSize:
         """Width and height of the first frame of video ``item_idx``."""
-        return _size_of(self.get(item_idx)[0])
+        frames = self._frames(item_idx)
+        if len(frames) == 0:
+            raise ValueError(f"Cannot get size of empty video at {item_idx}")
+        return _size_of(frames[0])
+
+
+class VideoEmbeddingItems(EmbeddingItems):
+    """Precomputed video embeddings."""
+
+    def __init__(self, data: torch.Tensor | list[torch.Tensor], expected_hidden_size: int | None = None) -> None:
+        super().__init__(data, "video")
 
 
 class AudioProcessorItems(ProcessorBatchItems[Any]):
@@ -183,6 +202,38 @@ class AudioProcessorItems(ProcessorBatchItems[Any]):
     def get_audio_length(self, item_idx: int) -> int:
         """The number of samples of audio ``item_idx``."""
         return len(self.get(item_idx))
+
+
+class AudioEmbeddingItems(EmbeddingItems):
+    """Precomputed audio embeddings."""
+
+    def __init__(self, data: torch.Tensor | list[torch.Tensor], expected_hidden_size: int | None = None) -> None:
+        super().__init__(data, "audio")
+
+
+class AudioResampler:
+    """Brings audio to the model's rate; the identity when the rates agree, as in vLLM.
+
+    Other rates are resampled with SciPy's polyphase filter where SciPy is
+    installed (vLLM's default is torchaudio, so samples may differ slightly).
+    """
+
+    def __init__(self, target_sr: float | None = None, method: str = "torchaudio") -> None:
+        self.target_sr = target_sr
+        self.method = method
+
+    def resample(self, audio: np.ndarray, *, orig_sr: float) -> np.ndarray:
+        """``audio`` at ``target_sr``; a ``RuntimeError`` when the port set none (vLLM's message)."""
+        if self.target_sr is None:
+            raise RuntimeError("Audio resampling is not supported when `target_sr` is not provided")
+        if abs(float(orig_sr) - float(self.target_sr)) <= 1e-6:
+            return audio
+        from fractions import Fraction
+
+        from scipy.signal import resample_poly
+
+        ratio = Fraction(int(self.target_sr), int(orig_sr))
+        return resample_poly(audio, ratio.numerator, ratio.denominator).astype(audio.dtype)
 
 
 class MultiModalDataItems(UserDict[str, ModalityDataItems[Any, Any]]):
@@ -239,11 +290,25 @@ def _as_item_list(data: Any, single_ndim: int) -> list[Any]:
 class MultiModalDataParser:
     """Turns a ``MultiModalDataDict`` into :class:`MultiModalDataItems`.
 
-    Subclass and extend :meth:`_get_subparsers` to support more modalities.
-    Audio resampling (``target_sr``) is not part of the bundled runtime.
+    ``target_sr`` makes audio given as ``(waveform, rate)`` arrive at the
+    model's rate; ``video_needs_metadata`` keeps each video's metadata
+    beside its frames, as ``(frames, metadata)`` items. Subclass and extend
+    :meth:`_get_subparsers` to support more modalities.
     """
 
-    def __init__(self, *, expected_hidden_size: int | None = None, **_options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        target_sr: float | None = None,
+        target_channels: int | None = None,
+        audio_resample_method: str = "torchaudio",
+        video_needs_metadata: bool = False,
+        expected_hidden_size: int | None = None,
+        **_options: Any,
+    ) -> None:
+        self.audio_resampler = AudioResampler(target_sr=target_sr, method=audio_resample_method)
+        self.target_channels = target_channels
+        self.video_needs_metadata = video_needs_metadata
         self.expected_hidden_size = expected_hidden_size
 
     @classmethod
@@ -266,25 +331,47 @@ class MultiModalDataParser:
     def _parse_video_data(self, data: Any) -> ModalityDataItems[Any, Any] | None:
         if data is None:
             return None
+        if self.is_embeddings(data):
+            return VideoEmbeddingItems(data, self.expected_hidden_size)
         one_video = (
             (isinstance(data, list) and data and all(isinstance(x, Image.Image) for x in data))
             or (isinstance(data, list) and data and all(getattr(x, "ndim", 0) == 3 for x in data))
             or (isinstance(data, tuple) and len(data) == 2)
+            or (isinstance(data, (np.ndarray, torch.Tensor)) and data.ndim == 4)
         )
-        videos = [data] if one_video else _as_item_list(data, single_ndim=4)
-        # Frame lists become one array per video, as vLLM stacks them.
-        return VideoProcessorItems([np.array(v) if isinstance(v, list) else v for v in videos])
+        videos, metadata = [], []
+        for item in [data] if one_video else _as_item_list(data, single_ndim=4):
+            frames, meta = item if isinstance(item, tuple) else (item, None)
+            # Frame lists become one array per video, as vLLM stacks them.
+            frames = np.array(frames) if isinstance(frames, list) else frames
+            if self.video_needs_metadata:
+                if meta is None:
+                    raise ValueError(
+                        "Video metadata is required but not found in mm input. "
+                        "Please check your video input in `multi_modal_data`"
+                    )
+                videos.append((frames, meta))
+            else:
+                videos.append(frames)
+            metadata.append(meta)
+        return VideoProcessorItems(videos, metadata=metadata)
 
     def _parse_audio_data(self, data: Any) -> ModalityDataItems[Any, Any] | None:
         if data is None:
             return None
-        one_audio = isinstance(data, tuple) or (
-            isinstance(data, list) and data and all(isinstance(x, float) for x in data)
+        if self.is_embeddings(data):
+            return AudioEmbeddingItems(data, self.expected_hidden_size)
+        one_audio = (
+            isinstance(data, tuple)
+            or (isinstance(data, list) and data and all(isinstance(x, float) for x in data))
+            or (isinstance(data, (np.ndarray, torch.Tensor)) and data.ndim == 1)
         )
-        audios = [data] if one_audio else _as_item_list(data, single_ndim=1)
-        if any(isinstance(a, tuple) for a in audios):
-            raise ValueError("the bundled runtime does not resample audio; pass it at the model's sampling rate")
-        return AudioProcessorItems([a.numpy() if isinstance(a, torch.Tensor) else np.asarray(a) for a in audios])
+        audios = []
+        for item in [data] if one_audio else _as_item_list(data, single_ndim=1):
+            audio, rate = item if isinstance(item, tuple) else (item, None)
+            audio = audio.numpy() if isinstance(audio, torch.Tensor) else np.asarray(audio)
+            audios.append(audio if rate is None else self.audio_resampler.resample(audio, orig_sr=rate))
+        return AudioProcessorItems(audios)
 
     def _get_subparsers(self) -> Mapping[str, Callable[[Any], ModalityDataItems[Any, Any] | None]]:
         return {"image": self._parse_image_data, "video": self._parse_video_data, "audio": self._parse_audio_data}

@@ -272,9 +272,18 @@ class BaseProcessingInfo:
         """Whether precomputed embedding tensors may be left out of a request."""
         return self.ctx.get_mm_config().allow_missing_mm_embeddings
 
+    def _get_expected_hidden_size(self) -> int | None:
+        """The hidden size embedding inputs must have, when the model accepts them."""
+        if not self.ctx.get_mm_config().enable_mm_embeds:
+            return None
+        return self.ctx.model_config.get_inputs_embeds_size()
+
     def get_data_parser(self) -> MultiModalDataParser:
-        """The parser for raw multi-modal data (override to add modalities)."""
-        return MultiModalDataParser(allow_missing_mm_embeddings=self.allow_missing_mm_embeddings)
+        """The parser for raw multi-modal data (override to add modalities or options)."""
+        return MultiModalDataParser(
+            expected_hidden_size=self._get_expected_hidden_size(),
+            allow_missing_mm_embeddings=self.allow_missing_mm_embeddings,
+        )
 
     @cached_property
     def data_parser(self) -> MultiModalDataParser:

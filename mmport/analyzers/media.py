@@ -1,0 +1,353 @@
+"""The video and audio sides of a processor, as port facts.
+
+Each is read the way the image side is, with what differs: the count comes
+from the replacement hook run on the item's own HF outputs
+(:mod:`mmport.analyzers.outputhook`), or, where that cannot be derived, from
+HF's ``_process_<modality>`` called at run time on the one item (delegated,
+with the reason); fields are observed on two items far apart in size; the
+port learns from the sub-processor what vLLM must hand it (metadata beside a
+video's frames, audio at the feature extractor's sampling rate).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any
+
+from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
+from mmport.analyzers.imageproc import analyze_output_fields
+from mmport.analyzers.outputhook import analyze_output_hook
+from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
+from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
+from mmport.errors import AnalysisError, one_line
+from mmport.spec import CountRule, FieldSpec, GeometryRule, ModalitySpec, PromptUpdateSpec, Source
+
+__all__ = ["SUB_PROCESSORS", "handled_modalities", "media_spec", "sub_processor"]
+
+# The processor attributes holding each modality's sub-processor, in the order HF looks them up.
+SUB_PROCESSORS = {"image": ("image_processor",), "video": ("video_processor",), "audio": ("audio_processor", "feature_extractor")}
+
+
+def handled_modalities(processor: Any) -> list[str]:
+    """The modalities ``processor`` takes: a sub-processor for it and (but for images) a placeholder token."""
+    from mmport.media import MODALITIES
+
+    attributes = set(processor.get_attributes())
+    found = []
+    for modality in MODALITIES:
+        has_sub = any(getattr(processor, a, None) is not None for a in SUB_PROCESSORS[modality] if a in attributes)
+        if has_sub and (modality == "image" or getattr(processor, f"{modality}_token", None) is not None):
+            found.append(modality)
+    return found
+
+
+def refused_modalities(processor: Any) -> dict[str, str]:
+    """Modalities HF names but refuses even one ordinary item of, with HF's reason.
+
+    With a checkpoint's defaults some processors cannot take a video at all
+    (a hook reading metadata the video processor does not return); such a
+    side is not ported, and ``inspect`` says why.
+    """
+    from mmport.analyzers.fields import _run, probe_media
+
+    refused = {}
+    for modality in handled_modalities(processor):
+        if modality == "image":
+            continue
+        try:
+            _run(processor, [probe_media(modality, 0)], wrapped_placeholder(processor, f"{modality}_token"), modality)
+        except Exception as exc:
+            refused[modality] = f"HF refuses an ordinary {modality} with its placeholder ({one_line(exc)})"
+    return refused
+
+
+def sub_processor(processor: Any, modality: str) -> tuple[str, Any]:
+    """``(attribute, object)`` of the sub-processor that handles ``modality``."""
+    for attribute in SUB_PROCESSORS[modality]:
+        value = getattr(processor, attribute, None)
+        if value is not None:
+            return attribute, value
+    raise AnalysisError(f"{type(processor).__name__} has no {modality} processor")
+
+
+def _attribute_source(processor_cls: type, attr: str) -> Source:
+    """Where the processor's constructor (or class body) sets ``attr``."""
+    source = init_assignment_source(processor_cls, attr)
+    if source is not None:
+        return source
+    assigned = class_assignments(processor_cls).get(attr)
+    if assigned is not None:
+        return assigned[0].source(assigned[1])
+    return Source(processor_cls.__name__, 0)
+
+
+def embed_token(snapshot: Any, processor: Any, token_id: int, modality: str, placeholder: str) -> tuple[str, str, Source | None]:
+    """Where the port finds the token the model embeds ``modality`` at, if it is not ``token_id``.
+
+    Returns ``(owner, attribute, source)``: ``("config", "video_token_id", ...)``
+    when the config names the token; else, where HF expands the placeholder
+    into another token (InternVL's and SmolVLM's video frames are image
+    tokens), the config or processor attribute holding the id HF writes most.
+    ``("", "", None)`` when the placeholder's own token is embedded.
+    """
+    configured = snapshot.model_token_id(modality)
+    # HF may write another token than the config names (GLM-4.1V embeds video frames at the image token).
+    config = snapshot.load_config()
+    named = {v for n in _id_attributes(config) if isinstance(v := getattr(config, n), int)}
+    embed_id = _expanded_id(processor, modality, placeholder, token_id if configured is None else configured, named)
+    if embed_id is None or embed_id == token_id:
+        return "", "", None
+    for name in (f"{modality}_token_id", *_id_attributes(config)):
+        if getattr(config, name, None) == embed_id:
+            attr = type(config).attribute_map.get(name, name)
+            found = class_assignments(type(config)).get(attr)
+            return "config", name, found[0].source(found[1]) if found else Source(type(config).__name__, 0)
+    for name in _id_attributes(processor):
+        if getattr(processor, name, None) == embed_id:
+            return "processor", name, _attribute_source(type(processor), name)
+    raise AnalysisError(f"HF embeds {modality}s at token id {embed_id}, which neither the config nor the processor names")
+
+
+def _id_attributes(obj: Any) -> list[str]:
+    """Attributes of ``obj`` holding token ids (``image_token_id``, ``image_token_index``)."""
+    names = vars(obj).keys() if hasattr(obj, "__dict__") else []
+    found = [n for n in names if n.endswith(("_token_id", "_token_index"))]
+    for key, value in getattr(type(obj), "attribute_map", {}).items():
+        if key.endswith("_token_id") and value in found:
+            found.append(key)
+    return found
+
+
+def most_written(ids: list[int], bare: set[int], named: set[int]) -> int | None:
+    """The id written most for an item (not in the bare prompt), preferring ids the config names.
+
+    A video's expansion holds timestamps and frame markers beside its
+    embedding tokens; the embedding token is one the model's config names.
+    """
+    counts = collections.Counter(i for i in ids if i not in bare)
+    preferred = [(n, i) for i, n in counts.items() if i in named]
+    if preferred:
+        return max(preferred)[1]
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def _expanded_id(processor: Any, modality: str, placeholder: str, token_id: int, named: set[int] = frozenset()) -> int | None:
+    """``token_id`` where HF writes it for one item, else the id HF writes most."""
+    from mmport.analyzers.fields import call_processor, media_kwargs, probe_media
+
+    try:
+        ids = call_processor(processor, placeholder, **media_kwargs(processor, modality, [probe_media(modality, 0)]))["input_ids"][0].tolist()
+        bare = set(call_processor(processor, "", [])["input_ids"][0].tolist())
+    except Exception:
+        return None
+    if token_id in ids:
+        return token_id
+    return most_written(ids, bare, named)
+
+
+def _count(processor: Any, modality: str, kept: set[str], names: tuple[tuple[str, str], ...] = ()) -> CountRule:
+    """The hook on the item's outputs, else a visible delegation to HF's ``_process_<modality>``."""
+    try:
+        rule = analyze_output_hook(type(processor), modality, kept)
+        rule = dataclasses.replace(rule, names=names)
+    except AnalysisError as exc:
+        hook = find_method(type(processor), f"replace_{modality}_token") or find_method(type(processor), "__call__")
+        source = hook[0].source(hook[1]) if hook else Source("(processor)", 0)
+        return CountRule((), "", False, "delegated", source, str(exc))
+    return CountRule((), "", False, "derived", rule.source, helpers=rule.helpers, imports=rule.imports, outputs=rule)
+
+
+def _fields(processor: Any, modality: str, placeholder: str | None, sources: dict[str, Source]) -> tuple[tuple, str, str]:
+    """The observed field layout, or one batched field per key (and why) where HF's batch cannot be split."""
+    try:
+        return observe_fields(processor, placeholder, sources, modality), "derived", ""
+    except Exception as exc:  # HF cannot batch two such items (ragged frame counts), or they cannot be split
+        reason = str(exc).splitlines()[0]
+    try:
+        return per_item_fields(processor, placeholder, sources, modality), "per_item", reason
+    except Exception as exc:
+        raise AnalysisError(f"HF refuses even one {modality} with its placeholder ({one_line(exc)})") from exc
+
+
+def _follows_metadata(processor: Any, placeholder: str) -> bool:
+    """True when HF's answer for one video changes with its frame rate (Qwen2.5-VL's ``second_per_grid_ts``)."""
+    import torch
+
+    from mmport.analyzers.fields import call_processor
+    from mmport.media import make_video, video_metadata
+
+    frames = make_video(4, 64, 48, 0)
+    answers = []
+    for fps in (2.0, 24.0):
+        try:
+            out = call_processor(processor, placeholder, [], videos=[(frames, video_metadata(4, 64, 48, fps))])
+        except Exception:
+            return False
+        answers.append({k: v for k, v in out.items() if isinstance(v, torch.Tensor)})
+    first, second = answers
+    return first.keys() != second.keys() or any(not torch.equal(first[k], second[k]) for k in first)
+
+
+def takes_merged_kwargs(processor_cls: type, modality: str) -> bool:
+    """True when HF's ``_process_<modality>`` reads its scope out of the whole merged kwargs.
+
+    ``self.video_processor(videos, **kwargs["videos_kwargs"])`` (omni-modal
+    processors) means ``kwargs`` is every scope, and so is what the hook gets;
+    ``self.video_processor(videos, **kwargs)`` means the modality's scope alone.
+    """
+    import libcst.matchers as m
+
+    name = "_process_audio" if modality == "audio" else f"_process_{modality}s"
+    found = find_method(processor_cls, name)
+    if found is None:
+        return False
+    scoped = m.Arg(star="**", value=m.Subscript(value=m.Name()))
+    return bool(m.findall(found[1], m.Call(args=[m.ZeroOrMore(), scoped, m.ZeroOrMore()])))
+
+
+def _hook_names(processor: Any, modality: str, placeholder: str, fields: tuple[FieldSpec, ...], renamed: tuple) -> tuple[tuple[str, str], ...]:
+    """(port's name, the name the hook reads) for each field whose names differ.
+
+    The hook reads the sub-processor's outputs. The port names a field as HF's
+    final output does, unless it renamed it apart from another modality's; and
+    HF's ``__call__`` may itself have renamed what the sub-processor returned
+    (InternVL merges the video processor's ``pixel_values_videos`` into
+    ``pixel_values``), found by the value both hold for the same item.
+    """
+    import torch
+
+    from mmport.analyzers.fields import _run, probe_media
+
+    undo = {new: old for old, new in renamed}
+    try:
+        final = _run(processor, [probe_media(modality, 0)], placeholder, modality)
+        direct = _sub_outputs(processor, modality)
+    except Exception:
+        final, direct = {}, {}
+    names = []
+    for field in fields:
+        name = undo.get(field.key, field.key)
+        value = final.get(name)
+        if value is not None and name not in direct:
+            # The same values, possibly under another batch layout (HF's __call__ may flatten a batch of one).
+            same = [
+                k for k, v in direct.items()
+                if isinstance(v, torch.Tensor) and v.numel() == value.numel() and torch.equal(v.reshape(value.shape), value)
+            ]
+            name = same[0] if len(same) == 1 else name
+        if name != field.key:
+            names.append((field.key, name))
+    return tuple(names)
+
+
+def _sub_outputs(processor: Any, modality: str) -> dict[str, Any]:
+    """What the modality's sub-processor itself returns for one probe item."""
+    from mmport.analyzers.fields import probe_media
+    from mmport.sources._quiet import quiet_transformers
+
+    _, sub = sub_processor(processor, modality)
+    item = probe_media(modality, 0)
+    with quiet_transformers():
+        if modality == "video":
+            frames, meta = item
+            metadata = {k: v for k, v in meta.items() if k != "do_sample_frames"}
+            return dict(sub(videos=[frames], video_metadata=[metadata], do_sample_frames=False, return_tensors="pt"))
+        return dict(sub([item], sampling_rate=getattr(sub, "sampling_rate", None), return_tensors="pt"))
+
+
+def _limit(processor: Any, modality: str, placeholder: str) -> int | None:
+    """1 when HF refuses two items of ``modality`` in one prompt (one audio per text), else no limit."""
+    from mmport.analyzers.fields import _run, probe_media
+
+    try:
+        _run(processor, [probe_media(modality, 0), probe_media(modality, 0)], placeholder, modality)
+    except Exception:
+        return 1
+    return None
+
+
+def _renamed(fields: tuple[FieldSpec, ...], taken: set[str], modality: str) -> tuple[tuple[FieldSpec, ...], tuple[tuple[str, str], ...]]:
+    """Fields under names no earlier modality uses: ``pixel_values`` of videos becomes ``pixel_values_videos``."""
+    renames = tuple((f.key, f"{f.key}_{modality}s") for f in fields if f.key in taken)
+    if not renames:
+        return fields, ()
+    names = dict(renames)
+    renamed = []
+    for f in fields:
+        sizes = f.sizes
+        for old, new in renames:
+            sizes = sizes.replace(f'"{old}"', f'"{new}"')
+        renamed.append(dataclasses.replace(f, key=names.get(f.key, f.key), sizes=sizes))
+    return tuple(renamed), renames
+
+
+def _update(processor_cls: type, placeholder_source: Source, token_attr: str) -> PromptUpdateSpec:
+    """The placeholder is replaced; the prompt-level facts (special tokens, a prefix or suffix HF adds) hold as read."""
+    from mmport.analyzers.layout import analyze_layout
+
+    from mmport.analyzers.itemprefix import analyze_item_prefix
+
+    update = analyze_layout(processor_cls, placeholder_source)
+    prefix = analyze_item_prefix(processor_cls, token_attr)
+    return dataclasses.replace(
+        update, mode="replace", target="placeholder", source=placeholder_source, trailing_tokens=(), item_prefix=prefix
+    )
+
+
+def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = frozenset()) -> ModalitySpec:
+    """Everything a port needs for the ``video`` or ``audio`` side of ``processor``.
+
+    ``taken`` are the output names earlier modalities' fields use; this
+    modality's outputs of the same name are renamed (see :func:`_renamed`).
+    """
+    processor_cls = type(processor)
+    token_attr = f"{modality}_token"
+    token_text = str(getattr(processor, token_attr))
+    token_id = token_id_of(processor, token_attr)
+    placeholder_source = _attribute_source(processor_cls, token_attr)
+    wrappers = analyze_placeholder_wrappers(processor_cls, token_attr)
+    placeholder = wrapped_placeholder(processor, token_attr, wrappers)
+    sub_attr, sub = sub_processor(processor, modality)
+    sources = {f.key: f.source for f in analyze_output_fields(type(sub))}
+    fields, fields_strategy, fields_reason = _fields(processor, modality, placeholder, sources)
+    fields, renamed_keys = _renamed(fields, taken, modality)
+    embed_owner, embed_attr, embed_source = embed_token(snapshot, processor, token_id, modality, placeholder)
+    token_id_from_text = not hasattr(processor, f"{token_attr}_id")
+    names = _hook_names(processor, modality, placeholder, fields, renamed_keys)
+    count = _count(processor, modality, {dict(names).get(f.key, f.key) for f in fields}, names)
+    # The hook reads a video's metadata, HF samples frames by default (vLLM's loader
+    # says in the metadata whether it did), or HF's outputs follow the frame rate:
+    # vLLM must keep the metadata beside the frames.
+    needs_metadata = modality == "video" and (
+        bool(count.outputs and count.outputs.reads_metadata)
+        or bool(getattr(sub, "do_sample_frames", False))
+        or _follows_metadata(processor, placeholder)
+    )
+    return ModalitySpec(
+        modality=modality,
+        placeholder=token_text,
+        placeholder_source=placeholder_source,
+        token_attr=f"{token_attr}_id",
+        token_id=token_id,
+        token_source=placeholder_source if token_id_from_text else _attribute_source(processor_cls, f"{token_attr}_id"),
+        token_id_from_text=token_id_from_text,
+        count=count,
+        geometry=GeometryRule("none"),
+        update=_update(processor_cls, placeholder_source, token_attr),
+        fields=fields,
+        limit=_limit(processor, modality, placeholder),
+        worst_case_size=None,
+        fields_strategy=fields_strategy,
+        fields_reason=fields_reason,
+        needs_text=refuses_images_alone(processor, modality),
+        embed_token_attr=embed_attr,
+        embed_token_source=embed_source,
+        embed_token_owner=embed_owner,
+        placeholder_wrappers=(wrappers.before, wrappers.after) if wrappers else (),
+        wrappers_source=wrappers.source if wrappers else None,
+        sub_processor=sub_attr,
+        needs_metadata=needs_metadata,
+        renamed_keys=renamed_keys,
+        merged_kwargs=takes_merged_kwargs(processor_cls, modality),
+    )

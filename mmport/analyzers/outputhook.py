@@ -1,0 +1,231 @@
+"""A replacement hook read as a function of the item's own HF outputs.
+
+In transformers 5.x, ``replace_<modality>_token(self, inputs, idx, **kwargs)``
+builds one item's replacement from what the sub-processor returned for the
+batch. vLLM keeps each item's share of those outputs (its field slices) and
+hands them to the port again as ``out_mm_kwargs``, which is exactly what
+vLLM's own ports count from (Qwen2-VL reads ``video_grid_thw`` there). So the
+hook can run in the port unchanged on a *batch of one*: the item's outputs
+laid out as HF lays out a batch holding only that item, read at index 0::
+
+    def replace_video_token(self, video_inputs: dict, video_idx: int, **kwargs) -> str:
+        merge_length = self.video_processor.merge_size**2
+        num_video_tokens = video_inputs["video_grid_thw"][video_idx].prod() // merge_length
+        return self.video_token * num_video_tokens
+
+Three kinds of read are allowed:
+
+- an output HF keeps for the item (``video_grid_thw``): the port has it;
+- ``video_metadata``: vLLM hands the port each video's metadata beside its
+  frames, and HF gets the very same;
+- a key HF computes in its own ``_process_<modality>`` from kept outputs and
+  then drops (Qwen2-Audio's ``num_audio_tokens`` from the feature attention
+  mask): those lines are transplanted as ``complete_<modality>_inputs``,
+  which the port runs on the batch of one before the hook.
+
+Anything else (a key computed from the raw waveform, a whole-dict hand-off)
+refuses, and the port delegates to HF visibly.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import libcst as cst
+import libcst.matchers as m
+
+from mmport.analyzers.sourcefile import ParsedClass, bound_names, find_method, names_in
+from mmport.analyzers.transplant import Transplanter
+from mmport.errors import AnalysisError
+from mmport.spec import HelperFunction, OutputRule
+
+__all__ = ["METADATA_KEY", "analyze_output_hook"]
+
+# The per-video metadata HF's video processor hands the hook (not a model input).
+METADATA_KEY = "video_metadata"
+
+
+def _read_keys(func: cst.FunctionDef, inputs: str) -> list[str]:
+    """Literal keys ``func`` reads from ``inputs`` (``inputs["k"]``, ``inputs.get("k")``); other uses refuse."""
+    keys: list[str] = []
+    subscripts = m.findall(func.body, m.Subscript(value=m.Name(inputs)))
+    for node in subscripts:
+        index = node.slice[0].slice if len(node.slice) == 1 else None
+        if not (isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)):
+            raise AnalysisError(f"the hook reads `{inputs}` by a computed key")
+        keys.append(index.value.evaluated_value)
+    gets = m.findall(func.body, m.Call(func=m.Attribute(value=m.Name(inputs), attr=m.Name("get"))))
+    for node in gets:
+        if not (node.args and isinstance(node.args[0].value, cst.SimpleString)):
+            raise AnalysisError(f"the hook reads `{inputs}` by a computed key")
+        keys.append(node.args[0].value.evaluated_value)
+    # ``"video_metadata" in video_inputs``: a key test, which the batch of one answers too.
+    tests = m.findall(func.body, m.ComparisonTarget(operator=m.In() | m.NotIn(), comparator=m.Name(inputs)))
+    uses = len(m.findall(func.body, m.Name(inputs)))
+    if uses != len(subscripts) + len(gets) + len(tests):
+        raise AnalysisError(f"the hook hands `{inputs}` on whole, so mmport cannot tell which outputs it reads")
+    return list(dict.fromkeys(keys))
+
+
+def _assigned_key(stmt: cst.CSTNode, variable: str) -> str | None:
+    """``"k"`` for ``variable["k"] = ...``."""
+    node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+    if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
+        return None
+    target = node.targets[0].target
+    if m.matches(target, m.Subscript(value=m.Name(variable))) and isinstance(target.slice[0].slice, cst.Index):
+        key = target.slice[0].slice.value
+        return key.evaluated_value if isinstance(key, cst.SimpleString) else None
+    return None
+
+
+def _sub_processor_call(stmt: cst.CSTNode) -> str | None:
+    """The variable bound to the sub-processor's output: ``audio_inputs = self.feature_extractor(...)``."""
+    node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+    if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
+        return None
+    call = node.value
+    if m.matches(call, m.Call(func=m.Attribute(value=m.Name("self")))):
+        return node.targets[0].target.value
+    return None
+
+
+def _self_attribute(stmt: cst.CSTNode) -> str | None:
+    """``"x"`` for ``self.x = ...``."""
+    node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+    if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        target = node.targets[0].target
+        if m.matches(target, m.Attribute(value=m.Name("self"))):
+            return target.attr.value
+    return None
+
+
+def _completion(
+    processor_cls: type, modality: str, missing: list[str], kept: set[str], attrs: set[str]
+) -> tuple[ParsedClass, cst.FunctionDef, list[cst.CSTNode], str, str | None]:
+    """The lines of HF's ``_process_<modality>`` that compute ``missing`` keys (and ``self`` attributes) from kept outputs.
+
+    Returns the parsed class, the method, the sliced statements in order, the
+    name HF binds the sub-processor's output to, and the name of the method's
+    ``**kwargs`` where the lines read it (the modality's merged kwargs, which
+    the port has too).
+    """
+    name = f"_process_{modality}" if modality == "audio" else f"_process_{modality}s"
+    found = find_method(processor_cls, name, models_only=True)
+    if found is None:
+        raise AnalysisError(f"the hook reads {missing or sorted(attrs)}, which HF drops and computes nowhere mmport can read")
+    parsed, func = found
+    body = list(func.body.body)
+    start = next((i for i, s in enumerate(body) if _sub_processor_call(s)), None)
+    if start is None:
+        raise AnalysisError(f"{name} does not bind its sub-processor's output to a name")
+    variable = _sub_processor_call(body[start])
+    needed_keys, needed_attrs, needed_names, chosen = set(missing), set(attrs), set(), []
+    for stmt in reversed(body[start + 1 :]):
+        key, attr = _assigned_key(stmt, variable), _self_attribute(stmt)
+        binds = bound_names(stmt) if key is None and attr is None else set()
+        if (key is not None and key in needed_keys) or (attr is not None and attr in needed_attrs) or (binds & needed_names):
+            chosen.append(stmt)
+            needed_keys.discard(key)
+            needed_attrs.discard(attr)
+            needed_names |= names_in(stmt) - binds - {variable, "self"}
+            needed_keys |= set(_subscript_keys(stmt, variable)) - kept - ({key} if key else set())
+    if needed_keys or needed_attrs:
+        raise AnalysisError(f"{name} computes {sorted(needed_keys | needed_attrs)} from more than the item's kept outputs")
+    star = func.params.star_kwarg.name.value if func.params.star_kwarg else None
+    earlier = set().union(*(bound_names(s) for s in body[: start + 1])) | {p.name.value for p in func.params.params}
+    if needed_names & earlier:
+        raise AnalysisError(f"{name} computes {missing or sorted(attrs)} from the raw input ({sorted(needed_names & earlier)})")
+    return parsed, func, list(reversed(chosen)), variable, star if star in needed_names else None
+
+
+def _hook_attributes(func: cst.FunctionDef, processor_cls: type) -> set[str]:
+    """``self`` attributes the hook reads that the processor sets only while processing (not in ``__init__``)."""
+    read = {node.attr.value for node in m.findall(func.body, m.Attribute(value=m.Name("self")))}
+    init = find_method(processor_cls, "__init__")
+    set_in_init = set()
+    if init is not None:
+        set_in_init = {n.attr.value for n in m.findall(init[1], m.AssignTarget(target=m.Attribute(value=m.Name("self")))) for n in [n.target]}
+    process = [find_method(processor_cls, n, models_only=True) for n in ("_process_audio", "_process_videos", "_process_images")]
+    set_while_processing = {
+        node.target.attr.value
+        for found in process if found is not None
+        for node in m.findall(found[1], m.AssignTarget(target=m.Attribute(value=m.Name("self"))))
+    }
+    return (read & set_while_processing) - set_in_init
+
+
+def _subscript_keys(stmt: cst.CSTNode, variable: str) -> list[str]:
+    keys = []
+    for node in m.findall(stmt, m.Subscript(value=m.Name(variable))):
+        index = node.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+            keys.append(index.value.evaluated_value)
+    for node in m.findall(stmt, m.Call(func=m.Attribute(value=m.Name(variable), attr=m.Name("pop")))):
+        if node.args and isinstance(node.args[0].value, cst.SimpleString):
+            keys.append(node.args[0].value.evaluated_value)
+    return keys
+
+
+def _port_function(func: cst.FunctionDef, name: str) -> cst.FunctionDef:
+    """``func`` renamed, undecorated, without its docstring and annotations beyond builtins."""
+    body = list(func.body.body)
+    first = body[0] if body else None
+    if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr) and len(body) > 1:
+        body = body[1:]  # the port cites the HF line instead of the docstring
+    params = func.params.with_changes(params=[p.with_changes(annotation=None) for p in func.params.params])
+    return func.with_changes(name=cst.Name(name), decorators=(), params=params, returns=None, body=func.body.with_changes(body=body))
+
+
+def analyze_output_hook(processor_cls: type, modality: str, kept: set[str]) -> OutputRule:
+    """``replace_<modality>_token`` of ``processor_cls`` as a port function of the item's outputs.
+
+    ``kept`` are the output keys HF returns for an item alone (observed).
+    """
+    hook = f"replace_{modality}_token"
+    found = find_method(processor_cls, hook, models_only=True)
+    if found is None:
+        raise AnalysisError(f"{processor_cls.__name__} defines no {hook}; its expansion cannot be derived statically")
+    parsed, func = found
+    if len(func.params.params) < 3:
+        raise AnalysisError(f"{hook} of {processor_cls.__name__} does not take (inputs, index)")
+    inputs = func.params.params[1].name.value
+    keys = _read_keys(func, inputs)
+    metadata = METADATA_KEY in keys and modality == "video"
+    missing = [k for k in keys if k not in kept and not (metadata and k == METADATA_KEY)]
+    transplant = Transplanter(import_shared=True)
+    owner = next(k for k in processor_cls.__mro__ if hook in vars(k))
+    code = transplant.code(_port_function(func, hook), processor_cls, "processor")
+    transplant.resolve(code, vars(inspect.getmodule(owner)), hook)
+    completion = None
+    attrs = _hook_attributes(func, processor_cls)
+    if missing or attrs:
+        completion = _completion_function(processor_cls, modality, missing, kept, attrs, transplant)
+    reads = tuple(k for k in keys if k in kept)
+    source = parsed.source(func)
+    return OutputRule(
+        takes_kwargs=func.params.star_kwarg is not None,
+        hook=HelperFunction(hook, code, source, f"{owner.__name__}.{hook}", True),
+        reads=reads,
+        reads_metadata=metadata,
+        completion=completion,
+        helpers=tuple(h for h in transplant.helpers.values()),
+        imports=tuple(sorted(transplant.imports)),
+        source=source,
+    )
+
+
+def _completion_function(
+    processor_cls: type, modality: str, missing: list[str], kept: set[str], attrs: set[str], transplant: Transplanter
+) -> HelperFunction:
+    """``def complete_<modality>_inputs(processor, <inputs>[, **kwargs])``: HF's lines that add what the hook reads."""
+    parsed, func, statements, variable, star = _completion(processor_cls, modality, missing, kept, attrs)
+    name = f"complete_{modality}_inputs"
+    params = cst.Parameters([cst.Param(cst.Name("self")), cst.Param(cst.Name(variable))])
+    if star:
+        params = params.with_changes(star_kwarg=cst.Param(cst.Name(star)))
+    funcdef = cst.FunctionDef(cst.Name(name), params, cst.IndentedBlock(statements))
+    code = transplant.code(funcdef, processor_cls, "processor")
+    owner = next(k for k in processor_cls.__mro__ if func.name.value in vars(k))
+    transplant.resolve(code, vars(inspect.getmodule(owner)), name)
+    return HelperFunction(name, code, parsed.source(func), f"{owner.__name__}.{func.name.value}", True)
