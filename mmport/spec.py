@@ -132,10 +132,18 @@ class OutputRule:
     completion: HelperFunction | None = None
     helpers: tuple[HelperFunction, ...] = ()
     imports: tuple[str, ...] = ()
-    # (the port's field name, the name the hook reads) where they differ.
+    # (the port's field name, the name the hook reads) where they differ, and the
+    # hook's names whose values lead with a batch axis HF's final output flattened.
     names: tuple[tuple[str, str], ...] = ()
+    batch_axis: tuple[str, ...] = ()
     # The hook takes ``**kwargs`` (the modality's merged processor kwargs).
     takes_kwargs: bool = True
+    # ``completion`` reads the raw items (a batch of one) and the merged kwargs.
+    completion_raw: bool = False
+    completion_kwargs: bool = False
+    # Keys the hook reads that the sub-processor returns and HF's processor then
+    # drops: the port keeps them beside HF's outputs (a second sub-processor call).
+    extra_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -216,6 +224,9 @@ class FieldSpec:
     layout: str
     source: Source
     sizes: str = ""
+    # Items processed one by one: HF's output for one item has rows of its own
+    # (audio windows, image tiles), not a batch axis of one, so it is kept whole.
+    rows: bool = False
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,11 @@ __all__ = ["call_processor", "mm_outputs", "observe_fields", "per_item_fields", 
 # enough that tiling processors (LFM2-VL) split it into several tiles.
 PROBE_SIZES = ((64, 48), (1600, 600))
 # Likewise for videos (frame counts differ too: a processor that can only stack videos of
-# one length is processed one video at a time) and audio (samples at 16 kHz: 1 s, 7.3 s).
+# one length is processed one video at a time) and audio (samples at 16 kHz: 1 s, and 35 s,
+# past one 30 s window, which some processors cut long audio into).
 VIDEO_PROBE_SIZES = ((64, 48), (640, 360))
 VIDEO_PROBE_FRAMES = (4, 8)
-AUDIO_PROBE_SAMPLES = (16_000, 116_800)
+AUDIO_PROBE_SAMPLES = (16_000, 560_000)
 
 # Per processor object, the keys it returns for text alone (one HF call each).
 _TEXT_ONLY_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -212,10 +213,20 @@ def observe_fields(processor: Any, placeholder: str | None, sources: dict[str, S
 
 
 def per_item_fields(processor: Any, placeholder: str | None, sources: dict[str, Source], modality: str = "image") -> tuple[FieldSpec, ...]:
-    """One ``batched`` field per output key, for ports that process items one by one."""
+    """One ``batched`` field per output key, for ports that process items one by one.
+
+    A key whose output for one item does not always lead with a batch axis of
+    one (an item's audio windows or image patches) is marked ``rows``: the
+    port keeps each item's output whole.
+    """
     # Every probe size: some keys appear only for large items (local tiles).
-    keys = dict.fromkeys(key for i in range(2) for key in _run(processor, [probe_media(modality, i)], placeholder, modality))
-    return tuple(FieldSpec(key, "batched", sources.get(key, Source("(observed from the HF processor)", 0))) for key in keys)
+    alone = [_run(processor, [probe_media(modality, i)], placeholder, modality) for i in range(2)]
+    keys = dict.fromkeys(key for out in alone for key in out)
+    fields = []
+    for key in keys:
+        leads = [out[key].dim() > 0 and out[key].shape[0] == 1 for out in alone if key in out]
+        fields.append(FieldSpec(key, "batched", sources.get(key, Source("(observed from the HF processor)", 0)), rows=not all(leads)))
+    return tuple(fields)
 
 
 def refuses_images_alone(processor: Any, modality: str = "image") -> bool:

@@ -146,11 +146,17 @@ def _expanded_id(processor: Any, modality: str, placeholder: str, token_id: int,
     return most_written(ids, bare, named)
 
 
-def _count(processor: Any, modality: str, kept: set[str], names: tuple[tuple[str, str], ...] = ()) -> CountRule:
+def _count(
+    processor: Any, modality: str, kept: set[str], names: tuple[tuple[str, str], ...] = (), batch_axis: tuple[str, ...] = ()
+) -> CountRule:
     """The hook on the item's outputs, else a visible delegation to HF's ``_process_<modality>``."""
     try:
-        rule = analyze_output_hook(type(processor), modality, kept)
-        rule = dataclasses.replace(rule, names=names)
+        sub_kept = set(_sub_outputs(processor, modality))
+    except Exception:  # the sub-processor needs what only the processor passes it
+        sub_kept = set()
+    try:
+        rule = analyze_output_hook(type(processor), modality, kept, sub_kept)
+        rule = dataclasses.replace(rule, names=names, batch_axis=batch_axis)
     except AnalysisError as exc:
         hook = find_method(type(processor), f"replace_{modality}_token") or find_method(type(processor), "__call__")
         source = hook[0].source(hook[1]) if hook else Source("(processor)", 0)
@@ -206,14 +212,18 @@ def takes_merged_kwargs(processor_cls: type, modality: str) -> bool:
     return bool(m.findall(found[1], m.Call(args=[m.ZeroOrMore(), scoped, m.ZeroOrMore()])))
 
 
-def _hook_names(processor: Any, modality: str, placeholder: str, fields: tuple[FieldSpec, ...], renamed: tuple) -> tuple[tuple[str, str], ...]:
-    """(port's name, the name the hook reads) for each field whose names differ.
+def _hook_names(
+    processor: Any, modality: str, placeholder: str, fields: tuple[FieldSpec, ...], renamed: tuple
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """(port's name, the name the hook reads) for each field whose names differ, and the hook's
+    names whose values lead with a batch axis HF's final output flattened away.
 
     The hook reads the sub-processor's outputs. The port names a field as HF's
     final output does, unless it renamed it apart from another modality's; and
     HF's ``__call__`` may itself have renamed what the sub-processor returned
-    (InternVL merges the video processor's ``pixel_values_videos`` into
-    ``pixel_values``), found by the value both hold for the same item.
+    (InternVL merges the video processor's ``pixel_values_videos``, one row a
+    video, into ``pixel_values``, one row a frame), found by the value both
+    hold for the same item.
     """
     import torch
 
@@ -225,7 +235,7 @@ def _hook_names(processor: Any, modality: str, placeholder: str, fields: tuple[F
         direct = _sub_outputs(processor, modality)
     except Exception:
         final, direct = {}, {}
-    names = []
+    names, batch_axis = [], []
     for field in fields:
         name = undo.get(field.key, field.key)
         value = final.get(name)
@@ -235,10 +245,13 @@ def _hook_names(processor: Any, modality: str, placeholder: str, fields: tuple[F
                 k for k, v in direct.items()
                 if isinstance(v, torch.Tensor) and v.numel() == value.numel() and torch.equal(v.reshape(value.shape), value)
             ]
-            name = same[0] if len(same) == 1 else name
+            if len(same) == 1:
+                name = same[0]
+                if direct[name].shape == (1, *value.shape):
+                    batch_axis.append(name)
         if name != field.key:
             names.append((field.key, name))
-    return tuple(names)
+    return tuple(names), tuple(batch_axis)
 
 
 def _sub_outputs(processor: Any, modality: str) -> dict[str, Any]:
@@ -314,8 +327,12 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = f
     fields, renamed_keys = _renamed(fields, taken, modality)
     embed_owner, embed_attr, embed_source = embed_token(snapshot, processor, token_id, modality, placeholder)
     token_id_from_text = not hasattr(processor, f"{token_attr}_id")
-    names = _hook_names(processor, modality, placeholder, fields, renamed_keys)
-    count = _count(processor, modality, {dict(names).get(f.key, f.key) for f in fields}, names)
+    names, batch_axis = _hook_names(processor, modality, placeholder, fields, renamed_keys)
+    count = _count(processor, modality, {dict(names).get(f.key, f.key) for f in fields}, names, batch_axis)
+    if count.outputs is not None and count.outputs.extra_keys:
+        # One value per item, kept beside HF's outputs (see the port's _call_hf_processor).
+        extra = tuple(FieldSpec(k, "batched", sources.get(k, Source(f"{type(sub).__name__} (its own output)", 0))) for k in count.outputs.extra_keys)
+        fields = fields + extra
     # The hook reads a video's metadata, HF samples frames by default (vLLM's loader
     # says in the metadata whether it did), or HF's outputs follow the frame rate:
     # vLLM must keep the metadata beside the frames.

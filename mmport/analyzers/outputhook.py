@@ -45,8 +45,13 @@ __all__ = ["METADATA_KEY", "analyze_output_hook"]
 METADATA_KEY = "video_metadata"
 
 
-def _read_keys(func: cst.FunctionDef, inputs: str) -> list[str]:
-    """Literal keys ``func`` reads from ``inputs`` (``inputs["k"]``, ``inputs.get("k")``); other uses refuse."""
+def _read_keys(func: cst.FunctionDef, inputs: str, processor_cls: type | None = None, seen: frozenset[str] = frozenset()) -> list[str]:
+    """Literal keys ``func`` reads from ``inputs`` (``inputs["k"]``, ``inputs.get("k")``).
+
+    ``inputs`` handed whole to another method of the processor
+    (``self.replace_video_with_audio_token(video_inputs, ...)``) counts with
+    the keys that method reads from it; any other whole use refuses.
+    """
     keys: list[str] = []
     subscripts = m.findall(func.body, m.Subscript(value=m.Name(inputs)))
     for node in subscripts:
@@ -61,10 +66,43 @@ def _read_keys(func: cst.FunctionDef, inputs: str) -> list[str]:
         keys.append(node.args[0].value.evaluated_value)
     # ``"video_metadata" in video_inputs``: a key test, which the batch of one answers too.
     tests = m.findall(func.body, m.ComparisonTarget(operator=m.In() | m.NotIn(), comparator=m.Name(inputs)))
+    handed = _handed_on(func, inputs, processor_cls, seen)
+    for method_keys in handed.values():
+        keys += method_keys
     uses = len(m.findall(func.body, m.Name(inputs)))
-    if uses != len(subscripts) + len(gets) + len(tests):
+    if uses != len(subscripts) + len(gets) + len(tests) + _handoffs(func, inputs, handed):
         raise AnalysisError(f"the hook hands `{inputs}` on whole, so mmport cannot tell which outputs it reads")
     return list(dict.fromkeys(keys))
+
+
+def _handoff_calls(func: cst.FunctionDef, inputs: str) -> list[tuple[str, int]]:
+    """``(method, position)`` of each ``self.method(..., inputs, ...)`` call in ``func``."""
+    calls = []
+    for call in m.findall(func.body, m.Call(func=m.Attribute(value=m.Name("self")))):
+        for position, arg in enumerate(call.args):
+            if arg.keyword is None and m.matches(arg.value, m.Name(inputs)):
+                calls.append((call.func.attr.value, position))
+    return calls
+
+
+def _handoffs(func: cst.FunctionDef, inputs: str, handed: dict[str, list[str]]) -> int:
+    """How many uses of ``inputs`` are whole hand-offs to methods whose reads are known."""
+    return sum(1 for method, _ in _handoff_calls(func, inputs) if method in handed)
+
+
+def _handed_on(func: cst.FunctionDef, inputs: str, processor_cls: type | None, seen: frozenset[str]) -> dict[str, list[str]]:
+    """Per method ``inputs`` is handed to whole: the keys that method reads from it."""
+    if processor_cls is None:
+        return {}
+    found = {}
+    for method, position in _handoff_calls(func, inputs):
+        target = find_method(processor_cls, method)
+        if target is None or method in seen:
+            continue
+        params = [p.name.value for p in target[1].params.params[1:]]
+        if position < len(params):
+            found[method] = _read_keys(target[1], params[position], processor_cls, seen | {method})
+    return found
 
 
 def _assigned_key(stmt: cst.CSTNode, variable: str) -> str | None:
@@ -100,15 +138,36 @@ def _self_attribute(stmt: cst.CSTNode) -> str | None:
     return None
 
 
+_MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "setdefault"})
+
+
+def _mutated(stmt: cst.CSTNode) -> set[str]:
+    """Names a statement fills in place (``x.append(...)``)."""
+    calls = m.findall(stmt, m.Call(func=m.Attribute(value=m.Name(), attr=m.OneOf(*(m.Name(n) for n in _MUTATORS)))))
+    return {node.func.value.value for node in calls}
+
+
+def _defines(stmt: cst.CSTNode) -> set[str]:
+    """Names a statement binds or fills in place (``x = ...``, ``x: list = []``, ``x.append(...)``, ``x[k] = ...``)."""
+    names = set(bound_names(stmt))
+    for node in m.findall(stmt, m.AnnAssign(target=m.Name())):
+        names.add(node.target.value)
+    return names | _mutated(stmt)
+
+
 def _completion(
     processor_cls: type, modality: str, missing: list[str], kept: set[str], attrs: set[str]
-) -> tuple[ParsedClass, cst.FunctionDef, list[cst.CSTNode], str, str | None]:
-    """The lines of HF's ``_process_<modality>`` that compute ``missing`` keys (and ``self`` attributes) from kept outputs.
+) -> tuple[ParsedClass, cst.FunctionDef, list[cst.CSTNode], str, str | None, str | None]:
+    """The lines of HF's ``_process_<modality>`` that compute ``missing`` keys (and ``self`` attributes).
+
+    They may read the item's kept outputs, the raw items (AudioFlamingo 3 cuts
+    each waveform into 30 s windows before its feature extractor runs) and
+    the method's ``**kwargs`` (the modality's merged kwargs): the port has
+    all three for one item. The sub-processor call itself is never carried.
 
     Returns the parsed class, the method, the sliced statements in order, the
-    name HF binds the sub-processor's output to, and the name of the method's
-    ``**kwargs`` where the lines read it (the modality's merged kwargs, which
-    the port has too).
+    name HF binds the sub-processor's output to, and the names of the raw-items
+    parameter and of ``**kwargs`` where the lines read them.
     """
     name = f"_process_{modality}" if modality == "audio" else f"_process_{modality}s"
     found = find_method(processor_cls, name, models_only=True)
@@ -121,22 +180,42 @@ def _completion(
         raise AnalysisError(f"{name} does not bind its sub-processor's output to a name")
     variable = _sub_processor_call(body[start])
     needed_keys, needed_attrs, needed_names, chosen = set(missing), set(attrs), set(), []
-    for stmt in reversed(body[start + 1 :]):
+    for stmt in reversed(body[:start] + body[start + 1 :]):
         key, attr = _assigned_key(stmt, variable), _self_attribute(stmt)
-        binds = bound_names(stmt) if key is None and attr is None else set()
-        if (key is not None and key in needed_keys) or (attr is not None and attr in needed_attrs) or (binds & needed_names):
+        defines = _defines(stmt) if key is None and attr is None else set()
+        if (key is not None and key in needed_keys) or (attr is not None and attr in needed_attrs) or (defines & needed_names):
+            if m.findall(stmt, m.Call(func=m.Attribute(value=m.Attribute(value=m.Name("self"), attr=m.Name(_sub_attr(body[start])))))):
+                raise AnalysisError(f"{name} computes {missing or sorted(attrs)} with a second run of its sub-processor")
             chosen.append(stmt)
             needed_keys.discard(key)
             needed_attrs.discard(attr)
-            needed_names |= names_in(stmt) - binds - {variable, "self"}
+            # What the line reads; a name it only fills in place (``x.append``) is still read, as it must exist.
+            needed_names |= names_in(stmt) - (bound_names(stmt) - _mutated(stmt)) - {variable, "self"}
             needed_keys |= set(_subscript_keys(stmt, variable)) - kept - ({key} if key else set())
     if needed_keys or needed_attrs:
         raise AnalysisError(f"{name} computes {sorted(needed_keys | needed_attrs)} from more than the item's kept outputs")
+    params = [p.name.value for p in func.params.params[1:]]
+    raw = params[0] if params and params[0] in needed_names else None
     star = func.params.star_kwarg.name.value if func.params.star_kwarg else None
-    earlier = set().union(*(bound_names(s) for s in body[: start + 1])) | {p.name.value for p in func.params.params}
-    if needed_names & earlier:
-        raise AnalysisError(f"{name} computes {missing or sorted(attrs)} from the raw input ({sorted(needed_names & earlier)})")
-    return parsed, func, list(reversed(chosen)), variable, star if star in needed_names else None
+    other = needed_names & set(params[1:])
+    if other:
+        raise AnalysisError(f"{name} computes {missing or sorted(attrs)} from its arguments {sorted(other)}")
+    return parsed, func, list(reversed(chosen)), variable, raw, star if star in needed_names else None
+
+
+def _sub_attr(stmt: cst.CSTNode) -> str:
+    """``feature_extractor`` for ``audio_inputs = self.feature_extractor(...)``."""
+    return stmt.body[0].value.func.attr.value
+
+
+def _computed_in_process(processor_cls: type, modality: str, key: str) -> bool:
+    """Does the model's own ``_process_<modality>`` assign ``key`` (then it is a completion's to compute)?"""
+    name = f"_process_{modality}" if modality == "audio" else f"_process_{modality}s"
+    found = find_method(processor_cls, name, models_only=True)
+    if found is None:
+        return False
+    targets = m.findall(found[1], m.AssignTarget(target=m.Subscript(slice=[m.SubscriptElement(m.Index(m.SimpleString()))])))
+    return any(t.target.slice[0].slice.value.evaluated_value == key for t in targets)
 
 
 def _hook_attributes(func: cst.FunctionDef, processor_cls: type) -> set[str]:
@@ -173,14 +252,21 @@ def _port_function(func: cst.FunctionDef, name: str) -> cst.FunctionDef:
     first = body[0] if body else None
     if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr) and len(body) > 1:
         body = body[1:]  # the port cites the HF line instead of the docstring
-    params = func.params.with_changes(params=[p.with_changes(annotation=None) for p in func.params.params])
+    params = func.params.with_changes(
+        params=[p.with_changes(annotation=None) for p in func.params.params],
+        kwonly_params=[p.with_changes(annotation=None) for p in func.params.kwonly_params],
+        star_kwarg=func.params.star_kwarg.with_changes(annotation=None) if func.params.star_kwarg else func.params.star_kwarg,
+    )
     return func.with_changes(name=cst.Name(name), decorators=(), params=params, returns=None, body=func.body.with_changes(body=body))
 
 
-def analyze_output_hook(processor_cls: type, modality: str, kept: set[str]) -> OutputRule:
+def analyze_output_hook(processor_cls: type, modality: str, kept: set[str], sub_kept: set[str] = frozenset()) -> OutputRule:
     """``replace_<modality>_token`` of ``processor_cls`` as a port function of the item's outputs.
 
-    ``kept`` are the output keys HF returns for an item alone (observed).
+    ``kept`` are the output keys HF returns for an item alone (observed);
+    ``sub_kept`` those its sub-processor itself returns. A key the hook reads
+    that HF drops but the sub-processor returns (Gemma 4's
+    ``num_soft_tokens_per_video``) is one the port keeps beside HF's outputs.
     """
     hook = f"replace_{modality}_token"
     found = find_method(processor_cls, hook, models_only=True)
@@ -190,18 +276,20 @@ def analyze_output_hook(processor_cls: type, modality: str, kept: set[str]) -> O
     if len(func.params.params) < 3:
         raise AnalysisError(f"{hook} of {processor_cls.__name__} does not take (inputs, index)")
     inputs = func.params.params[1].name.value
-    keys = _read_keys(func, inputs)
+    keys = _read_keys(func, inputs, processor_cls)
     metadata = METADATA_KEY in keys and modality == "video"
     missing = [k for k in keys if k not in kept and not (metadata and k == METADATA_KEY)]
     transplant = Transplanter(import_shared=True)
     owner = next(k for k in processor_cls.__mro__ if hook in vars(k))
     code = transplant.code(_port_function(func, hook), processor_cls, "processor")
     transplant.resolve(code, vars(inspect.getmodule(owner)), hook)
-    completion = None
+    completion, completion_raw, completion_kwargs = None, False, False
     attrs = _hook_attributes(func, processor_cls)
+    extra = tuple(k for k in missing if k in sub_kept and not _computed_in_process(processor_cls, modality, k))
+    missing = [k for k in missing if k not in extra]
     if missing or attrs:
-        completion = _completion_function(processor_cls, modality, missing, kept, attrs, transplant)
-    reads = tuple(k for k in keys if k in kept)
+        completion, completion_raw, completion_kwargs = _completion_function(processor_cls, modality, missing, kept, attrs, transplant)
+    reads = tuple(k for k in keys if k in kept or k in extra)
     source = parsed.source(func)
     return OutputRule(
         takes_kwargs=func.params.star_kwarg is not None,
@@ -209,6 +297,9 @@ def analyze_output_hook(processor_cls: type, modality: str, kept: set[str]) -> O
         reads=reads,
         reads_metadata=metadata,
         completion=completion,
+        completion_raw=completion_raw,
+        completion_kwargs=completion_kwargs,
+        extra_keys=extra,
         helpers=tuple(h for h in transplant.helpers.values()),
         imports=tuple(sorted(transplant.imports)),
         source=source,
@@ -217,15 +308,18 @@ def analyze_output_hook(processor_cls: type, modality: str, kept: set[str]) -> O
 
 def _completion_function(
     processor_cls: type, modality: str, missing: list[str], kept: set[str], attrs: set[str], transplant: Transplanter
-) -> HelperFunction:
-    """``def complete_<modality>_inputs(processor, <inputs>[, **kwargs])``: HF's lines that add what the hook reads."""
-    parsed, func, statements, variable, star = _completion(processor_cls, modality, missing, kept, attrs)
+) -> tuple[HelperFunction, bool, bool]:
+    """``def complete_<modality>_inputs(processor, <inputs>[, <raw items>][, **kwargs])``: HF's lines that add what the hook reads.
+
+    Also says whether it takes the raw items and the merged kwargs.
+    """
+    parsed, func, statements, variable, raw, star = _completion(processor_cls, modality, missing, kept, attrs)
     name = f"complete_{modality}_inputs"
-    params = cst.Parameters([cst.Param(cst.Name("self")), cst.Param(cst.Name(variable))])
+    params = cst.Parameters([cst.Param(cst.Name("self")), cst.Param(cst.Name(variable)), *([cst.Param(cst.Name(raw))] if raw else [])])
     if star:
         params = params.with_changes(star_kwarg=cst.Param(cst.Name(star)))
     funcdef = cst.FunctionDef(cst.Name(name), params, cst.IndentedBlock(statements))
     code = transplant.code(funcdef, processor_cls, "processor")
     owner = next(k for k in processor_cls.__mro__ if func.name.value in vars(k))
     transplant.resolve(code, vars(inspect.getmodule(owner)), name)
-    return HelperFunction(name, code, parsed.source(func), f"{owner.__name__}.{func.name.value}", True)
+    return HelperFunction(name, code, parsed.source(func), f"{owner.__name__}.{func.name.value}", True), bool(raw), bool(star)
