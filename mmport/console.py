@@ -129,6 +129,7 @@ def _media_rows(m) -> list[tuple[str, str, str]]:
         ("fields strategy", m.fields_strategy + (f" ({m.fields_reason})" if m.fields_reason else ""), ""),
         ("needs text", "yes (port passes placeholders to HF)" if m.needs_text else "no", ""),
         *([("video metadata", "kept beside the frames (vLLM's video_needs_metadata)", "")] if m.needs_metadata else []),
+        *([("count follows content", "yes (dummy frames change from frame to frame)", "")] if m.follows_content else []),
         ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
     ]
 

@@ -274,6 +274,9 @@ class ModalitySpec:
     sub_processor: str = ""
     # Video: vLLM must hand the port each video's metadata beside its frames.
     needs_metadata: bool = False
+    # Video: HF's count follows the frames' content (VideoLLaMA3 drops patches that
+    # repeat the previous frame's), so dummy videos must change from frame to frame.
+    follows_content: bool = False
     # (HF's output name, this port's name) for outputs another modality names the
     # same (InternVL's video frames come as ``pixel_values``): processed apart, renamed.
     renamed_keys: tuple[tuple[str, str], ...] = ()

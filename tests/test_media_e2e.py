@@ -39,7 +39,7 @@ def test_audio_port_passes_and_counts_from_its_outputs(scaffolded) -> None:
 
 
 # The named families, one port module covering every modality each handles.
-VIDEO_FAMILIES = ["qwen2_5_vl", "qwen3_vl", "glm4v", "llava_next_video", "llava_onevision", "video_llava", "internvl", "smolvlm"]
+VIDEO_FAMILIES = ["qwen2_5_vl", "qwen3_vl", "glm4v", "llava_next_video", "llava_onevision", "video_llava", "internvl", "smolvlm", "video_llama_3"]
 AUDIO_FAMILIES = ["audioflamingo3", "glmasr", "phi4_multimodal", "qwen3_asr"]
 MIXED_FAMILIES = ["gemma3n", "qwen2_5_omni", "qwen3_omni_moe"]
 

@@ -195,6 +195,24 @@ def _follows_metadata(processor: Any, placeholder: str) -> bool:
     return first.keys() != second.keys() or any(not torch.equal(first[k], second[k]) for k in first)
 
 
+def _follows_content(processor: Any, placeholder: str) -> bool:
+    """True when HF gives a still video fewer tokens than a changing one of the same shape (frame-difference pruning)."""
+    import numpy as np
+
+    from mmport.analyzers.fields import call_processor
+    from mmport.media import make_video, video_metadata
+
+    changing = make_video(4, 64, 64, 0)
+    lengths = []
+    for frames in (changing, np.zeros_like(changing)):
+        try:
+            out = call_processor(processor, placeholder, [], videos=[(frames, video_metadata(4, 64, 64, 2.0))])
+        except Exception:
+            return False
+        lengths.append(out["input_ids"].shape[-1])
+    return lengths[0] != lengths[1]
+
+
 def takes_merged_kwargs(processor_cls: type, modality: str) -> bool:
     """True when HF's ``_process_<modality>`` reads its scope out of the whole merged kwargs.
 
@@ -254,19 +272,38 @@ def _hook_names(
     return tuple(names), tuple(batch_axis)
 
 
-def _sub_outputs(processor: Any, modality: str) -> dict[str, Any]:
-    """What the modality's sub-processor itself returns for one probe item."""
+def _one_per_item(processor: Any, modality: str, keys: tuple[str, ...]) -> bool:
+    """Do the sub-processor's ``keys`` hold one value per item (row *i* is item *i*'s), so a port can keep them per item?"""
+    import torch
+
+    try:
+        together = _sub_outputs(processor, modality, both=True)
+        alone = [_sub_outputs(processor, modality, index=i) for i in range(2)]
+    except Exception:
+        return False
+    for key in keys:
+        values = [torch.as_tensor(together[key]), *(torch.as_tensor(a[key]) for a in alone)]
+        whole, first, second = values
+        if whole.dim() == 0 or whole.shape[0] != 2 or first.shape[:1] != (1,) or second.shape[:1] != (1,):
+            return False
+        if not (torch.equal(whole[0], first[0]) and torch.equal(whole[1], second[0])):
+            return False
+    return True
+
+
+def _sub_outputs(processor: Any, modality: str, index: int = 0, both: bool = False) -> dict[str, Any]:
+    """What the modality's sub-processor itself returns for probe item ``index`` (or both, together)."""
     from mmport.analyzers.fields import probe_media
     from mmport.sources._quiet import quiet_transformers
 
     _, sub = sub_processor(processor, modality)
-    item = probe_media(modality, 0)
+    items = [probe_media(modality, i) for i in ((0, 1) if both else (index,))]
     with quiet_transformers():
         if modality == "video":
-            frames, meta = item
-            metadata = {k: v for k, v in meta.items() if k != "do_sample_frames"}
-            return dict(sub(videos=[frames], video_metadata=[metadata], do_sample_frames=False, return_tensors="pt"))
-        return dict(sub([item], sampling_rate=getattr(sub, "sampling_rate", None), return_tensors="pt"))
+            frames = [f for f, _ in items]
+            metadata = [{k: v for k, v in meta.items() if k != "do_sample_frames"} for _, meta in items]
+            return dict(sub(videos=frames, video_metadata=metadata, do_sample_frames=False, return_tensors="pt"))
+        return dict(sub(items, sampling_rate=getattr(sub, "sampling_rate", None), return_tensors="pt"))
 
 
 def _limit(processor: Any, modality: str, placeholder: str) -> int | None:
@@ -329,6 +366,9 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = f
     token_id_from_text = not hasattr(processor, f"{token_attr}_id")
     names, batch_axis = _hook_names(processor, modality, placeholder, fields, renamed_keys)
     count = _count(processor, modality, {dict(names).get(f.key, f.key) for f in fields}, names, batch_axis)
+    if count.outputs is not None and count.outputs.extra_keys and not _one_per_item(processor, modality, count.outputs.extra_keys):
+        reason = f"the hook reads {list(count.outputs.extra_keys)}, which HF drops and which hold no one value per item"
+        count = dataclasses.replace(count, strategy="delegated", reason=reason, outputs=None, helpers=(), imports=())
     if count.outputs is not None and count.outputs.extra_keys:
         # One value per item, kept beside HF's outputs (see the port's _call_hf_processor).
         extra = tuple(FieldSpec(k, "batched", sources.get(k, Source(f"{type(sub).__name__} (its own output)", 0))) for k in count.outputs.extra_keys)
@@ -365,6 +405,7 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = f
         wrappers_source=wrappers.source if wrappers else None,
         sub_processor=sub_attr,
         needs_metadata=needs_metadata,
+        follows_content=modality == "video" and _follows_content(processor, placeholder),
         renamed_keys=renamed_keys,
         merged_kwargs=takes_merged_kwargs(processor_cls, modality),
     )
