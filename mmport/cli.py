@@ -174,6 +174,14 @@ def verify(
     dtype: Annotated[str, typer.Option("--dtype", help="With --model: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16.")] = "auto",
     tiny: Annotated[bool, typer.Option("--tiny", help="With --model: a tiny twin of the config (same geometry, small widths).")] = False,
     weights: Annotated[bool, typer.Option("--weights", help="With --model: load the snapshot's weights instead of a seeded random init.")] = False,
+    processor_kwargs: Annotated[
+        str | None,
+        typer.Option(
+            "--processor-kwargs",
+            help="JSON object of request processor kwargs (vLLM's mm_processor_kwargs) to probe under, "
+            "instead of the settings drawn from those that change HF's counts.",
+        ),
+    ] = None,
 ) -> None:
     """Check a port against the HF processor (and with --model, the HF model).
 
@@ -182,6 +190,7 @@ def verify(
     from mmport.console import console, err_console, report_table
     from mmport.errors import PortLoadError
     from mmport.verify import ModelOptions, verify_port
+    from mmport.verify.settings import parse_processor_kwargs
 
     if not port.is_file():
         problem = "is a directory" if port.is_dir() else "does not exist"
@@ -194,6 +203,7 @@ def verify(
     if not model and (tiny or weights or device != "auto" or dtype != "auto"):
         _fail(ValueError("--device, --dtype, --tiny and --weights apply to the model check; add --model"))
     options = ModelOptions(device, dtype, tiny, weights) if model else None
+    pinned = _run(lambda: parse_processor_kwargs(processor_kwargs))
     with err_console.status("verifying…") as status:
 
         def progress(message: str) -> None:
@@ -201,7 +211,9 @@ def verify(
             status.update(message)
 
         report = _run(
-            lambda: verify_port(ref, port, probes=probes, seed=seed, backend=backend, progress=progress, model=options)
+            lambda: verify_port(
+                ref, port, probes=probes, seed=seed, backend=backend, progress=progress, model=options, processor_kwargs=pinned
+            )
         )
     console.print(report_table(report))
     for path, text in ((json_path, report.to_json()), (junit_path, report.to_junit())):

@@ -93,6 +93,7 @@ def spec_table(spec) -> Table:
                 "written by HF (a request carries it and one image)" if m.own_prompt_source else "the user's",
                 str(m.own_prompt_source or ""),
             ),
+            *_setting_rows(m),
             ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
             ("worst-case size (h, w)", str(m.worst_case_size), ""),
         ]
@@ -130,8 +131,24 @@ def _media_rows(m) -> list[tuple[str, str, str]]:
         ("needs text", "yes (port passes placeholders to HF)" if m.needs_text else "no", ""),
         *([("video metadata", "kept beside the frames (vLLM's video_needs_metadata)", "")] if m.needs_metadata else []),
         *([("count follows content", "yes (dummy frames change from frame to frame)", "")] if m.follows_content else []),
+        *_setting_rows(m),
         ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
     ]
+
+
+def _setting_rows(m) -> list[tuple[str, str, str]]:
+    """The request settings (``mm_processor_kwargs``) the count reads: where read, where typed."""
+    if m.count.strategy == "delegated":
+        return [("count-changing settings", "every setting (HF counts each item under the request's kwargs)", "")]
+    rows = [] if m.settings else [("count-changing settings", "none of the typed call kwargs is read by the count", "")]
+    if m.count.outputs is not None:
+        rows.append(("settings via HF's outputs", "the count reads HF's outputs for the item, computed under the request's kwargs", ""))
+    for s in m.settings:
+        how = f"folded into {s.folded_into}, read at {s.read_at}" if s.folded_into else f"read at {s.read_at}"
+        rows.append((f"setting {s.name}", how, f"typed at {s.declared_at}" if s.declared_at else ""))
+    for s in m.unfollowed:
+        rows.append((f"refused setting {s.name}", "HF resizes, crops or pads by it; the count does not read it", str(s.read_at)))
+    return rows
 
 
 def _encoder_rows(spec) -> list[tuple[str, str, str]]:
@@ -160,4 +177,9 @@ def report_table(report) -> Table:
         status = check.status
         detail = check.failures[0].describe() if check.failures else check.skipped or check.summary
         table.add_row(check.name, f"[{colours[status]}]{status}[/]", str(check.runs), escape(detail))
+    if report.settings:
+        under = "; ".join(f"{kwargs} ({modality or 'all'}, {origin})" for modality, kwargs, origin in report.settings)
+        table.caption = escape(f"probes also ran under request settings: {under}")
+    else:
+        table.caption = "no request setting changes HF's counts here: probes ran under the defaults"
     return table

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -86,6 +87,8 @@ def render_port(spec: PortSpec) -> list[RenderedFile]:
             text = _environment().get_template(template).render(spec=spec)
         except jinja2.TemplateError as exc:
             raise RenderError(f"template {template} failed for {spec.model_type}: {exc}") from None
+        # Optional template blocks leave blank-line runs; PEP 8 allows two at most.
+        text = re.sub(r"\n{4,}", "\n\n\n", text)
         try:
             compile(text, name, "exec")
         except SyntaxError as exc:

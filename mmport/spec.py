@@ -230,6 +230,20 @@ class FieldSpec:
 
 
 @dataclass(frozen=True)
+class SettingSpec:
+    """A processor call kwarg that changes a modality's count: where the count reads it, where it is typed.
+
+    ``folded_into`` names the kwarg the sub-processor folds it into before the
+    count reads that one (Qwen2-VL's ``max_pixels`` into ``size``).
+    """
+
+    name: str
+    read_at: Source
+    declared_at: Source | None
+    folded_into: str = ""
+
+
+@dataclass(frozen=True)
 class ModalitySpec:
     """Everything a port needs for one modality (``image``)."""
 
@@ -283,6 +297,11 @@ class ModalitySpec:
     # HF's ``_process_<modality>`` and hook take every scope of the merged kwargs
     # (omni-modal processors), not only the modality's own scope.
     merged_kwargs: bool = False
+    # Request settings (``mm_processor_kwargs``) the count reads; a delegated count follows all.
+    settings: tuple[SettingSpec, ...] = ()
+    # Preprocessing switches HF reads to resize, crop, pad or split but the count does
+    # not (``read_at`` is HF's branch): the port refuses requests that flip them.
+    unfollowed: tuple[SettingSpec, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,10 @@ def _options(tmp_path: Path, port: Path) -> dict[str, tuple[list[str], str]]:
         "model options without --model": (["verify", "llava", "--port", str(port), "--tiny"], "add --model"),
         "unknown dtype": (["verify", "llava", "--port", str(port), "--model", "--dtype", "float8"], "unknown dtype"),
         "output onto a file": (["scaffold", "llava", "-o", str(tmp_path / "a_file")], "not a directory"),
+        "processor kwargs not JSON": (["verify", "llava", "--port", str(port), "--processor-kwargs", "{crop"], "not valid JSON"),
+        "processor kwargs not an object": (["verify", "llava", "--port", str(port), "--processor-kwargs", "[1]"], "JSON object"),
+        "processor kwarg unknown": (["verify", "llava", "--port", str(port), "--processor-kwargs", '{"crop_sise": 3}'], "does not take"),
+        "processor kwargs HF rejects": (["verify", "llava", "--port", str(port), "--processor-kwargs", '{"crop_size": -3}'], "rejects every probe"),
         "invalid hub id": (["inspect", "a/b/c"], "not a valid hub id"),
         "unknown option": (["inspect", "llava", "--frobnicate"], "No such option"),
         "unknown command": (["frobnicate"], "No such command"),
@@ -179,7 +183,8 @@ def _options(tmp_path: Path, port: Path) -> dict[str, tuple[list[str], str]]:
     "entry",
     [
         "no probes", "unknown backend", "report into a missing directory", "report onto a directory", "port is a directory",
-        "model options without --model", "unknown dtype", "output onto a file", "invalid hub id", "unknown option",
+        "model options without --model", "unknown dtype", "output onto a file", "processor kwargs not JSON",
+        "processor kwargs not an object", "processor kwarg unknown", "processor kwargs HF rejects", "invalid hub id", "unknown option",
         "unknown command", "missing argument",
     ],
 )

@@ -87,9 +87,14 @@ def test_derived_replacement_follows_snapshot(build, tmp_path) -> None:
     assert count["replacement"], count
 
 
-def test_handwritten_port_passes(tmp_path) -> None:
+def test_handwritten_port_passes_under_defaults_and_fails_where_it_ignores_a_setting(tmp_path) -> None:
+    # Written as vLLM's own LLaVA port is: every image counted at the vision tower's
+    # size, whatever the request's processor kwargs say.
     code, report = _verify("llava", HANDWRITTEN, tmp_path)
-    assert code == 0, report
+    failing = {f["probe"] for check in report["checks"].values() for f in check["failures"]}
+    assert code == 1 and failing, report
+    drawn = [s["kwargs"] for s in report["settings"]]
+    assert all(any(f"[{kwargs}]" in probe for kwargs in drawn) for probe in failing), failing
 
 
 # (model_type, old text, new text, the check that must fail)

@@ -10,6 +10,7 @@ import dataclasses
 import re
 
 from mmport import __version__
+from mmport.analyzers.settings import count_settings, unfollowed_switches
 from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
@@ -150,6 +151,10 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     except (AnalysisError, RuntimeError) as exc:
         fields_strategy, fields_reason = "per_item", str(exc).splitlines()[0]
         fields = per_item_fields(processor, placeholder, sources)
+    settings = count_settings(processor, processor.image_processor, "image", facts.count, geometry.size_expr)
+    followed = {s.name for s in settings} | {s.folded_into for s in settings}
+    delegated = facts.count.strategy == "delegated"
+    unfollowed = () if delegated else unfollowed_switches(processor.image_processor, "image", processor, followed)
     return ModalitySpec(
         modality="image",
         placeholder=token_text,
@@ -173,6 +178,8 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         embed_token_attr=embed_token_attr,
         embed_token_source=embed_token_source,
         own_prompt_source=own_prompt,
+        settings=settings,
+        unfollowed=unfollowed,
     )
 
 

@@ -41,7 +41,14 @@ SIZE_EXPRESSIONS = ("{k}.prod(-1)", "{k}", "{k}.sum(-1)")
 
 
 def call_processor(
-    processor: Any, prompt: str | None, images: list, *, videos: list = (), audios: list = (), sampling_rate: int | None = None
+    processor: Any,
+    prompt: str | None,
+    images: list,
+    *,
+    videos: list = (),
+    audios: list = (),
+    sampling_rate: int | None = None,
+    **settings: Any,
 ) -> Any:
     """HF on one prompt and its items, as verify and the analyzers both call it.
 
@@ -55,11 +62,12 @@ def call_processor(
     HF is told not to sample frames (vLLM has) and gets the same metadata.
     ``audios`` are waveforms at ``sampling_rate``, which HF is told.
     Without a ``prompt`` (``None``) HF gets the items alone, as vLLM calls it.
+    ``settings`` are processor call kwargs a request carries (``max_pixels``...).
     """
     from mmport.analyzers.ownprompt import writes_own_prompt
     from mmport.sources._quiet import quiet_transformers
 
-    media: dict[str, Any] = {}
+    media: dict[str, Any] = dict(settings)
     if videos:
         media["videos"] = [frames for frames, _ in videos]
         media["video_metadata"] = [{k: v for k, v in meta.items() if k != "do_sample_frames"} for _, meta in videos]

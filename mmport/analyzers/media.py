@@ -15,6 +15,7 @@ import collections
 import dataclasses
 from typing import Any
 
+from mmport.analyzers.settings import count_settings
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
 from mmport.analyzers.imageproc import analyze_output_fields
 from mmport.analyzers.outputhook import analyze_output_hook
@@ -408,4 +409,5 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = f
         follows_content=modality == "video" and _follows_content(processor, placeholder),
         renamed_keys=renamed_keys,
         merged_kwargs=takes_merged_kwargs(processor_cls, modality),
+        settings=count_settings(processor, sub, modality, count),
     )

@@ -121,8 +121,11 @@ class PortRunner:
         with self._activate():
             return dict(self._processor.info.get_supported_mm_limits())
 
-    def process(self, prompt: str, mm_data: dict[str, list]) -> PortOutput:
+    def process(self, prompt: str, mm_data: dict[str, list], settings: Mapping[str, object] | None = None) -> PortOutput:
         """Parse and validate ``mm_data``, then call the processor on ``prompt``.
+
+        ``settings`` are the request's processor kwargs (vLLM's ``mm_processor_kwargs``),
+        which reach the port as ``hf_processor_mm_kwargs``.
 
         vLLM's own errors propagate unchanged: the three count checks as
         ``RuntimeError``; a target found nowhere (not even in text) as vLLM's
@@ -130,7 +133,7 @@ class PortRunner:
         """
         with self._activate():
             items = self._processor.info.parse_mm_data(mm_data)
-            return self._to_output(self._processor(prompt, items))
+            return self._to_output(self._processor(prompt, items, hf_processor_mm_kwargs=dict(settings or {})))
 
     def dummy(self, seq_len: int, mm_counts: dict[str, int]) -> tuple[str, dict[str, list]]:
         """The builder's dummy text and dummy data (values as the builder returned them)."""

@@ -6,14 +6,19 @@ run through vLLM (or the bundled runtime); HF's processor is the reference.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from mmport.errors import MmportError
 from mmport.runtime.hf_model import ModelOptions
 from mmport.verify.report import CHECKS, CheckResult, Failure, Report
 
 __all__ = ["CheckResult", "Failure", "ModelOptions", "Report", "verify_port"]
+
+# Probes run under each non-default setting (items of the setting's modality).
+SETTING_PROBES = 3
 
 
 def verify_port(
@@ -25,10 +30,14 @@ def verify_port(
     backend: str = "auto",
     progress: Callable[[str], None] | None = None,
     model: ModelOptions | None = None,
+    processor_kwargs: dict | None = None,
 ) -> Report:
     """Verify the port in ``port_path`` against the HF processor of ``ref``.
 
     With ``model``, the HF model itself checks the port too (the ``model`` check).
+    Probes run under the processor's defaults, then under settings that change
+    HF's counts (drawn from HF, see :mod:`mmport.verify.settings`), or under
+    ``processor_kwargs`` when given: a request's ``mm_processor_kwargs``.
     """
     from mmport.runtime.backends import select_backend
     from mmport.runtime.hf_model import load_model
@@ -39,6 +48,7 @@ def verify_port(
     from mmport.verify.model_check import ModelCheck
     from mmport.verify.reference import HFReference
     from mmport.verify.session import Session
+    from mmport.verify.settings import Setting, check_known_kwargs, count_changing_settings, telling_items
 
     started = time.perf_counter()
     notify = progress or (lambda message: None)
@@ -71,10 +81,38 @@ def verify_port(
             described = ", ".join(item.describe() for item in probe.items) or "no items"
             cases[probe.name] = f"{described}; prompt {probe.prompt(hf.placeholders())!r}{written}"
             session.run_probe(probe, checks)
+        if processor_kwargs:
+            check_known_kwargs(hf.processor, processor_kwargs)
+            settings = [Setting(dict(processor_kwargs), origin="pinned")]
+        else:
+            notify("finding settings that change HF's counts")
+            settings = count_changing_settings(hf, seed)
+        for setting in settings:
+            limits = session.probe_limits()
+            limits = {setting.modality: limits[setting.modality]} if setting.modality in limits else limits
+            # Each probe leads with an item HF counts differently under the setting, so a port ignoring it shows.
+            told = telling_items(hf, setting)
+            if setting.origin == "pinned" and not told:
+                session.outside_contract.append(f"HF counts no reference item differently under {setting.describe()}")
+            # The first carries that item alone: HF cannot batch items some settings leave ragged.
+            for index, probe in enumerate(make_probes(SETTING_PROBES, seed + 1, limits=limits)):
+                if told:
+                    probe = probe.leading(told[index % len(told)], session.limits.get(told[index % len(told)].modality))
+                probe = dataclasses.replace(probe, name=f"{probe.name} [{setting.describe()}]")
+                modalities[probe.name] = [item.modality for item in probe.items]
+                notify(f"{probe.name}: {len(probe.items)} item(s)")
+                described = ", ".join(item.describe() for item in probe.items)
+                cases[probe.name] = f"{described}; prompt {probe.prompt(hf.placeholders())!r}; request settings {setting.describe()}"
+                session.run_probe(probe, checks, setting)
+        if processor_kwargs and session.under_settings["media"] and not session.under_settings["compared"]:
+            # Nothing under the user's settings could be compared: the settings, not the port, are at fault.
+            said = (session.rejected or session.outside_contract or list(session.refused_settings.values()) or ["no reason given"])[-1]
+            raise MmportError(f"the HF processor rejects every probe under --processor-kwargs (or gives it nothing to compare): {said}")
         notify("dummy inputs and limits")
         session.check_dummy(checks["dummy"])
         session.check_limits(checks["limits"])
         session.finish(checks)
         if model_check is not None:
             model_check.summarize()
-    return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started, cases, modalities)
+    described = [(s.modality, s.describe(), s.origin) for s in settings]
+    return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started, cases, modalities, described)

@@ -114,6 +114,15 @@ class Probe:
         """The probe's images (seeded noise, so items differ)."""
         return [item.media() for item in self.of("image")]
 
+    def leading(self, item: Item, limit: int | None) -> Probe:
+        """The same probe with ``item`` first: added, or (at the modality's ``limit``) in place of its first such item."""
+        if limit is None or len(self.of(item.modality)) < limit:
+            return Probe(self.name, (item, *self.items), ("", *self.pieces), self.seed)
+        index = next(i for i, other in enumerate(self.items) if other.modality == item.modality)
+        items = list(self.items)
+        items[index] = item
+        return Probe(self.name, tuple(items), self.pieces, self.seed)
+
     def without(self, dropped: set[int]) -> Probe:
         """The same probe with items at positions ``dropped`` left out (their text joined)."""
         items, pieces = [], [self.pieces[0]]

@@ -20,6 +20,7 @@ from mmport.analyzers.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.analyzers.wrappers import wrapped_placeholder
 from mmport.sources import Snapshot
 from mmport.verify.probes import Item, media_of
+from mmport.verify.settings import Setting
 
 __all__ = ["HFOutput", "HFReference", "ModalityRef"]
 
@@ -59,8 +60,10 @@ def sampling_rate_of(processor: Any) -> int | None:
 class HFReference:
     """Calls the snapshot's HF processor; learns its placeholder convention per modality."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, base_setting: dict[str, Any] | None = None) -> None:
         self.snapshot = snapshot
+        # Settings every call carries (``--processor-kwargs``), as an engine started with them would.
+        self.base_setting = dict(base_setting or {})
         self.processor = snapshot.load_processor()
         self.writes_own_prompt = writes_own_prompt(self.processor)
         self.sampling_rate = sampling_rate_of(self.processor)
@@ -131,8 +134,12 @@ class HFReference:
         named = {v for k, v in vars(self.snapshot.load_config()).items() if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)}
         return most_written(ids, bare, named) or expected
 
-    def run(self, prompt: str, items: list[Any]) -> HFOutput:
+    def run(self, prompt: str, items: list[Any], setting: Setting | None = None) -> HFOutput:
         """Process one prompt with ``items`` (probe :class:`Item` values, or images); raises what HF raises.
+
+        With a ``setting``, HF is called with its kwargs, as vLLM calls it for a
+        request that carries them (on top of ``self.base_setting``, the settings
+        pinned for every call).
 
         A processor that writes its own prompt takes the images alone (the
         probe's text has no place in HF's answer) or the text alone, and
@@ -146,21 +153,31 @@ class HFReference:
                 raise ValueError(f"{type(self.processor).__name__} makes each image its own sample, not one prompt")
             prompt, out = run_recording_prompt(self.processor, prompt, media["images"])
         else:
-            out = call_processor(self.processor, prompt, **media, sampling_rate=self.sampling_rate)
+            kwargs = {**self.base_setting, **(setting.kwargs if setting else {})}
+            out = call_processor(self.processor, prompt, **media, sampling_rate=self.sampling_rate, **kwargs)
         inputs = {k: v for k, v in out.items() if k != "labels" and isinstance(v, torch.Tensor)}
         return HFOutput(out["input_ids"][0].tolist(), mm_outputs(self.processor, out), inputs, prompt)
 
-    def single(self, item: Any) -> HFOutput:
+    def single(self, item: Any, setting: Setting | None = None) -> HFOutput:
         """HF on one item alone (the minimal prompt that carries it)."""
         item = item if isinstance(item, Item) else _image_item(item)
-        return self.run(self.modalities[item.modality].placeholder or "", [item])
+        return self.run(self.modalities[item.modality].placeholder or "", [item], setting)
 
-    def item_count(self, item: Any) -> int:
+    def item_count(self, item: Any, setting: Setting | None = None) -> int:
         """Embedding positions HF gives this item alone (cached per count-deciding key: never the pixels)."""
         item = item if isinstance(item, Item) else _image_item(item)
-        if item.key() not in self._counts:
-            self._counts[item.key()] = self.single(item).input_ids.count(self.modalities[item.modality].embed_id)
-        return self._counts[item.key()]
+        key = (item.key(), setting.key() if setting else "")
+        if key not in self._counts:
+            self._counts[key] = self.single(item, setting).input_ids.count(self.modalities[item.modality].embed_id)
+        return self._counts[key]
+
+    def reference_items(self, modality: str) -> list[Item]:
+        """Items whose counts show whether a setting changes HF's count: a small and a large one, of two shapes."""
+        return {
+            "image": [Item("image", (224, 224)), Item("image", (1600, 1200))],
+            "video": [Item("video", (64, 64), frames=4, fps=2.0), Item("video", (448, 256), frames=8, fps=2.0)],
+            "audio": [Item("audio", seconds=1.0), Item("audio", seconds=12.0)],
+        }[modality]
 
 
 def _media(items: list[Item], sampling_rate: int | None) -> dict[str, list]:

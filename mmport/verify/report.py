@@ -65,6 +65,8 @@ class Report:
     probe_cases: dict[str, str] = field(default_factory=dict)
     # Per probe, the modalities of its items, in order.
     probe_modalities: dict[str, list[str]] = field(default_factory=dict)
+    # The request settings probes also ran under: (modality or "", "name=value, ...", "drawn" or "pinned").
+    settings: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -100,6 +102,7 @@ class Report:
             "seconds": round(self.seconds, 3),
             "probe_cases": self.probe_cases,
             "probe_modalities": self.probe_modalities,
+            "settings": [{"modality": m, "kwargs": k, "origin": o} for m, k, o in self.settings],
             "checks": {
                 name: {
                     "status": c.status,
@@ -128,6 +131,8 @@ class Report:
         )
         for c in self.checks.values():
             case = ET.SubElement(suite, "testcase", classname=f"mmport.verify.{self.ref}", name=c.name)
+            # How many comparisons the check made: a pass over none is no pass.
+            ET.SubElement(ET.SubElement(case, "properties"), "property", name="runs", value=str(c.runs))
             if c.status == "fail":
                 node = ET.SubElement(case, "failure", message=c.failures[0].describe())
                 node.text = "\n".join(f.describe() for f in c.failures)

@@ -14,6 +14,7 @@ from mmport.verify.checks import check_cache, check_fields, check_placeholders, 
 from mmport.verify.probes import MAX_PROBE_ITEMS, Item, Probe, media_of
 from mmport.verify.reference import HFOutput, HFReference
 from mmport.verify.report import CheckResult, Failure
+from mmport.verify.settings import Setting
 
 __all__ = ["Session"]
 
@@ -63,8 +64,11 @@ class Session:
         self.max_count: dict[str, int] = {}  # per modality: the largest count HF gave an item alone
         self.rejected: list[str] = []  # probes HF rejects, with HF's reason
         self.outside_contract: list[str] = []  # items or probes HF answers in a way vLLM cannot hold
-        self.media_probes = 0  # probes with items, within the port's limits
-        self.compared = 0  # ... of which HF answered and the checks compared
+        # Probes with items within the port's limits, and those HF answered and the checks
+        # compared: under the default settings, and under a request's settings.
+        self.defaults = {"media": 0, "compared": 0}
+        self.under_settings = {"media": 0, "compared": 0}
+        self.refused_settings: dict[str, str] = {}  # settings the port refuses outright, with its words
         self.drawn: dict[str, int] = {}  # per modality: items drawn into probes within the limits
         self.judged: dict[str, int] = {}  # ... and items compared against HF
         self.limits, self.limits_error = self._port_limits()
@@ -99,34 +103,50 @@ class Session:
             data.setdefault(item.modality, []).append((media, self.hf.sampling_rate) if item.modality == "audio" else media)
         return data
 
-    def _port(self, prompt: str, items: list[Item]):
-        return self.runner.process(prompt, self._mm_data(items))
+    def _port(self, prompt: str, items: list[Item], setting: Setting | None = None):
+        return self.runner.process(prompt, self._mm_data(items), setting.kwargs if setting else None)
 
     def _beyond_limits(self, probe: Probe) -> bool:
         return any(
             self.limits.get(m) is not None and len(probe.of(m)) > self.limits[m] for m in dict.fromkeys(i.modality for i in probe.items)
         )
 
-    def run_probe(self, probe: Probe, checks: dict[str, CheckResult]) -> None:
-        """Run one probe through HF and the port and apply the per-probe checks."""
+    def run_probe(self, probe: Probe, checks: dict[str, CheckResult], setting: Setting | None = None) -> None:
+        """Run one probe through HF and the port and apply the per-probe checks.
+
+        With a ``setting``, both run under the request's processor kwargs it
+        holds; the worst case is the default settings' (vLLM profiles under
+        the engine's settings, not a request's), so such counts do not raise it.
+        """
         if self._beyond_limits(probe):
             return  # beyond the port's declared limit: check_limits judges that limit
-        self.media_probes += bool(probe.items)
+        tally = self.under_settings if setting else self.defaults
+        tally["media"] += bool(probe.items)
         for item in probe.items:
             self.drawn[item.modality] = self.drawn.get(item.modality, 0) + 1
-        answered = self._answer(probe)
+        answered = self._answer(probe, setting)
         if answered is None:
             return
         probe, expected, singles, counts = answered
-        if probe.items:
-            self.compared += 1
+        tally["compared"] += bool(probe.items)
         for item in probe.items:
             self.judged[item.modality] = self.judged.get(item.modality, 0) + 1
-        for item, count in zip(probe.items, counts):
-            self.max_count[item.modality] = max(self.max_count.get(item.modality, 0), count)
+        if setting is None:
+            for item, count in zip(probe.items, counts):
+                self.max_count[item.modality] = max(self.max_count.get(item.modality, 0), count)
         in_company = self._in_company(probe, expected, counts)
         try:
-            actual = self._port(expected.prompt, list(probe.items))
+            actual = self._port(expected.prompt, list(probe.items), setting)
+        except NotImplementedError as exc:
+            if setting is None:
+                checks["tokens"].runs += 1
+                checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}"))
+                return
+            # Said outright, a request fails rather than getting wrong tokens: named, not judged.
+            self.refused_settings.setdefault(setting.describe(), one_line(exc))
+            tally["compared"] -= bool(probe.items)
+            tally["media"] -= bool(probe.items)
+            return
         except Exception as exc:
             checks["tokens"].runs += 1
             checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}"))
@@ -134,14 +154,14 @@ class Session:
         self._compare(probe, checks, expected, singles, counts, actual, in_company)
         if probe.items:
             # The port alone, whatever HF does: vLLM's cache needs its items independent.
-            self._check_cache(probe, checks["cache"], actual)
+            self._check_cache(probe, checks["cache"], actual, setting)
 
-    def _answer(self, probe: Probe) -> tuple[Probe, HFOutput, list[HFOutput], list[int]] | None:
+    def _answer(self, probe: Probe, setting: Setting | None = None) -> tuple[Probe, HFOutput, list[HFOutput], list[int]] | None:
         """HF on the probe and on each item alone; items HF gives no position are left out and named."""
         prompt = probe.prompt(self.hf.placeholders())
         try:
-            expected = self.hf.run(prompt, list(probe.items))
-            singles = [self.hf.single(item) for item in probe.items]  # HF on each item alone
+            expected = self.hf.run(prompt, list(probe.items), setting)
+            singles = [self.hf.single(item, setting) for item in probe.items]  # HF on each item alone
         except Exception as exc:  # HF rejects this input (or an item alone)
             described = ", ".join(item.describe() for item in probe.items) or "no items"
             self.rejected.append(f"{probe.name} ({described}): {one_line(exc)}")
@@ -153,7 +173,7 @@ class Session:
         # vLLM needs at least one position per item, so no port can hold these items.
         for index in sorted(empty):
             self.outside_contract.append(f"{probe.name}: HF gives {probe.items[index].describe()} no embedding positions")
-        return self._answer(probe.without(empty))
+        return self._answer(probe.without(empty), setting)
 
     def _in_company(self, probe: Probe, expected: HFOutput, counts: list[int]) -> bool:
         """True when HF counts some item differently beside the probe's others than alone (LLaVA-OneVision)."""
@@ -186,9 +206,9 @@ class Session:
         check_placeholders(checks["placeholders"], probe.name, hf_ids, embed_ids, probe.items, counts, actual.placeholders)
         check_fields(checks["fields"], probe.name, expected.mm, probe.items, [s.mm for s in singles], actual)
 
-    def _check_cache(self, probe: Probe, result: CheckResult, actual) -> None:
+    def _check_cache(self, probe: Probe, result: CheckResult, actual, setting: Setting | None = None) -> None:
         try:
-            alone = [self._port(self.hf.single(item).prompt, [item]) for item in probe.items]
+            alone = [self._port(self.hf.single(item, setting).prompt, [item], setting) for item in probe.items]
         except Exception as exc:
             result.runs += 1
             result.failures.append(Failure(probe.name, f"the port raised on one item alone: {one_line(exc)}"))
@@ -200,12 +220,19 @@ class Session:
         notes = []
         if self.rejected:
             notes.append(f"HF rejects {len(self.rejected)} probe(s): " + "; ".join(self.rejected))
+        if self.refused_settings:
+            refused = "; ".join(f"{name} ({said})" for name, said in self.refused_settings.items())
+            notes.append(f"the port refuses requests with these settings, so they were not compared: {refused}")
         if self.outside_contract:
             notes.append("not compared as HF answers them, vLLM cannot hold them: " + "; ".join(self.outside_contract))
         checks["tokens"].summary = " | ".join(notes)
-        if self.media_probes and 2 * self.compared < self.media_probes:
+        # Under the defaults only: a drawn setting HF cannot batch several items under
+        # (ragged sizes) is HF's limit, listed with the rejected probes; a pinned one
+        # nothing could be compared under is refused before this (verify_port).
+        tally = self.defaults
+        if tally["media"] and 2 * tally["compared"] < tally["media"]:
             message = (
-                f"only {self.compared} of {self.media_probes} probes with items could be compared "
+                f"only {tally['compared']} of {tally['media']} probes with items could be compared "
                 "(see the rejected probes); a reference that rejects most probes cannot pass a port"
             )
             checks["tokens"].failures.append(Failure("probes", message))

@@ -35,6 +35,21 @@ _PATCH_LOCK = threading.Lock()
 _KWARG_SCOPES = ("text_kwargs", "images_kwargs", "videos_kwargs", "audio_kwargs")
 
 
+def _call_kwarg_names(processor: Any) -> set[str]:
+    """Every kwarg name the processor's typed call kwargs declare, scopes included (vLLM's dynamic kwargs)."""
+    import typing
+
+    names: set[str] = set()
+    try:
+        hints = typing.get_type_hints(processor.valid_processor_kwargs)
+    except Exception:
+        return names
+    for scope in _KWARG_SCOPES:
+        for base in reversed(getattr(hints.get(scope), "__mro__", ())):
+            names.update(getattr(base, "__annotations__", {}))
+    return names
+
+
 @dataclass
 class TimingContext:
     """Seconds spent per processing stage; ``record`` is a no-op when disabled."""
@@ -191,6 +206,10 @@ class InputProcessingContext:
         merged.pop("tokenizer", None)
         use_auto = isinstance(typ, tuple) or typ is ProcessorMixin or not hasattr(typ, "from_pretrained")
         factory = AutoProcessor.from_pretrained if use_auto else typ.from_pretrained
+        if merged:
+            # As vLLM: kwargs HF takes per call are left to the call, not built in.
+            dynamic = _call_kwarg_names(self.get_hf_processor(typ))
+            merged = {k: v for k, v in merged.items() if k not in dynamic}
         try:
             key: Any = (factory, _freeze(merged))
         except TypeError:

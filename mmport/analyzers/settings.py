@@ -1,0 +1,200 @@
+"""The processor call kwargs that change a modality's count or layout.
+
+vLLM's users pass ``mm_processor_kwargs``; HF takes them per call, typed by
+the processor's ``ProcessingKwargs`` (``images_kwargs: Qwen2VLImageProcessorKwargs``)
+and the sub-processor's ``valid_kwargs``. A kwarg changes the count when the
+code the port runs for the count reads it: as an attribute of the
+processor or sub-processor (``image_processor.max_image_tiles``), or as a key of
+the merged kwargs (``images_kwargs["min_pixels"]``). A sub-processor's own
+``_standardize_kwargs`` may fold one kwarg into another before it is read
+(Qwen2-VL's ``max_pixels`` into ``size``): those count too. Counts HF
+computes itself at run time follow every setting.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import libcst as cst
+
+from mmport.analyzers.sourcefile import find_method, parse_class
+from mmport.spec import CountRule, SettingSpec, Source
+
+__all__ = ["count_settings", "typed_kwargs", "unfollowed_switches"]
+
+SCOPES = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
+# Kwargs that say how to return or place tensors, never what is counted.
+NOT_SETTINGS = frozenset({"return_tensors", "device", "input_data_format", "data_format", "return_metadata"})
+
+
+def typed_kwargs(processor: Any, sub_processor: Any, modality: str) -> dict[str, Source | None]:
+    """Each typed call kwarg of ``modality``'s scope, with where its annotation is declared."""
+    found: dict[str, Source | None] = {}
+    classes = []
+    try:
+        scope = typing.get_type_hints(processor.valid_processor_kwargs).get(SCOPES[modality])
+        classes += list(getattr(scope, "__mro__", ()))
+    except Exception:
+        pass  # an annotation that does not resolve: the sub-processor's own kwargs remain
+    classes += list(getattr(getattr(sub_processor, "valid_kwargs", None), "__mro__", ()))
+    for klass in classes:
+        for name in getattr(klass, "__annotations__", {}):
+            if name not in NOT_SETTINGS and found.get(name) is None:
+                found[name] = _declared_at(klass, name)
+    return found
+
+
+def _declared_at(klass: type, name: str) -> Source | None:
+    parsed = parse_class(klass) if klass.__module__.startswith("transformers.") else None
+    if parsed is None:
+        return None
+    for statement in parsed.classdef.body.body:
+        for node in getattr(statement, "body", ()):
+            if isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name) and node.target.value == name:
+                return parsed.source(statement)
+    return None
+
+
+class _Reads(cst.CSTVisitor):
+    """Attribute names and string keys the code reads."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.names.add(node.attr.value)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = node.evaluated_value
+        if isinstance(value, str) and value.isidentifier():
+            self.names.add(value)
+
+
+def _reads(code: str) -> set[str]:
+    visitor = _Reads()
+    try:
+        cst.parse_module(code).visit(visitor)
+    except cst.ParserSyntaxError:
+        cst.parse_expression(code).visit(visitor)
+    return visitor.names
+
+
+def _count_code(count: CountRule, geometry_expr: str) -> list[tuple[str, Source]]:
+    """Each piece of code the port runs for the count, with its provenance."""
+    pieces = [("\n".join(count.statements) + "\n" + count.result, count.source)] if count.result else []
+    pieces += [(helper.code, helper.source) for helper in count.helpers]
+    if count.replacement is not None:
+        pieces.append((count.replacement.code, count.replacement.source))
+    if count.outputs is not None:
+        pieces += [(h.code, h.source) for h in (count.outputs.hook, count.outputs.completion, *count.outputs.helpers) if h]
+    if geometry_expr:
+        pieces.append((geometry_expr, count.source))
+    return pieces
+
+
+def _folded_into(sub_processor: Any, read: set[str]) -> dict[str, str]:
+    """Kwargs the sub-processor's own ``_standardize_kwargs`` writes into a name the count reads: kwarg → that name."""
+    found = find_method(type(sub_processor), "_standardize_kwargs", models_only=True) if sub_processor is not None else None
+    if found is None:
+        return {}
+    _, func = found
+    params = {p.name.value for p in func.params.params} | {p.name.value for p in func.params.kwonly_params}
+    folded: dict[str, str] = {}
+
+    class Writes(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                base = target.target.value if isinstance(target.target, cst.Subscript) else target.target
+                if isinstance(base, cst.Name) and base.value in read:
+                    for name in _reads_names(node.value) & params:
+                        folded.setdefault(name, base.value)
+
+    func.visit(Writes())
+    return folded
+
+
+def _reads_names(node: cst.CSTNode) -> set[str]:
+    names: set[str] = set()
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            names.add(name.value)
+
+    node.visit(Names())
+    return names
+
+
+def count_settings(
+    processor: Any, sub_processor: Any, modality: str, count: CountRule, geometry_expr: str = ""
+) -> tuple[SettingSpec, ...]:
+    """The typed call kwargs of ``modality`` that the count's code reads, each with where it is read and declared.
+
+    A count delegated to HF follows every setting; it lists none here.
+    """
+    if count.strategy == "delegated":
+        return ()
+    typed = typed_kwargs(processor, sub_processor, modality)
+    settings: dict[str, SettingSpec] = {}
+    pieces = _count_code(count, geometry_expr)
+    read_anywhere: set[str] = set()
+    for code, source in pieces:
+        names = _reads(code)
+        read_anywhere |= names
+        for name in sorted(names & typed.keys()):
+            settings.setdefault(name, SettingSpec(name, _line_of(code, name, source), typed[name]))
+    for name, into in sorted(_folded_into(sub_processor, read_anywhere).items()):
+        if name in typed and name not in settings:
+            read_at = settings[into].read_at if into in settings else count.source
+            settings[name] = SettingSpec(name, read_at, typed[name], folded_into=into)
+    return tuple(settings.values())
+
+
+def _line_of(code: str, name: str, source: Source) -> Source:
+    """``source`` moved to the first line of ``code`` that mentions ``name``."""
+    for offset, line in enumerate(code.splitlines()):
+        if name in line:
+            return Source(source.file, source.line + offset, line.strip())
+    return source
+
+
+# Calls that change an item's geometry: what a preprocessing switch guarding one can change the count by.
+GEOMETRY_CALLS = ("resize", "crop", "pad", "split", "patch", "tile")
+
+
+def _guarded_geometry(node: cst.If) -> bool:
+    """True when the branch calls something that resizes, crops, pads or splits."""
+    called: list[str] = []
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            called.append(name)
+
+    node.body.visit(Calls())
+    return any(word in name for name in called for word in GEOMETRY_CALLS)
+
+
+def unfollowed_switches(sub_processor: Any, modality: str, processor: Any, followed: set[str]) -> tuple[SettingSpec, ...]:
+    """Preprocessing switches (``do_resize``) HF's ``_preprocess`` reads to resize, crop, pad or split, but the count does not.
+
+    A request that flips one gets items HF lays out differently from what the
+    port counts; the port refuses such requests rather than count them wrong.
+    """
+    found = find_method(type(sub_processor), "_preprocess") if sub_processor is not None else None
+    if found is None:
+        return ()
+    parsed, func = found
+    typed = typed_kwargs(processor, sub_processor, modality)
+    switches: dict[str, SettingSpec] = {}
+
+    class Ifs(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            test = node.test.expression if isinstance(node.test, cst.UnaryOperation) else node.test
+            if isinstance(test, cst.Name) and test.value.startswith("do_") and test.value in typed and test.value not in followed:
+                if _guarded_geometry(node):
+                    switches.setdefault(test.value, SettingSpec(test.value, parsed.source(node), typed[test.value]))
+
+    func.visit(Ifs())
+    return tuple(switches.values())

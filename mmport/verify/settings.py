@@ -1,0 +1,220 @@
+"""Per-request processor settings: which ones change HF's counts, and values to try.
+
+vLLM's users pass ``mm_processor_kwargs`` (at start-up or per request); vLLM
+hands them to the port as ``hf_processor_mm_kwargs`` and to HF's processor
+call. A port that counts from the processor's defaults gives the wrong
+number of tokens under them. verify learns the settings that matter from HF
+itself, never from the port or the analyzer: for every typed call kwarg of a
+modality's scope with a default it can vary (a flag, a positive integer, a
+size of integers), it asks HF to count a reference item under a changed
+value, and keeps the settings under which HF's count changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmport.errors import MmportError
+
+__all__ = ["Setting", "count_changing_settings", "parse_processor_kwargs", "typed_call_kwargs"]
+
+# The processor-call scope of each modality's kwargs, and its sub-processors.
+SCOPES = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
+# How many count-changing settings each modality's probes run under.
+SETTINGS_PER_MODALITY = 3
+# Kwargs that say how to return or move tensors, never what is counted.
+NOT_SETTINGS = frozenset({"return_tensors", "device", "input_data_format", "data_format", "return_metadata", "sampling_rate"})
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Processor call kwargs a request may carry, as vLLM passes them on (flat)."""
+
+    kwargs: dict[str, Any] = field(hash=False)
+    modality: str = ""
+    origin: str = "drawn"  # "drawn" from HF's own count changes, or "pinned" by --processor-kwargs
+
+    def describe(self) -> str:
+        """``max_pixels=3136, do_resize=False``: how reports name the setting."""
+        return ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in self.kwargs.items())
+
+    def key(self) -> str:
+        """A stable key for caches."""
+        return json.dumps(self.kwargs, sort_keys=True, default=str)
+
+
+def parse_processor_kwargs(text: str | None) -> dict[str, Any] | None:
+    """``--processor-kwargs JSON``: a JSON object of processor kwargs, else a :class:`MmportError`."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MmportError(f"--processor-kwargs is not valid JSON ({exc.msg} at column {exc.colno}); give an object such as '{{\"max_pixels\": 200704}}'") from exc
+    if not isinstance(value, dict) or not value:
+        raise MmportError("--processor-kwargs must be a non-empty JSON object of processor kwargs, such as '{\"max_pixels\": 200704}'")
+    return value
+
+
+def check_known_kwargs(processor: Any, kwargs: dict[str, Any]) -> None:
+    """Every key of ``kwargs`` is a typed call kwarg of the processor, or one of its scopes; else a :class:`MmportError`."""
+    known = {name for modality in SCOPES for name in typed_call_kwargs(processor, modality)}
+    known |= set(SCOPES.values()) | {"text_kwargs"}
+    try:
+        known |= set(typing.get_type_hints(typing.get_type_hints(processor.valid_processor_kwargs)["text_kwargs"]))
+    except Exception:
+        pass
+    unknown = [key for key in kwargs if key not in known]
+    if unknown:
+        raise MmportError(
+            f"--processor-kwargs names {', '.join(map(repr, unknown))}, which {type(processor).__name__} does not take; "
+            f"its call kwargs are: {', '.join(sorted(known - {'text_kwargs'}))}"
+        )
+
+
+def typed_call_kwargs(processor: Any, modality: str) -> list[str]:
+    """The typed call kwargs of ``modality``'s scope: the processor's kwargs class and the sub-processor's own."""
+    names: dict[str, None] = {}
+    kwargs_class = getattr(processor, "valid_processor_kwargs", None)
+    try:
+        scope = typing.get_type_hints(kwargs_class).get(SCOPES[modality]) if kwargs_class else None
+        names.update(dict.fromkeys(typing.get_type_hints(scope) if scope else ()))
+    except Exception:
+        pass  # an unresolvable annotation: the sub-processor's own kwargs still count
+    sub = _sub_processor(processor, modality)
+    valid = getattr(sub, "valid_kwargs", None)
+    if valid is not None:
+        names.update(dict.fromkeys(getattr(valid, "__annotations__", {})))
+    return [name for name in names if name not in NOT_SETTINGS]
+
+
+def _sub_processor(processor: Any, modality: str) -> Any:
+    from mmport.analyzers.media import SUB_PROCESSORS
+
+    for attribute in SUB_PROCESSORS[modality]:
+        sub = getattr(processor, attribute, None)
+        if sub is not None:
+            return sub
+    return None
+
+
+def _defaults(processor: Any, modality: str) -> dict[str, Any]:
+    """Each typed kwarg's value in an ordinary call: the processor's call defaults, else the sub-processor's attribute."""
+    try:
+        merged = processor._merge_kwargs(processor.valid_processor_kwargs, tokenizer_init_kwargs=processor.tokenizer.init_kwargs)
+        scoped = dict(merged.get(SCOPES[modality], {}))
+    except Exception:
+        scoped = {}
+    sub = _sub_processor(processor, modality)
+    values = {}
+    for name in typed_call_kwargs(processor, modality):
+        value = scoped.get(name, getattr(sub, name, None))
+        if value is None:
+            value = getattr(processor, name, None)
+        if value is not None:
+            values[name] = value
+    return values
+
+
+# Factors an integer setting (or each side of a size) is tried at: a budget
+# halved or doubled, and cut to an eighth, which pixel budgets far above the
+# reference items need before they bite.
+FACTORS = (0.5, 2, 0.125)
+
+
+def variations(value: Any) -> list[Any]:
+    """Other values of a setting's kind: a flag flipped, an integer or a size's sides scaled by :data:`FACTORS`."""
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return list(dict.fromkeys(v for v in (int(value * f) for f in FACTORS) if v >= 1 and v != value)) if value > 0 else []
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # transformers' SizeDict
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        sides = {k: v for k, v in value.items() if v is not None}
+        if sides and all(isinstance(v, int) and not isinstance(v, bool) and v > 1 for v in sides.values()):
+            return [{k: max(1, int(v * f)) for k, v in sides.items()} for f in FACTORS]
+    return []
+
+
+def _architecture_values(config: Any) -> dict[str, Any]:
+    """Every ``name: value`` of the model config and its sub-configs (``vision_config.patch_size``...)."""
+    values: dict[str, Any] = {}
+    pending = [config.to_dict() if hasattr(config, "to_dict") else {}]
+    while pending:
+        for name, value in pending.pop().items():
+            if isinstance(value, dict):
+                pending.append(value)
+            else:
+                values.setdefault(name, value)
+    return values
+
+
+def is_architecture(name: str, default: Any, architecture: dict[str, Any]) -> bool:
+    """True when the model config fixes this value: the model's, not a request's.
+
+    Either the config holds it under the same name (``spatial_merge_size`` for
+    ``merge_size``), or it is a size whose sides all equal the vision tower's
+    ``image_size`` (LLaVA's ``crop_size``: the tower's position embeddings are
+    built for it).
+    """
+    if any((str(key) == name or str(key).endswith(f"_{name}")) and value == default for key, value in architecture.items()):
+        return True
+    if dataclasses.is_dataclass(default) and not isinstance(default, type):
+        default = dataclasses.asdict(default)
+    sides = {v for v in default.values() if v is not None} if isinstance(default, dict) else set()
+    return len(sides) == 1 and any(str(key).endswith("image_size") and value in sides for key, value in architecture.items())
+
+
+def telling_items(hf: Any, setting: Setting) -> list:
+    """Reference items HF counts differently under ``setting`` than by default: the probes' proof that it matters."""
+    told = []
+    for modality in hf.modalities:
+        if setting.modality in ("", modality):
+            for item in hf.reference_items(modality):
+                try:
+                    if hf.item_count(item, setting) != hf.item_count(item):
+                        told.append(item)
+                except Exception:
+                    continue  # HF refuses the item under this setting
+    return told
+
+
+def count_changing_settings(hf: Any, seed: int = 0, per_modality: int = SETTINGS_PER_MODALITY) -> list[Setting]:
+    """Settings under which HF counts a reference item of some modality differently (seeded choice).
+
+    ``hf`` is the verify reference (:class:`mmport.verify.reference.HFReference`).
+    Settings HF rejects, or under which it counts as by default, are not kept.
+    """
+    rng = random.Random(seed)
+    chosen: list[Setting] = []
+    try:
+        architecture = _architecture_values(hf.snapshot.load_config())
+    except Exception:
+        architecture = {}
+    for modality in hf.modalities:
+        items = hf.reference_items(modality)
+        try:
+            baseline = [hf.item_count(item) for item in items]
+        except Exception:
+            continue
+        found = []
+        for name, default in _defaults(hf.processor, modality).items():
+            if is_architecture(name, default, architecture):
+                continue  # the vision tower is built for it: no request changes it
+            for value in variations(default):
+                setting = Setting({name: value}, modality)
+                try:
+                    counts = [hf.item_count(item, setting) for item in items]
+                except Exception:
+                    continue  # HF rejects the value: no request could carry it
+                if counts != baseline and all(counts):
+                    found.append(setting)
+                    break
+        chosen += rng.sample(found, min(per_modality, len(found)))
+    return chosen

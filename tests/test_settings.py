@@ -1,0 +1,84 @@
+"""Per-request processor settings: generated ports count under them as HF does, and verify judges them.
+
+Which settings change a count, and what HF counts under them, always comes
+from the HF processor itself (``count_changing_settings``, ``item_count``);
+nothing here states an expected count.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import failed_checks, invoke, mutated_port, verify_report
+
+from mmport.analyzers import analyze
+from mmport.sources import resolve
+from mmport.verify.reference import HFReference
+from mmport.verify.settings import Setting, count_changing_settings, typed_call_kwargs
+
+slow = pytest.mark.slow
+
+# Families whose counts change under request settings (pixel budgets, tiling switches, tile sizes).
+SETTING_FAMILIES = ["qwen2_vl", "idefics3", "glm4v", "qwen2_5_vl"]
+
+
+def _budget_setting(ref: str) -> dict:
+    """A pixel budget a quarter of the snapshot's own: a setting vLLM users pass, taken from HF's defaults."""
+    processor = resolve(ref).load_processor()
+    return {"max_pixels": processor.image_processor.size["longest_edge"] // 4}
+
+
+def test_pinned_setting_changes_hf_and_the_port_follows(scaffolded) -> None:
+    setting = _budget_setting("qwen2_vl")
+    hf = HFReference(resolve("qwen2_vl"))
+    item = hf.reference_items("image")[-1]
+    # The setting must matter, or this test could not fail.
+    assert hf.item_count(item, Setting(setting)) != hf.item_count(item)
+    port = scaffolded("qwen2_vl") / "qwen2_vl_processing.py"
+    code, report = verify_report("qwen2_vl", port, probes=3, processor_kwargs=setting)
+    assert code == 0, report
+    under = [name for name in report["probe_cases"] if "max_pixels" in name]
+    assert under, report["probe_cases"]
+    assert report["settings"] == [{"modality": "", "kwargs": f"max_pixels={setting['max_pixels']}", "origin": "pinned"}]
+
+
+def test_port_ignoring_request_settings_fails_tokens(scaffolded, tmp_path) -> None:
+    # The port edited to count every image under the defaults, whatever the request says.
+    wrong = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", "                mm_kwargs=hf_processor_mm_kwargs,\n", "", tmp_path)
+    code, report = verify_report("qwen2_vl", wrong, probes=3, processor_kwargs=_budget_setting("qwen2_vl"))
+    assert code == 1
+    assert "tokens" in failed_checks(report)
+    failing = {f["probe"] for f in report["checks"]["tokens"]["failures"]}
+    assert failing and all("max_pixels" in probe for probe in failing), failing
+
+
+def test_verify_names_the_settings_it_drew_on_the_command_line(scaffolded, tmp_path) -> None:
+    port = scaffolded("qwen2_vl") / "qwen2_vl_processing.py"
+    result = invoke("verify", "qwen2_vl", "--port", str(port), "--probes", "2")
+    assert result.returncode == 0, result.stdout
+    assert "probes also ran under request settings" in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "llava"])
+def test_inspect_lists_the_settings_hf_counts_change_under(model_type) -> None:
+    spec = analyze(resolve(model_type))
+    image = spec.image
+    listed = {s.name for s in image.settings}
+    processor = resolve(model_type).load_processor()
+    typed = set(typed_call_kwargs(processor, "image"))
+    for s in image.settings:
+        assert s.name in typed, s
+        assert s.read_at.code and (s.name in s.read_at.code or s.folded_into), s
+    # Every setting HF's own counts change under (but settings no count code reads) is listed.
+    drawn = count_changing_settings(HFReference(resolve(model_type)), per_modality=99)
+    for setting in drawn:
+        if setting.modality == "image":
+            assert set(setting.kwargs) <= listed, (setting, listed)
+
+
+@slow
+@pytest.mark.parametrize("model_type", SETTING_FAMILIES)
+def test_generated_port_matches_hf_under_drawn_settings(model_type, scaffolded) -> None:
+    port = scaffolded(model_type) / f"{model_type}_processing.py"
+    code, report = verify_report(model_type, port, probes=4)
+    assert report["settings"], "no setting changes HF's counts here, so nothing was judged under one"
+    assert code == 0, report
