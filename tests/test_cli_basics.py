@@ -101,7 +101,10 @@ def test_verify_writes_junit_naming_each_check(tmp_path, scaffolded) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     suite = ElementTree.parse(junit).getroot()
     names = [case.get("name") for case in suite.iter("testcase")]
-    assert names == ["tokens", "placeholders", "fields", "cache", "dummy", "limits", "model"]
+    assert names == ["tokens", "placeholders", "fields", "cache", "embeds", "dummy", "limits", "model"]
+    # Each case says how many comparisons it made.
+    runs = {case.get("name"): case.find("properties/property[@name='runs']").get("value") for case in suite.iter("testcase")}
+    assert int(runs["tokens"]) >= 3 and runs["model"] == "0"
     assert suite.get("failures") == "0"
     # Without --model the model check is reported as skipped, and says how to run it.
     model = next(case for case in suite.iter("testcase") if case.get("name") == "model")

@@ -153,8 +153,13 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         fields = per_item_fields(processor, placeholder, sources)
     settings = count_settings(processor, processor.image_processor, "image", facts.count, geometry.size_expr)
     followed = {s.name for s in settings} | {s.folded_into for s in settings}
-    delegated = facts.count.strategy == "delegated"
-    unfollowed = () if delegated else unfollowed_switches(processor.image_processor, "image", processor, followed)
+    if facts.count.strategy != "delegated":
+        unfollowed = unfollowed_switches(processor.image_processor, "image", processor, followed)
+    elif any(f.layout == "batched" for f in fields):
+        # HF counts each image itself, but fields of one row an image cannot hold the tiles a split makes.
+        unfollowed = unfollowed_switches(processor.image_processor, "image", processor, set(), ("split", "crop", "patch", "tile"))
+    else:
+        unfollowed = ()
     return ModalitySpec(
         modality="image",
         placeholder=token_text,

@@ -162,8 +162,8 @@ def _line_of(code: str, name: str, source: Source) -> Source:
 GEOMETRY_CALLS = ("resize", "crop", "pad", "split", "patch", "tile")
 
 
-def _guarded_geometry(node: cst.If) -> bool:
-    """True when the branch calls something that resizes, crops, pads or splits."""
+def _guarded_geometry(node: cst.If, calls: tuple[str, ...] = GEOMETRY_CALLS) -> bool:
+    """True when the branch calls something that resizes, crops, pads or splits (any of ``calls``)."""
     called: list[str] = []
 
     class Calls(cst.CSTVisitor):
@@ -173,14 +173,17 @@ def _guarded_geometry(node: cst.If) -> bool:
             called.append(name)
 
     node.body.visit(Calls())
-    return any(word in name for name in called for word in GEOMETRY_CALLS)
+    return any(word in name for name in called for word in calls)
 
 
-def unfollowed_switches(sub_processor: Any, modality: str, processor: Any, followed: set[str]) -> tuple[SettingSpec, ...]:
-    """Preprocessing switches (``do_resize``) HF's ``_preprocess`` reads to resize, crop, pad or split, but the count does not.
+def unfollowed_switches(
+    sub_processor: Any, modality: str, processor: Any, followed: set[str], calls: tuple[str, ...] = GEOMETRY_CALLS
+) -> tuple[SettingSpec, ...]:
+    """Preprocessing switches (``do_resize``) HF's ``_preprocess`` reads to make any of ``calls``, but the port does not follow.
 
     A request that flips one gets items HF lays out differently from what the
-    port counts; the port refuses such requests rather than count them wrong.
+    port counts (or, with ``calls`` that split an item into tiles, holds in one
+    row); the port refuses such requests rather than get them wrong.
     """
     found = find_method(type(sub_processor), "_preprocess") if sub_processor is not None else None
     if found is None:
@@ -192,8 +195,12 @@ def unfollowed_switches(sub_processor: Any, modality: str, processor: Any, follo
     class Ifs(cst.CSTVisitor):
         def visit_If(self, node: cst.If) -> None:
             test = node.test.expression if isinstance(node.test, cst.UnaryOperation) else node.test
-            if isinstance(test, cst.Name) and test.value.startswith("do_") and test.value in typed and test.value not in followed:
-                if _guarded_geometry(node):
+            while isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+                test = test.left  # ``if crop_to_patches and max_patches > 1:``
+            name = test.value if isinstance(test, cst.Name) else ""
+            switch = name.startswith("do_") or isinstance(getattr(sub_processor, name, None), bool)
+            if switch and name in typed and name not in followed:
+                if _guarded_geometry(node, calls):
                     switches.setdefault(test.value, SettingSpec(test.value, parsed.source(node), typed[test.value]))
 
     func.visit(Ifs())

@@ -142,7 +142,10 @@ class BundledBackend(Backend):
     def _make_context(self, snapshot_dir: Path, port: PortClasses) -> Any:
         from mmport.runtime.vllm_compat.multimodal.processing import InputProcessingContext
 
-        return InputProcessingContext.from_directory(snapshot_dir)
+        ctx = InputProcessingContext.from_directory(snapshot_dir)
+        # As an engine started with --enable-mm-embeds: verify gives ports embeddings too.
+        ctx.model_config.multimodal_config.enable_mm_embeds = True
+        return ctx
 
 
 class RealVllmBackend(Backend):
@@ -172,7 +175,12 @@ class RealVllmBackend(Backend):
         # leaves that to the HF processor, as the reference does.
         try:
             model_config = ModelConfig(
-                model=str(snapshot_dir), tokenizer=str(snapshot_dir), dtype="float32", seed=0, mm_device_do_normalize=False
+                model=str(snapshot_dir),
+                tokenizer=str(snapshot_dir),
+                dtype="float32",
+                seed=0,
+                mm_device_do_normalize=False,
+                enable_mm_embeds=True,  # verify gives ports embeddings too
             )
         except Exception as exc:
             raise MmportError(f"{snapshot_dir}: vLLM cannot configure this model: {one_line(exc)}") from exc

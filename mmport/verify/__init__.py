@@ -108,7 +108,8 @@ def verify_port(
             # Nothing under the user's settings could be compared: the settings, not the port, are at fault.
             said = (session.rejected or session.outside_contract or list(session.refused_settings.values()) or ["no reason given"])[-1]
             raise MmportError(f"the HF processor rejects every probe under --processor-kwargs (or gives it nothing to compare): {said}")
-        notify("dummy inputs and limits")
+        notify("embedding inputs, dummy inputs and limits")
+        session.check_embeddings(checks["embeds"], snapshot.load_config().get_text_config().hidden_size)
         session.check_dummy(checks["dummy"])
         session.check_limits(checks["limits"])
         session.finish(checks)

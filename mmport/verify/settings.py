@@ -27,8 +27,14 @@ __all__ = ["Setting", "count_changing_settings", "parse_processor_kwargs", "type
 SCOPES = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
 # How many count-changing settings each modality's probes run under.
 SETTINGS_PER_MODALITY = 3
-# Kwargs that say how to return or move tensors, never what is counted.
-NOT_SETTINGS = frozenset({"return_tensors", "device", "input_data_format", "data_format", "return_metadata", "sampling_rate"})
+# Kwargs that say how to return or move tensors, or how HF pads a batch to one
+# length (vLLM processes and caches each item alone), never what an item is.
+NOT_SETTINGS = frozenset(
+    {
+        "return_tensors", "device", "input_data_format", "data_format", "return_metadata", "sampling_rate",
+        "padding", "pad_to_multiple_of", "max_length", "truncation", "return_attention_mask",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -158,13 +164,17 @@ def _architecture_values(config: Any) -> dict[str, Any]:
 def is_architecture(name: str, default: Any, architecture: dict[str, Any]) -> bool:
     """True when the model config fixes this value: the model's, not a request's.
 
-    Either the config holds it under the same name (``spatial_merge_size`` for
-    ``merge_size``), or it is a size whose sides all equal the vision tower's
-    ``image_size`` (LLaVA's ``crop_size``: the tower's position embeddings are
-    built for it).
+    Either the config holds a value of the same name (``spatial_merge_size``
+    for ``merge_size``; synthetic configs need not agree with the processor's
+    value, so a name of several words decides alone), or it is a size whose sides all equal the
+    vision tower's ``image_size`` (LLaVA's ``crop_size``: the tower's position
+    embeddings are built for it).
     """
-    if any((str(key) == name or str(key).endswith(f"_{name}")) and value == default for key, value in architecture.items()):
-        return True
+    for key, value in architecture.items():
+        named = str(key) == name or str(key).endswith(f"_{name}")
+        # A one-word name (``size``) ends many config keys (``hidden_size``): only its value tells.
+        if named and ("_" in name or value == default):
+            return True
     if dataclasses.is_dataclass(default) and not isinstance(default, type):
         default = dataclasses.asdict(default)
     sides = {v for v in default.values() if v is not None} if isinstance(default, dict) else set()
@@ -183,6 +193,15 @@ def telling_items(hf: Any, setting: Setting) -> list:
                 except Exception:
                     continue  # HF refuses the item under this setting
     return told
+
+
+def _reshapes_patches(hf: Any, item: Any, setting: Setting) -> bool:
+    """True when the setting changes the width of HF's pixel rows (a patch size): the vision tower's input, not a request's."""
+    widths = []
+    for given in (None, setting):
+        outputs = hf.single(item, given).mm
+        widths.append(sorted((k, v.shape[-1]) for k, v in outputs.items() if v.is_floating_point() and v.ndim >= 2))
+    return widths[0] != widths[1]
 
 
 def count_changing_settings(hf: Any, seed: int = 0, per_modality: int = SETTINGS_PER_MODALITY) -> list[Setting]:
@@ -211,9 +230,10 @@ def count_changing_settings(hf: Any, seed: int = 0, per_modality: int = SETTINGS
                 setting = Setting({name: value}, modality)
                 try:
                     counts = [hf.item_count(item, setting) for item in items]
+                    reshapes = _reshapes_patches(hf, items[0], setting)
                 except Exception:
                     continue  # HF rejects the value: no request could carry it
-                if counts != baseline and all(counts):
+                if counts != baseline and all(counts) and not reshapes:
                     found.append(setting)
                     break
         chosen += rng.sample(found, min(per_modality, len(found)))

@@ -3,6 +3,7 @@
 """vLLM multi-modal processing for PaliGemmaForConditionalGeneration."""
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 
 from transformers import BatchFeature, ProcessorMixin
@@ -10,7 +11,7 @@ from transformers import BatchFeature, ProcessorMixin
 from vllm.config.multimodal import MultiModalDummyOptions
 from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItems
-from vllm.multimodal.parse import ImageProcessorItems, ImageSize, MultiModalDataItems
+from vllm.multimodal.parse import ImageEmbeddingItems, ImageProcessorItems, ImageSize, MultiModalDataItems
 from vllm.multimodal.processing import (
     BaseDummyInputsBuilder,
     BaseMultiModalProcessor,
@@ -29,6 +30,21 @@ from vllm.renderers import TokenizeParams
 # HF: image_processing_backends.py:432
 # HF: image_processing_backends.py:441
 UNFOLLOWED_IMAGE_SWITCHES = ("do_resize", "do_center_crop", "do_pad")
+
+
+def _embedding_layout(replacements: list[list[int]], embed_id: int) -> tuple[list[int], int, list[int]] | None:
+    """``(tokens before, embed_id, tokens after)`` when every replacement is one run of
+    ``embed_id`` between the same tokens; None when the layout changes from item to item."""
+    layouts = set()
+    for tokens in replacements:
+        positions = [i for i, token in enumerate(tokens) if token == embed_id]
+        if not positions or positions[-1] - positions[0] + 1 != len(positions):
+            return None
+        layouts.add((tuple(tokens[: positions[0]]), tuple(tokens[positions[-1] + 1 :])))
+    if len(layouts) != 1:
+        return None
+    before, after = layouts.pop()
+    return list(before), embed_id, list(after)
 
 
 # The sub-processor each scope of HF's call kwargs goes to.
@@ -102,10 +118,12 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
             return processor
         call_kwargs = self.get_hf_call_kwargs(mm_kwargs)
         images_kwargs = call_kwargs["images_kwargs"]
+        # Against the processor built without the request's kwargs: vLLM builds some into it.
+        defaults = self.get_hf_processor().image_processor
         flipped = [
             name
             for name in UNFOLLOWED_IMAGE_SWITCHES
-            if name in given and images_kwargs.get(name) != getattr(processor.image_processor, name, None)
+            if name in given and images_kwargs.get(name, getattr(processor.image_processor, name, None)) != getattr(defaults, name, None)
         ]
         if flipped:
             raise NotImplementedError(
@@ -113,6 +131,45 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
                 "resizes, crops or pads by them, and this port counts images under the processor's own values"
             )
         return _with_settings(processor, call_kwargs, given)
+
+    def get_embedding_tokens(self, modality: str, num_embeds: int) -> list[int]:
+        """The token ids for an item given as ``num_embeds`` rows of precomputed embeddings.
+
+        HF never sees such an item, so it takes the layout HF gives every item
+        of its modality: one run of embedding positions between tokens that do
+        not depend on the item (learned from two reference items). Where HF's
+        layout follows the item itself (tile rows and columns, timestamps), an
+        embedding cannot be placed.
+        """
+        layout = self._embedding_layouts.get(modality)
+        if layout is None:
+            raise ValueError(
+                f"{modality} embeddings cannot be placed: HF lays out the tokens of each {modality} "
+                f"by the item itself; pass the {modality} rather than its embeddings"
+            )
+        before, embed_id, after = layout
+        return [*before, *[embed_id] * num_embeds, *after]
+
+    @functools.cached_property
+    def _embedding_layouts(self) -> dict[str, tuple[list[int], int, list[int]] | None]:
+        """Per modality, the layout HF gives two reference items, if it is one (see get_embedding_tokens)."""
+        references = {
+            "image": lambda w, h: [self.get_image_token_id()] * self.get_num_image_tokens(image_width=w, image_height=h),
+        }
+        # Two items of each modality that differ in size (and, for videos, frames).
+        arguments = {"image": [(224, 224), (896, 448)], "video": [(4, 64), (8, 128)], "audio": [(1, 1), (1, 7)]}
+        embed_ids = {
+            "image": self.get_image_token_id(),
+        }
+        layouts = {}
+        for modality, reference in references.items():
+            try:
+                replacements = [reference(*args) for args in arguments[modality]]
+            except Exception:
+                layouts[modality] = None  # HF cannot process a reference item: no layout to learn
+                continue
+            layouts[modality] = _embedding_layout(replacements, embed_ids[modality])
+        return layouts
 
     def get_supported_mm_limits(self) -> Mapping[str, int | None]:
         return {"image": None}
@@ -171,9 +228,14 @@ class PaliGemmaMultiModalProcessor(BaseMultiModalProcessor[PaliGemmaProcessingIn
         hf_inputs: BatchFeature,
         hf_processor_mm_kwargs: Mapping[str, object],
     ) -> Mapping[str, MultiModalFieldConfig]:
+        # Requests that flip a switch this port does not follow are refused here, before
+        # HF's outputs are split into items (see UNFOLLOWED_IMAGE_SWITCHES).
+        self.info.get_configured_processor(hf_processor_mm_kwargs)
         return dict(
             # HF: image_processing_backends.py:444
             pixel_values=MultiModalFieldConfig.batched("image"),
+            # Items given as precomputed embeddings: one tensor of rows each.
+            image_embeds=MultiModalFieldConfig.batched("image"),
         )
 
     def _postprocess_prompt(self, prompt: list[int]) -> list[int]:
@@ -193,14 +255,17 @@ class PaliGemmaMultiModalProcessor(BaseMultiModalProcessor[PaliGemmaProcessingIn
         trailing = [tokenizer.bos_token_id]
 
         def get_insertion(item_idx: int):
-            images = mm_items.get_items("image", ImageProcessorItems)
-            size = images.get_image_size(item_idx)
-            num_image_tokens = self.info.get_num_image_tokens(
-                image_width=size.width,
-                image_height=size.height,
-                mm_kwargs=hf_processor_mm_kwargs,
-            )
-            tokens = [image_token_id] * num_image_tokens
+            images = mm_items.get_items("image", (ImageEmbeddingItems, ImageProcessorItems))
+            if isinstance(images, ImageEmbeddingItems):
+                tokens = self.info.get_embedding_tokens("image", images.get_feature_size(item_idx))
+            else:
+                size = images.get_image_size(item_idx)
+                num_image_tokens = self.info.get_num_image_tokens(
+                    image_width=size.width,
+                    image_height=size.height,
+                    mm_kwargs=hf_processor_mm_kwargs,
+                )
+                tokens = [image_token_id] * num_image_tokens
             if item_idx == images.get_count() - 1:
                 # HF follows the last image with these tokens; they get no embedding.
                 tokens = tokens + trailing
