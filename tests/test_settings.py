@@ -82,3 +82,45 @@ def test_generated_port_matches_hf_under_drawn_settings(model_type, scaffolded) 
     code, report = verify_report(model_type, port, probes=4)
     assert report["settings"], "no setting changes HF's counts here, so nothing was judged under one"
     assert code == 0, report
+
+
+@pytest.mark.vllm
+@slow
+@pytest.mark.parametrize("model_type", SETTING_FAMILIES)
+def test_generated_port_matches_hf_under_settings_in_real_vllm(model_type, scaffolded) -> None:
+    pytest.importorskip("vllm.multimodal.processing")
+    port = scaffolded(model_type) / f"{model_type}_processing.py"
+    code, report = verify_report(model_type, port, probes=4, seed=1, backend="vllm")
+    assert report["backend"].startswith("vllm 0.33"), report["backend"]
+    assert report["settings"], "no setting changes HF's counts here, so nothing was judged under one"
+    assert report["checks"]["embeds"]["status"] in ("pass", "skip"), report["checks"]["embeds"]
+    assert code == 0, report
+
+
+@pytest.mark.vllm
+@slow
+def test_port_ignoring_request_settings_fails_in_real_vllm(scaffolded, tmp_path) -> None:
+    pytest.importorskip("vllm.multimodal.processing")
+    wrong = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", "                mm_kwargs=hf_processor_mm_kwargs,\n", "", tmp_path)
+    code, report = verify_report("qwen2_vl", wrong, probes=3, backend="vllm", processor_kwargs=_budget_setting("qwen2_vl"))
+    assert code == 1 and "tokens" in failed_checks(report), report
+
+
+@pytest.mark.vllm
+@slow
+@pytest.mark.parametrize("model_type", ["llava", "qwen2_vl", "gemma3", "qwen2_audio"])
+def test_generated_port_takes_embeddings_in_real_vllm(model_type, scaffolded) -> None:
+    pytest.importorskip("vllm.multimodal.processing")
+    port = scaffolded(model_type) / f"{model_type}_processing.py"
+    code, report = verify_report(model_type, port, probes=2, backend="vllm")
+    embeds = report["checks"]["embeds"]
+    assert embeds["status"] == "pass" and not embeds["summary"], embeds
+    assert code == 0, report
+
+
+def test_embeddings_given_to_a_port_get_hf_tokens(scaffolded) -> None:
+    port = scaffolded("qwen2_vl") / "qwen2_vl_processing.py"
+    code, report = verify_report("qwen2_vl", port, probes=2)
+    embeds = report["checks"]["embeds"]
+    # Both of Qwen2-VL's modalities take embeddings: one comparison each, at least.
+    assert embeds["status"] == "pass" and embeds["runs"] >= 2 and not embeds["summary"], embeds
