@@ -21,11 +21,17 @@ import libcst as cst
 from mmport.analyzers.sourcefile import find_method, parse_class
 from mmport.spec import CountRule, SettingSpec, Source
 
-__all__ = ["count_settings", "typed_kwargs", "unfollowed_switches"]
+__all__ = ["NOT_SETTINGS", "SCOPES", "count_settings", "typed_kwargs", "unfollowed_switches"]
 
 SCOPES = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
-# Kwargs that say how to return or place tensors, never what is counted.
-NOT_SETTINGS = frozenset({"return_tensors", "device", "input_data_format", "data_format", "return_metadata"})
+# Kwargs that say how to return or place tensors, or how HF pads a batch to one
+# length (vLLM processes and caches each item alone): never what an item is.
+NOT_SETTINGS = frozenset(
+    {
+        "return_tensors", "device", "input_data_format", "data_format", "return_metadata", "sampling_rate",
+        "padding", "pad_to_multiple_of", "max_length", "truncation", "return_attention_mask",
+    }
+)
 
 
 def typed_kwargs(processor: Any, sub_processor: Any, modality: str) -> dict[str, Source | None]:

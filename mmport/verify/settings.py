@@ -19,22 +19,14 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmport.errors import MmportError
+from mmport.analyzers.media import sub_processor
+from mmport.analyzers.settings import SCOPES, typed_kwargs
+from mmport.errors import AnalysisError, MmportError
 
 __all__ = ["Setting", "count_changing_settings", "parse_processor_kwargs", "typed_call_kwargs"]
 
-# The processor-call scope of each modality's kwargs, and its sub-processors.
-SCOPES = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
 # How many count-changing settings each modality's probes run under.
 SETTINGS_PER_MODALITY = 3
-# Kwargs that say how to return or move tensors, or how HF pads a batch to one
-# length (vLLM processes and caches each item alone), never what an item is.
-NOT_SETTINGS = frozenset(
-    {
-        "return_tensors", "device", "input_data_format", "data_format", "return_metadata", "sampling_rate",
-        "padding", "pad_to_multiple_of", "max_length", "truncation", "return_attention_mask",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -85,28 +77,14 @@ def check_known_kwargs(processor: Any, kwargs: dict[str, Any]) -> None:
 
 def typed_call_kwargs(processor: Any, modality: str) -> list[str]:
     """The typed call kwargs of ``modality``'s scope: the processor's kwargs class and the sub-processor's own."""
-    names: dict[str, None] = {}
-    kwargs_class = getattr(processor, "valid_processor_kwargs", None)
-    try:
-        scope = typing.get_type_hints(kwargs_class).get(SCOPES[modality]) if kwargs_class else None
-        names.update(dict.fromkeys(typing.get_type_hints(scope) if scope else ()))
-    except Exception:
-        pass  # an unresolvable annotation: the sub-processor's own kwargs still count
-    sub = _sub_processor(processor, modality)
-    valid = getattr(sub, "valid_kwargs", None)
-    if valid is not None:
-        names.update(dict.fromkeys(getattr(valid, "__annotations__", {})))
-    return [name for name in names if name not in NOT_SETTINGS]
+    return list(typed_kwargs(processor, _sub_processor(processor, modality), modality))
 
 
 def _sub_processor(processor: Any, modality: str) -> Any:
-    from mmport.analyzers.media import SUB_PROCESSORS
-
-    for attribute in SUB_PROCESSORS[modality]:
-        sub = getattr(processor, attribute, None)
-        if sub is not None:
-            return sub
-    return None
+    try:
+        return sub_processor(processor, modality)[1]
+    except AnalysisError:
+        return None
 
 
 def _defaults(processor: Any, modality: str) -> dict[str, Any]:
