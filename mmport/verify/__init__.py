@@ -109,7 +109,11 @@ def verify_port(
             said = (session.rejected or session.outside_contract or list(session.refused_settings.values()) or ["no reason given"])[-1]
             raise MmportError(f"the HF processor rejects every probe under --processor-kwargs (or gives it nothing to compare): {said}")
         notify("embedding inputs, dummy inputs and limits")
-        session.check_embeddings(checks["embeds"], snapshot.load_config().get_text_config().hidden_size)
+        hidden_size = getattr(snapshot.load_config().get_text_config(), "hidden_size", None)
+        if hidden_size is None:
+            checks["embeds"].skipped = "the config names no text hidden size to shape embeddings by"
+        else:
+            session.check_embeddings(checks["embeds"], hidden_size)
         session.check_dummy(checks["dummy"])
         session.check_limits(checks["limits"])
         session.finish(checks)

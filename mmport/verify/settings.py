@@ -155,8 +155,10 @@ def is_architecture(name: str, default: Any, architecture: dict[str, Any]) -> bo
             return True
     if dataclasses.is_dataclass(default) and not isinstance(default, type):
         default = dataclasses.asdict(default)
-    sides = {v for v in default.values() if v is not None} if isinstance(default, dict) else set()
-    return len(sides) == 1 and any(str(key).endswith("image_size") and value in sides for key, value in architecture.items())
+    sides = [v for v in default.values() if v is not None] if isinstance(default, dict) else []
+    if not sides or not all(isinstance(v, int) and not isinstance(v, bool) for v in sides) or len(set(sides)) != 1:
+        return False  # not a square size of integer sides
+    return any(str(key).endswith("image_size") and value == sides[0] for key, value in architecture.items())
 
 
 def telling_items(hf: Any, setting: Setting) -> list:
