@@ -14,6 +14,7 @@ from pathlib import Path
 from mmport.errors import MmportError
 from mmport.runtime.hf_model import ModelOptions
 from mmport.verify.report import CHECKS, CheckResult, Failure, Report
+from mmport.verify.settings import SETTINGS_PER_MODALITY
 
 __all__ = ["CheckResult", "Failure", "ModelOptions", "Report", "verify_port"]
 
@@ -31,6 +32,7 @@ def verify_port(
     progress: Callable[[str], None] | None = None,
     model: ModelOptions | None = None,
     processor_kwargs: dict | None = None,
+    settings_per_modality: int = SETTINGS_PER_MODALITY,
 ) -> Report:
     """Verify the port in ``port_path`` against the HF processor of ``ref``.
 
@@ -86,7 +88,7 @@ def verify_port(
             settings = [Setting(dict(processor_kwargs), origin="pinned")]
         else:
             notify("finding settings that change HF's counts")
-            settings = count_changing_settings(hf, seed)
+            settings = count_changing_settings(hf, seed, settings_per_modality)
         for setting in settings:
             limits = session.probe_limits()
             limits = {setting.modality: limits[setting.modality]} if setting.modality in limits else limits

@@ -185,7 +185,7 @@ def _reshapes_patches(hf: Any, item: Any, setting: Setting) -> bool:
 
 
 def count_changing_settings(hf: Any, seed: int = 0, per_modality: int = SETTINGS_PER_MODALITY) -> list[Setting]:
-    """Settings under which HF counts a reference item of some modality differently (seeded choice).
+    """Up to ``per_modality`` settings per modality under which HF counts a reference item differently (seeded).
 
     ``hf`` is the verify reference (:class:`mmport.verify.reference.HFReference`).
     Settings HF rejects, or under which it counts as by default, are not kept.
@@ -202,19 +202,24 @@ def count_changing_settings(hf: Any, seed: int = 0, per_modality: int = SETTINGS
             baseline = [hf.item_count(item) for item in items]
         except Exception:
             continue
-        found = []
-        for name, default in _defaults(hf.processor, modality).items():
+        # In a seeded order, until enough are found: each try costs HF calls.
+        candidates = list(_defaults(hf.processor, modality).items())
+        rng.shuffle(candidates)
+        found: list[Setting] = []
+        for name, default in candidates:
+            if len(found) == per_modality:
+                break
             if is_architecture(name, default, architecture):
                 continue  # the vision tower is built for it: no request changes it
             for value in variations(default):
                 setting = Setting({name: value}, modality)
                 try:
                     counts = [hf.item_count(item, setting) for item in items]
-                    reshapes = _reshapes_patches(hf, items[0], setting)
+                    if counts == baseline or not all(counts) or _reshapes_patches(hf, items[0], setting):
+                        continue
                 except Exception:
                     continue  # HF rejects the value: no request could carry it
-                if counts != baseline and all(counts) and not reshapes:
-                    found.append(setting)
-                    break
-        chosen += rng.sample(found, min(per_modality, len(found)))
+                found.append(setting)
+                break
+        chosen += found
     return chosen

@@ -148,7 +148,9 @@ class LlavaProcessingInfo(BaseProcessingInfo):
             "image": lambda w, h: [self.get_image_token_id()] * self.get_num_image_tokens(image_width=w, image_height=h),
         }
         # Two items of each modality that differ in size (and, for videos, frames).
-        arguments = {"image": [(224, 224), (896, 448)], "video": [(4, 64), (8, 128)], "audio": [(1, 1), (1, 7)]}
+        arguments = {
+            "image": [(224, 224), (896, 448)],
+        }
         embed_ids = {
             "image": self.get_image_token_id(),
         }
