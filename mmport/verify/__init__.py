@@ -49,6 +49,7 @@ def verify_port(
     from mmport.verify.probes import make_probes
     from mmport.verify.model_check import ModelCheck
     from mmport.verify.reference import HFReference
+    from mmport.verify.embeds import check_embeddings
     from mmport.verify.session import Session
     from mmport.verify.settings import Setting, check_known_kwargs, count_changing_settings, telling_items
 
@@ -115,7 +116,7 @@ def verify_port(
         if hidden_size is None:
             checks["embeds"].skipped = "the config names no text hidden size to shape embeddings by"
         else:
-            session.check_embeddings(checks["embeds"], hidden_size)
+            check_embeddings(session, checks["embeds"], hidden_size)
         session.check_dummy(checks["dummy"])
         session.check_limits(checks["limits"])
         session.finish(checks)

@@ -9,8 +9,6 @@ be compared.
 
 from __future__ import annotations
 
-import torch
-
 from mmport.errors import one_line
 from mmport.verify.checks import check_cache, check_fields, check_placeholders, check_tokens
 from mmport.verify.probes import MAX_PROBE_ITEMS, Item, Probe, media_of
@@ -249,42 +247,6 @@ class Session:
         for name, check in checks.items():
             if name in NEEDS and check.runs == 0 and not check.failures and not check.skipped:
                 check.failures.append(Failure(name, f"compared nothing: no {NEEDS[name]} reached this check"))
-
-    def check_embeddings(self, result: CheckResult, hidden_size: int) -> None:
-        """Per modality the port declares: an item given as precomputed embeddings gets HF's tokens for the item.
-
-        The embeddings have as many rows as HF gives the item positions (the
-        shape of the encoder's output) and seeded values; the prompt, the
-        placeholder and the port's ``<modality>_embeds`` field must follow. A
-        port that does not take a modality's embeddings is named, not failed.
-        """
-        refused = []
-        generator = torch.Generator().manual_seed(0)
-        for modality in self.hf.modalities:
-            if modality not in self.limits:
-                continue
-            item = self.hf.reference_items(modality)[0]
-            try:
-                expected = self.hf.single(item)
-            except Exception:
-                continue  # HF refuses the reference item: the probes judged this modality
-            count = expected.input_ids.count(self.hf.modalities[modality].embed_id)
-            embeds = torch.randn(count, hidden_size, generator=generator)
-            try:
-                actual = self.runner.process(expected.prompt, {modality: [embeds]})
-            except Exception as exc:
-                refused.append(f"{modality} ({one_line(exc)})")
-                continue
-            result.runs += 1
-            name = f"{modality} embeddings"
-            check_tokens(result, name, expected.input_ids, actual.prompt_token_ids)
-            given = (actual.items.get(modality) or [{}])[0].get(f"{modality}_embeds")
-            if given is None or not torch.equal(torch.as_tensor(given).float(), embeds):
-                result.failures.append(Failure(name, f"the port's {modality}_embeds field does not hold the embeddings given"))
-        if refused:
-            result.summary = "the port does not take embeddings of: " + "; ".join(refused)
-            if not result.runs:
-                result.skipped = result.summary
 
     def check_dummy(self, result: CheckResult) -> None:
         """Per modality: the port's dummy inputs reach the largest count HF produced."""
