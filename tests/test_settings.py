@@ -13,7 +13,7 @@ from conftest import failed_checks, invoke, mutated_port, verify_report
 from mmport.analyzers import analyze
 from mmport.sources import resolve
 from mmport.verify.reference import HFReference
-from mmport.verify.settings import Setting, count_changing_settings, typed_call_kwargs
+from mmport.verify.settings import SETTINGS_PER_MODALITY, Setting, count_changing_settings, typed_call_kwargs
 
 slow = pytest.mark.slow
 
@@ -79,7 +79,7 @@ def test_inspect_lists_the_settings_hf_counts_change_under(model_type) -> None:
 @pytest.mark.parametrize("model_type", SETTING_FAMILIES)
 def test_generated_port_matches_hf_under_drawn_settings(model_type, scaffolded) -> None:
     port = scaffolded(model_type) / f"{model_type}_processing.py"
-    code, report = verify_report(model_type, port, probes=4)
+    code, report = verify_report(model_type, port, probes=4, settings_per_modality=SETTINGS_PER_MODALITY)
     assert report["settings"], "no setting changes HF's counts here, so nothing was judged under one"
     assert code == 0, report
 
@@ -90,7 +90,7 @@ def test_generated_port_matches_hf_under_drawn_settings(model_type, scaffolded) 
 def test_generated_port_matches_hf_under_settings_in_real_vllm(model_type, scaffolded) -> None:
     pytest.importorskip("vllm.multimodal.processing")
     port = scaffolded(model_type) / f"{model_type}_processing.py"
-    code, report = verify_report(model_type, port, probes=4, seed=1, backend="vllm")
+    code, report = verify_report(model_type, port, probes=4, seed=1, backend="vllm", settings_per_modality=SETTINGS_PER_MODALITY)
     assert report["backend"].startswith("vllm 0.33"), report["backend"]
     assert report["settings"], "no setting changes HF's counts here, so nothing was judged under one"
     assert report["checks"]["embeds"]["status"] in ("pass", "skip"), report["checks"]["embeds"]
