@@ -6,12 +6,12 @@ to a :class:`CheckResult`; none raises for a disagreement.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
-from mmport.verify.report import CheckResult, Failure
+from mmport.verify.report import CheckResult, Failure, TokenWindow
 
 __all__ = [
     "compare_items",
@@ -21,7 +21,11 @@ __all__ = [
     "check_placeholders",
     "check_tokens",
     "first_divergence",
+    "token_window",
 ]
+
+# Tokens shown on each side of the first difference in a token window.
+WINDOW = 12
 
 
 def first_divergence(expected: list[int], actual: list[int]) -> int | None:
@@ -36,13 +40,28 @@ def _at(seq: list[int], index: int) -> str:
     return str(seq[index]) if index < len(seq) else "<end>"
 
 
-def check_tokens(result: CheckResult, probe: str, expected: list[int], actual: list[int]) -> None:
-    """The port's prompt token ids equal HF's ``input_ids``."""
+def check_tokens(result: CheckResult, probe: str, expected: list[int], actual: list[int]) -> int | None:
+    """The port's prompt token ids equal HF's ``input_ids``; the first differing position, if any."""
     result.runs += 1
     position = first_divergence(expected, actual)
     if position is not None:
         message = f"token ids differ (HF {len(expected)} tokens, port {len(actual)})"
         result.failures.append(Failure(probe, message, position, _at(expected, position), _at(actual, position)))
+    return position
+
+
+def token_window(
+    expected: list[int], actual: list[int], position: int, spell: Callable[[list[int]], list[str]] | None = None
+) -> TokenWindow:
+    """Both sequences from :data:`WINDOW` tokens before ``position`` to :data:`WINDOW` after it.
+
+    ``spell`` turns ids into the tokenizer's text for them (HF's
+    ``convert_ids_to_tokens``); a side that ends early is shorter.
+    """
+    start = max(0, position - WINDOW)
+    hf, port = expected[start : position + WINDOW + 1], actual[start : position + WINDOW + 1]
+    hf_tokens, port_tokens = (spell(hf), spell(port)) if spell else ([], [])
+    return TokenWindow(position, start, tuple(hf), tuple(port), tuple(hf_tokens), tuple(port_tokens))
 
 
 def check_placeholders(

@@ -21,7 +21,7 @@ from typing import Any
 
 from mmport.media import MODALITIES, make_audio, make_image, make_video, video_metadata
 
-__all__ = ["Item", "MAX_PROBE_ITEMS", "Probe", "make_image", "make_probes", "media_of"]
+__all__ = ["Item", "MAX_PROBE_ITEMS", "Probe", "make_image", "make_probes", "media_of", "port_data"]
 
 WORDS = ("describe", "the", "picture", "what", "is", "shown", "here", "left", "right", "and", "a", "cat")
 # (width, height): tiny, small, square, huge, and extreme aspect ratios both ways.
@@ -139,6 +139,15 @@ class Probe:
 def media_of(item: Item, sampling_rate: int | None = None) -> Any:
     """``item.media(sampling_rate)``, made once: HF and the port get the very same arrays."""
     return item.media(sampling_rate)
+
+
+def port_data(items: list[Item], sampling_rate: int | None) -> dict[str, list]:
+    """The items as vLLM's loaders hand them to a port: images, ``(frames, metadata)``, ``(waveform, rate)``."""
+    data: dict[str, list] = {}
+    for item in items:
+        media = item.picture if item.picture is not None else media_of(item, sampling_rate)
+        data.setdefault(item.modality, []).append((media, sampling_rate) if item.modality == "audio" else media)
+    return data
 
 
 def _text(rng: random.Random) -> str:

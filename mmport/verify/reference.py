@@ -91,6 +91,14 @@ class HFReference:
         """The image placeholder's own id."""
         return token_id_of(self.processor)
 
+    def spell(self, ids: list[int]) -> list[str]:
+        """The tokenizer's text for each id (``<image>``, ``▁cat``), or nothing when it cannot say."""
+        tokenizer = getattr(self.processor, "tokenizer", None)
+        try:
+            return [str(token) for token in tokenizer.convert_ids_to_tokens(list(ids))]
+        except Exception:  # no tokenizer, or ids it does not know: the ids alone still show the difference
+            return []
+
     def placeholders(self) -> dict[str, str | None]:
         """Modality → the text an item takes in a prompt."""
         return {m: ref.placeholder for m, ref in self.modalities.items()}

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from xml.etree import ElementTree as ET
 
-__all__ = ["CHECKS", "CheckResult", "Failure", "Report"]
+__all__ = ["CHECKS", "CheckResult", "CountCurve", "CurvePoint", "Failure", "ItemSize", "Report", "TokenWindow"]
 
 # The parity contract, in the order checks are reported (DESIGN §4).
 CHECKS = ("tokens", "placeholders", "fields", "cache", "embeds", "dummy", "limits", "model")
@@ -30,6 +30,67 @@ class Failure:
         if self.expected is not None or self.actual is not None:
             text += f": HF {self.expected}, port {self.actual}"
         return text
+
+
+@dataclass(frozen=True)
+class TokenWindow:
+    """HF's and the port's token ids around their first difference (``position``), both from ``start``.
+
+    ``hf_tokens``/``port_tokens`` are the same ids as HF's tokenizer spells
+    them (empty when it could not): ``TokenWindow(587, 575, (32000, 90), (32000, 32000), ...)``.
+    """
+
+    position: int
+    start: int
+    hf: tuple[int, ...]
+    port: tuple[int, ...]
+    hf_tokens: tuple[str, ...] = ()
+    port_tokens: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ItemSize:
+    """What decides one probe item's count, as numbers: ``(width, height)``, frames and rate, or seconds."""
+
+    modality: str
+    width: int = 0
+    height: int = 0
+    frames: int = 0
+    fps: float = 0.0
+    seconds: float = 0.0
+    described: str = ""  # ``a 333×517 image``
+
+    @classmethod
+    def of(cls, item) -> ItemSize:
+        """The sizes of a probe :class:`~mmport.verify.probes.Item`."""
+        width, height = item.size
+        return cls(item.modality, width, height, item.frames, item.fps, item.seconds, item.describe())
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """HF's and the port's count for one item alone; ``port`` is None where the port raised (``error``)."""
+
+    group: str  # the panel the point is drawn in: an aspect ratio, a frame size
+    item: str  # the item, described
+    x: float
+    hf: int
+    port: int | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class CountCurve:
+    """One modality's counts over a sweep of item sizes (:mod:`mmport.verify.curves`)."""
+
+    modality: str
+    x_label: str
+    log_x: bool
+    points: tuple[CurvePoint, ...]
+
+    def mismatches(self) -> list[CurvePoint]:
+        """The points where the port's count is not HF's."""
+        return [p for p in self.points if p.port != p.hf]
 
 
 @dataclass
@@ -67,6 +128,12 @@ class Report:
     probe_modalities: dict[str, list[str]] = field(default_factory=dict)
     # The request settings probes also ran under: (modality or "", "name=value, ...", "drawn" or "pinned").
     settings: list[tuple[str, str, str]] = field(default_factory=list)
+    # Per probe whose tokens differ: both sides around the first difference.
+    token_windows: dict[str, TokenWindow] = field(default_factory=dict)
+    # Per probe, its items' sizes, in order.
+    probe_items: dict[str, list[ItemSize]] = field(default_factory=dict)
+    # Per modality, counts over a sweep of item sizes (only when verify was asked for them).
+    curves: dict[str, CountCurve] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -103,6 +170,9 @@ class Report:
             "probe_cases": self.probe_cases,
             "probe_modalities": self.probe_modalities,
             "settings": [{"modality": m, "kwargs": k, "origin": o} for m, k, o in self.settings],
+            "token_windows": {probe: asdict(w) for probe, w in self.token_windows.items()},
+            "probe_items": {probe: [asdict(i) for i in items] for probe, items in self.probe_items.items()},
+            "curves": {modality: asdict(c) for modality, c in self.curves.items()},
             "checks": {
                 name: {
                     "status": c.status,

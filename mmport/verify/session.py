@@ -10,10 +10,10 @@ be compared.
 from __future__ import annotations
 
 from mmport.errors import one_line
-from mmport.verify.checks import check_cache, check_fields, check_placeholders, check_tokens
-from mmport.verify.probes import MAX_PROBE_ITEMS, Item, Probe, media_of
+from mmport.verify.checks import check_cache, check_fields, check_placeholders, check_tokens, token_window
+from mmport.verify.probes import MAX_PROBE_ITEMS, Item, Probe, port_data
 from mmport.verify.reference import HFOutput, HFReference
-from mmport.verify.report import CheckResult, Failure
+from mmport.verify.report import CheckResult, Failure, TokenWindow
 from mmport.verify.settings import Setting
 
 __all__ = ["Session"]
@@ -45,13 +45,13 @@ WORST_CASE_SIDE = 2048
 WORST_CASE_SECONDS = 600
 # What a check that compared nothing had to have, in words.
 NEEDS = {
-    "tokens": "a probe HF answered",
-    "placeholders": "a probe with items HF answered",
-    "fields": "a probe with items HF answered",
-    "cache": "a probe with items the port processed",
-    "dummy": "the port's dummy inputs",
-    "limits": "the port's limits",
-    "embeds": "an item HF answered, given to the port as embeddings",
+    "tokens": "no probe HF answered",
+    "placeholders": "no probe with items HF answered",
+    "fields": "no probe with items HF answered",
+    "cache": "no probe with items the port processed",
+    "dummy": "none of the port's dummy inputs",
+    "limits": "none of the port's limits",
+    "embeds": "no item HF answered, given to the port as embeddings,",
 }
 
 
@@ -72,6 +72,7 @@ class Session:
         self.refused_settings: dict[str, str] = {}  # settings the port refuses outright, with its words
         self.drawn: dict[str, int] = {}  # per modality: items drawn into probes within the limits
         self.judged: dict[str, int] = {}  # ... and items compared against HF
+        self.token_windows: dict[str, TokenWindow] = {}  # per probe whose tokens differ: both sides around it
         self.limits, self.limits_error = self._port_limits()
 
     def _port_limits(self) -> tuple[dict[str, int | None], str]:
@@ -96,16 +97,9 @@ class Session:
         """Images per probe: up to :data:`MAX_PROBE_ITEMS`, within the port's declared limit."""
         return self.probe_limits().get("image", MAX_PROBE_ITEMS)
 
-    def _mm_data(self, items: list[Item]) -> dict[str, list]:
-        """The items as vLLM's loaders hand them to a port: images, ``(frames, metadata)``, ``(waveform, rate)``."""
-        data: dict[str, list] = {}
-        for item in items:
-            media = item.picture if item.picture is not None else media_of(item, self.hf.sampling_rate)
-            data.setdefault(item.modality, []).append((media, self.hf.sampling_rate) if item.modality == "audio" else media)
-        return data
-
-    def _port(self, prompt: str, items: list[Item], setting: Setting | None = None):
-        return self.runner.process(prompt, self._mm_data(items), setting.kwargs if setting else None)
+    def port(self, prompt: str, items: list[Item], setting: Setting | None = None):
+        """The port on ``prompt`` with ``items`` (under ``setting``'s request kwargs); raises what the port raises."""
+        return self.runner.process(prompt, port_data(items, self.hf.sampling_rate), setting.kwargs if setting else None)
 
     def _beyond_limits(self, probe: Probe) -> bool:
         return any(
@@ -137,7 +131,7 @@ class Session:
                 self.max_count[item.modality] = max(self.max_count.get(item.modality, 0), count)
         in_company = self._in_company(probe, expected, counts)
         try:
-            actual = self._port(expected.prompt, list(probe.items), setting)
+            actual = self.port(expected.prompt, list(probe.items), setting)
         except NotImplementedError as exc:
             if setting is None:
                 checks["tokens"].runs += 1
@@ -197,7 +191,9 @@ class Session:
         cannot match; each item is still compared with HF on it alone.
         """
         if not in_company:
-            check_tokens(checks["tokens"], probe.name, expected.input_ids, actual.prompt_token_ids)
+            position = check_tokens(checks["tokens"], probe.name, expected.input_ids, actual.prompt_token_ids)
+            if position is not None:
+                self.token_windows[probe.name] = token_window(expected.input_ids, actual.prompt_token_ids, position, self.hf.spell)
             if self.model_check is not None and all(item.modality == "image" for item in probe.items):
                 self.model_check.run_probe(probe.name, singles, expected, actual)
         if not probe.items:
@@ -209,7 +205,7 @@ class Session:
 
     def _check_cache(self, probe: Probe, result: CheckResult, actual, setting: Setting | None = None) -> None:
         try:
-            alone = [self._port(self.hf.single(item, setting).prompt, [item], setting) for item in probe.items]
+            alone = [self.port(self.hf.single(item, setting).prompt, [item], setting) for item in probe.items]
         except Exception as exc:
             result.runs += 1
             result.failures.append(Failure(probe.name, f"the port raised on one item alone: {one_line(exc)}"))
@@ -246,7 +242,7 @@ class Session:
                 checks["placeholders"].failures.append(Failure("probes", message))
         for name, check in checks.items():
             if name in NEEDS and check.runs == 0 and not check.failures and not check.skipped:
-                check.failures.append(Failure(name, f"compared nothing: no {NEEDS[name]} reached this check"))
+                check.failures.append(Failure(name, f"compared nothing: {NEEDS[name]} reached this check"))
 
     def check_dummy(self, result: CheckResult) -> None:
         """Per modality: the port's dummy inputs reach the largest count HF produced."""
@@ -338,7 +334,7 @@ class Session:
             result.failures.append(Failure("limits", f"the port allows {allowed} {modality}s but HF rejects {count}: {one_line(exc)}"))
             return
         try:
-            self._port(prompt, items)
+            self.port(prompt, items)
         except Exception as exc:
             result.failures.append(Failure("limits", f"the port rejects {count} {modality}s within its own limit: {one_line(exc)}"))
             return
