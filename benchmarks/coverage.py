@@ -9,7 +9,7 @@ placeholders: it (or a model-specific base) defines ``replace_<modality>_token``
 the 5.x hook, or overrides ``__call__`` and handles the modality's token itself.
 A family passes only when every modality it handles passes. Families run on
 their synthetic snapshots in a small pool of worker processes (``--jobs``),
-each importing torch and transformers once (benchmarks/pool.py); a family
+each importing torch and transformers once (mmport.pool); a family
 that hangs past ``--time-limit`` or kills its worker is reported as such,
 and its worker replaced.
 """
@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pool import WorkerFailure, WorkerPool, serve
+from mmport.pool import WorkerFailure, WorkerPool, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 TIME_LIMIT_S = 300
