@@ -7,7 +7,7 @@ Heavy imports (torch, transformers) happen inside commands, so ``mmport
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import sys
 
@@ -15,6 +15,11 @@ import typer
 from typer.core import TyperGroup
 
 from mmport import __version__
+
+if TYPE_CHECKING:  # heavy at run time (mmport.verify pulls in the runtime); hints only
+    from mmport.verify import ModelOptions
+    from mmport.manifest import ManifestEntry
+    from mmport.manifest.run import PortOutcome
 
 __all__ = ["app", "main"]
 
@@ -109,7 +114,7 @@ def _run(action):
         _fail(RuntimeError(f"internal error while {_step[0]}: {one_line(exc)}; re-run with --debug for the traceback"), 3)
 
 
-def _analyze(ref: str):
+def _analyze(ref: str, trust_remote_code: bool = False):
     from mmport.analyzers import analyze
     from mmport.console import err_console
     from mmport.sources import resolve
@@ -117,26 +122,60 @@ def _analyze(ref: str):
     # Progress goes to stderr so that `inspect --json` output stays clean.
     with err_console.status(f"resolving {ref}…") as status:
         _progress(f"resolving {ref}")
-        snapshot = resolve(ref)
+        snapshot = resolve(ref, trust_remote_code=trust_remote_code)
         _progress(f"analysing {snapshot.model_type}")
         status.update(f"analysing {snapshot.model_type}…")
         return analyze(snapshot)
+
+
+def _inspect_statically(ref: str):
+    """The static read of a snapshot that ships its own code: nothing of that code runs."""
+    from mmport.analyzers.remote_static import inspect_statically
+    from mmport.sources import resolve
+
+    snapshot = resolve(ref)
+    return inspect_statically(snapshot.path, snapshot.model_type)
+
+
+TrustOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-remote-code",
+        help="Let the code a snapshot ships (auto_map: processing_*.py, ...) run; without it none of it is imported.",
+    ),
+]
 
 
 @app.command()
 def inspect(
     ref: RefArg,
     json_out: Annotated[bool, typer.Option("--json", help="Print the PortSpec as JSON.")] = False,
+    trust_remote_code: TrustOption = False,
 ) -> None:
-    """Report what a port needs, each fact with the HF source line it came from."""
-    spec = _run(lambda: _analyze(ref))
-    from mmport.console import console, spec_table
+    """Report what a port needs, each fact with the HF source line it came from.
+
+    A snapshot that ships its own code is read without running it unless
+    --trust-remote-code is given.
+    """
+    from mmport.console import console, spec_table, static_table
+    from mmport.errors import RemoteCodeConsentError
     from mmport.spec import to_json
 
+    def action():
+        try:
+            return _analyze(ref, trust_remote_code)
+        except RemoteCodeConsentError:
+            _progress(f"reading {ref}'s own code without running it")
+            return _inspect_statically(ref)
+
+    spec = _run(action)
+    from mmport.analyzers.remote_static import StaticReport
+
+    static = isinstance(spec, StaticReport)
     if json_out:
-        typer.echo(to_json(spec))
+        typer.echo(spec.to_json() if static else to_json(spec))
     else:
-        console.print(spec_table(spec))
+        console.print(static_table(spec) if static else spec_table(spec))
 
 
 @app.command()
@@ -144,12 +183,13 @@ def scaffold(
     ref: RefArg,
     output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write the port into.")],
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+    trust_remote_code: TrustOption = False,
 ) -> None:
     """Render a complete vLLM port (processing, model, parity test) into DIR."""
     from mmport.render import render_port, write_files
 
     def action():
-        spec = _analyze(ref)
+        spec = _analyze(ref, trust_remote_code)
         _progress(f"rendering the port of {spec.model_type}")
         return write_files(render_port(spec), output, force=force)
 
@@ -160,14 +200,42 @@ def scaffold(
         console.print(f"wrote {path}")
 
 
+def _check_report_paths(*paths: Path | None) -> None:
+    """Each report file must be writable where named: a mistake there fails before any slow work."""
+    for path in paths:
+        if path is not None and not path.parent.is_dir():
+            _fail(ValueError(f"cannot write report '{path}': directory '{path.parent}' does not exist"))
+        if path is not None and path.is_dir():
+            _fail(ValueError(f"cannot write report '{path}': it is a directory; name a file"))
+
+
 @app.command()
 def verify(
-    ref: RefArg,
-    port: Annotated[Path, typer.Option("--port", help="The port's processing module (a .py file).")],
+    ref: Annotated[
+        str | None,
+        typer.Argument(metavar="REF", help="A snapshot directory, a hub id (org/name) or a transformers model_type; not with --manifest."),
+    ] = None,
+    port: Annotated[
+        Path | None,
+        typer.Option("--port", help="The port's processing module (a .py file), or `vllm`: the processor vLLM registers for REF."),
+    ] = None,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            "--manifest",
+            help="Verify many ports: a pyproject.toml whose [tool.mmport] table lists ports = [{ref, port}, ...], "
+            "or a directory of generated ports (each against the REF in its header).",
+        ),
+    ] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, help="With --manifest: worker processes (default: 2, or 1 on one core).")] = None,
     probes: Annotated[int, typer.Option("--probes", min=1, help="Number of seeded probe cases.")] = 8,
     seed: Annotated[int, typer.Option("--seed", help="Seed for the probes.")] = 0,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write a JSON report to this file.")] = None,
-    junit_path: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report to this file.")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write a JSON report to this file (with --manifest, a list of them).")] = None,
+    junit_path: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report to this file (with --manifest, a suite per port).")] = None,
+    html_path: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write a self-contained HTML report (checks, first difference, count-vs-size plots) to this file."),
+    ] = None,
     backend: Annotated[str, typer.Option("--backend", help="auto (real vLLM when importable), vllm or bundled.")] = "auto",
     model: Annotated[bool, typer.Option("--model", help="Also check the port against the HF model itself.")] = False,
     device: Annotated[str, typer.Option("--device", help="With --model: auto (CUDA when present), cuda or cpu.")] = "auto",
@@ -182,27 +250,70 @@ def verify(
             "instead of the settings drawn from those that change HF's counts.",
         ),
     ] = None,
+    settings: Annotated[
+        int, typer.Option("--settings", min=0, help="Request settings drawn per modality from those that change HF's counts (0: defaults only).")
+    ] = 3,
+    trust_remote_code: TrustOption = False,
 ) -> None:
     """Check a port against the HF processor (and with --model, the HF model).
 
-    Exit 0 pass, 1 a check failed, 2 bad input.
+    REF --port PORT checks one port; --manifest checks many in one run.
+    Exit 0 pass, 1 a check failed, 2 bad input (with --manifest: the worst of the ports).
     """
-    from mmport.console import console, err_console, report_table
-    from mmport.errors import PortLoadError
-    from mmport.verify import ModelOptions, verify_port
-    from mmport.verify.settings import parse_processor_kwargs
+    if manifest is not None:
+        per_port = {
+            "REF": ref is not None,
+            "--port": port is not None,
+            "--processor-kwargs": processor_kwargs is not None,
+            "--html": html_path is not None,
+            "--trust-remote-code": trust_remote_code,
+            "--settings": settings != 3,
+            "--model": model or tiny or weights or device != "auto" or dtype != "auto",
+        }
+        _refuse_with_manifest([name for name, given in per_port.items() if given])
+        _verify_manifest(manifest, workers, probes, seed, backend, json_path, junit_path)
+    if ref is None or port is None:
+        _fail(ValueError("pass REF and --port PORT to verify one port, or --manifest PATH to verify many"))
+    if workers is not None:
+        _fail(ValueError("--workers applies to --manifest runs; a single port runs in this process"))
+    if str(port) != "vllm" and not port.is_file():
+        from mmport.errors import PortLoadError
 
-    if not port.is_file():
         problem = "is a directory" if port.is_dir() else "does not exist"
         _fail(PortLoadError(f"port file '{port}' {problem}; pass the generated <model>_processing.py"))
-    for path in (json_path, junit_path):
-        if path is not None and not path.parent.is_dir():
-            _fail(ValueError(f"cannot write report '{path}': directory '{path.parent}' does not exist"))
-        if path is not None and path.is_dir():
-            _fail(ValueError(f"cannot write report '{path}': it is a directory; name a file"))
+    _check_report_paths(json_path, junit_path, html_path)
     if not model and (tiny or weights or device != "auto" or dtype != "auto"):
         _fail(ValueError("--device, --dtype, --tiny and --weights apply to the model check; add --model"))
+    from mmport.verify import ModelOptions
+
     options = ModelOptions(device, dtype, tiny, weights) if model else None
+    reports = {"json": json_path, "junit": junit_path, "html": html_path}
+    _verify_one(ref, port, probes, seed, backend, options, processor_kwargs, reports, settings, trust_remote_code)
+
+
+def _refuse_with_manifest(given: list[str]) -> None:
+    """Options that say something per port: the manifest says it, so on the command line they are a mistake."""
+    if given:
+        _fail(ValueError(f"{', '.join(given)} cannot go with --manifest: the manifest names each port, its ref and options"))
+
+
+def _verify_one(
+    ref: str,
+    port: Path,
+    probes: int,
+    seed: int,
+    backend: str,
+    options: ModelOptions | None,
+    processor_kwargs: str | None,
+    reports: dict[str, Path | None],
+    settings: int,
+    trust_remote_code: bool,
+) -> NoReturn:
+    """``verify REF --port PORT``: the check table, the reports (``reports``: json, junit, html paths), exit 0 or 1."""
+    from mmport.console import console, err_console, report_table
+    from mmport.verify import verify_port
+    from mmport.verify.settings import parse_processor_kwargs
+
     pinned = _run(lambda: parse_processor_kwargs(processor_kwargs))
     with err_console.status("verifying…") as status:
 
@@ -212,15 +323,98 @@ def verify(
 
         report = _run(
             lambda: verify_port(
-                ref, port, probes=probes, seed=seed, backend=backend, progress=progress, model=options, processor_kwargs=pinned
+                ref,
+                port,
+                probes=probes,
+                seed=seed,
+                backend=backend,
+                progress=progress,
+                model=options,
+                processor_kwargs=pinned,
+                settings_per_modality=settings,
+                curves=reports["html"] is not None,
+                trust_remote_code=trust_remote_code,
             )
         )
     console.print(report_table(report))
-    for path, text in ((json_path, report.to_json()), (junit_path, report.to_junit())):
+    writers = {"json": report.to_json, "junit": report.to_junit, "html": lambda: _html(report)}
+    for kind, path in reports.items():
         if path is not None:
-            path.write_text(text)
+            path.write_text(writers[kind](), encoding="utf-8")
     console.print(f"{'PASS' if report.passed else 'FAIL'} in {report.seconds:.1f}s")
     raise typer.Exit(0 if report.passed else 1)
+
+
+def _html(report) -> str:
+    from mmport.verify.html import render_html
+
+    return render_html(report)
+
+
+def _verify_manifest(
+    manifest: Path, workers: int | None, probes: int, seed: int, backend: str, json_path: Path | None, junit_path: Path | None
+) -> NoReturn:
+    """``verify --manifest PATH``: every port on a pool of workers, one summary table, one JUnit file.
+
+    The exit code is the worst any port would give on its own (see mmport.manifest.run.exit_code).
+    """
+    import time
+
+    from mmport.console import console, manifest_table
+    from mmport.manifest import load_manifest
+    from mmport.manifest.run import combined_json, combined_junit, default_workers, exit_code
+
+    _progress(f"reading the manifest {manifest}")
+    entries = _run(lambda: load_manifest(manifest))
+    _check_report_paths(json_path, junit_path)
+    _check_backend(backend)
+    workers = workers or default_workers()
+    started = time.perf_counter()
+    outcomes = _run(lambda: _verify_with_progress(entries, workers, probes, seed, backend))
+    console.print(manifest_table(outcomes, workers=workers, wall=time.perf_counter() - started))
+    for path, text in ((json_path, combined_json(outcomes)), (junit_path, combined_junit(outcomes))):
+        if path is not None:
+            path.write_text(text)
+    code = exit_code(outcomes)
+    console.print(f"{'PASS' if code == 0 else 'FAIL'} in {time.perf_counter() - started:.1f}s")
+    raise typer.Exit(code)
+
+
+def _check_backend(backend: str) -> None:
+    """A backend name every port would refuse is one mistake, said once (not once per port)."""
+    from mmport.errors import MmportError
+
+    if backend not in ("auto", "vllm", "bundled"):
+        _fail(MmportError(f"unknown backend {backend!r}; choose one of auto, vllm, bundled"))
+    if backend == "vllm":
+        from mmport.runtime.backends import select_backend
+
+        _run(lambda: select_backend(backend))
+
+
+def _verify_with_progress(entries: list[ManifestEntry], workers: int, probes: int, seed: int, backend: str) -> list[PortOutcome]:
+    """Run :func:`mmport.manifest.run.verify_many` under a progress bar on stderr: ports done, ports running."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from mmport.console import err_console
+    from mmport.manifest.run import verify_many
+
+    running: list[str] = []
+    columns = (TextColumn("verify"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task("", total=len(entries))
+
+        def started(entry) -> None:
+            running.append(entry.label)
+            _progress(f"verifying {entry.label}")
+            bar.update(task, description=", ".join(running))
+
+        def done(outcome) -> None:
+            running.remove(outcome.entry.label)
+            bar.update(task, advance=1, description=", ".join(running))
+
+        _progress(f"starting {workers} worker(s)")
+        return verify_many(entries, workers=workers, probes=probes, seed=seed, backend=backend, on_start=started, on_done=done)
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["console", "err_console", "error", "spec_table", "report_table"]
+__all__ = ["console", "err_console", "error", "manifest_table", "spec_table", "static_table", "report_table"]
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -165,6 +165,20 @@ def _encoder_rows(spec) -> list[tuple[str, str, str]]:
     ]
 
 
+def static_table(report) -> Table:
+    """What a static read of a remote-code snapshot settled, and what it could not."""
+    table = Table(title=f"{report.model_type} (remote code, read without running it)")
+    table.add_column("fact")
+    table.add_column("value", overflow="fold")
+    table.add_column("source", overflow="fold")
+    for fact in report.facts:
+        table.add_row(escape(fact.fact), escape(fact.value), escape(str(fact.source or "")))
+    for unsettled in report.unsettled:
+        table.add_row("not settled", escape(unsettled), "needs the snapshot's code to run: --trust-remote-code")
+    table.caption = f"the snapshot's own modules: {', '.join(report.modules)}; none of them was run"
+    return table
+
+
 def report_table(report) -> Table:
     """One row per check: status, probes run, first failure."""
     colours = {"pass": "green", "fail": "red", "skip": "yellow"}
@@ -182,4 +196,22 @@ def report_table(report) -> Table:
         table.caption = escape(f"probes also ran under request settings: {under}")
     else:
         table.caption = "no request setting changes HF's counts here: probes ran under the defaults"
+    return table
+
+
+def manifest_table(outcomes, *, workers: int, wall: float) -> Table:
+    """One row per port of a ``verify --manifest`` run: verdict, failing checks (or the error), seconds."""
+    colours = {"pass": "green", "fail": "red", "bad input": "red", "error": "red"}
+    table = Table(title=f"mmport verify: {len(outcomes)} ports")
+    table.add_column("port", overflow="fold")
+    table.add_column("ref", overflow="fold")
+    table.add_column("verdict")
+    table.add_column("failing checks, or the error", overflow="fold")
+    table.add_column("seconds", justify="right")
+    for o in outcomes:
+        detail = ", ".join(o.failing) if o.failing else o.error
+        table.add_row(escape(o.entry.label), escape(o.entry.ref), f"[{colours[o.verdict]}]{o.verdict}[/]", escape(detail), f"{o.seconds:.1f}")
+    passed = sum(o.verdict == "pass" for o in outcomes)
+    own = sum(o.seconds for o in outcomes)
+    table.caption = f"{passed} / {len(outcomes)} pass; {wall:.1f} s wall on {workers} worker(s), {own:.1f} s of verify in all"
     return table

@@ -12,9 +12,11 @@ __all__ = [
     "AnalysisError",
     "BadReferenceError",
     "DeviceError",
+    "ManifestError",
     "MmportError",
     "OutputExistsError",
     "PortLoadError",
+    "RemoteCodeConsentError",
     "RenderError",
 ]
 
@@ -27,6 +29,10 @@ class MmportError(Exception):
 
 class BadReferenceError(MmportError):
     """REF is neither a snapshot directory, a reachable hub id nor a model_type."""
+
+
+class RemoteCodeConsentError(BadReferenceError):
+    """The snapshot's own code would have to run, and ``--trust-remote-code`` was not given."""
 
 
 class AnalysisError(MmportError):
@@ -47,6 +53,10 @@ class PortLoadError(MmportError):
 
 class DeviceError(MmportError):
     """A requested device (e.g. CUDA) is not available."""
+
+
+class ManifestError(MmportError):
+    """A ``verify --manifest`` file or directory that does not list ports verify can run."""
 
 
 def one_line(exc: BaseException) -> str:

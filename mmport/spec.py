@@ -108,6 +108,9 @@ class CountRule:
     # Parameters a delegated call must pass to HF's ``_process_images`` beside
     # the images kwargs; the port takes them from the processor's merged kwargs.
     delegate_args: tuple[str, ...] = ()
+    # Delegated through HF's own ``__call__``: a processor in the older style,
+    # which expands placeholders there by itself (no ``replace_<modality>_token``).
+    via_call: bool = False
     replacement: HelperFunction | None = None
     # Video and audio: the hook run on the item's own HF outputs (strategy "derived").
     outputs: OutputRule | None = None
@@ -354,6 +357,8 @@ class PortSpec:
     encoder: EncoderSpec | None = None
     encoder_reason: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The snapshot ships the processor's code (auto_map), which runs only with consent.
+    trust_remote_code: bool = False
 
     @property
     def image(self) -> ModalitySpec | None:

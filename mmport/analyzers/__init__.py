@@ -72,8 +72,17 @@ def _replacement(processor, geometry: GeometryRule) -> tuple[ReplacementFacts, P
         found = find_method(processor_cls, "replace_image_token") or find_method(processor_cls, "__call__")
         source = found[0].source(found[1]) if found else Source("(processor)", 0)
         reason = str(first) if "token * count" not in str(first) else str(exc)
-        rule = CountRule((), "", False, "delegated", source, reason, delegate_args=_process_images_args(processor_cls, _merged_image_kwargs(processor)))
+        if _expands_in_own_call(processor_cls):
+            reason = f"{processor_cls.__name__} expands placeholders in its own __call__ (no replace_image_token): {reason}"
+            rule = CountRule((), "", False, "delegated", source, reason, via_call=True)
+        else:
+            rule = CountRule((), "", False, "delegated", source, reason, delegate_args=_process_images_args(processor_cls, _merged_image_kwargs(processor)))
         return ReplacementFacts(rule, "image_token"), None
+
+
+def _expands_in_own_call(processor_cls: type) -> bool:
+    """An older-style processor: its model code defines ``__call__`` but no 5.x ``replace_image_token`` hook."""
+    return find_method(processor_cls, "replace_image_token", models_only=True) is None and find_method(processor_cls, "__call__", models_only=True) is not None
 
 
 def _process_images_args(processor_cls: type, image_kwargs: set[str]) -> tuple[str, ...]:
@@ -266,4 +275,5 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         notes=tuple(f"{modality} not ported: {reason}" for modality, reason in refused.items()),
         encoder=encoder,
         encoder_reason=encoder_reason,
+        trust_remote_code=snapshot.trust_remote_code,
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 import libcst as cst
 
-from mmport.analyzers.sourcefile import find_method, parse_class
+from mmport.analyzers.sourcefile import find_method, is_hf_code, parse_class
 from mmport.spec import CountRule, SettingSpec, Source
 
 __all__ = ["NOT_SETTINGS", "SCOPES", "count_settings", "typed_kwargs", "unfollowed_switches"]
@@ -52,7 +52,7 @@ def typed_kwargs(processor: Any, sub_processor: Any, modality: str) -> dict[str,
 
 
 def _declared_at(klass: type, name: str) -> Source | None:
-    parsed = parse_class(klass) if klass.__module__.startswith("transformers.") else None
+    parsed = parse_class(klass) if is_hf_code(klass.__module__) else None
     if parsed is None:
         return None
     for statement in parsed.classdef.body.body:

@@ -16,6 +16,7 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from mmport.sources.remote import REMOTE_CODE_PACKAGE, is_hf_code
 from mmport.spec import Source
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "bound_names",
     "class_assignments",
     "find_method",
+    "is_hf_code",
+    "relative_source_path",
     "init_assignment_source",
     "names_in",
     "parse_class",
@@ -57,14 +60,16 @@ class ParsedClass:
         return {stmt.name.value: stmt for stmt in self.classdef.body.body if isinstance(stmt, cst.FunctionDef)}
 
 
-def _relative(path: Path) -> str:
+def relative_source_path(path: Path | str) -> str:
+    """Provenance path: under transformers' package, or a snapshot's own file by name."""
     import transformers
 
+    path = Path(path)
+    if REMOTE_CODE_PACKAGE in path.parts:
+        # HF copies the snapshot's files unchanged (same names, same lines).
+        return path.name
     root = Path(transformers.__file__).parent
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 @lru_cache(maxsize=128)
@@ -80,13 +85,12 @@ def parse_class(klass: type) -> ParsedClass | None:
     if classdef is None or filename is None:
         return None
     positions = dict(wrapper.resolve(PositionProvider))
-    return ParsedClass(_relative(Path(filename)), classdef, wrapper.module, positions, first_line)
+    return ParsedClass(relative_source_path(filename), classdef, wrapper.module, positions, first_line)
 
 
 def transformers_classes(cls: type, *, models_only: bool = False) -> list[type]:
     """``cls``'s MRO restricted to transformers (optionally its ``models/``) classes."""
-    prefix = "transformers.models." if models_only else "transformers."
-    return [k for k in cls.__mro__ if k.__module__.startswith(prefix) or k is cls]
+    return [k for k in cls.__mro__ if is_hf_code(k.__module__, models_only=models_only) or k is cls]
 
 
 def find_method(cls: type, name: str, *, models_only: bool = False) -> tuple[ParsedClass, cst.FunctionDef] | None:

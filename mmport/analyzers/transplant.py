@@ -30,7 +30,7 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
-from mmport.analyzers.sourcefile import find_method
+from mmport.analyzers.sourcefile import find_method, is_hf_code, relative_source_path
 from mmport.errors import AnalysisError
 from mmport.spec import HelperFunction, Source
 
@@ -104,21 +104,13 @@ class _Rewrite(cst.CSTTransformer):
         return updated_node.with_changes(value=self.owner) if original_node.value == "self" else updated_node
 
 
-def _relative(filename: str) -> str:
-    import transformers
-
-    root = Path(transformers.__file__).parent
-    path = Path(filename)
-    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
-
-
 def _parse_function(func: types.FunctionType) -> tuple[cst.FunctionDef, Source]:
     """A module-level function's tree and provenance (its ``def`` line)."""
     lines, first_line = inspect.getsourcelines(func)
     wrapper = MetadataWrapper(cst.parse_module(textwrap.dedent("".join(lines))), unsafe_skip_copy=True)
     funcdef = next(s for s in wrapper.module.body if isinstance(s, cst.FunctionDef))
     line = wrapper.resolve(PositionProvider)[funcdef.name].start.line + first_line - 1
-    return funcdef, Source(_relative(inspect.getsourcefile(func) or ""), line, f"def {func.__name__}(...)")
+    return funcdef, Source(relative_source_path(inspect.getsourcefile(func) or ""), line, f"def {func.__name__}(...)")
 
 
 def _without_docstring(funcdef: cst.FunctionDef) -> cst.FunctionDef:
@@ -222,7 +214,7 @@ class Transplanter:
             self.function(func)
         except AnalysisError:
             module = inspect.unwrap(func).__module__
-            if module.startswith("transformers.models.") or getattr(sys.modules.get(module), name, None) is not func:
+            if is_hf_code(module, models_only=True) or getattr(sys.modules.get(module), name, None) is not func:
                 raise
             self.helpers, self.imports = helpers, imports
             self.imports.add(f"from {module} import {name}")
@@ -242,14 +234,14 @@ class Transplanter:
 def _is_transformers_function(value: object) -> bool:
     """A plain transformers function, or one behind ``functools.lru_cache``."""
     func = inspect.unwrap(value) if callable(value) else value
-    return isinstance(func, types.FunctionType) and func.__module__.startswith("transformers.")
+    return isinstance(func, types.FunctionType) and is_hf_code(func.__module__)
 
 
 def _from_installed_package(value: object, name: str) -> bool:
     """A function or class another installed package exports under ``name`` (``num2words``): imported, as HF does."""
     module = getattr(value, "__module__", None) or ""
     top = module.split(".")[0]
-    if not module or top in ("transformers", "builtins", "__main__") or top in sys.stdlib_module_names:
+    if not module or is_hf_code(module) or top in ("transformers", "builtins", "__main__") or top in sys.stdlib_module_names:
         return False
     return (inspect.isfunction(value) or inspect.isclass(value)) and getattr(sys.modules.get(module), name, None) is value
 
@@ -258,7 +250,7 @@ def _is_shared_utility(value: object, name: str) -> bool:
     """A function of transformers' shared utilities (``image_utils``, ``video_utils``), not of one model."""
     func = inspect.unwrap(value)
     module = func.__module__
-    return not module.startswith("transformers.models.") and getattr(sys.modules.get(module), name, None) is value
+    return not is_hf_code(module, models_only=True) and getattr(sys.modules.get(module), name, None) is value
 
 
 def _is_module_logger(value: object, namespace: dict, name: str) -> bool:
@@ -274,7 +266,7 @@ def _logger_line(namespace: dict, name: str) -> Source | None:
         return None
     for node in ast.parse(Path(filename).read_text()).body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return Source(_relative(filename), node.lineno, ast.unparse(node))
+            return Source(relative_source_path(filename), node.lineno, ast.unparse(node))
     return None
 
 
@@ -287,7 +279,7 @@ def _is_transformers_utility_class(value: object, name: str) -> bool:
     return (
         isinstance(value, type)
         and module.startswith("transformers.")
-        and not module.startswith("transformers.models.")
+        and not is_hf_code(module, models_only=True)
         and getattr(sys.modules.get(module), name, None) is value
     )
 
@@ -295,13 +287,13 @@ def _is_transformers_utility_class(value: object, name: str) -> bool:
 def _constant_line(namespace: dict, name: str) -> Source | None:
     """Where a transformers module assigns ``name`` a plain literal (number, string)."""
     value, module = namespace.get(name), namespace.get("__name__", "")
-    if type(value) not in (int, float, str, bool) or not module.startswith("transformers.") or name not in namespace:
+    if type(value) not in (int, float, str, bool) or not is_hf_code(module) or name not in namespace:
         return None
     filename = namespace.get("__file__") or ""
     for node in ast.parse(Path(filename).read_text()).body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(node.value, ast.Constant):
-            return Source(_relative(filename), node.lineno, f"{name} = {value!r}")
+            return Source(relative_source_path(filename), node.lineno, f"{name} = {value!r}")
     return None
 
 

@@ -83,8 +83,8 @@ class Backend(ABC):
             return importlib.import_module(f"vllm.{name}")
 
     @abstractmethod
-    def _make_context(self, snapshot_dir: Path, port: PortClasses) -> Any:
-        """An ``InputProcessingContext`` for the snapshot."""
+    def _make_context(self, snapshot_dir: Path, port: PortClasses, trust_remote_code: bool) -> Any:
+        """An ``InputProcessingContext`` for the snapshot (``trust_remote_code``: run the code it ships)."""
 
     def load_port(self, path: Path) -> PortClasses:
         """Import a port file under a fresh module name and find its three classes.
@@ -118,15 +118,23 @@ class Backend(ABC):
             )
         return PortClasses(*picked, module_name=name, path=path)
 
-    def build(self, port: PortClasses, snapshot_dir: Path) -> PortRunner:
+    def load_registered(self, snapshot_dir: Path) -> PortClasses:
+        """The processor vLLM itself registers for the snapshot's architecture (``--port vllm``)."""
+        raise MmportError(
+            f"--port vllm runs the processor vLLM registers, and the {self.name} registers none; "
+            "run where vLLM 0.33 is importable (see docs/vllm.md) or pass a port file"
+        )
+
+    def build(self, port: PortClasses, snapshot_dir: Path, *, trust_remote_code: bool = False) -> PortRunner:
         """Instantiate the port's classes on a context for ``snapshot_dir``."""
         with self.activate():
-            ctx = self._make_context(Path(snapshot_dir), port)
+            ctx = self._make_context(Path(snapshot_dir), port, trust_remote_code)
             try:
                 info = port.info(ctx)
                 processor = port.processor(info, port.dummy_inputs(info))
             except Exception as exc:
-                raise PortLoadError(f"{port.path}: the port's classes fail to build: {one_line(exc)}") from exc
+                where = port.path or f"{self.name}'s own port ({port.module_name})"
+                raise PortLoadError(f"{where}: the port's classes fail to build: {one_line(exc)}") from exc
         return PortRunner(processor, self)
 
 
@@ -139,10 +147,10 @@ class BundledBackend(Backend):
         """``import vllm`` resolves to :mod:`mmport.runtime.vllm_compat` inside the block."""
         return vllm_aliased()
 
-    def _make_context(self, snapshot_dir: Path, port: PortClasses) -> Any:
+    def _make_context(self, snapshot_dir: Path, port: PortClasses, trust_remote_code: bool) -> Any:
         from mmport.runtime.vllm_compat.multimodal.processing import InputProcessingContext
 
-        ctx = InputProcessingContext.from_directory(snapshot_dir)
+        ctx = InputProcessingContext.from_directory(snapshot_dir, trust_remote_code=trust_remote_code)
         # As an engine started with --enable-mm-embeds: verify gives ports embeddings too.
         ctx.model_config.multimodal_config.enable_mm_embeds = True
         return ctx
@@ -163,28 +171,60 @@ class RealVllmBackend(Backend):
         """``import vllm`` is the installed vLLM inside the block (no alias can be active)."""
         return vllm_unaliased()
 
-    def _make_context(self, snapshot_dir: Path, port: PortClasses) -> Any:
-        from vllm.config import ModelConfig
+    def _make_context(self, snapshot_dir: Path, port: PortClasses, trust_remote_code: bool) -> Any:
         from vllm.multimodal.processing import InputProcessingContext
         from vllm.tokenizers import cached_tokenizer_from_config
 
-        self._stub_unknown_architectures(snapshot_dir, port)
+        if port.path is not None:  # vLLM's own processor (--port vllm) needs no stand-in
+            self._stub_unknown_architectures(snapshot_dir, port)
+        model_config = self._model_config(snapshot_dir, trust_remote_code)
+        return InputProcessingContext(model_config, cached_tokenizer_from_config(model_config))
+
+    @staticmethod
+    def _model_config(snapshot_dir: Path, trust_remote_code: bool = False) -> Any:
+        """vLLM's ``ModelConfig`` for the snapshot, as verify runs every port."""
+        from vllm.config import ModelConfig
+
         # vLLM 0.33 has the HF processor skip rescaling and normalizing when the
         # registered model normalizes on the device (`supports_mm_device_do_normalize`,
         # Qwen2-VL and kin). The port is checked as its own model class runs it, which
         # leaves that to the HF processor, as the reference does.
         try:
-            model_config = ModelConfig(
+            return ModelConfig(
                 model=str(snapshot_dir),
                 tokenizer=str(snapshot_dir),
                 dtype="float32",
                 seed=0,
                 mm_device_do_normalize=False,
                 enable_mm_embeds=True,  # verify gives ports embeddings too
+                trust_remote_code=trust_remote_code,
             )
         except Exception as exc:
             raise MmportError(f"{snapshot_dir}: vLLM cannot configure this model: {one_line(exc)}") from exc
-        return InputProcessingContext(model_config, cached_tokenizer_from_config(model_config))
+
+    def load_registered(self, snapshot_dir: Path) -> PortClasses:
+        """The three classes vLLM registers for the snapshot's architecture, as vLLM resolves it."""
+        config = json.loads((Path(snapshot_dir) / "config.json").read_text())
+        architectures = config.get("architectures") or []
+        with self.activate():
+            from vllm import ModelRegistry
+
+            known = [arch for arch in architectures if arch in set(ModelRegistry.get_supported_archs()) - _STUBBED_ARCHS]
+            if not known:
+                named = ", ".join(architectures) or "no architecture"
+                raise PortLoadError(f"{self.name} registers no model for {named}; pass a port file instead of --port vllm")
+            try:
+                model_cls, arch = ModelRegistry.resolve_model_cls(known, model_config=self._model_config(Path(snapshot_dir)))
+            except MmportError:
+                raise
+            except Exception as exc:
+                raise PortLoadError(f"{self.name} cannot load its model class for {known[0]}: {one_line(exc)}") from exc
+        factories = getattr(model_cls, "_processor_factory", None)
+        if factories is None:
+            raise PortLoadError(f"{self.name} registers {arch} without a multimodal processor; it is not a multimodal model there")
+        return PortClasses(
+            factories.info, factories.dummy_inputs, factories.processor, module_name=model_cls.__module__, path=None
+        )
 
     def _stub_unknown_architectures(self, snapshot_dir: Path, port: PortClasses) -> None:
         """Register a processing-only stand-in for each architecture vLLM does not know.

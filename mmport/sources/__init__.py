@@ -24,7 +24,7 @@ def _looks_like_path(ref: str) -> bool:
     return ref.startswith((".", "/", "~")) or ref.endswith("/") or os.sep in ref and Path(ref).parent.exists()
 
 
-def _local(ref: str) -> Snapshot:
+def _local(ref: str, trust_remote_code: bool = False) -> Snapshot:
     path = Path(ref).expanduser()
     if not path.is_dir():
         raise BadReferenceError(f"'{ref}' is not a directory; pass a model snapshot directory, a hub id or a model_type")
@@ -35,7 +35,7 @@ def _local(ref: str) -> Snapshot:
     model_type = read_config_json(path).get("model_type")
     if not model_type or not isinstance(model_type, str):
         raise BadReferenceError(f"'{path / 'config.json'}' names no model_type; is it a transformers config?")
-    return Snapshot(ref=ref, path=path.resolve(), origin="local", model_type=model_type)
+    return Snapshot(ref=ref, path=path.resolve(), origin="local", model_type=model_type, trust_remote_code=trust_remote_code)
 
 
 def _synthetic(model_type: str) -> Snapshot:
@@ -63,26 +63,28 @@ def _synthetic(model_type: str) -> Snapshot:
     return Snapshot(ref=model_type, path=target, origin="synthetic", model_type=model_type)
 
 
-def resolve(ref: str, *, weights: bool = False) -> Snapshot:
+def resolve(ref: str, *, weights: bool = False, trust_remote_code: bool = False) -> Snapshot:
     """Resolve ``ref``: an existing directory, a hub id ``org/name``, or a model_type.
 
     ``weights`` also fetches a hub snapshot's weights (``verify --model --weights``).
+    ``trust_remote_code`` lets transformers run the code a snapshot ships
+    (``auto_map``); without it nothing from the snapshot is ever imported.
 
     Raises :class:`BadReferenceError` with a one-line message saying what to do
     when the reference cannot be resolved.
     """
     if Path(ref).expanduser().exists() or _looks_like_path(ref):
-        return _local(ref)
+        return _local(ref, trust_remote_code)
     if "/" in ref:
         from mmport.sources.hub import download
 
-        return _local_from_hub(ref, download(ref, weights=weights))
+        return _local_from_hub(ref, download(ref, weights=weights), trust_remote_code)
     from mmport.sources.synthetic import processor_class_for
 
     processor_class_for(ref)  # unknown model_types fail here, before any work
     return _synthetic(ref)
 
 
-def _local_from_hub(ref: str, path: Path) -> Snapshot:
+def _local_from_hub(ref: str, path: Path, trust_remote_code: bool) -> Snapshot:
     snapshot = _local(str(path))
-    return Snapshot(ref=ref, path=snapshot.path, origin="hub", model_type=snapshot.model_type)
+    return Snapshot(ref=ref, path=snapshot.path, origin="hub", model_type=snapshot.model_type, trust_remote_code=trust_remote_code)

@@ -17,13 +17,22 @@ def quiet_transformers() -> Iterator[None]:
     on purpose (no text prefix, slow image processors); those lines would
     drown mmport's own report.
     """
+    import logging as std_logging
+
     from transformers.utils import logging
+
+    from mmport.sources.remote import REMOTE_CODE_PACKAGE
 
     previous = logging.get_verbosity()
     logging.set_verbosity_error()
+    # A snapshot's own modules log under HF's package for remote code, not under transformers.
+    remote = std_logging.getLogger(REMOTE_CODE_PACKAGE)
+    remote_level = remote.level
+    remote.setLevel(std_logging.ERROR)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
         logging.set_verbosity(previous)
+        remote.setLevel(remote_level)

@@ -18,6 +18,8 @@ from typing import Any
 
 import libcst as cst
 
+from mmport.sources.remote import is_hf_code
+
 __all__ = [
     "CONCEPT_ALIASES",
     "DERIVED_CONCEPTS",
@@ -189,7 +191,7 @@ def _constructor_reads(processor_cls: type, owner: str) -> _AttributeReads:
     """What the constructors of ``processor_cls`` (and model bases) read off ``owner``."""
     visitor = _AttributeReads(owner, vars(inspect.getmodule(processor_cls)))
     for klass in processor_cls.__mro__:
-        if klass.__module__.startswith("transformers.models") and "__init__" in vars(klass):
+        if is_hf_code(klass.__module__, models_only=True) and "__init__" in vars(klass):
             cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
     return visitor
 
@@ -220,7 +222,7 @@ def _method_reads(processor_cls: type) -> list[str]:
     """
     visitor = _SelfTokenizerReads()
     for klass in processor_cls.__mro__:
-        if klass.__module__.startswith("transformers.models"):
+        if is_hf_code(klass.__module__, models_only=True):
             cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
     return visitor.names
 
@@ -283,7 +285,7 @@ def token_literals(processor_cls: type) -> dict[str, str]:
     """
     found: dict[str, str] = {}
     for klass in processor_cls.__mro__:
-        if klass.__module__.startswith("transformers.models") and "__init__" in vars(klass):
+        if is_hf_code(klass.__module__, models_only=True) and "__init__" in vars(klass):
             constants = {**vars(inspect.getmodule(klass)), **vars(klass)}
             visitor = _TokenLiterals(constants)
             cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)

@@ -41,6 +41,7 @@ class Snapshot:
     path: Path
     origin: str
     model_type: str
+    trust_remote_code: bool = False
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
@@ -58,8 +59,9 @@ class Snapshot:
             from transformers import AutoConfig
 
             try:
-                self._cache["config"] = AutoConfig.from_pretrained(self.path)
+                self._cache["config"] = AutoConfig.from_pretrained(self.path, trust_remote_code=self.trust_remote_code)
             except Exception as exc:
+                self._raise_for_remote_code(exc, "its config class")
                 raise BadReferenceError(f"{self.path}: transformers cannot load config.json ({one_line(exc)})") from exc
         return self._cache["config"]
 
@@ -75,8 +77,9 @@ class Snapshot:
 
             try:
                 with quiet_transformers():
-                    processor = AutoProcessor.from_pretrained(self.path)
+                    processor = AutoProcessor.from_pretrained(self.path, trust_remote_code=self.trust_remote_code)
             except Exception as exc:
+                self._raise_for_remote_code(exc, "its processor")
                 raise BadReferenceError(
                     f"{self.path}: the HF processor does not load ({one_line(exc)}); "
                     "check processor_config.json, the image/video/audio processor config and the tokenizer files"
@@ -89,6 +92,16 @@ class Snapshot:
                 )
             self._cache["processor"] = processor
         return self._cache["processor"]
+
+    def _raise_for_remote_code(self, exc: Exception, what: str) -> None:
+        """A load that failed for the snapshot's own code: one line saying so (no consent, or an import it lacks)."""
+        from mmport.sources.remote import consent_error, import_problem, shipped_modules
+
+        if not self.trust_remote_code and shipped_modules(self.path) and "custom code" in str(exc):
+            raise consent_error(self.path, what) from None
+        problem = import_problem(exc) if self.trust_remote_code else None
+        if problem:
+            raise BadReferenceError(f"{self.path}: {problem}") from None
 
     def model_token_id(self, modality: str) -> int | None:
         """The token the model fills with ``modality`` features (``config.<modality>_token_id``), if the config names one.

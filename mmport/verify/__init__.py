@@ -13,10 +13,13 @@ from pathlib import Path
 
 from mmport.errors import MmportError
 from mmport.runtime.hf_model import ModelOptions
-from mmport.verify.report import CHECKS, CheckResult, Failure, Report
+from mmport.verify.report import CHECKS, CheckResult, Failure, ItemSize, Report
 from mmport.verify.settings import SETTINGS_PER_MODALITY
 
 __all__ = ["CheckResult", "Failure", "ModelOptions", "Report", "verify_port"]
+
+# ``--port vllm``: the processor vLLM itself registers for the snapshot's architecture.
+VLLM_PORT = "vllm"
 
 # Probes run under each non-default setting (items of the setting's modality).
 SETTING_PROBES = 3
@@ -33,6 +36,8 @@ def verify_port(
     model: ModelOptions | None = None,
     processor_kwargs: dict | None = None,
     settings_per_modality: int = SETTINGS_PER_MODALITY,
+    curves: bool = False,
+    trust_remote_code: bool = False,
 ) -> Report:
     """Verify the port in ``port_path`` against the HF processor of ``ref``.
 
@@ -40,12 +45,16 @@ def verify_port(
     Probes run under the processor's defaults, then under settings that change
     HF's counts (drawn from HF, see :mod:`mmport.verify.settings`), or under
     ``processor_kwargs`` when given: a request's ``mm_processor_kwargs``.
+    With ``curves``, HF's and the port's counts over a sweep of item sizes
+    are recorded too (:mod:`mmport.verify.curves`, for the HTML report).
+    ``trust_remote_code`` lets the snapshot's own code run (HF's and the port's processor).
     """
     from mmport.runtime.backends import select_backend
     from mmport.runtime.hf_model import load_model
     from mmport.sources import resolve
     from mmport.sources._quiet import quiet_transformers
     from mmport.sources.health import check_reference
+    from mmport.verify.curves import count_curves
     from mmport.verify.probes import make_probes
     from mmport.verify.model_check import ModelCheck
     from mmport.verify.reference import HFReference
@@ -59,10 +68,10 @@ def verify_port(
     target = model.placement() if model else None
     with quiet_transformers():
         notify(f"resolving {ref}")
-        snapshot = resolve(ref, weights=bool(model and model.weights))
+        snapshot = resolve(ref, weights=bool(model and model.weights), trust_remote_code=trust_remote_code)
         chosen = select_backend(backend)
         notify("loading the port")
-        port = chosen.load_port(Path(port_path))
+        port = chosen.load_registered(snapshot.path) if str(port_path) == VLLM_PORT else chosen.load_port(Path(port_path))
         checks = {name: CheckResult(name) for name in CHECKS}
         notify("learning the HF reference")
         check_reference(snapshot)
@@ -75,10 +84,11 @@ def verify_port(
             hf_model = load_model(snapshot, target, tiny=model.tiny, weights=model.weights, seed=seed)
             model_check = ModelCheck(hf_model, hf.embed_id, checks["model"])
         notify("building the port")
-        session = Session(hf, chosen.build(port, snapshot.path), model_check)
-        cases, modalities = {}, {}
+        session = Session(hf, chosen.build(port, snapshot.path, trust_remote_code=trust_remote_code), model_check)
+        cases, modalities, sizes = {}, {}, {}
         for probe in make_probes(probes, seed, limits=session.probe_limits()):
             modalities[probe.name] = [item.modality for item in probe.items]
+            sizes[probe.name] = [ItemSize.of(item) for item in probe.items]
             notify(f"{probe.name}: {len(probe.items)} item(s)")
             written = " (HF writes the request's prompt around it)" if hf.writes_own_prompt else ""
             described = ", ".join(item.describe() for item in probe.items) or "no items"
@@ -103,6 +113,7 @@ def verify_port(
                     probe = probe.leading(told[index % len(told)], session.limits.get(told[index % len(told)].modality))
                 probe = dataclasses.replace(probe, name=f"{probe.name} [{setting.describe()}]")
                 modalities[probe.name] = [item.modality for item in probe.items]
+                sizes[probe.name] = [ItemSize.of(item) for item in probe.items]
                 notify(f"{probe.name}: {len(probe.items)} item(s)")
                 described = ", ".join(item.describe() for item in probe.items)
                 cases[probe.name] = f"{described}; prompt {probe.prompt(hf.placeholders())!r}; request settings {setting.describe()}"
@@ -122,5 +133,12 @@ def verify_port(
         session.finish(checks)
         if model_check is not None:
             model_check.summarize()
+        if curves:
+            notify("sweeping item sizes for the count curves")
+        swept = count_curves(session) if curves else {}
     described = [(s.modality, s.describe(), s.origin) for s in settings]
-    return Report(ref, str(port_path), chosen.name, probes, seed, checks, time.perf_counter() - started, cases, modalities, described)
+    seconds = time.perf_counter() - started
+    return Report(
+        ref, str(port_path), chosen.name, probes, seed, checks, seconds, cases, modalities, described,
+        token_windows=session.token_windows, probe_items=sizes, curves=swept,
+    )

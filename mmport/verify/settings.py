@@ -190,6 +190,8 @@ def count_changing_settings(hf: Any, seed: int = 0, per_modality: int = SETTINGS
     ``hf`` is the verify reference (:class:`mmport.verify.reference.HFReference`).
     Settings HF rejects, or under which it counts as by default, are not kept.
     """
+    if per_modality <= 0:
+        return []
     rng = random.Random(seed)
     chosen: list[Setting] = []
     try:

@@ -63,14 +63,15 @@ class ModelConfig:
     revision: str | None = None
 
     @classmethod
-    def from_directory(cls, path: str | Path, *, dtype: str = "float32") -> ModelConfig:
+    def from_directory(cls, path: str | Path, *, dtype: str = "float32", trust_remote_code: bool = False) -> ModelConfig:
         """Load ``config.json`` (via ``AutoConfig``) and derive the context length."""
         import torch
         from transformers import AutoConfig
 
         directory = Path(path)
-        hf_config = AutoConfig.from_pretrained(directory)
+        hf_config = AutoConfig.from_pretrained(directory, trust_remote_code=trust_remote_code)
         return cls(
+            trust_remote_code=trust_remote_code,
             model=str(directory),
             tokenizer=str(directory),
             hf_config=hf_config,

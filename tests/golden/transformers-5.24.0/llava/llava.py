@@ -92,3 +92,10 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         return AutoWeightsLoader(self).load_weights(weights, mapper=self.hf_to_vllm_mapper)
+
+
+def register() -> None:
+    """Serve `LlavaForConditionalGeneration` checkpoints with this class (call it from a vLLM plugin's entry point)."""
+    from vllm import ModelRegistry
+
+    ModelRegistry.register_model("LlavaForConditionalGeneration", LlavaForConditionalGeneration)

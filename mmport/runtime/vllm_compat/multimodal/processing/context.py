@@ -151,13 +151,13 @@ class InputProcessingContext:
     _processors: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_directory(cls, path: str | Path, *, dtype: str = "float32") -> InputProcessingContext:
+    def from_directory(cls, path: str | Path, *, dtype: str = "float32", trust_remote_code: bool = False) -> InputProcessingContext:
         """Config via ``AutoConfig``, tokenizer via ``AutoTokenizer``, from a local snapshot."""
         from transformers import AutoTokenizer
 
-        model_config = ModelConfig.from_directory(path, dtype=dtype)
+        model_config = ModelConfig.from_directory(path, dtype=dtype, trust_remote_code=trust_remote_code)
         # vLLM loads generation tokenizers to truncate from the left.
-        tokenizer = AutoTokenizer.from_pretrained(path, truncation_side="left")
+        tokenizer = AutoTokenizer.from_pretrained(path, truncation_side="left", trust_remote_code=trust_remote_code)
         return cls(model_config, tokenizer)
 
     def get_tokenizer(self) -> Any:
@@ -217,7 +217,9 @@ class InputProcessingContext:
         processor = self._processors.get(key) if key is not None else None
         if processor is None:
             with _tokenizer_given(self.tokenizer):
-                processor = factory(self.model_config.model, tokenizer=self.tokenizer, **merged)
+                processor = factory(
+                    self.model_config.model, tokenizer=self.tokenizer, trust_remote_code=self.model_config.trust_remote_code, **merged
+                )
             if key is not None:
                 self._processors[key] = processor
         if not isinstance(processor, typ):

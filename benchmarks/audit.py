@@ -1,0 +1,215 @@
+"""Audit vLLM's own ports: each family vLLM registers, verified against HF beside mmport's generated port.
+
+    python benchmarks/audit.py                  # every family, print the table
+    python benchmarks/audit.py --write          # also rewrite docs/audit.md
+    python benchmarks/audit.py llava qwen2_vl   # only these
+
+Run it inside a vLLM 0.33 environment (docs/vllm.md), e.g.
+``PYTHONPATH=. /opt/mmport-vllm-venv/bin/python benchmarks/audit.py --write``.
+The families are those of the installed transformers whose processor expands
+image, video or audio placeholders (as benchmarks/coverage.py finds them) and
+whose synthetic snapshot names an architecture vLLM registers. Each runs
+twice on the same seeded probes: ``mmport verify MT --port vllm`` (the
+processor vLLM registers) and mmport's generated port, both inside the real
+vLLM. Families run in a pool of worker processes (benchmarks/pool.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pool import WorkerFailure, WorkerPool, serve
+
+ROOT = Path(__file__).resolve().parents[1]
+TIME_LIMIT_S = 400
+PROBES = 8
+SETTINGS = 1  # drawn request settings per modality (verify's own default is 3)
+
+
+@dataclass
+class Verdict:
+    """One port's result on a family: pass, fail (a check failed) or error (it did not run), and why."""
+
+    verdict: str
+    checks: list[str] = field(default_factory=list)  # the failing checks
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Audit:
+    """One family: the architecture vLLM resolves, and both ports' verdicts."""
+
+    model_type: str
+    architecture: str
+    vllm: Verdict | None = None
+    mmport: Verdict | None = None
+    note: str = ""  # why the family was not audited
+
+    def command(self) -> str:
+        """The command that reproduces vLLM's port's verdict."""
+        return f"mmport verify {self.model_type} --port vllm --settings {SETTINGS}"
+
+
+def _verify(model_type: str, port: Path | str) -> Verdict:
+    from mmport.errors import one_line
+    from mmport.verify import verify_port
+
+    started = time.perf_counter()
+    try:
+        report = verify_port(model_type, Path(port), probes=PROBES, seed=0, backend="vllm", settings_per_modality=SETTINGS)
+    except Exception as exc:
+        return Verdict("error", detail=one_line(exc)[:300], seconds=time.perf_counter() - started)
+    failed = [c for c in report.checks.values() if c.status == "fail"]
+    detail = f"{failed[0].name}: {failed[0].failures[0].describe()}"[:300] if failed else ""
+    return Verdict("fail" if failed else "pass", [c.name for c in failed], detail, time.perf_counter() - started)
+
+
+def _registered_architecture(model_type: str) -> str | None:
+    """The snapshot's first architecture that vLLM registers, or None."""
+    from vllm import ModelRegistry
+
+    from mmport.sources import resolve
+
+    architectures = resolve(model_type).load_config().architectures or []
+    supported = set(ModelRegistry.get_supported_archs())
+    return next((arch for arch in architectures if arch in supported), None)
+
+
+def _generated_port(model_type: str) -> Verdict:
+    from mmport.analyzers import analyze
+    from mmport.errors import one_line
+    from mmport.render import render_port, write_files
+    from mmport.sources import resolve
+
+    try:
+        spec = analyze(resolve(model_type))
+        with tempfile.TemporaryDirectory() as tmp:
+            write_files(render_port(spec), Path(tmp))
+            return _verify(model_type, Path(tmp) / f"{spec.module_name}_processing.py")
+    except Exception as exc:
+        return Verdict("error", detail=f"scaffold: {one_line(exc)}"[:300])
+
+
+def audit_one(model_type: str) -> Audit:
+    """Verify vLLM's registered port and mmport's generated port of one family (in this process)."""
+    from mmport.errors import one_line
+
+    try:
+        architecture = _registered_architecture(model_type)
+    except Exception as exc:
+        return Audit(model_type, "", note=f"no synthetic snapshot: {one_line(exc)}"[:200])
+    if architecture is None:
+        return Audit(model_type, "", note="vLLM 0.33 registers none of the snapshot's architectures")
+    return Audit(model_type, architecture, _verify(model_type, "vllm"), _generated_port(model_type))
+
+
+def _warm_up() -> None:
+    """What every family needs, imported once per worker."""
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+    import vllm.multimodal.processing  # noqa: F401
+
+    import mmport.analyzers  # noqa: F401
+    import mmport.verify  # noqa: F401
+
+
+def _from_answer(model_type: str, answer: dict | WorkerFailure) -> Audit:
+    if isinstance(answer, WorkerFailure):
+        return Audit(model_type, "", note=f"the audit's worker {answer.kind}: {answer.detail}"[:200])
+    answer = dict(answer)
+    for key in ("vllm", "mmport"):
+        answer[key] = Verdict(**answer[key]) if answer[key] else None
+    return Audit(**answer)
+
+
+def run_all(model_types: list[str], jobs: int, time_limit: float) -> list[Audit]:
+    """Every family through the worker pool, with a progress bar on stderr."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    pool = WorkerPool([sys.executable, __file__, "--worker"], jobs=jobs, time_limit=time_limit, cwd=str(ROOT))
+    audits: dict[str, Audit] = {}
+    columns = (TextColumn("audit"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
+    with Progress(*columns) as progress:
+        task = progress.add_task("", total=len(model_types))
+        for model_type, answer in pool.run(model_types):
+            audit = audits[model_type] = _from_answer(model_type, answer)
+            progress.update(task, advance=1, description=f"{model_type}: {audit.vllm.verdict if audit.vllm else 'not audited'}")
+    return [audits[name] for name in model_types]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(audits: list[Audit], versions: str, seconds: float, jobs: int) -> str:
+    """docs/audit.md: the figures, one row per audited family, and the families left out."""
+    audited = [a for a in audits if a.vllm]
+    tally = {v: sum(a.vllm.verdict == v for a in audited) for v in ("pass", "fail", "error")}
+    both = sum(a.mmport is not None and a.mmport.verdict == "pass" for a in audited)
+    lines = [
+        "# Audit: vLLM's own ports against the HF processors",
+        "",
+        "Generated by `PYTHONPATH=. /opt/mmport-vllm-venv/bin/python benchmarks/audit.py --write` — do not edit by hand;",
+        "what the disagreements mean is in docs/vllm.md (\"What the audit finds\").",
+        "",
+        f"{versions}; synthetic snapshots of every family whose processor expands image, video or audio placeholders "
+        f"and whose architecture vLLM registers; {PROBES} probes each and 3 more under each of {SETTINGS} drawn request "
+        f"setting(s) per modality, seed 0, inside the real vLLM; {seconds / 60:.1f} min with {jobs} workers.",
+        "Each row's command reproduces vLLM's verdict (inside that environment).",
+        "",
+        f"- **vLLM's port: {tally['pass']} pass, {tally['fail']} fail, {tally['error']} cannot run, of {len(audited)} families**",
+        f"- mmport's generated port passes the same probes on {both} of them",
+        "",
+        "| model_type | architecture | vLLM's port | failing checks | mmport's port | first difference (vLLM's port) | reproduce |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for a in audited:
+        ours = a.mmport.verdict if a.mmport else ""
+        row = [a.model_type, a.architecture, a.vllm.verdict, ", ".join(a.vllm.checks), ours, _cell(a.vllm.detail), f"`{a.command()}`"]
+        lines.append("| " + " | ".join(row) + " |")
+    left_out = [a for a in audits if not a.vllm]
+    if left_out:
+        lines += ["", "## Not audited", "", "| model_type | why |", "|---|---|"]
+        lines += [f"| {a.model_type} | {_cell(a.note)} |" for a in left_out]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    """Run the audit (or serve as one of its workers, with ``--worker``)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("families", nargs="*", help="model_types to audit (default: every family)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S, help="seconds one family may take")
+    parser.add_argument("--write", action="store_true", help="rewrite docs/audit.md")
+    args = parser.parse_args()
+    if args.worker:
+        serve(lambda model_type: asdict(audit_one(model_type)), _warm_up)
+        return
+    import transformers
+    import vllm
+
+    from coverage import families
+
+    chosen = args.families or list(families())
+    started = time.perf_counter()
+    audits = run_all(chosen, args.jobs, args.time_limit)
+    for a in audits:
+        theirs = f"{a.vllm.verdict:5} {a.vllm.detail}" if a.vllm else a.note
+        print(f"{a.model_type:28} mmport={a.mmport.verdict if a.mmport else '-':5} vllm={theirs}")
+    versions = f"vLLM {vllm.__version__}, transformers {transformers.__version__}, {os.cpu_count()} cores"
+    text = render_markdown(audits, versions, time.perf_counter() - started, args.jobs)
+    if args.write:
+        (ROOT / "docs" / "audit.md").write_text(text)
+    print(text.split("| model_type")[0])
+
+
+if __name__ == "__main__":
+    main()
