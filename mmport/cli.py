@@ -254,8 +254,16 @@ def verify(
         int, typer.Option("--settings", min=0, help="Request settings drawn per modality from those that change HF's counts (0: defaults only).")
     ] = 3,
     trust_remote_code: TrustOption = False,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="Also serve the port's model class in a real vLLM engine (MMPORT_SERVE_PYTHON) on a tiny twin "
+            "checkpoint, in the hub and the transformers-saved layouts, and compare its greedy tokens with HF generate's.",
+        ),
+    ] = False,
 ) -> None:
-    """Check a port against the HF processor (and with --model, the HF model).
+    """Check a port against the HF processor (and with --model, the HF model; with --serve, a real vLLM engine).
 
     REF --port PORT checks one port; --manifest checks many in one run.
     Exit 0 pass, 1 a check failed, 2 bad input (with --manifest: the worst of the ports).
@@ -269,6 +277,7 @@ def verify(
             "--trust-remote-code": trust_remote_code,
             "--settings": settings != 3,
             "--model": model or tiny or weights or device != "auto" or dtype != "auto",
+            "--serve": serve,
         }
         _refuse_with_manifest([name for name, given in per_port.items() if given])
         _verify_manifest(manifest, workers, probes, seed, backend, json_path, junit_path)
@@ -288,7 +297,7 @@ def verify(
 
     options = ModelOptions(device, dtype, tiny, weights) if model else None
     reports = {"json": json_path, "junit": junit_path, "html": html_path}
-    _verify_one(ref, port, probes, seed, backend, options, processor_kwargs, reports, settings, trust_remote_code)
+    _verify_one(ref, port, probes, seed, backend, options, processor_kwargs, reports, settings, trust_remote_code, serve)
 
 
 def _refuse_with_manifest(given: list[str]) -> None:
@@ -308,10 +317,11 @@ def _verify_one(
     reports: dict[str, Path | None],
     settings: int,
     trust_remote_code: bool,
+    serve: bool = False,
 ) -> NoReturn:
     """``verify REF --port PORT``: the check table, the reports (``reports``: json, junit, html paths), exit 0 or 1."""
     from mmport.console import console, err_console, report_table
-    from mmport.verify import verify_port
+    from mmport.verify import ServeOptions, verify_port
     from mmport.verify.settings import parse_processor_kwargs
 
     pinned = _run(lambda: parse_processor_kwargs(processor_kwargs))
@@ -334,6 +344,7 @@ def _verify_one(
                 settings_per_modality=settings,
                 curves=reports["html"] is not None,
                 trust_remote_code=trust_remote_code,
+                serve=ServeOptions() if serve else None,
             )
         )
     console.print(report_table(report))

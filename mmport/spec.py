@@ -338,6 +338,12 @@ class EncoderSpec:
     lm_head_attr: str = ""
     reads_dtype: bool = False
     borrowed_methods: tuple[str, ...] = ()  # helper methods of hf_class the path calls
+    # HF's multimodal rotary positions (``get_rope_index``: M-RoPE), when hf_class has them.
+    rope_index_source: Source | None = None
+    # The CausalLM architecture to build the language model as, when the text
+    # config's model_type is none transformers builds a CausalLM for (``qwen2_vl_text``).
+    language_architecture: str = ""
+    language_architecture_reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ def test_verify_writes_junit_naming_each_check(tmp_path, scaffolded) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     suite = ElementTree.parse(junit).getroot()
     names = [case.get("name") for case in suite.iter("testcase")]
-    assert names == ["tokens", "placeholders", "fields", "cache", "embeds", "dummy", "limits", "model"]
+    assert names == ["tokens", "placeholders", "fields", "cache", "embeds", "dummy", "limits", "model", "serve"]
     # Each case says how many comparisons it made.
     runs = {case.get("name"): case.find("properties/property[@name='runs']").get("value") for case in suite.iter("testcase")}
     assert int(runs["tokens"]) >= 3 and runs["model"] == "0"

@@ -18,7 +18,7 @@ import pytest
 from conftest import invoke, mutated_port
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECK_NAMES = ["tokens", "placeholders", "fields", "cache", "embeds", "dummy", "limits", "model"]
+CHECK_NAMES = ["tokens", "placeholders", "fields", "cache", "embeds", "dummy", "limits", "model", "serve"]
 
 
 def write_manifest(directory: Path, entries: list[tuple[str, Path | str]], extra: str = "") -> Path:

@@ -26,6 +26,8 @@ from mmport.spec import EncoderModule, EncoderSpec
 __all__ = ["analyze_encoder"]
 
 FEATURES_METHOD = "get_image_features"
+# HF's M-RoPE positions for a prompt (Qwen2-VL and its descendants).
+ROPE_INDEX_METHOD = "get_rope_index"
 # ``self`` attributes any nn.Module/PreTrainedModel has that are not submodules.
 _MODULE_STATE = frozenset({"config", "training"})
 _DTYPE_READS = frozenset({"dtype", "device"})
@@ -163,6 +165,39 @@ def _encoder_modules(inner: type, reads: list[str]) -> tuple[list[EncoderModule]
     return modules, imports, borrowed
 
 
+def _rope_index(inner: type) -> tuple[Any, list[str]]:
+    """HF's ``get_rope_index`` (its source) and the helper methods it calls on ``self``."""
+    found = find_method(inner, ROPE_INDEX_METHOD)
+    if found is None:
+        return None, []
+    parsed, method = found
+    reads = _SelfReads()
+    method.body.visit(reads)
+    helpers = [a for a in reads.attrs if inspect.isfunction(getattr(inner, a, None))]
+    return parsed.source(method), helpers
+
+
+def _language_architecture(architecture_cls: type) -> tuple[str, str]:
+    """A CausalLM architecture for the text config, when its model_type has none of its own.
+
+    transformers builds a CausalLM from ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``;
+    a multimodal family's text config (``qwen2_vl_text``) is in it under the
+    family it grew from: drop ``_``-segments from the end until a model_type
+    is found (``qwen2_vl_text`` → ``qwen2_vl`` → ``qwen2``: ``Qwen2ForCausalLM``).
+    """
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL_LM
+
+    text = architecture_cls.config_class().get_text_config()
+    if text.architectures or text.model_type in CAUSAL_LM:
+        return "", ""
+    parts = text.model_type.split("_")
+    for end in range(len(parts) - 1, 0, -1):
+        if "_".join(parts[:end]) in CAUSAL_LM:
+            found = "_".join(parts[:end])
+            return CAUSAL_LM[found], f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{found!r}], for text model_type {text.model_type!r}"
+    return "", ""
+
+
 def analyze_encoder(architecture_cls: type) -> EncoderSpec:
     """Read ``architecture_cls`` and its inner model into an :class:`EncoderSpec`."""
     inner, outer_attr, outer_assigns, _ = _inner_model(architecture_cls)
@@ -178,6 +213,8 @@ def analyze_encoder(architecture_cls: type) -> EncoderSpec:
     if not modules or not language:
         raise AnalysisError(f"{inner.__name__} builds no vision modules or no language model from config.text_config")
     language_attr, language_node = next(((a, n) for a, n in language if isinstance(n.value, cst.Call)), language[0])
+    rope_source, rope_helpers = _rope_index(inner)
+    language_architecture, architecture_reason = _language_architecture(architecture_cls)
     return EncoderSpec(
         hf_class=inner.__name__,
         hf_module=inner.__module__,
@@ -189,5 +226,8 @@ def analyze_encoder(architecture_cls: type) -> EncoderSpec:
         outer_attr=outer_attr,
         lm_head_attr=_lm_head(outer_assigns) if outer_attr else "",
         reads_dtype=bool(set(reads.attrs) & _DTYPE_READS) or any("self.dtype" in m.code for m in modules),
-        borrowed_methods=tuple(borrowed),
+        borrowed_methods=tuple(dict.fromkeys([*borrowed, *rope_helpers])),
+        rope_index_source=rope_source,
+        language_architecture=language_architecture,
+        language_architecture_reason=architecture_reason,
     )

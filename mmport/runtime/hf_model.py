@@ -19,7 +19,7 @@ from typing import Any
 from mmport.errors import BadReferenceError, DeviceError
 from mmport.runtime.device import Placement, free_memory_bytes, placement, seeded
 
-__all__ = ["HFModel", "ModelOptions", "load_model"]
+__all__ = ["HFModel", "ModelOptions", "load_model", "model_class"]
 
 # Keep this much of the free memory for activations and the processor.
 _MEMORY_HEADROOM = 0.8
@@ -41,7 +41,8 @@ class ModelOptions:
         return placement(self.device, self.dtype)
 
 
-def _model_class(config: Any) -> type:
+def model_class(config: Any) -> type:
+    """The HF model class the config names (``architectures``), else the image-text-to-text class for it."""
     import transformers
 
     for name in getattr(config, "architectures", None) or []:
@@ -86,7 +87,7 @@ def load_model(snapshot: Any, target: Placement, *, tiny: bool, weights: bool, s
         raise BadReferenceError(f"snapshot '{snapshot.ref}' holds no weights (*.safetensors, *.bin) at {snapshot.path}")
     if tiny:
         config = tiny_twin(config)
-    cls = _model_class(config)
+    cls = model_class(config)
     if weights:
         model = cls.from_pretrained(snapshot.path, dtype=target.dtype)
     else:

@@ -13,10 +13,11 @@ from pathlib import Path
 
 from mmport.errors import MmportError
 from mmport.runtime.hf_model import ModelOptions
+from mmport.serve import ServeOptions
 from mmport.verify.report import CHECKS, CheckResult, Failure, ItemSize, Report
 from mmport.verify.settings import SETTINGS_PER_MODALITY
 
-__all__ = ["CheckResult", "Failure", "ModelOptions", "Report", "verify_port"]
+__all__ = ["CheckResult", "Failure", "ModelOptions", "Report", "ServeOptions", "verify_port"]
 
 # ``--port vllm``: the processor vLLM itself registers for the snapshot's architecture.
 VLLM_PORT = "vllm"
@@ -38,6 +39,7 @@ def verify_port(
     settings_per_modality: int = SETTINGS_PER_MODALITY,
     curves: bool = False,
     trust_remote_code: bool = False,
+    serve: ServeOptions | None = None,
 ) -> Report:
     """Verify the port in ``port_path`` against the HF processor of ``ref``.
 
@@ -48,6 +50,8 @@ def verify_port(
     With ``curves``, HF's and the port's counts over a sweep of item sizes
     are recorded too (:mod:`mmport.verify.curves`, for the HTML report).
     ``trust_remote_code`` lets the snapshot's own code run (HF's and the port's processor).
+    With ``serve``, the port's model class serves a tiny twin checkpoint in a real
+    vLLM engine and must give HF's greedy tokens (the ``serve`` check, :mod:`mmport.serve`).
     """
     from mmport.runtime.backends import select_backend
     from mmport.runtime.hf_model import load_model
@@ -133,6 +137,7 @@ def verify_port(
         session.finish(checks)
         if model_check is not None:
             model_check.summarize()
+        _check_serve(snapshot, port_path, checks["serve"], serve, seed, notify)
         if curves:
             notify("sweeping item sizes for the count curves")
         swept = count_curves(session) if curves else {}
@@ -142,3 +147,18 @@ def verify_port(
         ref, str(port_path), chosen.name, probes, seed, checks, seconds, cases, modalities, described,
         token_windows=session.token_windows, probe_items=sizes, curves=swept,
     )
+
+
+def _check_serve(
+    snapshot, port_path: Path, result: CheckResult, serve: ServeOptions | None, seed: int, notify: Callable[[str], None]
+) -> None:
+    """The ``serve`` check: skipped unless asked for, and for ``--port vllm`` (there is no model file to serve)."""
+    from mmport.serve import check_serve
+
+    if serve is None:
+        result.skipped = "pass --serve to serve the port's model class in a real vLLM engine"
+    elif str(port_path) == VLLM_PORT:
+        result.skipped = "--port vllm names vLLM's own processor: there is no generated model class to serve"
+    else:
+        notify("serving the port in a vLLM engine (a tiny twin checkpoint, two layouts)…")
+        check_serve(snapshot, Path(port_path), result, seed=seed, options=serve)

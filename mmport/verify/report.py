@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 __all__ = ["CHECKS", "CheckResult", "CountCurve", "CurvePoint", "Failure", "ItemSize", "Report", "TokenWindow"]
 
 # The parity contract, in the order checks are reported (DESIGN §4).
-CHECKS = ("tokens", "placeholders", "fields", "cache", "embeds", "dummy", "limits", "model")
+CHECKS = ("tokens", "placeholders", "fields", "cache", "embeds", "dummy", "limits", "model", "serve")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ from collections.abc import Iterable
 
 import torch
 from torch import nn
-from transformers import AutoModel
+from transformers import AutoModel, PretrainedConfig
+from transformers.conversion_mapping import WeightRenaming, get_model_conversion_mapping
+from transformers.core_model_loading import rename_source_key
 from transformers.models.paligemma.modeling_paligemma import PaliGemmaModel, PaliGemmaMultiModalProjector
 
 from vllm.config import VllmConfig
@@ -92,7 +94,21 @@ class PaliGemmaForConditionalGeneration(nn.Module, SupportsMultiModal):
         return self.language_model.compute_logits(hidden_states)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        # Every layout transformers loads (the hub repos' names, transformers 5.x save
+        # names) first becomes HF's module names, by transformers' own renaming table.
+        renamings = _hf_checkpoint_renamings(self.config)
+        weights = ((rename_source_key(name, renamings, [])[0], tensor) for name, tensor in weights)
         return AutoWeightsLoader(self).load_weights(weights, mapper=self.hf_to_vllm_mapper)
+
+
+def _hf_checkpoint_renamings(config: PretrainedConfig) -> list[WeightRenaming]:
+    """The key renamings transformers applies loading a `PaliGemmaForConditionalGeneration` checkpoint
+    (transformers.conversion_mapping.get_model_conversion_mapping on a weightless skeleton)."""
+    from transformers import PaliGemmaForConditionalGeneration as HFModel
+
+    with torch.device("meta"):
+        skeleton = HFModel._from_config(config)
+    return [w for w in get_model_conversion_mapping(skeleton) if isinstance(w, WeightRenaming)]
 
 
 def register() -> None:

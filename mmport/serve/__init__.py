@@ -1,0 +1,182 @@
+"""``verify --serve``: the whole port served in a real vLLM engine gives HF's greedy tokens.
+
+The steps, for each checkpoint layout (``saved``, ``hub``; see
+:mod:`mmport.serve.checkpoint`):
+
+1. write a servable tiny twin checkpoint of the snapshot (seeded random init);
+2. HF ``generate`` greedily on two probe prompts with an image each;
+3. in the serve environment (``MMPORT_SERVE_PYTHON``, default
+   ``/opt/mmport-vllm-serve-venv/bin/python``), a vLLM engine with the port's
+   model class registered generates on the same prompts
+   (``SamplingParams(temperature=0, logprobs=1)``), a subprocess speaking JSON
+   (:mod:`mmport.serve._engine`);
+4. the port passes when its prompt ids and generated tokens equal HF's and
+   the first step's logprob of the chosen token is allclose to HF's.
+
+The control, vLLM's own class for the architecture on the same checkpoint,
+runs too when vLLM has one: a failure it shares is the harness's or the
+checkpoint's, not the port's, and the report says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mmport.serve.checkpoint import Layout
+
+__all__ = ["Layout", "ServeOptions", "check_serve", "serve_python"]
+
+DEFAULT_SERVE_PYTHON = "/opt/mmport-vllm-serve-venv/bin/python"
+# First-step logprobs of float32 HF vs vLLM's CPU kernels (measured: < 1e-5 apart).
+LOGPROB_ATOL = 1e-3
+_ENGINE = Path(__file__).with_name("_engine.py")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How ``verify --serve`` runs."""
+
+    layouts: tuple[Layout, ...] = (Layout.SAVED, Layout.HUB)
+    max_tokens: int = 4
+    max_model_len: int = 2048
+    control: bool = True
+    timeout_s: int = 600
+
+
+def serve_python() -> Path | None:
+    """The serve environment's python, or None when it is absent."""
+    path = Path(os.environ.get("MMPORT_SERVE_PYTHON", DEFAULT_SERVE_PYTHON))
+    return path if path.exists() else None
+
+
+def _run_engine(python: Path, request: dict, workdir: Path, timeout_s: int) -> dict:
+    """One engine run in the serve environment; a crash or timeout becomes ``{"error": ...}``."""
+    request_path, answer_path = workdir / "request.json", workdir / "answer.json"
+    request_path.write_text(json.dumps(request))
+    answer_path.unlink(missing_ok=True)
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    try:
+        done = subprocess.run(
+            [str(python), str(_ENGINE), str(request_path), str(answer_path)],
+            capture_output=True, text=True, timeout=timeout_s, env=env, cwd=workdir,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"the engine did not answer within {timeout_s} s"}
+    if not answer_path.exists():
+        return {"error": f"the engine exited {done.returncode} without an answer: {done.stderr.strip()[-800:]}"}
+    return json.loads(answer_path.read_text())
+
+
+def _short(error: str, limit: int = 300) -> str:
+    """An engine error's first sentence (vLLM's loader lists every parameter after it)."""
+    first = error.split(". The available", 1)[0]
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def _compare(probe: str, hf: Any, served: dict, label: str) -> list:
+    """Failures of one probe: prompt ids, generated tokens, first-step logprob."""
+    from mmport.verify.report import Failure
+
+    if tuple(served["prompt_ids"]) != hf.prompt_ids:
+        at = next((i for i, (a, b) in enumerate(zip(hf.prompt_ids, served["prompt_ids"])) if a != b), None)
+        return [Failure(probe, f"{label}: the engine's prompt ids differ from HF's ({len(hf.prompt_ids)} vs "
+                        f"{len(served['prompt_ids'])} ids)", at)]
+    if tuple(served["tokens"]) != hf.tokens:
+        at = next((i for i, (a, b) in enumerate(zip(hf.tokens, served["tokens"])) if a != b), min(len(hf.tokens), len(served["tokens"])))
+        return [Failure(probe, f"{label}: greedy tokens differ from HF generate's", at, str(list(hf.tokens)), str(served["tokens"]))]
+    if hf.first_logprob is not None and not math.isclose(hf.first_logprob, served["first_logprob"], abs_tol=LOGPROB_ATOL):
+        return [Failure(probe, f"{label}: first-step logprob of the chosen token differs (atol {LOGPROB_ATOL})", 0,
+                        f"{hf.first_logprob:.6f}", f"{served['first_logprob']:.6f}")]
+    return []
+
+
+def _engine_request(checkpoint: Any, probes: list, port: Path, options: ServeOptions, workdir: Path) -> dict:
+    """The JSON request :mod:`mmport.serve._engine` reads (see its docstring)."""
+    return {
+        "workdir": str(workdir),
+        "checkpoint": str(checkpoint.path),
+        "port_dir": str(port.parent),
+        "module": port.stem,
+        "architecture": checkpoint.architecture,
+        "max_tokens": options.max_tokens,
+        "max_model_len": options.max_model_len,
+        "prompts": [{"prompt": p.prompt, "images": list(p.images)} for p in probes],
+    }
+
+
+def _control(python: Path, request: dict, probes: list, reference: list, label: str, timeout_s: int) -> tuple[str, bool]:
+    """vLLM's own class on the same checkpoint and prompts: (a note, whether it failed to start)."""
+    control = _run_engine(python, {**request, "port_dir": None, "module": None}, Path(request["workdir"]), timeout_s)
+    if "error" in control:
+        return f"{label}: vLLM's own {request['architecture']} fails: {_short(control['error'])}", True
+    failures = [f for p, h, s in zip(probes, reference, control["outputs"]) for f in _compare(p.name, h, s, label)]
+    said = f"fails: {failures[0].describe()}" if failures else "gives HF's tokens"
+    return f"{label}: vLLM's own {request['architecture']} {said}", False
+
+
+def _serve_layout(
+    snapshot: Any, model_file: Path, layout: Layout, options: ServeOptions, python: Path, workdir: Path, seed: int
+) -> tuple[list, list[str], dict[str, float]]:
+    """Failures, notes and metrics of one layout."""
+    from mmport.serve.checkpoint import build_checkpoint
+    from mmport.serve.reference import hf_generate, make_serve_probes
+    from mmport.verify.reference import HFReference
+    from mmport.verify.report import Failure
+
+    checkpoint = build_checkpoint(snapshot, workdir / f"twin-{layout.value}", layout=layout, seed=seed)
+    probes = make_serve_probes(HFReference(snapshot).placeholders().get("image"), workdir, seed)
+    reference = hf_generate(checkpoint.path, probes, options.max_tokens)
+    label = f"{layout.value} layout"
+    request = _engine_request(checkpoint, probes, model_file, options, workdir)
+    answer = _run_engine(python, request, workdir, options.timeout_s)
+    notes, control_broke = [], False
+    if options.control:
+        note, control_broke = _control(python, request, probes, reference, label, options.timeout_s)
+        notes.append(note)
+    if "error" in answer:
+        shared = " (vLLM's own class fails too)" if control_broke else ""
+        return [Failure(probes[0].name, f"{label}: the port did not serve{shared}: {_short(answer['error'])}")], notes, {}
+    outputs = answer["outputs"]
+    failures = [f for p, h, s in zip(probes, reference, outputs) for f in _compare(p.name, h, s, label)]
+    gaps = [abs(h.first_logprob - s["first_logprob"]) for h, s in zip(reference, outputs) if h.first_logprob is not None]
+    compared = sum(len(h.tokens) for h in reference)
+    notes.append(f"{label}: {len(probes)} prompts, {compared} greedy tokens compared (vLLM {answer['vllm_version']})")
+    return failures, notes, {f"{layout.value}_max_logprob_gap": max(gaps, default=0.0)}
+
+
+def check_serve(snapshot: Any, port_file: Path, result: Any, *, seed: int = 0, options: ServeOptions | None = None) -> None:
+    """Fill ``result`` (the ``serve`` CheckResult) for the port whose processing file is ``port_file``."""
+    options = options or ServeOptions()
+    python = serve_python()
+    if python is None:
+        result.skipped = (f"no serve environment: set MMPORT_SERVE_PYTHON or build {DEFAULT_SERVE_PYTHON} "
+                          "with shared/recipes/vllm-cpu-serve-env.sh")
+        return
+    model_file = port_file.with_name(port_file.name.removesuffix("_processing.py") + ".py")
+    if not model_file.exists():
+        result.skipped = f"no model file {model_file.name} beside the port: `mmport scaffold` writes one"
+        return
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="mmport-serve-") as tmp:
+        for layout in options.layouts:
+            workdir = Path(tmp) / layout.value
+            workdir.mkdir()
+            try:
+                failures, said, metrics = _serve_layout(snapshot, model_file, layout, options, python, workdir, seed)
+            except Exception as exc:  # the reference side broke: report it as this layout's outcome
+                from mmport.verify.report import Failure
+
+                reason = f"{type(exc).__name__}: {exc}"
+                failures, said, metrics = [Failure("serve", f"{layout.value} layout: no HF reference ({_short(reason)})")], [], {}
+            result.runs += 1
+            result.failures.extend(failures)
+            result.metrics.update(metrics)
+            notes += said
+    result.summary = "; ".join(notes)

@@ -1,0 +1,98 @@
+"""Greedy generation in a real vLLM engine: the serve environment's side of ``verify --serve``.
+
+Run by the serve environment's python (``MMPORT_SERVE_PYTHON``), never
+imported by mmport itself: it needs only the standard library, vLLM and
+PIL. It reads one JSON request and writes one JSON answer::
+
+    python _engine.py request.json answer.json
+
+request: ``{"checkpoint": DIR, "port_dir": DIR or null, "module": "llava",
+"architecture": "LlavaForConditionalGeneration", "max_tokens": 4,
+"max_model_len": 2048, "prompts": [{"prompt": "...", "images": [PNG, ...]}]}``.
+With ``port_dir`` the generated model file's ``register()`` puts the port's
+class in vLLM's registry before the engine starts; without it vLLM serves the
+checkpoint with its own class (the control). The answer holds, per prompt,
+the prompt's token ids, the generated ids and the first step's logprob of the
+chosen token, or ``{"error": "..."}`` when the engine could not start or run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+# The engine runs in this process, so a class registered here is the one used
+# (see shared/recipes/vllm-cpu-serve-env.sh).
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+# The generated files import each other relatively (`from .llava_processing import ...`).
+_PACKAGE = "mmport_served_port"
+
+
+def _register_port(port_dir: str, module: str) -> str:
+    """Import the port as a package and call its ``register()``; return the class's file."""
+    root = Path(tempfile.mkdtemp(prefix="mmport-serve-port-"))
+    package = root / _PACKAGE
+    shutil.copytree(port_dir, package, ignore=shutil.ignore_patterns("test_*", "__pycache__"))
+    (package / "__init__.py").touch()
+    sys.path.insert(0, str(root))
+    loaded = importlib.import_module(f"{_PACKAGE}.{module}")
+    loaded.register()
+    return str(loaded.__file__)
+
+
+def _generate(request: dict) -> list[dict]:
+    from PIL import Image
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(
+        model=request["checkpoint"],
+        dtype="float32",
+        enforce_eager=True,
+        max_model_len=request["max_model_len"],
+        limit_mm_per_prompt={"image": max(len(p["images"]) for p in request["prompts"]) or 1},
+        seed=0,
+    )
+    params = SamplingParams(temperature=0.0, max_tokens=request["max_tokens"], logprobs=1)
+    inputs = []
+    for probe in request["prompts"]:
+        images = [Image.open(path).convert("RGB") for path in probe["images"]]
+        inputs.append({"prompt": probe["prompt"], "multi_modal_data": {"image": images}} if images else probe["prompt"])
+    answers = []
+    for output in llm.generate(inputs, params, use_tqdm=False):
+        completion = output.outputs[0]
+        first = completion.logprobs[0][completion.token_ids[0]].logprob if completion.token_ids else None
+        answers.append(
+            {"prompt_ids": list(output.prompt_token_ids), "tokens": list(completion.token_ids), "first_logprob": first}
+        )
+    return answers
+
+
+def main(request_path: str, answer_path: str) -> None:
+    """Run one request, write one answer; every failure becomes ``{"error": ...}``."""
+    request = json.loads(Path(request_path).read_text())
+    answer: dict = {}
+    try:
+        import vllm
+
+        answer["vllm_version"] = vllm.__version__
+        if request.get("port_dir"):
+            answer["served_class_file"] = _register_port(request["port_dir"], request["module"])
+        answer["outputs"] = _generate(request)
+    except BaseException as exc:  # the answer says what broke; the caller reports it
+        answer["error"] = f"{type(exc).__name__}: {exc}"
+        answer["traceback"] = traceback.format_exc(limit=-8)
+    Path(answer_path).write_text(json.dumps(answer))
+    if os.environ.get("MMPORT_SERVE_DEBUG"):
+        print(json.dumps(answer)[:3000], file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,131 @@
+"""A servable tiny twin checkpoint of a snapshot, in the layouts users meet.
+
+The twin is :func:`mmport.runtime.tiny.twin_dict` of the snapshot's config
+with one more constraint: vLLM's CPU paged attention serves only some head
+sizes (64, 128, ...), so the language model's head size is set to 64 when the
+twin's is not one of them. Weights are a seeded random init, saved with HF's
+``save_pretrained`` beside the snapshot's processor and tokenizer files.
+
+Two layouts, both derived from transformers' own key-renaming table for the
+model class (``transformers.conversion_mapping.get_model_conversion_mapping``,
+the renamings transformers applies when it loads a hub checkpoint):
+
+- ``saved``: what this transformers' ``save_pretrained`` writes;
+- ``hub``: the names real hub repos of the family carry, i.e. each of the
+  table's renamings undone, last first. For LLaVA,
+  ``model.vision_tower.embeddings.patch_embedding.weight`` (a 5.x name)
+  becomes ``vision_tower.vision_model.embeddings.patch_embedding.weight``
+  and ``model.language_model.layers.0...`` becomes
+  ``language_model.model.layers.0...``. The legacy renamings (old spellings
+  transformers still accepts) are left out: no hub repo is written in them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Layout", "TwinCheckpoint", "build_checkpoint", "hub_names", "SERVABLE_HEAD_DIMS"]
+
+# Head sizes vLLM's CPU attention kernels take (shared/recipes/vllm-cpu-serve-env.sh).
+SERVABLE_HEAD_DIMS = (64, 128)
+_HEAD_DIM = 64
+_WEIGHTS = "model.safetensors"
+
+
+class Layout(str, Enum):
+    """The weight-name layout a checkpoint is written in."""
+
+    SAVED = "saved"
+    HUB = "hub"
+
+
+@dataclass(frozen=True)
+class TwinCheckpoint:
+    """A checkpoint directory and what it holds."""
+
+    path: Path
+    architecture: str
+    layout: Layout
+    num_parameters: int
+
+
+def _servable_text(twin: dict) -> None:
+    """Give the twin's language model a head size the CPU attention serves."""
+    text = twin.get("text_config") or twin
+    heads = text.get("num_attention_heads")
+    head_dim = text.get("head_dim") or (text["hidden_size"] // heads if heads else None)
+    if head_dim not in SERVABLE_HEAD_DIMS:
+        text["head_dim"] = _HEAD_DIM
+
+
+def _write_modeling_defaults(model: Any) -> None:
+    """Write into the config the M-RoPE sections HF's modeling defaults when the config has none.
+
+    vLLM turns M-RoPE on from the config (``mrope_section`` in the text config's
+    ``rope_parameters``); HF's Qwen2-VL rotary module falls back to its own
+    default (``config.rope_parameters.get("mrope_section", [16, 24, 24])``).
+    The value written is the one HF's built module holds, so both sides agree.
+    """
+    text = model.config.get_text_config()
+    rope = getattr(text, "rope_parameters", None)
+    if not isinstance(rope, dict) or "mrope_section" in rope:
+        return
+    for module in model.modules():
+        if isinstance(getattr(module, "mrope_section", None), (list, tuple)):
+            rope["mrope_section"] = list(module.mrope_section)
+            return
+
+
+def _renamings(model: Any, *, legacy: bool) -> list:
+    from transformers.conversion_mapping import WeightRenaming, get_model_conversion_mapping
+
+    return [w for w in get_model_conversion_mapping(model, add_legacy=legacy) if isinstance(w, WeightRenaming)]
+
+
+def hub_names(model: Any, names: list[str]) -> dict[str, str]:
+    """Each of the model's state-dict ``names`` in the hub layout (see the module docstring)."""
+    from transformers.core_model_loading import rename_source_key
+
+    undo = [w.reverse_transform() for w in reversed(_renamings(model, legacy=False))]
+    return {name: rename_source_key(name, undo, [])[0] for name in names}
+
+
+def _rekey_to_hub(model: Any, path: Path) -> None:
+    """Rewrite the saved weights under their hub names: saved name → runtime name → hub name."""
+    from safetensors.torch import load_file, save_file
+    from transformers.core_model_loading import rename_source_key
+
+    saved = load_file(path / _WEIGHTS)
+    loading = _renamings(model, legacy=True)
+    runtime = {name: rename_source_key(name, loading, [])[0] for name in saved}
+    hub = hub_names(model, list(runtime.values()))
+    rekeyed = {hub[runtime[name]]: tensor.contiguous() for name, tensor in saved.items()}
+    save_file(rekeyed, str(path / _WEIGHTS), metadata={"format": "pt"})
+
+
+def build_checkpoint(snapshot: Any, directory: Path, *, layout: Layout = Layout.SAVED, seed: int = 0) -> TwinCheckpoint:
+    """Write a servable tiny twin of ``snapshot`` to ``directory`` (see the module docstring)."""
+    from mmport.runtime.device import seeded
+    from mmport.runtime.hf_model import model_class
+    from mmport.runtime.tiny import twin_dict
+
+    config = snapshot.load_config()
+    twin = twin_dict(config.to_dict())
+    _servable_text(twin)
+    config = type(config).from_dict(twin)
+    cls = model_class(config)
+    with seeded(seed):
+        model = cls._from_config(config).eval()
+    _write_modeling_defaults(model)
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(directory)
+    for source in Path(snapshot.path).iterdir():
+        if source.is_file() and source.name != "config.json" and not source.name.endswith((".safetensors", ".bin")):
+            shutil.copy(source, directory / source.name)
+    if layout is Layout.HUB:
+        _rekey_to_hub(model, directory)
+    return TwinCheckpoint(directory, cls.__name__, layout, sum(p.numel() for p in model.parameters()))

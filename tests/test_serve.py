@@ -1,0 +1,122 @@
+"""``verify --serve``: the generated port served in a real vLLM engine gives HF's greedy tokens.
+
+Tests marked ``serve`` need the CPU engine environment
+(``MMPORT_SERVE_PYTHON``, default /opt/mmport-vllm-serve-venv/bin/python;
+built by shared/recipes/vllm-cpu-serve-env.sh) and run in CI's serve stage
+(``-m serve``). The rest runs in the fast lane.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_cli, scaffold_port
+
+from mmport.serve import Layout, ServeOptions, check_serve, serve_python
+from mmport.sources import resolve
+from mmport.verify.report import CheckResult
+
+needs_engine = pytest.mark.skipif(serve_python() is None, reason="no serve environment (MMPORT_SERVE_PYTHON)")
+# One layout, no control: the shortest run that still serves the whole port.
+QUICK = ServeOptions(layouts=(Layout.SAVED,), control=False)
+
+
+def _serve(ref: str, port, options: ServeOptions = QUICK) -> CheckResult:
+    result = CheckResult("serve")
+    check_serve(resolve(ref), port, result, options=options)
+    return result
+
+
+def test_hub_names_come_from_transformers_renaming_table() -> None:
+    """Undoing transformers' renamings gives names its loader maps back onto the model's own."""
+    import torch
+    from transformers import LlavaForConditionalGeneration
+    from transformers.conversion_mapping import WeightRenaming, get_model_conversion_mapping
+    from transformers.core_model_loading import rename_source_key
+
+    from mmport.runtime.tiny import tiny_twin
+    from mmport.serve.checkpoint import hub_names
+
+    with torch.device("meta"):
+        model = LlavaForConditionalGeneration._from_config(tiny_twin(resolve("llava").load_config()))
+    names = list(model.state_dict())
+    hub = hub_names(model, names)
+    loading = [w for w in get_model_conversion_mapping(model) if isinstance(w, WeightRenaming)]
+    assert all(rename_source_key(hub[name], loading, [])[0] == name for name in names)
+    assert sum(hub[name] != name for name in names) == len(names), "the hub layout renames every LLaVA weight"
+
+
+def test_serve_check_skips_without_the_engine_environment(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MMPORT_SERVE_PYTHON", str(tmp_path / "absent" / "python"))
+    port = scaffold_port("llava", tmp_path / "port")
+    result = _serve("llava", port)
+    assert result.status == "skip" and "MMPORT_SERVE_PYTHON" in result.skipped
+
+
+@pytest.mark.serve
+@needs_engine
+def test_llava_port_serves_hf_tokens_in_both_layouts(tmp_path) -> None:
+    """The CLI end to end: both layouts, with vLLM's own class as the control."""
+    port = scaffold_port("llava", tmp_path / "port")
+    report = tmp_path / "report.json"
+    done = run_cli("verify", "llava", "--port", str(port), "--probes", "2", "--settings", "0", "--serve", "--json", str(report))
+    serve = json.loads(report.read_text())["checks"]["serve"]
+    assert done.returncode == 0 and serve["status"] == "pass", done.stdout + done.stderr
+    assert serve["runs"] == 2 and "hub layout: 2 prompts" in serve["summary"]
+
+
+@pytest.mark.serve
+@needs_engine
+def test_a_wrong_weight_mapping_fails_naming_the_weight(tmp_path) -> None:
+    port = scaffold_port("llava", tmp_path / "port")
+    model = port.with_name("llava.py")
+    mapped = '"model.multi_modal_projector.": "multi_modal_projector.",'
+    assert mapped in model.read_text()
+    model.write_text(model.read_text().replace(mapped, '"model.multi_modal_projector.": "projector.",'))
+    result = _serve("llava", port)
+    assert result.status == "fail"
+    assert "did not serve" in result.failures[0].message and "'projector" in result.failures[0].message
+
+
+@pytest.mark.serve
+@needs_engine
+def test_a_wrong_placeholder_count_fails_on_the_prompt_ids(tmp_path) -> None:
+    """One placeholder token too many: the engine runs, but its prompt is not HF's."""
+    port = scaffold_port("llava", tmp_path / "port")
+    source = port.read_text()
+    counted = "def get_num_image_tokens("
+    assert counted in source
+    # Wrap the count: every image gets one embedding more than HF gives it.
+    port.write_text(
+        source
+        + "\n\n_hf_count = LlavaProcessingInfo.get_num_image_tokens\n"
+        + "LlavaProcessingInfo.get_num_image_tokens = lambda self, *a, **k: _hf_count(self, *a, **k) + 1\n"
+    )
+    result = _serve("llava", port)
+    assert result.status == "fail", result.summary
+    assert any("prompt ids differ" in f.message or "did not serve" in f.message for f in result.failures)
+
+
+def test_mrope_family_gets_hf_rope_index_and_a_language_architecture() -> None:
+    """Qwen2-VL's text config names no architecture; its class gets one from transformers' CausalLM table."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    from mmport.analyzers import analyze
+
+    qwen = analyze(resolve("qwen2_vl")).encoder
+    text_type = resolve("qwen2_vl").load_config().get_text_config().model_type
+    assert text_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    assert qwen.language_architecture in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
+    assert qwen.rope_index_source is not None and "modeling_qwen2_vl.py" in str(qwen.rope_index_source)
+    llava = analyze(resolve("llava")).encoder
+    assert llava.rope_index_source is None and llava.language_architecture == ""
+
+
+@pytest.mark.serve
+@needs_engine
+def test_qwen2_vl_port_serves_hf_tokens_with_mrope_in_both_layouts(tmp_path) -> None:
+    port = scaffold_port("qwen2_vl", tmp_path / "port")
+    result = _serve("qwen2_vl", port, ServeOptions(layouts=(Layout.SAVED, Layout.HUB), control=False))
+    assert result.status == "pass", "\n".join(f.describe() for f in result.failures)
+    assert result.runs == 2 and result.metrics["hub_max_logprob_gap"] <= 1e-3
