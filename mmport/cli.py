@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 from mmport import __version__
 
 if TYPE_CHECKING:  # heavy at run time (mmport.verify pulls in the runtime); hints only
-    from mmport.verify import ModelOptions
+    from mmport.verify import ModelOptions, ServeOptions
     from mmport.manifest import ManifestEntry
     from mmport.manifest.run import PortOutcome
 
@@ -241,7 +241,14 @@ def verify(
     device: Annotated[str, typer.Option("--device", help="With --model: auto (CUDA when present), cuda or cpu.")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", help="With --model: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16.")] = "auto",
     tiny: Annotated[bool, typer.Option("--tiny", help="With --model: a tiny twin of the config (same geometry, small widths).")] = False,
-    weights: Annotated[bool, typer.Option("--weights", help="With --model: load the snapshot's weights instead of a seeded random init.")] = False,
+    weights: Annotated[
+        bool,
+        typer.Option(
+            "--weights",
+            help="With --model: load the snapshot's weights instead of a seeded random init; "
+            "with --serve: serve the snapshot's own checkpoint instead of tiny twins.",
+        ),
+    ] = False,
     processor_kwargs: Annotated[
         str | None,
         typer.Option(
@@ -291,13 +298,16 @@ def verify(
         problem = "is a directory" if port.is_dir() else "does not exist"
         _fail(PortLoadError(f"port file '{port}' {problem}; pass the generated <model>_processing.py"))
     _check_report_paths(json_path, junit_path, html_path)
-    if not model and (tiny or weights or device != "auto" or dtype != "auto"):
-        _fail(ValueError("--device, --dtype, --tiny and --weights apply to the model check; add --model"))
-    from mmport.verify import ModelOptions
+    if not model and (tiny or device != "auto" or dtype != "auto"):
+        _fail(ValueError("--device, --dtype and --tiny apply to the model check; add --model"))
+    if weights and not (model or serve):
+        _fail(ValueError("--weights applies to the model check (--model) and to serving (--serve); add one"))
+    from mmport.verify import ModelOptions, ServeOptions
 
     options = ModelOptions(device, dtype, tiny, weights) if model else None
+    served = ServeOptions(weights=weights) if serve else None
     reports = {"json": json_path, "junit": junit_path, "html": html_path}
-    _verify_one(ref, port, probes, seed, backend, options, processor_kwargs, reports, settings, trust_remote_code, serve)
+    _verify_one(ref, port, probes, seed, backend, options, processor_kwargs, reports, settings, trust_remote_code, served)
 
 
 def _refuse_with_manifest(given: list[str]) -> None:
@@ -317,11 +327,11 @@ def _verify_one(
     reports: dict[str, Path | None],
     settings: int,
     trust_remote_code: bool,
-    serve: bool = False,
+    serve: ServeOptions | None = None,
 ) -> NoReturn:
     """``verify REF --port PORT``: the check table, the reports (``reports``: json, junit, html paths), exit 0 or 1."""
     from mmport.console import console, err_console, report_table
-    from mmport.verify import ServeOptions, verify_port
+    from mmport.verify import verify_port
     from mmport.verify.settings import parse_processor_kwargs
 
     pinned = _run(lambda: parse_processor_kwargs(processor_kwargs))
@@ -344,7 +354,7 @@ def _verify_one(
                 settings_per_modality=settings,
                 curves=reports["html"] is not None,
                 trust_remote_code=trust_remote_code,
-                serve=ServeOptions() if serve else None,
+                serve=serve,
             )
         )
     console.print(report_table(report))

@@ -66,6 +66,21 @@ def gemma3_896_snapshot(directory: Path) -> Path:
     return _variant("gemma3", directory, processor=processor, config=config)
 
 
+def mistral3_small31_snapshot(directory: Path) -> Path:
+    """Mistral Small 3.1: Pixtral at patch 14 up to 1540 px, merged 2 x 2 (the model config's own geometry).
+
+    The synthetic processor keeps PixtralProcessor's defaults (patch 16, no
+    merge), which the default Mistral3 model cannot run.
+    """
+
+    def processor(data):
+        data.update(patch_size=14, spatial_merge_size=2)
+        data["image_processor"]["patch_size"] = {"height": 14, "width": 14}
+        data["image_processor"]["size"] = {"longest_edge": 1540}
+
+    return _variant("mistral3", directory, processor=processor)
+
+
 def idefics3_364_snapshot(directory: Path) -> Path:
     """Idefics3-8B: 364 px tiles / patch 14, pixel-shuffled by 2 to 169 tokens per tile."""
 

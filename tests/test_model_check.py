@@ -71,6 +71,8 @@ def test_cuda_asked_for_without_cuda_is_a_clear_error(scaffolded, tmp_path) -> N
     ("args", "needle"),
     [
         (("--tiny",), "add --model"),
+        (("--weights",), "add one"),
+        (("--serve", "--weights"), "holds no weights"),
         (("--model", "--weights"), "holds no weights"),
         (("--model", "--tiny", "--weights"), "exclude each other"),
         (("--model", "--dtype", "float8"), "unknown dtype"),

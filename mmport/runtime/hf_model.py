@@ -63,6 +63,12 @@ def _has_weights(path: Path) -> bool:
     return any(path.glob("*.safetensors")) or any(path.glob("*.bin"))
 
 
+def require_weights(snapshot: Any) -> None:
+    """Refuse (exit 2) ``--weights`` for a snapshot that holds no weight files."""
+    if not _has_weights(Path(snapshot.path)):
+        raise BadReferenceError(f"snapshot '{snapshot.ref}' holds no weights (*.safetensors, *.bin) at {snapshot.path}")
+
+
 def _check_fits(cls: type, config: Any, target: Placement) -> None:
     """Refuse (exit 2) a model whose parameters alone exceed the free memory."""
     import torch
@@ -83,8 +89,8 @@ def load_model(snapshot: Any, target: Placement, *, tiny: bool, weights: bool, s
     from mmport.runtime.tiny import tiny_twin
 
     config = snapshot.load_config()
-    if weights and not _has_weights(snapshot.path):
-        raise BadReferenceError(f"snapshot '{snapshot.ref}' holds no weights (*.safetensors, *.bin) at {snapshot.path}")
+    if weights:
+        require_weights(snapshot)
     if tiny:
         config = tiny_twin(config)
     cls = model_class(config)

@@ -8,9 +8,10 @@ vocabulary, feature-layer choices) and shrinks everything that only decides
 Every width in every sub-config becomes one value, so widths that HF code
 couples (a vision tower's output feeding a projector feeding the language
 model) stay consistent without knowing which ones are coupled. Head sizes
-that rotary settings may depend on (``head_dim`` given explicitly, or a
-language model's implied head size under rope settings, which Qwen2-VL's
-``mrope_section`` splits) are kept.
+that rotary settings may depend on (a vision tower's ``head_dim`` given
+explicitly and equal to width / heads, or a language model's implied head
+size under rope settings, which Qwen2-VL's ``mrope_section`` splits) are
+kept.
 """
 
 from __future__ import annotations
@@ -69,9 +70,15 @@ def _heads(layer: dict) -> tuple[str, int] | None:
 
 def _kept_head_dim(layer: dict) -> int | None:
     """The head size a twin must keep: explicit, or implied under rope settings."""
-    if _is_int(layer.get("head_dim")):
-        return None  # explicit: widths are free, head_dim stays as it is
     heads, width = _heads(layer), _width(layer)
+    if _is_int(layer.get("head_dim")):
+        # A vision tower's (it has a patch size) head_dim equal to width /
+        # heads: its code may use either (Pixtral's attention splits by width
+        # / heads, its rotary by head_dim), so the twin keeps them equal.
+        # Language models read head_dim itself: widths are free, it stays.
+        if "patch_size" in layer and heads and width and width // heads[1] == layer["head_dim"]:
+            return layer["head_dim"]
+        return None
     if heads and width and _rope_sections(layer):
         return width // heads[1]
     return None

@@ -1,7 +1,8 @@
 """``verify --serve``: the whole port served in a real vLLM engine gives HF's greedy tokens.
 
 The steps, for each checkpoint layout (``saved``, ``hub``; see
-:mod:`mmport.serve.checkpoint`):
+:mod:`mmport.serve.checkpoint`), or once for the snapshot's own checkpoint
+(``--weights``):
 
 1. write a servable tiny twin checkpoint of the snapshot (seeded random init);
 2. HF ``generate`` greedily on two probe prompts with an image each;
@@ -11,7 +12,10 @@ The steps, for each checkpoint layout (``saved``, ``hub``; see
    (``SamplingParams(temperature=0, logprobs=1)``), a subprocess speaking JSON
    (:mod:`mmport.serve._engine`);
 4. the port passes when its prompt ids and generated tokens equal HF's and
-   the first step's logprob of the chosen token is allclose to HF's.
+   the first step's logprob of the chosen token is allclose to HF's. When the
+   engine's attention backend cannot attend both ways over media positions
+   that the model attends to both ways (vLLM's mm-prefix mode, missing from
+   the CPU backend; Gemma 3), HF is run attending causally too.
 
 The control, vLLM's own class for the architecture on the same checkpoint,
 runs too when vLLM has one: a failure it shares is the harness's or the
@@ -48,6 +52,8 @@ class ServeOptions:
     max_model_len: int = 2048
     control: bool = True
     timeout_s: int = 600
+    # Serve the snapshot's own checkpoint (``--weights``) instead of tiny twins.
+    weights: bool = False
 
 
 def serve_python() -> Path | None:
@@ -97,7 +103,13 @@ def _compare(probe: str, hf: Any, served: dict, label: str) -> list:
     return []
 
 
-def _engine_request(checkpoint: Any, probes: list, port: Path, options: ServeOptions, workdir: Path) -> dict:
+def _model_len(reference: list, options: ServeOptions) -> int:
+    """The engine's ``max_model_len``: the option, or more when HF's longest prompt needs it (Idefics3 tiles)."""
+    needed = max(len(h.prompt_ids) for h in reference) + options.max_tokens
+    return max(options.max_model_len, -(-needed // 256) * 256)
+
+
+def _engine_request(checkpoint: Any, probes: list, port: Path, options: ServeOptions, workdir: Path, model_len: int) -> dict:
     """The JSON request :mod:`mmport.serve._engine` reads (see its docstring)."""
     return {
         "workdir": str(workdir),
@@ -106,7 +118,7 @@ def _engine_request(checkpoint: Any, probes: list, port: Path, options: ServeOpt
         "module": port.stem,
         "architecture": checkpoint.architecture,
         "max_tokens": options.max_tokens,
-        "max_model_len": options.max_model_len,
+        "max_model_len": model_len,
         "prompts": [{"prompt": p.prompt, "images": list(p.images)} for p in probes],
     }
 
@@ -122,33 +134,43 @@ def _control(python: Path, request: dict, probes: list, reference: list, label: 
 
 
 def _serve_layout(
-    snapshot: Any, model_file: Path, layout: Layout, options: ServeOptions, python: Path, workdir: Path, seed: int
+    snapshot: Any, model_file: Path, layout: Layout | None, options: ServeOptions, python: Path, workdir: Path, seed: int
 ) -> tuple[list, list[str], dict[str, float]]:
-    """Failures, notes and metrics of one layout."""
-    from mmport.serve.checkpoint import build_checkpoint
+    """Failures, notes and metrics of one layout (``None``: the snapshot's own checkpoint)."""
+    from mmport.serve.checkpoint import build_checkpoint, snapshot_checkpoint
     from mmport.serve.reference import hf_generate, make_serve_probes
     from mmport.verify.reference import HFReference
     from mmport.verify.report import Failure
 
-    checkpoint = build_checkpoint(snapshot, workdir / f"twin-{layout.value}", layout=layout, seed=seed)
+    if layout is None:
+        checkpoint, label, key = snapshot_checkpoint(snapshot), "snapshot weights", "weights"
+    else:
+        checkpoint = build_checkpoint(snapshot, workdir / f"twin-{layout.value}", layout=layout, seed=seed)
+        label, key = f"{layout.value} layout", layout.value
     probes = make_serve_probes(HFReference(snapshot).placeholders().get("image"), workdir, seed)
     reference = hf_generate(checkpoint.path, probes, options.max_tokens)
-    label = f"{layout.value} layout"
-    request = _engine_request(checkpoint, probes, model_file, options, workdir)
+    request = _engine_request(checkpoint, probes, model_file, options, workdir, _model_len(reference, options))
     answer = _run_engine(python, request, workdir, options.timeout_s)
     notes, control_broke = [], False
+    if answer.get("mm_prefix_dropped"):
+        # The engine attended causally over media the model attends to both ways:
+        # HF is asked to do the same, so the comparison stays exact.
+        reference = hf_generate(checkpoint.path, probes, options.max_tokens, causal=True)
+        notes.append(f"{label}: this engine's attention backend has no bidirectional media attention "
+                     "(vLLM's mm-prefix mode); compared with HF attending causally (no token_type_ids)")
     if options.control:
         note, control_broke = _control(python, request, probes, reference, label, options.timeout_s)
         notes.append(note)
     if "error" in answer:
         shared = " (vLLM's own class fails too)" if control_broke else ""
-        return [Failure(probes[0].name, f"{label}: the port did not serve{shared}: {_short(answer['error'])}")], notes, {}
+        where = f" (at {answer['port_frame']})" if answer.get("port_frame") else ""
+        return [Failure(probes[0].name, f"{label}: the port did not serve{shared}: {_short(answer['error'])}{where}")], notes, {}
     outputs = answer["outputs"]
     failures = [f for p, h, s in zip(probes, reference, outputs) for f in _compare(p.name, h, s, label)]
     gaps = [abs(h.first_logprob - s["first_logprob"]) for h, s in zip(reference, outputs) if h.first_logprob is not None]
     compared = sum(len(h.tokens) for h in reference)
     notes.append(f"{label}: {len(probes)} prompts, {compared} greedy tokens compared (vLLM {answer['vllm_version']})")
-    return failures, notes, {f"{layout.value}_max_logprob_gap": max(gaps, default=0.0)}
+    return failures, notes, {f"{key}_max_logprob_gap": max(gaps, default=0.0)}
 
 
 def check_serve(snapshot: Any, port_file: Path, result: Any, *, seed: int = 0, options: ServeOptions | None = None) -> None:
@@ -165,8 +187,9 @@ def check_serve(snapshot: Any, port_file: Path, result: Any, *, seed: int = 0, o
         return
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="mmport-serve-") as tmp:
-        for layout in options.layouts:
-            workdir = Path(tmp) / layout.value
+        for layout in (None,) if options.weights else options.layouts:
+            name = layout.value if layout else "weights"
+            workdir = Path(tmp) / name
             workdir.mkdir()
             try:
                 failures, said, metrics = _serve_layout(snapshot, model_file, layout, options, python, workdir, seed)
@@ -174,7 +197,7 @@ def check_serve(snapshot: Any, port_file: Path, result: Any, *, seed: int = 0, o
                 from mmport.verify.report import Failure
 
                 reason = f"{type(exc).__name__}: {exc}"
-                failures, said, metrics = [Failure("serve", f"{layout.value} layout: no HF reference ({_short(reason)})")], [], {}
+                failures, said, metrics = [Failure("serve", f"{name}: no HF reference ({_short(reason)})")], [], {}
             result.runs += 1
             result.failures.extend(failures)
             result.metrics.update(metrics)

@@ -13,7 +13,9 @@ With ``port_dir`` the generated model file's ``register()`` puts the port's
 class in vLLM's registry before the engine starts; without it vLLM serves the
 checkpoint with its own class (the control). The answer holds, per prompt,
 the prompt's token ids, the generated ids and the first step's logprob of the
-chosen token, or ``{"error": "..."}`` when the engine could not start or run.
+chosen token, and whether the engine attended causally where the model asks
+for bidirectional attention over media (``mm_prefix_dropped``), or
+``{"error": "..."}`` when the engine could not start or run.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def _register_port(port_dir: str, module: str) -> str:
     return str(loaded.__file__)
 
 
-def _generate(request: dict) -> list[dict]:
+def _generate(request: dict) -> tuple[list[dict], bool | None]:
     from PIL import Image
     from vllm import LLM, SamplingParams
 
@@ -72,7 +74,36 @@ def _generate(request: dict) -> list[dict]:
         answers.append(
             {"prompt_ids": list(output.prompt_token_ids), "tokens": list(completion.token_ids), "first_logprob": first}
         )
-    return answers
+    return answers, _mm_prefix_dropped(llm)
+
+
+def _mm_prefix_dropped(llm) -> bool | None:
+    """Whether the model asks for bidirectional attention over its media
+    positions (vLLM's ``is_mm_prefix_lm``: Gemma 3, PaliGemma) and the attention
+    backend in use cannot give it (vLLM's CPU backend), so the engine attends
+    causally there; None when the engine does not say."""
+
+    def layers(model) -> list[tuple[bool, bool]]:
+        return [
+            (bool(m.use_mm_prefix), bool(m.attn_backend.supports_mm_prefix()))
+            for m in model.modules()
+            if hasattr(m, "use_mm_prefix") and hasattr(m, "attn_backend")
+        ]
+
+    try:
+        found = [layer for per_worker in llm.apply_model(layers) for layer in per_worker]
+    except Exception:  # an engine without apply_model or these attributes: unknown
+        return None
+    return any(wanted and not supported for wanted, supported in found)
+
+
+def _port_frame(exc: BaseException) -> str | None:
+    """Where in the port's own files the error was raised last (``llava.py:120 in embed_multimodal``)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f"{os.sep}{_PACKAGE}{os.sep}" in f.filename]
+    if not frames:
+        return None
+    last = frames[-1]
+    return f"{Path(last.filename).name}:{last.lineno} in {last.name}: {(last.line or '').strip()}"
 
 
 def main(request_path: str, answer_path: str) -> None:
@@ -85,10 +116,11 @@ def main(request_path: str, answer_path: str) -> None:
         answer["vllm_version"] = vllm.__version__
         if request.get("port_dir"):
             answer["served_class_file"] = _register_port(request["port_dir"], request["module"])
-        answer["outputs"] = _generate(request)
+        answer["outputs"], answer["mm_prefix_dropped"] = _generate(request)
     except BaseException as exc:  # the answer says what broke; the caller reports it
         answer["error"] = f"{type(exc).__name__}: {exc}"
         answer["traceback"] = traceback.format_exc(limit=-8)
+        answer["port_frame"] = _port_frame(exc)
     Path(answer_path).write_text(json.dumps(answer))
     if os.environ.get("MMPORT_SERVE_DEBUG"):
         print(json.dumps(answer)[:3000], file=sys.stderr)

@@ -28,11 +28,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Layout", "TwinCheckpoint", "build_checkpoint", "hub_names", "SERVABLE_HEAD_DIMS"]
+__all__ = ["Layout", "TwinCheckpoint", "build_checkpoint", "hub_names", "snapshot_checkpoint", "SERVABLE_HEAD_DIMS"]
 
 # Head sizes vLLM's CPU attention kernels take (shared/recipes/vllm-cpu-serve-env.sh).
 SERVABLE_HEAD_DIMS = (64, 128)
 _HEAD_DIM = 64
+# Room for the longest serve prompt: Idefics3 tiles an image into 17 crops,
+# about 2,400 tokens, past its Llama default of 2,048 positions.
+_MIN_POSITIONS = 8192
 _WEIGHTS = "model.safetensors"
 
 
@@ -53,13 +56,29 @@ class TwinCheckpoint:
     num_parameters: int
 
 
+def _rope_types(rope: Any) -> set[str]:
+    """Every ``rope_type`` in a rope-parameters dict, per-layer-type dicts included (Gemma 3)."""
+    if not isinstance(rope, dict):
+        return set()
+    found = {rope["rope_type"]} if "rope_type" in rope else set()
+    return found.union(*(_rope_types(value) for value in rope.values()))
+
+
 def _servable_text(twin: dict) -> None:
-    """Give the twin's language model a head size the CPU attention serves."""
+    """Give the twin's language model a head size the CPU attention serves, and room for the probes.
+
+    vLLM refuses a prompt longer than ``max_position_embeddings``; under plain
+    RoPE (``rope_type`` default) that value changes no number HF computes, so
+    it is raised to ``_MIN_POSITIONS`` there and left alone otherwise.
+    """
     text = twin.get("text_config") or twin
     heads = text.get("num_attention_heads")
     head_dim = text.get("head_dim") or (text["hidden_size"] // heads if heads else None)
     if head_dim not in SERVABLE_HEAD_DIMS:
         text["head_dim"] = _HEAD_DIM
+    positions = text.get("max_position_embeddings")
+    if isinstance(positions, int) and positions < _MIN_POSITIONS and _rope_types(text.get("rope_parameters")) <= {"default"}:
+        text["max_position_embeddings"] = _MIN_POSITIONS
 
 
 def _write_modeling_defaults(model: Any) -> None:
@@ -129,3 +148,11 @@ def build_checkpoint(snapshot: Any, directory: Path, *, layout: Layout = Layout.
     if layout is Layout.HUB:
         _rekey_to_hub(model, directory)
     return TwinCheckpoint(directory, cls.__name__, layout, sum(p.numel() for p in model.parameters()))
+
+
+def snapshot_checkpoint(snapshot: Any) -> TwinCheckpoint:
+    """The snapshot's own checkpoint (``--weights``), served as it is; exit 2 when it holds no weights."""
+    from mmport.runtime.hf_model import model_class, require_weights
+
+    require_weights(snapshot)
+    return TwinCheckpoint(Path(snapshot.path), model_class(snapshot.load_config()).__name__, Layout.SAVED, 0)

@@ -55,8 +55,14 @@ def make_serve_probes(placeholder: str | None, directory: Path, seed: int) -> li
     return probes
 
 
-def hf_generate(checkpoint: Path, probes: list[ServeProbe], max_tokens: int) -> list[Generation]:
-    """HF ``generate`` (greedy) on each probe, with the model loaded from ``checkpoint`` as HF loads it."""
+def hf_generate(checkpoint: Path, probes: list[ServeProbe], max_tokens: int, *, causal: bool = False) -> list[Generation]:
+    """HF ``generate`` (greedy) on each probe, with the model loaded from ``checkpoint`` as HF loads it.
+
+    ``causal``: without the processor's ``token_type_ids``, from which HF builds
+    the bidirectional attention over media positions of prefix-LM families
+    (Gemma 3, PaliGemma); HF then attends causally everywhere, as an engine
+    whose attention backend has no media-prefix mode does.
+    """
     import torch
     from PIL import Image
     from transformers import AutoConfig, AutoProcessor
@@ -69,6 +75,8 @@ def hf_generate(checkpoint: Path, probes: list[ServeProbe], max_tokens: int) -> 
     for probe in probes:
         images = [Image.open(path).convert("RGB") for path in probe.images]
         inputs = processor(text=[probe.prompt], images=images or None, return_tensors="pt")
+        if causal:
+            inputs.pop("token_type_ids", None)
         with torch.inference_mode():
             result = model.generate(
                 **inputs, do_sample=False, max_new_tokens=max_tokens, output_scores=True, return_dict_in_generate=True

@@ -54,7 +54,7 @@ def verify_port(
     vLLM engine and must give HF's greedy tokens (the ``serve`` check, :mod:`mmport.serve`).
     """
     from mmport.runtime.backends import select_backend
-    from mmport.runtime.hf_model import load_model
+    from mmport.runtime.hf_model import load_model, require_weights
     from mmport.sources import resolve
     from mmport.sources._quiet import quiet_transformers
     from mmport.sources.health import check_reference
@@ -72,7 +72,10 @@ def verify_port(
     target = model.placement() if model else None
     with quiet_transformers():
         notify(f"resolving {ref}")
-        snapshot = resolve(ref, weights=bool(model and model.weights), trust_remote_code=trust_remote_code)
+        own_weights = bool(model and model.weights) or bool(serve and serve.weights)
+        snapshot = resolve(ref, weights=own_weights, trust_remote_code=trust_remote_code)
+        if serve and serve.weights:
+            require_weights(snapshot)  # before any slow work
         chosen = select_backend(backend)
         notify("loading the port")
         port = chosen.load_registered(snapshot.path) if str(port_path) == VLLM_PORT else chosen.load_port(Path(port_path))
@@ -160,5 +163,6 @@ def _check_serve(
     elif str(port_path) == VLLM_PORT:
         result.skipped = "--port vllm names vLLM's own processor: there is no generated model class to serve"
     else:
-        notify("serving the port in a vLLM engine (a tiny twin checkpoint, two layouts)…")
+        served = "the snapshot's checkpoint" if serve.weights else "tiny twin checkpoints"
+        notify(f"serving the port in a vLLM engine ({served})…")
         check_serve(snapshot, Path(port_path), result, seed=seed, options=serve)

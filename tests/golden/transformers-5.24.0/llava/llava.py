@@ -72,12 +72,16 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
         if pixel_values is None:
             return []
         # HF's own feature path on the modules built above, so the port starts
-        # from HF's numbers (HF: models/llava/modeling_llava.py:123). Swap in vLLM's native
-        # towers for speed once `mmport verify --model` passes.
-        outputs = LlavaModel.get_image_features(self, **kwargs)
-        features = outputs.pooler_output
-        # One (num_embeddings, hidden_size) tensor per image.
-        return [feature.reshape(-1, feature.shape[-1]) for feature in features]
+        # from HF's numbers (HF: models/llava/modeling_llava.py:123). Each image goes alone, as a
+        # batch of one: vLLM hands images of different shapes over as a list, and
+        # HF may give one image several rows of features (tiles). Swap in vLLM's
+        # native towers for speed once `mmport verify --model` passes.
+        return [self._image_embeddings(_one_image(kwargs, i)) for i in range(len(pixel_values))]
+
+    def _image_embeddings(self, inputs: dict[str, object]) -> torch.Tensor:
+        """One image's (num_embeddings, hidden_size) features, as HF's feature path gives them."""
+        outputs = LlavaModel.get_image_features(self, **inputs)
+        return torch.cat([feature.reshape(-1, feature.shape[-1]) for feature in outputs.pooler_output])
 
     def forward(
         self,
@@ -108,6 +112,16 @@ def _hf_checkpoint_renamings(config: PretrainedConfig) -> list[WeightRenaming]:
     with torch.device("meta"):
         skeleton = HFModel._from_config(config)
     return [w for w in get_model_conversion_mapping(skeleton) if isinstance(w, WeightRenaming)]
+
+
+def _one_image(kwargs: dict[str, object], index: int) -> dict[str, object]:
+    """The ``index``-th image's inputs as HF's processor gives one image: a batch of one."""
+    image: dict[str, object] = {}
+    for name, value in kwargs.items():
+        if isinstance(value, (torch.Tensor, list)):
+            value = value[index].unsqueeze(0) if isinstance(value, list) else value[index : index + 1]
+        image[name] = value
+    return image
 
 
 def register() -> None:
