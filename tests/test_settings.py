@@ -108,7 +108,9 @@ def test_port_ignoring_request_settings_fails_in_real_vllm(scaffolded, tmp_path)
 
 @pytest.mark.vllm
 @slow
-@pytest.mark.parametrize("model_type", ["llava", "qwen2_vl", "gemma3", "qwen2_audio"])
+# Idefics3 lays out each image's tiles by its size, InternVL each video's frames:
+# only the dict form (the rows and the item's size) places those.
+@pytest.mark.parametrize("model_type", ["llava", "qwen2_vl", "gemma3", "qwen2_audio", "idefics3", "internvl"])
 def test_generated_port_takes_embeddings_in_real_vllm(model_type, scaffolded) -> None:
     pytest.importorskip("vllm.multimodal.processing")
     port = scaffolded(model_type) / f"{model_type}_processing.py"

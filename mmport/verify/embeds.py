@@ -2,17 +2,33 @@
 
 vLLM's users may send an item's encoder output instead of the item
 (``image_embeds`` and kin, with ``--enable-mm-embeds``); the port must place
-it as HF places the item itself.
+it as HF places the item itself. vLLM takes embeddings in two forms: a bare
+tensor of rows, and a dict of tensors holding the rows beside what lays out
+the item's tokens. verify offers each item in every form it knows:
+
+- ``tensor``: the rows alone;
+- ``sized``: the rows and the item's size (``image_size`` [height, width],
+  ``video_size`` [frames, height, width] and ``video_fps``, ``audio_length``
+  in samples: mmport's generated ports, see ``mmport.spec.EMBEDDING_FIELDS``);
+- ``outputs``: the rows and HF's own integer outputs for the item (a grid
+  such as ``image_grid_thw``: vLLM's own Qwen-style ports).
+
+A form the port refuses is named, not failed; every form it takes must give
+HF's tokens and hold the rows given.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
 
 from mmport.errors import one_line
+from mmport.spec import EMBEDDING_FIELDS
 from mmport.verify.checks import check_tokens
+from mmport.verify.probes import Item
+from mmport.verify.reference import HFOutput
 from mmport.verify.report import CheckResult, Failure
 
 if TYPE_CHECKING:
@@ -21,38 +37,90 @@ if TYPE_CHECKING:
 __all__ = ["check_embeddings"]
 
 
+def _item_size(item: Item, sampling_rate: int | None) -> list[list[float]]:
+    """The metadata values of ``item`` in the ``sized`` form, in EMBEDDING_FIELDS order."""
+    width, height = item.size
+    if item.modality == "image":
+        return [[height, width]]
+    if item.modality == "video":
+        return [[item.frames, height, width], [item.fps]]
+    return [[max(1, round(item.seconds * (sampling_rate or 16_000)))]]
+
+
+def _sized(item: Item, embeds: torch.Tensor, expected: HFOutput, sampling_rate: int | None) -> dict[str, object]:
+    metadata = [key for key, role in EMBEDDING_FIELDS[item.modality] if role == "metadata"]
+    values = _item_size(item, sampling_rate)
+    dtypes = {"video_fps": torch.float32}
+    sized = {key: torch.tensor([value], dtype=dtypes.get(key, torch.int64)) for key, value in zip(metadata, values)}
+    return {f"{item.modality}_embeds": [embeds], **sized}
+
+
+def _outputs(item: Item, embeds: torch.Tensor, expected: HFOutput, sampling_rate: int | None) -> dict[str, object] | None:
+    """The rows beside HF's integer outputs for the item; None when HF gives it none."""
+    grids = {k: v for k, v in expected.mm.items() if isinstance(v, torch.Tensor) and not v.is_floating_point() and v.dim() >= 1}
+    if not grids:
+        return None
+    return {f"{item.modality}_embeds": [embeds], **grids}
+
+
+FORMS: dict[str, Callable[..., object]] = {
+    "tensor": lambda item, embeds, expected, rate: [embeds],
+    "sized": _sized,
+    "outputs": _outputs,
+}
+
+
 def check_embeddings(session: Session, result: CheckResult, hidden_size: int) -> None:
     """Per modality the port declares: an item given as precomputed embeddings gets HF's tokens for the item.
 
     The embeddings have as many rows as HF gives the item positions (the
     shape of the encoder's output) and seeded values; the prompt, the
-    placeholder and the port's ``<modality>_embeds`` field must follow. A
-    port that does not take a modality's embeddings is named, not failed.
+    placeholder and the port's ``<modality>_embeds`` field must follow.
+    Two reference items per modality, of different sizes, are offered in
+    each form (see the module doc). A modality whose embeddings the port
+    takes in no form is named, not failed.
     """
-    refused = []
+    refused: dict[str, list[str]] = {}
+    taken: set[str] = set()
     generator = torch.Generator().manual_seed(0)
     for modality in session.hf.modalities:
         if modality not in session.limits:
             continue
-        item = session.hf.reference_items(modality)[0]
-        try:
-            expected = session.hf.single(item)
-        except Exception:
-            continue  # HF refuses the reference item: the probes judged this modality
-        count = expected.input_ids.count(session.hf.modalities[modality].embed_id)
-        embeds = torch.randn(count, hidden_size, generator=generator)
-        try:
-            actual = session.runner.process(expected.prompt, {modality: [embeds]})
-        except Exception as exc:
-            refused.append(f"{modality} ({one_line(exc)})")
-            continue
-        result.runs += 1
-        name = f"{modality} embeddings"
-        check_tokens(result, name, expected.input_ids, actual.prompt_token_ids)
-        given = (actual.items.get(modality) or [{}])[0].get(f"{modality}_embeds")
-        if given is None or not torch.equal(torch.as_tensor(given).float(), embeds):
-            result.failures.append(Failure(name, f"the port's {modality}_embeds field does not hold the embeddings given"))
-    if refused:
-        result.summary = "the port does not take embeddings of: " + "; ".join(refused)
+        for item in session.hf.reference_items(modality):
+            try:
+                expected = session.hf.single(item)
+            except Exception:
+                continue  # HF refuses the reference item: the probes judged this modality
+            count = expected.input_ids.count(session.hf.modalities[modality].embed_id)
+            embeds = torch.randn(count, hidden_size, generator=generator)
+            for form, build in FORMS.items():
+                data = build(item, embeds, expected, session.hf.sampling_rate)
+                if data is None:
+                    continue
+                try:
+                    actual = session.runner.process(expected.prompt, {modality: data})
+                except Exception as exc:
+                    refused.setdefault(modality, []).append(f"{form}: {one_line(exc)}")
+                    continue
+                result.runs += 1
+                taken.add(modality)
+                name = f"{modality} embeddings ({form}, {_describe(item)})"
+                check_tokens(result, name, expected.input_ids, actual.prompt_token_ids)
+                given = (actual.items.get(modality) or [{}])[0].get(f"{modality}_embeds")
+                if given is None or not torch.equal(torch.as_tensor(given).float(), embeds):
+                    result.failures.append(Failure(name, f"the port's {modality}_embeds field does not hold the embeddings given"))
+    untaken = [f"{modality} ({reasons[0]})" for modality, reasons in refused.items() if modality not in taken]
+    if untaken:
+        result.summary = "the port does not take embeddings of: " + "; ".join(untaken)
         if not result.runs:
             result.skipped = result.summary
+
+
+def _describe(item: Item) -> str:
+    """``224x224``, ``4 frames 64x64``, ``1.0 s``: which reference item a failure is about."""
+    width, height = item.size
+    if item.modality == "image":
+        return f"{width}x{height}"
+    if item.modality == "video":
+        return f"{item.frames} frames {width}x{height}"
+    return f"{item.seconds:g} s"

@@ -4,15 +4,17 @@
 ``parse_mm_data({"image": [img1, img2]})`` both give a
 :class:`MultiModalDataItems` whose ``"image"`` entry is a list-like
 :class:`ImageProcessorItems`. A 3-D tensor (or list of 2-D tensors) is read
-as precomputed embeddings instead (:class:`ImageEmbeddingItems`).
+as precomputed embeddings instead (:class:`ImageEmbeddingItems`); a port
+whose parser declares ``embedding_fields`` also takes a dict of tensors (the
+embeddings with what sizes their placeholder) as :class:`DictEmbeddingItems`.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import UserDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from collections.abc import Callable, Mapping, Sequence, Set
+from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
 
 import numpy as np
 import torch
@@ -22,6 +24,8 @@ __all__ = [
     "AudioEmbeddingItems",
     "AudioProcessorItems",
     "AudioResampler",
+    "DictEmbeddingItems",
+    "EmbeddingFieldRole",
     "EmbeddingItems",
     "ImageEmbeddingItems",
     "ImageProcessorItems",
@@ -37,6 +41,10 @@ __all__ = [
 _T = TypeVar("_T")
 _I = TypeVar("_I")
 _D = TypeVar("_D", bound="ModalityDataItems[Any, Any]")
+
+# What a field of a precomputed-embedding input carries: the embedding tensor
+# itself ("values"), or a key that sizes the item's placeholder ("metadata").
+EmbeddingFieldRole: TypeAlias = Literal["values", "metadata"]
 
 
 class ImageSize(NamedTuple):
@@ -128,6 +136,57 @@ class EmbeddingItems(ModalityDataItems[torch.Tensor | list[torch.Tensor], torch.
     def get_feature_size(self, item_idx: int) -> int:
         """The number of embedding vectors of item ``item_idx``."""
         return len(self.get(item_idx))
+
+
+class DictEmbeddingItems(ModalityDataItems[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]):
+    """Items given as a dict of tensors: embeddings with the fields that size their placeholders.
+
+    ``fields_factory`` gives the field config that splits ``data`` into items
+    (as it splits HF's outputs); every key in ``required_fields`` must be
+    there, and every declared key must have a config.
+    """
+
+    def __init__(
+        self,
+        data: Mapping[str, torch.Tensor],
+        modality: str,
+        required_fields: Set[str],
+        fields_factory: Callable[[Mapping[str, torch.Tensor]], Mapping[str, Any]],
+        optional_fields: Set[str] = frozenset(),
+    ) -> None:
+        from mmport.runtime.vllm_compat.multimodal.inputs import MultiModalKwargsItems
+
+        super().__init__(data, modality)
+        if not required_fields:
+            raise ValueError(
+                f"Cannot parse {modality!r} embeddings: every declared field is optional "
+                f"({sorted(optional_fields)}), so nothing is left to size the placeholder range."
+            )
+        missing = set(required_fields) - data.keys()
+        if missing:
+            raise ValueError(
+                f"The data should contain the fields: {set(required_fields)}, "
+                f"but only found the following keys: {set(data.keys())}"
+            )
+        fields_config = fields_factory(data)
+        declared = set(required_fields) | set(optional_fields)
+        if declared - fields_config.keys():
+            raise ValueError(f"declared_fields={declared} should be a subset of fields={set(fields_config)}")
+        self.fields_config = fields_config
+        self.required_fields = set(required_fields)
+        self._kwargs = MultiModalKwargsItems.from_hf_inputs(dict(data), fields_config)
+
+    def get_count(self) -> int:
+        return len(self._kwargs[self.modality])
+
+    def get(self, index: int) -> Mapping[str, torch.Tensor]:
+        return self._kwargs[self.modality][index].get_data()
+
+    def get_processor_data(self) -> Mapping[str, object]:
+        return {}
+
+    def get_passthrough_data(self) -> Mapping[str, object]:
+        return self.data
 
 
 def _size_of(image: Any) -> ImageSize:
@@ -296,6 +355,24 @@ class MultiModalDataParser:
     :meth:`_get_subparsers` to support more modalities.
     """
 
+    # Per modality, the fields of a dict of precomputed embeddings and their roles;
+    # a modality absent here can only be given as raw media or plain embeddings.
+    embedding_fields: Mapping[str, Mapping[str, EmbeddingFieldRole]] = {}
+
+    @classmethod
+    def placeholder_metadata_fields(cls, modality: str) -> set[str]:
+        """The keys that size ``modality``'s placeholder range."""
+        return {field for field, role in cls.embedding_fields.get(modality, {}).items() if role == "metadata"}
+
+    def embedding_field_sets(self, modality: str) -> tuple[set[str], set[str]]:
+        """``modality``'s (required, optional) embedding fields; the values are optional
+        where embeddings may arrive out of band (``allow_missing_mm_embeddings``)."""
+        metadata = self.placeholder_metadata_fields(modality)
+        values = set(self.embedding_fields.get(modality, {})) - metadata
+        if self.allow_missing_mm_embeddings:
+            return metadata, values
+        return metadata | values, set()
+
     def __init__(
         self,
         *,
@@ -304,8 +381,10 @@ class MultiModalDataParser:
         audio_resample_method: str = "torchaudio",
         video_needs_metadata: bool = False,
         expected_hidden_size: int | None = None,
+        allow_missing_mm_embeddings: bool = False,
         **_options: Any,
     ) -> None:
+        self.allow_missing_mm_embeddings = allow_missing_mm_embeddings
         self.audio_resampler = AudioResampler(target_sr=target_sr, method=audio_resample_method)
         self.target_channels = target_channels
         self.video_needs_metadata = video_needs_metadata

@@ -68,6 +68,10 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
             )
 
     def embed_multimodal(self, **kwargs: object) -> MultiModalEmbeddings:
+        image_embeds = kwargs.get("image_embeds")
+        if image_embeds is not None:
+            # Images given as precomputed embeddings: the rows are the features.
+            return list(image_embeds)
         pixel_values = kwargs.get("pixel_values")
         if pixel_values is None:
             return []

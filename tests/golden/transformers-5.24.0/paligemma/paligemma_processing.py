@@ -6,12 +6,13 @@ import copy
 import functools
 from collections.abc import Mapping, Sequence
 
+import torch
 from transformers import BatchFeature, ProcessorMixin
 
 from vllm.config.multimodal import MultiModalDummyOptions
 from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItems
-from vllm.multimodal.parse import ImageEmbeddingItems, ImageProcessorItems, ImageSize, MultiModalDataItems
+from vllm.multimodal.parse import DictEmbeddingItems, EmbeddingItems, ImageEmbeddingItems, ImageProcessorItems, ImageSize, MultiModalDataItems, MultiModalDataParser
 from vllm.multimodal.processing import (
     BaseDummyInputsBuilder,
     BaseMultiModalProcessor,
@@ -30,6 +31,35 @@ from vllm.renderers import TokenizeParams
 # HF: image_processing_backends.py:432
 # HF: image_processing_backends.py:441
 UNFOLLOWED_IMAGE_SWITCHES = ("do_resize", "do_center_crop", "do_pad")
+
+
+# An item given as a dict of precomputed embeddings brings its size beside them: HF lays
+# out each item's tokens by the item itself, so the port asks HF's layout for that size.
+EMBEDDING_FIELDS = {
+    "image": {"image_embeds": "values", "image_size": "metadata"},
+}
+
+
+class PaliGemmaMultiModalDataParser(MultiModalDataParser):
+    """vLLM's parser, also taking items as a dict of embeddings and their sizes
+    (image_size: [height, width]; see EMBEDDING_FIELDS)."""
+
+    embedding_fields = EMBEDDING_FIELDS
+
+    def _parse_image_data(self, data):
+        if isinstance(data, dict):
+            return self._parse_embedding_dict("image", data)
+        return super()._parse_image_data(data)
+
+    def _parse_embedding_dict(self, modality: str, data: Mapping[str, torch.Tensor]) -> DictEmbeddingItems:
+        required, optional = self.embedding_field_sets(modality)
+        return DictEmbeddingItems(
+            data,
+            modality=modality,
+            required_fields=required,
+            optional_fields=optional,
+            fields_factory=lambda _: {key: MultiModalFieldConfig.batched(modality) for key in EMBEDDING_FIELDS[modality]},
+        )
 
 
 def _embedding_layout(replacements: list[list[int]], embed_id: int) -> tuple[list[int], int, list[int]] | None:
@@ -92,6 +122,12 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
         # (models/paligemma/processing_paligemma.py:84).
         return super().get_default_tok_params().with_kwargs(add_special_tokens=False)
 
+    def get_data_parser(self) -> MultiModalDataParser:
+        return PaliGemmaMultiModalDataParser(
+            expected_hidden_size=self._get_expected_hidden_size(),
+            allow_missing_mm_embeddings=self.allow_missing_mm_embeddings,
+        )
+
     def get_hf_call_kwargs(self, mm_kwargs: Mapping[str, object] = {}, **kwargs: object) -> dict[str, dict]:
         """HF's call kwargs, per scope, for a request: the processor's defaults,
         then the engine's ``mm_processor_kwargs``, then the request's own."""
@@ -132,45 +168,72 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
             )
         return _with_settings(processor, call_kwargs, given)
 
-    def get_embedding_tokens(self, modality: str, num_embeds: int) -> list[int]:
-        """The token ids for an item given as ``num_embeds`` rows of precomputed embeddings.
+    def get_embedding_tokens(
+        self, modality: str, items: EmbeddingItems | DictEmbeddingItems, item_idx: int, mm_kwargs: Mapping[str, object] = {}
+    ) -> list[int]:
+        """The token ids for an item given as precomputed embeddings.
 
-        HF never sees such an item, so it takes the layout HF gives every item
-        of its modality: one run of embedding positions between tokens that do
-        not depend on the item (learned from two reference items). Where HF's
-        layout follows the item itself (tile rows and columns, timestamps), an
-        embedding cannot be placed.
+        HF never sees such an item. Given as a dict with its size (see
+        EMBEDDING_FIELDS), it takes the tokens HF gives an item of that size,
+        whose embedding positions must be as many as the rows. Given as a bare
+        tensor, it takes the layout HF gives every item of its modality: one
+        run of embedding positions between tokens that do not depend on the
+        item (learned from two reference items); where HF lays out tokens by
+        the item itself (tile rows and columns, timestamps), only the dict
+        form can place it.
         """
+        if isinstance(items, DictEmbeddingItems):
+            item = items.get(item_idx)
+            metadata = [key for key, role in EMBEDDING_FIELDS[modality].items() if role == "metadata"]
+            size = [value.item() for key in metadata for value in torch.as_tensor(item[key]).flatten()]
+            tokens = self.get_tokens_of_size(modality, size, mm_kwargs)
+            embeds = item.get(f"{modality}_embeds")
+            positions = tokens.count(self._embed_token_ids[modality])
+            if embeds is not None and len(embeds) != positions:
+                raise ValueError(
+                    f"{modality} {item_idx} has {len(embeds)} embedding rows, but HF gives a {modality} "
+                    f"of size {size} {positions} embedding positions"
+                )
+            return tokens
         layout = self._embedding_layouts.get(modality)
         if layout is None:
             raise ValueError(
                 f"{modality} embeddings cannot be placed: HF lays out the tokens of each {modality} "
-                f"by the item itself; pass the {modality} rather than its embeddings"
+                f"by the item itself; pass the {modality}, or its embeddings as a dict with "
+                f"{sorted(EMBEDDING_FIELDS[modality])}"
             )
         before, embed_id, after = layout
-        return [*before, *[embed_id] * num_embeds, *after]
+        return [*before, *[embed_id] * items.get_feature_size(item_idx), *after]
+
+    def get_tokens_of_size(self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}) -> list[int]:
+        """The token ids HF gives an item of ``modality`` with this size (image: (height, width))."""
+        if modality == "image":
+            height, width = (int(side) for side in size)
+            return [self.get_image_token_id()] * self.get_num_image_tokens(image_width=width, image_height=height, mm_kwargs=mm_kwargs)
+        raise ValueError(f"this port takes no {modality}")
+
+    @functools.cached_property
+    def _embed_token_ids(self) -> dict[str, int]:
+        """The token whose positions receive each modality's embeddings."""
+        return {
+            "image": self.get_image_token_id(),
+        }
 
     @functools.cached_property
     def _embedding_layouts(self) -> dict[str, tuple[list[int], int, list[int]] | None]:
         """Per modality, the layout HF gives two reference items, if it is one (see get_embedding_tokens)."""
-        references = {
-            "image": lambda w, h: [self.get_image_token_id()] * self.get_num_image_tokens(image_width=w, image_height=h),
-        }
         # Two items of each modality that differ in size (and, for videos, frames).
-        arguments = {
-            "image": [(224, 224), (896, 448)],
-        }
-        embed_ids = {
-            "image": self.get_image_token_id(),
+        sizes = {
+            "image": [(224, 224), (448, 896)],
         }
         layouts = {}
-        for modality, reference in references.items():
+        for modality, references in sizes.items():
             try:
-                replacements = [reference(*args) for args in arguments[modality]]
+                replacements = [self.get_tokens_of_size(modality, size) for size in references]
             except Exception:
                 layouts[modality] = None  # HF cannot process a reference item: no layout to learn
                 continue
-            layouts[modality] = _embedding_layout(replacements, embed_ids[modality])
+            layouts[modality] = _embedding_layout(replacements, self._embed_token_ids[modality])
         return layouts
 
     def get_supported_mm_limits(self) -> Mapping[str, int | None]:
@@ -236,8 +299,9 @@ class PaliGemmaMultiModalProcessor(BaseMultiModalProcessor[PaliGemmaProcessingIn
         return dict(
             # HF: image_processing_backends.py:444
             pixel_values=MultiModalFieldConfig.batched("image"),
-            # Items given as precomputed embeddings: one tensor of rows each.
+            # Items given as precomputed embeddings: one tensor of rows each, and its size.
             image_embeds=MultiModalFieldConfig.batched("image"),
+            image_size=MultiModalFieldConfig.batched("image"),
         )
 
     def _postprocess_prompt(self, prompt: list[int]) -> list[int]:
@@ -257,9 +321,9 @@ class PaliGemmaMultiModalProcessor(BaseMultiModalProcessor[PaliGemmaProcessingIn
         trailing = [tokenizer.bos_token_id]
 
         def get_insertion(item_idx: int):
-            images = mm_items.get_items("image", (ImageEmbeddingItems, ImageProcessorItems))
-            if isinstance(images, ImageEmbeddingItems):
-                tokens = self.info.get_embedding_tokens("image", images.get_feature_size(item_idx))
+            images = mm_items.get_items("image", (ImageEmbeddingItems, DictEmbeddingItems, ImageProcessorItems))
+            if isinstance(images, (ImageEmbeddingItems, DictEmbeddingItems)):
+                tokens = self.info.get_embedding_tokens("image", images, item_idx, hf_processor_mm_kwargs)
             else:
                 size = images.get_image_size(item_idx)
                 num_image_tokens = self.info.get_num_image_tokens(
