@@ -1,8 +1,9 @@
 """Render a PortSpec into port files with the one Jinja environment.
 
-Rendering happens fully in memory and every Python file is compiled before
-anything touches the output directory; files are then written through
-temporary names and renamed, so a failure never leaves half a port behind.
+Rendering happens fully in memory and every Python file is compiled, then
+formatted with ruff at vLLM's line length, before anything touches the output
+directory; files are then written through temporary names and renamed, so a
+failure never leaves half a port behind.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -21,6 +23,9 @@ from mmport.errors import OutputExistsError, RenderError
 from mmport.spec import PortSpec
 
 __all__ = ["RenderedFile", "render_port", "write_files"]
+
+# vLLM's own line length (its pyproject's ruff settings): generated files read like its code.
+LINE_LENGTH = 88
 
 # template → output name, with {model} standing for the model_type as a module name.
 OUTPUTS = {
@@ -93,8 +98,20 @@ def render_port(spec: PortSpec) -> list[RenderedFile]:
             compile(text, name, "exec")
         except SyntaxError as exc:
             raise RenderError(f"rendered {name} does not compile (line {exc.lineno}): {exc.msg}") from None
-        files.append(RenderedFile(name, text))
+        files.append(RenderedFile(name, _formatted(text, name)))
     return files
+
+
+def _formatted(text: str, name: str) -> str:
+    """``text`` as ``ruff format`` lays it out at vLLM's line length (no user config read)."""
+    from ruff.__main__ import find_ruff_bin
+
+    command = [find_ruff_bin(), "format", "--isolated", f"--line-length={LINE_LENGTH}", f"--stdin-filename={name}", "-"]
+    try:
+        done = subprocess.run(command, input=text, capture_output=True, text=True, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RenderError(f"ruff could not format the rendered {name}: {exc}") from None
+    return done.stdout
 
 
 def write_files(files: list[RenderedFile], directory: Path, *, force: bool = False) -> list[Path]:
