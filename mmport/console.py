@@ -112,8 +112,11 @@ def _media_rows(m) -> list[tuple[str, str, str]]:
     if outputs is not None:
         rule = f"{outputs.hook.name}(processor, the item's HF outputs, 0)"
         reads = [*(f"output {k}" for k in outputs.reads), *(["video metadata"] if outputs.reads_metadata else [])]
+    elif count.strategy == "derived":
+        rule, reads = f"→ {count.result} (a block HF's __call__ builds)", []
     else:
         rule, reads = f"HF's _process_{'audio' if m.modality == 'audio' else m.modality + 's'} on the item", []
+    parameter = m.call_parameter
     embed = f"{m.embed_token_owner}.{m.embed_token_attr}" if m.embed_token_attr else "the placeholder's own"
     return [
         ("modality", m.modality, ""),
@@ -122,6 +125,7 @@ def _media_rows(m) -> list[tuple[str, str, str]]:
         ("embedding token", embed, str(m.embed_token_source or "")),
         ("replacement", rule, str(count.source)),
         ("count strategy", count.strategy + (f" ({count.reason})" if count.reason else ""), ""),
+        *([("prompt update", f"insert at {m.update.target}", str(m.update.source))] if m.update.mode == "insert" else []),
         *[("hook reads", read, "") for read in reads],
         *([("hook completed by", outputs.completion.owner, str(outputs.completion.source))] if outputs and outputs.completion else []),
         *[("transplanted", h.owner or h.name, str(h.source)) for h in count.helpers],
@@ -129,6 +133,8 @@ def _media_rows(m) -> list[tuple[str, str, str]]:
         *[("renamed output", f"{old} → {new}", "") for old, new in m.renamed_keys],
         ("fields strategy", m.fields_strategy + (f" ({m.fields_reason})" if m.fields_reason else ""), ""),
         ("needs text", "yes (port passes placeholders to HF)" if m.needs_text else "no", ""),
+        *([("HF takes items as", f"{parameter.name}=", str(parameter.source))] if parameter else []),
+        *([("sub-processor gets", "the items alone", str(parameter.call_source))] if parameter and not parameter.forwards_settings else []),
         *([("video metadata", "kept beside the frames (vLLM's video_needs_metadata)", "")] if m.needs_metadata else []),
         *([("count follows content", "yes (dummy frames change from frame to frame)", "")] if m.follows_content else []),
         *_setting_rows(m),

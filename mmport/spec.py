@@ -26,6 +26,7 @@ EMBEDDING_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
 
 __all__ = [
     "EMBEDDING_FIELDS",
+    "CallParameter",
     "CountRule",
     "FieldSpec",
     "GeometryRule",
@@ -227,6 +228,22 @@ class PromptUpdateSpec:
 
 
 @dataclass(frozen=True)
+class CallParameter:
+    """The ``__call__`` parameter HF takes a modality's items under, where it is not the usual one.
+
+    InstructBLIP-Video's ``__call__`` takes its videos as ``images`` (``source``)
+    and hands them to its video processor with nothing beside them
+    (``call_source``): ``forwards_settings`` is then False, and no metadata or
+    ``do_sample_frames`` may go into the call (its tokenizers would get them).
+    """
+
+    name: str
+    source: Source
+    forwards_settings: bool = True
+    call_source: Source | None = None
+
+
+@dataclass(frozen=True)
 class FieldSpec:
     """One HF output key and how it splits into items (vLLM field config).
 
@@ -314,6 +331,8 @@ class ModalitySpec:
     merged_kwargs: bool = False
     # Request settings (``mm_processor_kwargs``) the count reads; a delegated count follows all.
     settings: tuple[SettingSpec, ...] = ()
+    # Video, audio: HF's ``__call__`` takes the items under another parameter (None: the usual one).
+    call_parameter: CallParameter | None = None
     # Preprocessing switches HF reads to resize, crop, pad or split but the count does
     # not (``read_at`` is HF's branch): the port refuses requests that flip them.
     unfollowed: tuple[SettingSpec, ...] = ()

@@ -10,6 +10,7 @@ import types
 import pytest
 
 from mmport.analyzers.callblock import analyze_call_block
+from mmport.analyzers.callparams import call_parameter
 from mmport.analyzers.count import analyze_replacement
 from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
@@ -347,6 +348,74 @@ def test_call_block_after_the_sample_is_inserted_at_end(tmp_path) -> None:
 def test_call_without_block_is_refused(tmp_path) -> None:
     with pytest.raises(AnalysisError):
         analyze_call_block(_load(tmp_path, APPENDS_SEP))
+
+
+# InstructBLIP-Video: the token stands in a product; the other factors are the count.
+PREPENDS_VIDEO_PRODUCT = '''
+    class Proc:
+        def __call__(self, images=None, text=None, **kwargs):
+            text_encoding = self.tokenizer(text)
+            if images is not None:
+                video_tokens = self.video_token.content * self.num_query_tokens * 4
+                video_text_encoding = self.tokenizer(video_tokens, add_special_tokens=False)
+                for k in text_encoding:
+                    text_encoding[k] = [video_text_encoding[k] + sample for sample in text_encoding[k]]
+            return text_encoding
+'''
+
+
+def test_call_block_reads_the_count_from_a_product_chain(tmp_path) -> None:
+    block = analyze_call_block(_load(tmp_path, PREPENDS_VIDEO_PRODUCT), "video")
+    assert block.facts.token_attr == "video_token"
+    assert block.facts.count.result == "processor.num_query_tokens * 4"
+    assert (block.update.mode, block.update.target) == ("insert", "start")
+    assert block.facts.count.source.line == 6
+
+
+def test_call_block_token_may_stand_between_factors(tmp_path) -> None:
+    source = PREPENDS_VIDEO_PRODUCT.replace("self.video_token.content * self.num_query_tokens * 4", "self.num_query_tokens * self.video_token * 4")
+    assert analyze_call_block(_load(tmp_path, source), "video").facts.count.result == "processor.num_query_tokens * 4"
+
+
+def test_call_block_of_another_modality_is_refused(tmp_path) -> None:
+    with pytest.raises(AnalysisError, match="image_token"):
+        analyze_call_block(_load(tmp_path, PREPENDS_VIDEO_PRODUCT), "image")
+
+
+def test_call_block_counted_per_item_is_refused(tmp_path) -> None:
+    # CSM's shape: the count comes from each item (a local), not from the processor.
+    source = PREPENDS_VIDEO_PRODUCT.replace("self.num_query_tokens * 4", "num_video_tokens")
+    with pytest.raises(AnalysisError):
+        analyze_call_block(_load(tmp_path, source), "video")
+
+
+TAKES_VIDEOS_AS_IMAGES = '''
+    VideoInput = list
+
+    class Proc:
+        def __call__(self, images: VideoInput | None = None, text=None, return_tensors=None, **kwargs):
+            text_encoding = self.tokenizer(text, **kwargs)
+            encoding = self.video_processor(images, return_tensors=return_tensors)
+            return encoding
+'''
+
+
+def test_videos_taken_under_another_parameter_reach_the_video_processor_alone(tmp_path) -> None:
+    parameter = call_parameter(_load(tmp_path, TAKES_VIDEOS_AS_IMAGES), "video")
+    assert (parameter.name, parameter.forwards_settings) == ("images", False)
+    assert (parameter.source.line, parameter.call_source.line) == (5, 7)
+
+
+def test_parameter_handed_to_the_video_processor_with_its_settings(tmp_path) -> None:
+    # No annotation: the parameter is the one the video processor's call receives.
+    source = TAKES_VIDEOS_AS_IMAGES.replace("images: VideoInput | None", "clips").replace("(images, return_tensors=return_tensors)", "(clips, **kwargs)")
+    parameter = call_parameter(_load(tmp_path, source), "video")
+    assert (parameter.name, parameter.forwards_settings) == ("clips", True)
+
+
+def test_usual_videos_parameter_is_no_call_parameter(tmp_path) -> None:
+    source = TAKES_VIDEOS_AS_IMAGES.replace("images: VideoInput | None = None", "images=None, videos: VideoInput | None = None")
+    assert call_parameter(_load(tmp_path, source), "video") is None
 
 
 INVALID_BOUND_IN_BRANCH = """

@@ -39,7 +39,11 @@ def test_audio_port_passes_and_counts_from_its_outputs(scaffolded) -> None:
 
 
 # The named families, one port module covering every modality each handles.
-VIDEO_FAMILIES = ["qwen2_5_vl", "qwen3_vl", "glm4v", "llava_next_video", "llava_onevision", "video_llava", "internvl", "smolvlm", "video_llama_3"]
+VIDEO_FAMILIES = [
+    "qwen2_5_vl", "qwen3_vl", "glm4v", "llava_next_video", "llava_onevision", "video_llava", "internvl", "smolvlm", "video_llama_3",
+    # No hook: __call__ takes videos as `images` and inserts one block of video tokens per prompt.
+    "instructblipvideo",
+]
 AUDIO_FAMILIES = ["audioflamingo3", "glmasr", "phi4_multimodal", "qwen3_asr"]
 MIXED_FAMILIES = ["gemma3n", "qwen2_5_omni", "qwen3_omni_moe"]
 
@@ -86,6 +90,10 @@ MEDIA_MUTATIONS = [
     ("qwen2_vl", "DUMMY_FRAMES = (2, 3, 4, 5, 8, 9, 16, 17, 32)", "DUMMY_FRAMES = (2,)", "dummy"),
     # A port that handles the family's images but drops its videos.
     ("qwen2_vl", 'return {"image": None, "video": None}', 'return {"image": None}', "limits"),
+    # A block of one frame's query tokens (BLIP-2's image count) in place of four frames'.
+    ("instructblipvideo", "processor.num_query_tokens * 4", "processor.num_query_tokens", "tokens"),
+    # A port that hands HF its videos as `videos`, which its __call__ does not read.
+    ("instructblipvideo", 'hf_data["images"] = hf_data.pop("videos")', "pass", "tokens"),
 ]
 
 

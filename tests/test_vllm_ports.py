@@ -71,7 +71,7 @@ def test_later_mechanisms_match_hf_in_real_vllm(model_type, scaffolded) -> None:
 # rate), which vLLM resamples. Under transformers 5.20 (vLLM's pin) Gemma 3n and
 # Phi-4-multimodal expand in their own __call__ without hooks, and vLLM 0.33
 # cannot configure the Qwen omni models' synthetic configs: docs/families.md.
-MEDIA_FAMILIES = ["qwen2_5_vl", "glm4v", "llava_next_video", "video_llava", "internvl", "qwen2_audio", "audioflamingo3"]
+MEDIA_FAMILIES = ["qwen2_5_vl", "glm4v", "llava_next_video", "video_llava", "internvl", "qwen2_audio", "audioflamingo3", "instructblipvideo"]
 
 
 @pytest.mark.parametrize("model_type", MEDIA_FAMILIES)

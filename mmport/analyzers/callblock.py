@@ -1,6 +1,6 @@
-"""Processors whose own ``__call__`` puts a block of image tokens before the prompt.
+"""Processors whose own ``__call__`` puts a block of item tokens before the prompt.
 
-BLIP-2 style processors define no ``replace_image_token`` and read no
+BLIP-2 style processors define no ``replace_<modality>_token`` and read no
 placeholder from the text. Their ``__call__`` builds one block and prepends
 it to each tokenized sample::
 
@@ -11,7 +11,14 @@ it to each tokenized sample::
 
 which means: *insert* ``num_query_tokens`` image tokens at the very start
 (before BOS) of the tokenized prompt. A block added on the right of the
-sample is inserted at the end instead.
+sample is inserted at the end instead. The token may stand anywhere in a
+product, whose other factors are the count: InstructBLIP-Video's
+
+    video_tokens = self.video_token.content * self.num_query_tokens * 4
+
+inserts ``processor.num_query_tokens * 4`` video tokens. The count may read
+only processor attributes and literals: a block built once per prompt gives
+every item the same count.
 """
 
 from __future__ import annotations
@@ -45,24 +52,59 @@ def _token_attr(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The factors of a product chain: ``a * b * 4`` → ``[a, b, 4]`` (anything else is one factor)."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return [*_factors(expr.left), *_factors(expr.right)]
+    return [expr]
+
+
+def _product(factors: list[cst.BaseExpression]) -> cst.BaseExpression:
+    """The factors multiplied again, in their order."""
+    product = factors[0]
+    for factor in factors[1:]:
+        product = cst.BinaryOperation(product, cst.Multiply(), factor)
+    return product
+
+
+def _is_constant(factor: cst.BaseExpression) -> bool:
+    """A literal or a processor attribute (``4``, ``self.num_query_tokens``): the same for every item."""
+    if isinstance(factor, cst.Integer):
+        return True
+    return isinstance(factor, cst.Attribute) and isinstance(factor.value, cst.Name) and factor.value.value == "self"
+
+
+def _split_block(value: cst.BaseExpression, token_attr: str) -> cst.BaseExpression | None:
+    """The count of ``value`` when it repeats ``self.<token_attr>`` a fixed number of times (see module doc), else None.
+
+    A count read from a local (CSM's ``self.audio_token * num_audio_tokens``,
+    one per audio) is no block of the prompt's.
+    """
+    factors = _factors(value)
+    tokens = [f for f in factors if _token_attr(f) == token_attr]
+    count = [f for f in factors if all(f is not t for t in tokens)]
+    if len(tokens) != 1 or not count or not all(_is_constant(f) for f in count):
+        return None
+    return _product(count)
+
+
 class _BlockFlow(cst.CSTVisitor):
     """Find ``name = self.<token> * count``, follow ``name`` into a ``+`` with the sample."""
 
-    def __init__(self) -> None:
-        self.block: tuple[str, cst.BaseExpression, cst.Assign] | None = None
+    def __init__(self, token_attr: str) -> None:
+        self.token_attr = token_attr
+        self.block: tuple[cst.BaseExpression, cst.Assign] | None = None
         self.tainted: set[str] = set()
         self.side: str | None = None
 
     def visit_Assign(self, node: cst.Assign) -> None:
         target, value = node.targets[0].target, node.value
-        if self.block is None and isinstance(target, cst.Name) and isinstance(value, cst.BinaryOperation):
-            if isinstance(value.operator, cst.Multiply):
-                for token, count in ((value.left, value.right), (value.right, value.left)):
-                    attr = _token_attr(token)
-                    if attr is not None:
-                        self.block = (attr, count, node)
-                        self.tainted.add(target.value)
-                        return
+        if self.block is None and isinstance(target, cst.Name):
+            count = _split_block(value, self.token_attr)
+            if count is not None:
+                self.block = (count, node)
+                self.tainted.add(target.value)
+                return
         if self.tainted and isinstance(target, cst.Name) and _uses(value, self.tainted):
             self.tainted.add(target.value)
 
@@ -87,18 +129,19 @@ def _uses(node: cst.CSTNode, names: set[str]) -> bool:
     return bool(visitor.names & names)
 
 
-def analyze_call_block(processor_cls: type) -> CallBlock:
-    """Read the image-token block a model's own ``__call__`` inserts (see module doc)."""
+def analyze_call_block(processor_cls: type, modality: str = "image") -> CallBlock:
+    """Read the block of ``<modality>_token`` a model's own ``__call__`` inserts (see module doc)."""
+    token_attr = f"{modality}_token"
     found = find_method(processor_cls, "__call__", models_only=True)
     if found is None:
-        raise AnalysisError(f"{processor_cls.__name__} has no __call__ of its own that inserts image tokens")
+        raise AnalysisError(f"{processor_cls.__name__} has no __call__ of its own that inserts {modality} tokens")
     parsed, func = found
-    visitor = _BlockFlow()
+    visitor = _BlockFlow(token_attr)
     func.visit(visitor)
     if visitor.block is None or visitor.side is None:
-        raise AnalysisError(f"{processor_cls.__name__}.__call__ builds no `token * count` block joined to the prompt")
-    attr, count, assign = visitor.block
-    return CallBlock(_facts(parsed, attr, count, assign), _update(parsed, visitor.side, assign))
+        raise AnalysisError(f"{processor_cls.__name__}.__call__ builds no `{token_attr} * count` block joined to the prompt")
+    count, assign = visitor.block
+    return CallBlock(_facts(parsed, token_attr, count, assign), _update(parsed, visitor.side, assign))
 
 
 def _facts(parsed: ParsedClass, attr: str, count: cst.BaseExpression, assign: cst.Assign) -> ReplacementFacts:

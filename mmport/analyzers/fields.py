@@ -59,7 +59,9 @@ def call_processor(
     :mod:`mmport.analyzers.ownprompt`).
 
     ``videos`` are ``(frames, metadata)`` pairs as vLLM's loader gives them:
-    HF is told not to sample frames (vLLM has) and gets the same metadata.
+    HF is told not to sample frames (vLLM has) and gets the same metadata,
+    unless its ``__call__`` takes videos under another parameter and hands
+    its video processor nothing beside them (see :mod:`mmport.analyzers.callparams`).
     ``audios`` are waveforms at ``sampling_rate``, which HF is told.
     Without a ``prompt`` (``None``) HF gets the items alone, as vLLM calls it.
     ``settings`` are processor call kwargs a request carries (``max_pixels``...).
@@ -69,26 +71,39 @@ def call_processor(
 
     media: dict[str, Any] = dict(settings)
     if videos:
-        media["videos"] = [frames for frames, _ in videos]
-        media["video_metadata"] = [{k: v for k, v in meta.items() if k != "do_sample_frames"} for _, meta in videos]
-        media["do_sample_frames"] = False
+        media.update(_video_arguments(processor, videos))
     if audios:
         media["audio"] = list(audios)
         if sampling_rate is not None:
             media["sampling_rate"] = sampling_rate
+    if images and "images" in media:
+        raise ValueError(f"{type(processor).__name__} takes images and videos under one parameter, `images`")
     with quiet_transformers():
         if prompt is None:
             return processor(**({"images": list(images)} if images else {}), **media, return_tensors="pt")
         if writes_own_prompt(processor):
             return processor(**({"images": images} if images else {"text": [prompt]}), return_tensors="pt")
+        nested = {"images": [images] if images else None} if "images" not in media else {}
         try:
-            return processor(text=[prompt], images=[images] if images else None, **media, return_tensors="pt")
+            return processor(text=[prompt], **nested, **media, return_tensors="pt")
         except ValueError:
             if len(images) < 1:
                 raise
             # Some processors (GOT-OCR2) read a nested list as pages of one document
             # and refuse it; a flat list is then their one sample's images.
             return processor(text=[prompt], images=list(images), **media, return_tensors="pt")
+
+
+def _video_arguments(processor: Any, videos: list) -> dict[str, Any]:
+    """HF's call arguments for ``(frames, metadata)`` videos, under the parameter its ``__call__`` takes them by."""
+    from mmport.analyzers.callparams import USUAL_PARAMETERS, call_parameter
+
+    parameter = call_parameter(type(processor), "video")
+    arguments: dict[str, Any] = {parameter.name if parameter else USUAL_PARAMETERS["video"]: [frames for frames, _ in videos]}
+    if parameter is None or parameter.forwards_settings:
+        arguments["video_metadata"] = [{k: v for k, v in meta.items() if k != "do_sample_frames"} for _, meta in videos]
+        arguments["do_sample_frames"] = False
+    return arguments
 
 
 def token_id_of(processor: Any, token_attr: str = "image_token") -> int:

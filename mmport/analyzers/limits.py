@@ -1,28 +1,34 @@
-"""How many images one prompt may carry, observed from the HF processor.
+"""How many items of a modality one prompt may carry, observed from the HF processor.
 
 A processor that inserts one block per *prompt* (BLIP-2: ``num_query_tokens``
-image tokens, however many images come with it) gives the model as many
-embedding positions for two images as for one, so a port must allow only one.
-Processors that expand per item give more positions for more items.
+image tokens, InstructBLIP-Video: ``num_query_tokens * 4`` video tokens,
+however many items come with it) gives the model as many embedding
+positions for two items as for one, so a port must allow only one: vLLM
+inserts one block per item, and HF's model would find features for two
+items in positions for one. Processors that expand per item give more
+positions for more items.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mmport.analyzers.fields import call_processor, token_id_of
+from mmport.analyzers.fields import call_processor, media_kwargs, token_id_of
 
 __all__ = ["observe_limit"]
 
 
-def _positions(processor: Any, count: int) -> int:
+def _positions(processor: Any, modality: str, count: int) -> int:
+    from mmport.analyzers.fields import probe_media
     from mmport.verify.probes import make_image
 
-    out = call_processor(processor, "", [make_image(32, 32, i) for i in range(count)])
-    return out["input_ids"][0].tolist().count(token_id_of(processor))
+    # Items HF can batch: images of one size, videos of one shape.
+    items = [make_image(32, 32, i) for i in range(count)] if modality == "image" else [probe_media(modality, 0)] * count
+    out = call_processor(processor, "", **media_kwargs(processor, modality, items))
+    return out["input_ids"][0].tolist().count(token_id_of(processor, f"{modality}_token"))
 
 
-def observe_limit(processor: Any) -> int | None:
-    """1 when a second image adds no embedding positions, else no limit (``None``)."""
-    one = _positions(processor, 1)
-    return 1 if one > 0 and _positions(processor, 2) == one else None
+def observe_limit(processor: Any, modality: str = "image") -> int | None:
+    """1 when a second item adds no embedding positions, else no limit (``None``)."""
+    one = _positions(processor, modality, 1)
+    return 1 if one > 0 and _positions(processor, modality, 2) == one else None

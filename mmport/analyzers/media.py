@@ -15,6 +15,10 @@ import collections
 import dataclasses
 from typing import Any
 
+from mmport.analyzers.callblock import CallBlock, analyze_call_block
+from mmport.analyzers.callparams import SUB_PROCESSORS, call_parameter
+from mmport.analyzers.layout import analyze_layout
+from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.settings import count_settings
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
 from mmport.analyzers.imageproc import analyze_output_fields
@@ -25,9 +29,6 @@ from mmport.errors import AnalysisError, one_line
 from mmport.spec import CountRule, FieldSpec, GeometryRule, ModalitySpec, PromptUpdateSpec, Source
 
 __all__ = ["SUB_PROCESSORS", "handled_modalities", "media_spec", "sub_processor"]
-
-# The processor attributes holding each modality's sub-processor, in the order HF looks them up.
-SUB_PROCESSORS = {"image": ("image_processor",), "video": ("video_processor",), "audio": ("audio_processor", "feature_extractor")}
 
 
 def handled_modalities(processor: Any) -> list[str]:
@@ -165,8 +166,16 @@ def _count(
     return CountRule((), "", False, "derived", rule.source, helpers=rule.helpers, imports=rule.imports, outputs=rule)
 
 
-def _fields(processor: Any, modality: str, placeholder: str | None, sources: dict[str, Source]) -> tuple[tuple, str, str]:
-    """The observed field layout, or one batched field per key (and why) where HF's batch cannot be split."""
+def _fields(
+    processor: Any, modality: str, placeholder: str | None, sources: dict[str, Source], one_a_prompt: bool = False
+) -> tuple[tuple, str, str]:
+    """The observed field layout, or one batched field per key (and why) where HF's batch cannot be split.
+
+    With ``one_a_prompt`` (HF's one block a prompt) no request holds two items:
+    each key's single row is its item's.
+    """
+    if one_a_prompt:
+        return per_item_fields(processor, placeholder, sources, modality), "derived", ""
     try:
         return observe_fields(processor, placeholder, sources, modality), "derived", ""
     except Exception as exc:  # HF cannot batch two such items (ragged frame counts), or they cannot be split
@@ -335,8 +344,6 @@ def _renamed(fields: tuple[FieldSpec, ...], taken: set[str], modality: str) -> t
 
 def _update(processor_cls: type, placeholder_source: Source, token_attr: str) -> PromptUpdateSpec:
     """The placeholder is replaced; the prompt-level facts (special tokens, a prefix or suffix HF adds) hold as read."""
-    from mmport.analyzers.layout import analyze_layout
-
     from mmport.analyzers.itemprefix import analyze_item_prefix
 
     update = analyze_layout(processor_cls, placeholder_source)
@@ -346,38 +353,68 @@ def _update(processor_cls: type, placeholder_source: Source, token_attr: str) ->
     )
 
 
-def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = frozenset()) -> ModalitySpec:
-    """Everything a port needs for the ``video`` or ``audio`` side of ``processor``.
+def _call_block(processor_cls: type, modality: str) -> CallBlock | None:
+    """The block of item tokens HF's own ``__call__`` inserts, where the model code has no hook for ``modality``."""
+    if find_method(processor_cls, f"replace_{modality}_token", models_only=True) is not None:
+        return None
+    try:
+        return analyze_call_block(processor_cls, modality)
+    except AnalysisError:
+        return None  # no such block: the hook or a delegation (which says why) counts
 
-    ``taken`` are the output names earlier modalities' fields use; this
-    modality's outputs of the same name are renamed (see :func:`_renamed`).
-    """
-    processor_cls = type(processor)
-    token_attr = f"{modality}_token"
-    token_text = str(getattr(processor, token_attr))
-    token_id = token_id_of(processor, token_attr)
-    placeholder_source = _attribute_source(processor_cls, token_attr)
-    wrappers = analyze_placeholder_wrappers(processor_cls, token_attr)
-    placeholder = wrapped_placeholder(processor, token_attr, wrappers)
-    sub_attr, sub = sub_processor(processor, modality)
-    sources = {f.key: f.source for f in analyze_output_fields(type(sub))}
-    fields, fields_strategy, fields_reason = _fields(processor, modality, placeholder, sources)
-    fields, renamed_keys = _renamed(fields, taken, modality)
-    embed_owner, embed_attr, embed_source = embed_token(snapshot, processor, token_id, modality, placeholder)
-    token_id_from_text = not hasattr(processor, f"{token_attr}_id")
-    names, batch_axis = _hook_names(processor, modality, placeholder, fields, renamed_keys)
+
+def _hook_count(
+    processor: Any, modality: str, placeholder: str, fields: tuple[FieldSpec, ...], renamed: tuple, sources: dict[str, Source]
+) -> tuple[CountRule, tuple[FieldSpec, ...]]:
+    """The count from the replacement hook (or delegated), and the fields with any the hook needs kept beside HF's."""
+    names, batch_axis = _hook_names(processor, modality, placeholder, fields, renamed)
     count = _count(processor, modality, {dict(names).get(f.key, f.key) for f in fields}, names, batch_axis)
     if count.outputs is not None and count.outputs.extra_keys and not _one_per_item(processor, modality, count.outputs.extra_keys):
         reason = f"the hook reads {list(count.outputs.extra_keys)}, which HF drops and which hold no one value per item"
         count = dataclasses.replace(count, strategy="delegated", reason=reason, outputs=None, helpers=(), imports=())
     if count.outputs is not None and count.outputs.extra_keys:
         # One value per item, kept beside HF's outputs (see the port's _call_hf_processor).
+        _, sub = sub_processor(processor, modality)
         extra = tuple(FieldSpec(k, "batched", sources.get(k, Source(f"{type(sub).__name__} (its own output)", 0))) for k in count.outputs.extra_keys)
         fields = fields + extra
+    return count, fields
+
+
+def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = frozenset()) -> ModalitySpec:
+    """Everything a port needs for the ``video`` or ``audio`` side of ``processor``.
+
+    ``taken`` are the output names earlier modalities' fields use; this
+    modality's outputs of the same name are renamed (see :func:`_renamed`).
+    A processor without a hook for the modality may insert one block of its
+    tokens per prompt in its own ``__call__`` (:mod:`mmport.analyzers.callblock`):
+    that block fixes the count and the update, and HF supports one item a prompt.
+    """
+    processor_cls = type(processor)
+    token_attr = f"{modality}_token"
+    token_text = str(getattr(processor, token_attr))
+    token_id = token_id_of(processor, token_attr)
+    placeholder_source = _attribute_source(processor_cls, token_attr)
+    block = _call_block(processor_cls, modality)
+    wrappers = None if block else analyze_placeholder_wrappers(processor_cls, token_attr)
+    # HF inserts a block itself: prompts carry no placeholder.
+    placeholder = "" if block else wrapped_placeholder(processor, token_attr, wrappers)
+    sub_attr, sub = sub_processor(processor, modality)
+    sources = {f.key: f.source for f in analyze_output_fields(type(sub))}
+    limit = observe_limit(processor, modality) if block else _limit(processor, modality, placeholder)
+    fields, fields_strategy, fields_reason = _fields(processor, modality, placeholder, sources, one_a_prompt=limit == 1 and block is not None)
+    fields, renamed_keys = _renamed(fields, taken, modality)
+    embed_owner, embed_attr, embed_source = embed_token(snapshot, processor, token_id, modality, placeholder)
+    token_id_from_text = not hasattr(processor, f"{token_attr}_id")
+    if block:
+        count, update = block.facts.count, analyze_layout(processor_cls, placeholder_source, block.update)
+    else:
+        count, fields = _hook_count(processor, modality, placeholder, fields, renamed_keys, sources)
+        update = _update(processor_cls, placeholder_source, token_attr)
+    parameter = call_parameter(processor_cls, modality)
     # The hook reads a video's metadata, HF samples frames by default (vLLM's loader
     # says in the metadata whether it did), or HF's outputs follow the frame rate:
-    # vLLM must keep the metadata beside the frames.
-    needs_metadata = modality == "video" and (
+    # vLLM must keep the metadata beside the frames, if HF's call can take it at all.
+    needs_metadata = modality == "video" and (parameter is None or parameter.forwards_settings) and (
         bool(count.outputs and count.outputs.reads_metadata)
         or bool(getattr(sub, "do_sample_frames", False))
         or _follows_metadata(processor, placeholder)
@@ -392,9 +429,9 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = f
         token_id_from_text=token_id_from_text,
         count=count,
         geometry=GeometryRule("none"),
-        update=_update(processor_cls, placeholder_source, token_attr),
+        update=update,
         fields=fields,
-        limit=_limit(processor, modality, placeholder),
+        limit=limit,
         worst_case_size=None,
         fields_strategy=fields_strategy,
         fields_reason=fields_reason,
@@ -410,4 +447,5 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = f
         renamed_keys=renamed_keys,
         merged_kwargs=takes_merged_kwargs(processor_cls, modality),
         settings=count_settings(processor, sub, modality, count),
+        call_parameter=parameter,
     )

@@ -10,11 +10,22 @@ from torch import nn
 from transformers import AutoModel, PretrainedConfig
 from transformers.conversion_mapping import WeightRenaming, get_model_conversion_mapping
 from transformers.core_model_loading import rename_source_key
-from transformers.models.llava.modeling_llava import LlavaModel, LlavaMultiModalProjector
+from transformers.models.llava.modeling_llava import (
+    LlavaModel,
+    LlavaMultiModalProjector,
+)
 
 from vllm.config import VllmConfig
-from vllm.model_executor.models.interfaces import MultiModalEmbeddings, SupportsMultiModal
-from vllm.model_executor.models.utils import AutoWeightsLoader, WeightsMapper, init_vllm_registered_model, maybe_prefix
+from vllm.model_executor.models.interfaces import (
+    MultiModalEmbeddings,
+    SupportsMultiModal,
+)
+from vllm.model_executor.models.utils import (
+    AutoWeightsLoader,
+    WeightsMapper,
+    init_vllm_registered_model,
+    maybe_prefix,
+)
 from vllm.multimodal import MULTIMODAL_REGISTRY
 
 from .llava_processing import (
@@ -80,12 +91,20 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
         # batch of one: vLLM hands images of different shapes over as a list, and
         # HF may give one image several rows of features (tiles). Swap in vLLM's
         # native towers for speed once `mmport verify --model` passes.
-        return [self._image_embeddings(_one_image(kwargs, i)) for i in range(len(pixel_values))]
+        return [
+            self._image_embeddings(_one_image(kwargs, i))
+            for i in range(len(pixel_values))
+        ]
 
     def _image_embeddings(self, inputs: dict[str, object]) -> torch.Tensor:
         """One image's (num_embeddings, hidden_size) features, as HF's feature path gives them."""
         outputs = LlavaModel.get_image_features(self, **inputs)
-        return torch.cat([feature.reshape(-1, feature.shape[-1]) for feature in outputs.pooler_output])
+        return torch.cat(
+            [
+                feature.reshape(-1, feature.shape[-1])
+                for feature in outputs.pooler_output
+            ]
+        )
 
     def forward(
         self,
@@ -95,7 +114,9 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
         inputs_embeds: torch.Tensor | None = None,
         **kwargs: object,
     ) -> torch.Tensor:
-        return self.language_model.model(input_ids, positions, intermediate_tensors, inputs_embeds=inputs_embeds)
+        return self.language_model.model(
+            input_ids, positions, intermediate_tensors, inputs_embeds=inputs_embeds
+        )
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
         return self.language_model.compute_logits(hidden_states)
@@ -104,8 +125,13 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
         # Every layout transformers loads (the hub repos' names, transformers 5.x save
         # names) first becomes HF's module names, by transformers' own renaming table.
         renamings = _hf_checkpoint_renamings(self.config)
-        weights = ((rename_source_key(name, renamings, [])[0], tensor) for name, tensor in weights)
-        return AutoWeightsLoader(self).load_weights(weights, mapper=self.hf_to_vllm_mapper)
+        weights = (
+            (rename_source_key(name, renamings, [])[0], tensor)
+            for name, tensor in weights
+        )
+        return AutoWeightsLoader(self).load_weights(
+            weights, mapper=self.hf_to_vllm_mapper
+        )
 
 
 def _hf_checkpoint_renamings(config: PretrainedConfig) -> list[WeightRenaming]:
@@ -115,7 +141,11 @@ def _hf_checkpoint_renamings(config: PretrainedConfig) -> list[WeightRenaming]:
 
     with torch.device("meta"):
         skeleton = HFModel._from_config(config)
-    return [w for w in get_model_conversion_mapping(skeleton) if isinstance(w, WeightRenaming)]
+    return [
+        w
+        for w in get_model_conversion_mapping(skeleton)
+        if isinstance(w, WeightRenaming)
+    ]
 
 
 def _one_image(kwargs: dict[str, object], index: int) -> dict[str, object]:
@@ -123,7 +153,11 @@ def _one_image(kwargs: dict[str, object], index: int) -> dict[str, object]:
     image: dict[str, object] = {}
     for name, value in kwargs.items():
         if isinstance(value, (torch.Tensor, list)):
-            value = value[index].unsqueeze(0) if isinstance(value, list) else value[index : index + 1]
+            value = (
+                value[index].unsqueeze(0)
+                if isinstance(value, list)
+                else value[index : index + 1]
+            )
         image[name] = value
     return image
 
@@ -132,4 +166,6 @@ def register() -> None:
     """Serve `LlavaForConditionalGeneration` checkpoints with this class (call it from a vLLM plugin's entry point)."""
     from vllm import ModelRegistry
 
-    ModelRegistry.register_model("LlavaForConditionalGeneration", LlavaForConditionalGeneration)
+    ModelRegistry.register_model(
+        "LlavaForConditionalGeneration", LlavaForConditionalGeneration
+    )

@@ -7,12 +7,20 @@ import functools
 from collections.abc import Mapping, Sequence
 
 import torch
-from transformers import BatchFeature, ProcessorMixin
+from transformers import BatchFeature, LlavaProcessor, ProcessorMixin
 
 from vllm.config.multimodal import MultiModalDummyOptions
 from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItems
-from vllm.multimodal.parse import DictEmbeddingItems, EmbeddingItems, ImageEmbeddingItems, ImageProcessorItems, ImageSize, MultiModalDataItems, MultiModalDataParser
+from vllm.multimodal.parse import (
+    DictEmbeddingItems,
+    EmbeddingItems,
+    ImageEmbeddingItems,
+    ImageProcessorItems,
+    ImageSize,
+    MultiModalDataItems,
+    MultiModalDataParser,
+)
 from vllm.multimodal.processing import (
     BaseDummyInputsBuilder,
     BaseMultiModalProcessor,
@@ -47,18 +55,25 @@ class LlavaMultiModalDataParser(MultiModalDataParser):
             return self._parse_embedding_dict("image", data)
         return super()._parse_image_data(data)
 
-    def _parse_embedding_dict(self, modality: str, data: Mapping[str, torch.Tensor]) -> DictEmbeddingItems:
+    def _parse_embedding_dict(
+        self, modality: str, data: Mapping[str, torch.Tensor]
+    ) -> DictEmbeddingItems:
         required, optional = self.embedding_field_sets(modality)
         return DictEmbeddingItems(
             data,
             modality=modality,
             required_fields=required,
             optional_fields=optional,
-            fields_factory=lambda _: {key: MultiModalFieldConfig.batched(modality) for key in EMBEDDING_FIELDS[modality]},
+            fields_factory=lambda _: {
+                key: MultiModalFieldConfig.batched(modality)
+                for key in EMBEDDING_FIELDS[modality]
+            },
         )
 
 
-def _embedding_layout(replacements: list[list[int]], embed_id: int) -> tuple[list[int], int, list[int]] | None:
+def _embedding_layout(
+    replacements: list[list[int]], embed_id: int
+) -> tuple[list[int], int, list[int]] | None:
     """``(tokens before, embed_id, tokens after)`` when every replacement is one run of
     ``embed_id`` between the same tokens; None when the layout changes from item to item."""
     layouts = set()
@@ -83,7 +98,9 @@ SUB_PROCESSOR_SCOPES = (
 
 
 def _with_settings(
-    processor: ProcessorMixin, call_kwargs: Mapping[str, Mapping[str, object]], given: set[str]
+    processor: ProcessorMixin,
+    call_kwargs: Mapping[str, Mapping[str, object]],
+    given: set[str],
 ) -> ProcessorMixin:
     """A copy of ``processor`` whose sub-processors hold the settings HF's call gives them.
 
@@ -97,11 +114,18 @@ def _with_settings(
     processor = copy.copy(processor)
     for attribute, scope in SUB_PROCESSOR_SCOPES:
         sub_processor = getattr(processor, attribute, None)
-        settings = {name: value for name, value in call_kwargs.get(scope, {}).items() if name in given}
+        settings = {
+            name: value
+            for name, value in call_kwargs.get(scope, {}).items()
+            if name in given
+        }
         if sub_processor is None or not settings:
             continue
         names = getattr(sub_processor, "_valid_kwargs_names", settings)
-        values = {name: settings.get(name, getattr(sub_processor, name, None)) for name in names}
+        values = {
+            name: settings.get(name, getattr(sub_processor, name, None))
+            for name in names
+        }
         if hasattr(sub_processor, "_standardize_kwargs"):
             values = sub_processor._standardize_kwargs(**values)
         sub_processor = copy.copy(sub_processor)
@@ -113,13 +137,18 @@ def _with_settings(
 
 
 class LlavaProcessingInfo(BaseProcessingInfo):
+    def get_hf_processor(self, **kwargs: object) -> LlavaProcessor:
+        return self.ctx.get_hf_processor(LlavaProcessor, **kwargs)
+
     def get_data_parser(self) -> MultiModalDataParser:
         return LlavaMultiModalDataParser(
             expected_hidden_size=self._get_expected_hidden_size(),
             allow_missing_mm_embeddings=self.allow_missing_mm_embeddings,
         )
 
-    def get_hf_call_kwargs(self, mm_kwargs: Mapping[str, object] = {}, **kwargs: object) -> dict[str, dict]:
+    def get_hf_call_kwargs(
+        self, mm_kwargs: Mapping[str, object] = {}, **kwargs: object
+    ) -> dict[str, dict]:
         """HF's call kwargs, per scope, for a request: the processor's defaults,
         then the engine's ``mm_processor_kwargs``, then the request's own."""
         processor = self.get_hf_processor()
@@ -130,7 +159,9 @@ class LlavaProcessingInfo(BaseProcessingInfo):
             **self.ctx.get_merged_mm_kwargs(mm_kwargs),
         )
 
-    def get_configured_processor(self, mm_kwargs: Mapping[str, object] = {}) -> ProcessorMixin:
+    def get_configured_processor(
+        self, mm_kwargs: Mapping[str, object] = {}
+    ) -> ProcessorMixin:
         """The HF processor as it runs for a request with these processor kwargs.
 
         vLLM builds the processor without the kwargs HF takes per call; HF's
@@ -150,7 +181,9 @@ class LlavaProcessingInfo(BaseProcessingInfo):
         flipped = [
             name
             for name in UNFOLLOWED_IMAGE_SWITCHES
-            if name in given and images_kwargs.get(name, getattr(processor.image_processor, name, None)) != getattr(defaults, name, None)
+            if name in given
+            and images_kwargs.get(name, getattr(processor.image_processor, name, None))
+            != getattr(defaults, name, None)
         ]
         if flipped:
             raise NotImplementedError(
@@ -160,7 +193,11 @@ class LlavaProcessingInfo(BaseProcessingInfo):
         return _with_settings(processor, call_kwargs, given)
 
     def get_embedding_tokens(
-        self, modality: str, items: EmbeddingItems | DictEmbeddingItems, item_idx: int, mm_kwargs: Mapping[str, object] = {}
+        self,
+        modality: str,
+        items: EmbeddingItems | DictEmbeddingItems,
+        item_idx: int,
+        mm_kwargs: Mapping[str, object] = {},
     ) -> list[int]:
         """The token ids for an item given as precomputed embeddings.
 
@@ -175,8 +212,16 @@ class LlavaProcessingInfo(BaseProcessingInfo):
         """
         if isinstance(items, DictEmbeddingItems):
             item = items.get(item_idx)
-            metadata = [key for key, role in EMBEDDING_FIELDS[modality].items() if role == "metadata"]
-            size = [value.item() for key in metadata for value in torch.as_tensor(item[key]).flatten()]
+            metadata = [
+                key
+                for key, role in EMBEDDING_FIELDS[modality].items()
+                if role == "metadata"
+            ]
+            size = [
+                value.item()
+                for key in metadata
+                for value in torch.as_tensor(item[key]).flatten()
+            ]
             tokens = self.get_tokens_of_size(modality, size, mm_kwargs)
             embeds = item.get(f"{modality}_embeds")
             positions = tokens.count(self._embed_token_ids[modality])
@@ -196,11 +241,15 @@ class LlavaProcessingInfo(BaseProcessingInfo):
         before, embed_id, after = layout
         return [*before, *[embed_id] * items.get_feature_size(item_idx), *after]
 
-    def get_tokens_of_size(self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}) -> list[int]:
+    def get_tokens_of_size(
+        self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
+    ) -> list[int]:
         """The token ids HF gives an item of ``modality`` with this size (image: (height, width))."""
         if modality == "image":
             height, width = (int(side) for side in size)
-            return [self.get_image_token_id()] * self.get_num_image_tokens(image_width=width, image_height=height, mm_kwargs=mm_kwargs)
+            return [self.get_image_token_id()] * self.get_num_image_tokens(
+                image_width=width, image_height=height, mm_kwargs=mm_kwargs
+            )
         raise ValueError(f"this port takes no {modality}")
 
     @functools.cached_property
@@ -220,11 +269,17 @@ class LlavaProcessingInfo(BaseProcessingInfo):
         layouts = {}
         for modality, references in sizes.items():
             try:
-                replacements = [self.get_tokens_of_size(modality, size) for size in references]
+                replacements = [
+                    self.get_tokens_of_size(modality, size) for size in references
+                ]
             except Exception:
-                layouts[modality] = None  # HF cannot process a reference item: no layout to learn
+                layouts[modality] = (
+                    None  # HF cannot process a reference item: no layout to learn
+                )
                 continue
-            layouts[modality] = _embedding_layout(replacements, self._embed_token_ids[modality])
+            layouts[modality] = _embedding_layout(
+                replacements, self._embed_token_ids[modality]
+            )
         return layouts
 
     def get_supported_mm_limits(self) -> Mapping[str, int | None]:
@@ -234,11 +289,17 @@ class LlavaProcessingInfo(BaseProcessingInfo):
         # HF: models/llava/processing_llava.py:60
         return self.get_hf_processor().image_token_id
 
-    def get_processed_image_size(self, mm_kwargs: Mapping[str, object] = {}) -> ImageSize:
+    def get_processed_image_size(
+        self, mm_kwargs: Mapping[str, object] = {}
+    ) -> ImageSize:
         """The size every image is resized to before the vision tower (under a request's processor kwargs)."""
         # HF: models/llava/image_processing_llava.py:44
         image_processor = self.get_configured_processor(mm_kwargs).image_processor
-        size = image_processor.crop_size if image_processor.do_center_crop else image_processor.size
+        size = (
+            image_processor.crop_size
+            if image_processor.do_center_crop
+            else image_processor.size
+        )
         if not size or size.get("width") is None or size.get("height") is None:
             raise NotImplementedError(
                 f"with processor kwargs {dict(mm_kwargs)} HF resizes images to {size}, not to one size; "
@@ -246,12 +307,20 @@ class LlavaProcessingInfo(BaseProcessingInfo):
             )
         return ImageSize(width=size["width"], height=size["height"])
 
-    def get_num_image_tokens(self, *, image_width: int, image_height: int, mm_kwargs: Mapping[str, object] = {}) -> int:
+    def get_num_image_tokens(
+        self,
+        *,
+        image_width: int,
+        image_height: int,
+        mm_kwargs: Mapping[str, object] = {},
+    ) -> int:
         processor = self.get_configured_processor(mm_kwargs)
         processed = self.get_processed_image_size(mm_kwargs)
         height, width = processed.height, processed.width
         # HF: models/llava/processing_llava.py:63
-        num_image_tokens = (height // processor.patch_size) * (width // processor.patch_size) + processor.num_additional_image_tokens
+        num_image_tokens = (height // processor.patch_size) * (
+            width // processor.patch_size
+        ) + processor.num_additional_image_tokens
         if processor.vision_feature_select_strategy == "default":
             num_image_tokens -= 1
         return num_image_tokens
@@ -309,9 +378,13 @@ class LlavaMultiModalProcessor(BaseMultiModalProcessor[LlavaProcessingInfo]):
         image_token_id = self.info.get_image_token_id()
 
         def get_replacement(item_idx: int):
-            images = mm_items.get_items("image", (ImageEmbeddingItems, DictEmbeddingItems, ImageProcessorItems))
+            images = mm_items.get_items(
+                "image", (ImageEmbeddingItems, DictEmbeddingItems, ImageProcessorItems)
+            )
             if isinstance(images, (ImageEmbeddingItems, DictEmbeddingItems)):
-                tokens = self.info.get_embedding_tokens("image", images, item_idx, hf_processor_mm_kwargs)
+                tokens = self.info.get_embedding_tokens(
+                    "image", images, item_idx, hf_processor_mm_kwargs
+                )
             else:
                 size = images.get_image_size(item_idx)
                 num_image_tokens = self.info.get_num_image_tokens(
