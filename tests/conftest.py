@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -93,9 +94,10 @@ def failed_checks(report: dict) -> set[str]:
 
 def mutated_port(port_dir: Path, model_type: str, old: str, new: str, tmp_path: Path) -> Path:
     """The generated port of ``model_type`` with ``old`` replaced by ``new`` (which must occur)."""
-    source = (port_dir / f"{model_type}_processing.py").read_text()
+    name = f"{re.sub(r'[^0-9A-Za-z_]', '_', model_type)}_processing.py"  # blip-2 renders blip_2_processing.py
+    source = (port_dir / name).read_text()
     assert old in source, f"{old!r} is not in the generated port"
-    wrong = tmp_path / f"{model_type}_processing.py"
+    wrong = tmp_path / name
     wrong.write_text(source.replace(old, new))
     return wrong
 

@@ -124,6 +124,8 @@ MUTATIONS = [
     ("deepseek_ocr2", "image_width, {}\n            )\n            - 1", "image_width, {}\n            )\n            - 0", "tokens"),
     # A processor that writes its own prompt per image: HF answers no request with two.
     ("colqwen2", 'return {"image": 1}', 'return {"image": None}', "limits"),
+    # BLIP-2 writes one block of image tokens whatever the number of images.
+    ("blip-2", 'return {"image": 1}', 'return {"image": None}', "limits"),
     ("colqwen2", "processor.image_processor, image_height, image_width, {}\n", "processor.image_processor, image_width, image_width, {}\n", "tokens"),
 ]
 

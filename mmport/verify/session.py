@@ -327,11 +327,17 @@ class Session:
         count = limit if limit is not None else UNLIMITED_PROBE
         items = self._limit_items(modality, count)
         placeholder = self.hf.modalities[modality].placeholder or ""
+        allowed = "any number of" if limit is None else limit
         try:
-            prompt = self.hf.run(placeholder * count + " limits", items).prompt
+            output = self.hf.run(placeholder * count + " limits", items)
         except Exception as exc:
-            allowed = "any number of" if limit is None else limit
             result.failures.append(Failure("limits", f"the port allows {allowed} {modality}s but HF rejects {count}: {one_line(exc)}"))
+            return
+        prompt = output.prompt
+        if count > 1 and self._expands_as_one(output, items):
+            # BLIP-2's processor takes more images but writes one block for them all.
+            message = f"the port allows {allowed} {modality}s but HF gives {count} of them the embedding positions of one"
+            result.failures.append(Failure("limits", message))
             return
         try:
             self.port(prompt, items)
@@ -340,6 +346,12 @@ class Session:
             return
         if limit is not None:
             self._check_limit_is_needed(result, modality, limit)
+
+    def _expands_as_one(self, output: HFOutput, items: list[Item]) -> bool:
+        """True when HF's prompt for these like items holds no more embedding positions than one of them alone."""
+        embed_id = self.hf.modalities[items[0].modality].embed_id
+        one = self.hf.item_count(items[0])
+        return 0 < output.input_ids.count(embed_id) <= one < sum(self.hf.item_count(item) for item in items)
 
     def _check_limit_is_needed(self, result: CheckResult, modality: str, limit: int) -> None:
         """HF must not expand one more item than the port's limit on its own.
