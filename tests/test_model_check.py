@@ -30,6 +30,33 @@ def test_tiny_twin_of_default_config_passes(model_type, scaffolded, tmp_path) ->
 
 
 @slow
+@pytest.mark.parametrize(("model_type", "encoded"), [("qwen2_vl", "video"), ("qwen2_audio", None)])
+def test_video_and_audio_items_are_checked_against_the_model(model_type, encoded, scaffolded, tmp_path) -> None:
+    # Qwen2-VL exposes its video encoder (get_video_features): each video's feature
+    # count and features are compared; Qwen2-Audio exposes none, so its audio is
+    # judged through the logits of forwards that hold it, and the summary says so.
+    port = scaffolded(model_type) / f"{model_type}_processing.py"
+    code, report = _verify_model(model_type, port, tmp_path)
+    model = report["checks"]["model"]
+    assert code == 0 and model["status"] == "pass", report
+    if encoded:
+        assert model["metrics"][f"{encoded}_items_encoded"] >= 1, model
+    else:
+        assert "get_audio_features" in model["summary"], model
+    assert any("audio" in m or "video" in m for m in report["probe_modalities"].values())
+
+
+@slow
+def test_video_count_off_by_one_fails_the_model_check(scaffolded, tmp_path) -> None:
+    port = mutated_port(
+        scaffolded("qwen2_vl"), "qwen2_vl", "num_video_tokens = video_inputs", "num_video_tokens = 1 + video_inputs", tmp_path
+    )
+    code, report = _verify_model("qwen2_vl", port, tmp_path)
+    messages = [f["message"] for f in report["checks"]["model"]["failures"]]
+    assert code == 1 and any(m.startswith("video ") and "feature vectors" in m for m in messages), report
+
+
+@slow
 @pytest.mark.parametrize("build", [gemma3_896_snapshot, idefics3_364_snapshot])
 def test_tiny_twin_of_real_geometry_passes(build, tmp_path) -> None:
     snapshot = build(tmp_path / "snap")

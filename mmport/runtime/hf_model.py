@@ -4,8 +4,9 @@ The model class is the one the snapshot's config names (``architectures``),
 built from the config with seeded random weights, or loaded with the
 snapshot's own weights (``--weights``), or built from a tiny twin of the
 config (``--tiny``, :mod:`mmport.runtime.tiny`). Two entry points matter to
-verify: the per-item image features (``get_image_features``) and the logits
-of a full forward.
+verify: the per-item features of each modality the model exposes an encoder
+for (``get_image_features``, ``get_video_features``, ``get_audio_features``)
+and the logits of a full forward.
 """
 
 from __future__ import annotations
@@ -111,7 +112,12 @@ class HFModel:
         self.target = target
         self.name = type(model).__name__
         self.num_parameters = sum(p.numel() for p in model.parameters())
-        self._feature_params = set(inspect.signature(model.get_image_features).parameters)
+        # Per modality whose encoder the model exposes: the parameters that encoder takes.
+        self._feature_params = {
+            modality: set(inspect.signature(getattr(model, f"get_{modality}_features")).parameters)
+            for modality in ("image", "video", "audio")
+            if callable(getattr(model, f"get_{modality}_features", None))
+        }
         self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
 
     def _on_device(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -126,14 +132,18 @@ class HFModel:
             moved[key] = value
         return moved
 
-    def image_features(self, mm_kwargs: Mapping[str, Any]) -> list[Any]:
-        """The encoder's feature vectors for ``mm_kwargs``, one 2-D tensor per chunk."""
+    def has_features(self, modality: str) -> bool:
+        """Whether the model exposes ``modality``'s encoder (``get_<modality>_features``)."""
+        return modality in self._feature_params
+
+    def features(self, modality: str, mm_kwargs: Mapping[str, Any]) -> list[Any]:
+        """``modality``'s encoder output for ``mm_kwargs``, one 2-D tensor of feature vectors per chunk."""
         import torch
 
-        accepts_any = "kwargs" in self._feature_params
-        kwargs = {k: v for k, v in mm_kwargs.items() if accepts_any or k in self._feature_params}
+        params = self._feature_params[modality]
+        kwargs = {k: v for k, v in mm_kwargs.items() if "kwargs" in params or k in params}
         with torch.inference_mode():
-            out = self.model.get_image_features(**self._on_device(kwargs))
+            out = getattr(self.model, f"get_{modality}_features")(**self._on_device(kwargs))
         features = getattr(out, "pooler_output", out)
         chunks = list(features) if isinstance(features, (list, tuple)) else [features]
         return [c.reshape(-1, c.shape[-1]).float().cpu() for c in chunks]

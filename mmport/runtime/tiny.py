@@ -28,9 +28,10 @@ HEADS = 2
 MIN_WIDTH = 64
 
 _WIDTH_SUFFIXES = ("hidden_size", "embed_dim", "d_model", "projection_dim", "_output_dim", "_input_dim")
-_INTERMEDIATE_SUFFIX = "intermediate_size"
-_LAYER_KEYS = ("num_hidden_layers", "num_layers", "depth")
-_HEAD_KEYS = ("num_attention_heads", "num_heads")
+# MLP widths: ``intermediate_size``, and a Whisper-style audio encoder's ``encoder_ffn_dim``.
+_INTERMEDIATE_SUFFIXES = ("intermediate_size", "_ffn_dim")
+_LAYER_KEYS = ("num_hidden_layers", "num_layers", "depth", "encoder_layers", "decoder_layers")
+_HEAD_KEYS = ("num_attention_heads", "num_heads", "encoder_attention_heads", "decoder_attention_heads")
 _ROPE_KEYS = ("rope_parameters", "rope_scaling")
 # Lists sized by the layer count; the config rebuilds them for the new count.
 _PER_LAYER_LISTS = ("layer_types",)
@@ -133,14 +134,17 @@ def twin_dict(config: dict) -> dict:
                 continue
             if _width_key(key):
                 layer[key] = width
-            elif key.endswith(_INTERMEDIATE_SUFFIX):
+            elif key.endswith(_INTERMEDIATE_SUFFIXES):
                 layer[key] = 2 * width
             elif key in _LAYER_KEYS:
                 layer[key] = min(value, depth)
         if heads:
-            key, count = heads
+            _, count = heads
             new = width // kept_head_dim if kept_head_dim else HEADS
-            layer[key] = new
+            # Every head count of the layer: an encoder-decoder audio tower names two.
+            for key in _HEAD_KEYS:
+                if _is_int(layer.get(key)) and layer[key] > 0:
+                    layer[key] = new
             kv = layer.get("num_key_value_heads")
             if _is_int(kv):
                 layer["num_key_value_heads"] = new if kv == count else 1

@@ -184,7 +184,26 @@ def _other_processor(attribute: str, model_type: str, config: Mapping[str, Any],
         cls = _backend_class(mapping, keys, feature_extraction_auto.feature_extractor_class_from_name)
     else:
         return None
-    return cls() if cls is not None else None
+    if cls is None:
+        return None
+    return cls(**_audio_geometry(cls, config)) if attribute != "video_processor" else cls()
+
+
+def _audio_geometry(feature_extractor_cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The mel bins that make the feature extractor feed the configured audio tower.
+
+    As with image sizes (:func:`_vision_geometry`), transformers' default
+    feature extractors and model configs are written independently
+    (Qwen2-Audio's extracts 80 mel bins while its default tower takes 128); a
+    real checkpoint pairs them. A feature extractor taking ``feature_size``
+    gets the tower's ``num_mel_bins``.
+    """
+    import inspect
+
+    num_mel_bins = lookup_config(config, "num_mel_bins")
+    if not isinstance(num_mel_bins, int) or "feature_size" not in inspect.signature(feature_extractor_cls).parameters:
+        return {}
+    return {"feature_size": num_mel_bins}
 
 
 def _vision_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def verify_port(
         else:
             notify(f"building the HF model on {target.device.type}…")
             hf_model = load_model(snapshot, target, tiny=model.tiny, weights=model.weights, seed=seed)
-            model_check = ModelCheck(hf_model, hf.embed_id, checks["model"])
+            model_check = ModelCheck(hf_model, {m: ref.embed_id for m, ref in hf.modalities.items()}, checks["model"])
         notify("building the port")
         session = Session(hf, chosen.build(port, snapshot.path, trust_remote_code=trust_remote_code), model_check)
         cases, modalities, sizes = {}, {}, {}

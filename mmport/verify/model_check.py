@@ -2,10 +2,11 @@
 
 Per probe, two things must hold for the port to serve:
 
-- per item, the HF encoder, fed the item's kwargs as the port's field config
-  cut them, produces exactly as many feature vectors as the port marks
-  embedding positions (vLLM asserts this at serving time), and the same
-  features HF's own one-item kwargs give;
+- per item of every modality whose encoder the HF model exposes
+  (``get_<modality>_features``), the encoder, fed the item's kwargs as the
+  port's field config cut them, produces exactly as many feature vectors as
+  the port marks embedding positions (vLLM asserts this at serving time), and
+  the same features HF's own one-item kwargs give;
 - the HF model's logits on the port's token ids plus the port's per-item
   kwargs re-batched match its logits on the HF processor's own outputs, at
   every text position (see :func:`_text_positions`).
@@ -33,34 +34,58 @@ def _max_diff(a: Any, b: Any) -> float:
 class ModelCheck:
     """Feeds one probe's HF and port outputs to the HF model and compares."""
 
-    def __init__(self, model: HFModel, embed_id: int, result: CheckResult) -> None:
+    def __init__(self, model: HFModel, embed_ids: dict[str, int], result: CheckResult) -> None:
         self.model = model
-        self.embed_id = embed_id
+        self.embed_ids = embed_ids  # per modality: the token its embeddings go to
         self.result = result
         self.max_logit_diff = 0.0
         self.max_feature_diff = 0.0
+        self.items_checked: dict[str, int] = {}  # per modality: items whose features were compared
+        self.no_encoder: set[str] = set()  # modalities probed whose encoder the model does not expose
+        self.unrunnable_settings: set[str] = set()  # request settings under which HF's model refuses HF's outputs
 
     def _fail(self, probe: str, message: str, expected: Any = None, actual: Any = None) -> None:
         expected, actual = (None if v is None else str(v) for v in (expected, actual))
         self.result.failures.append(Failure(probe, message, None, expected, actual))
 
-    def run_probe(self, probe: str, singles: list[HFOutput], expected: HFOutput, actual: PortOutput) -> None:
-        """Apply both model checks to one probe; ``singles`` are HF's outputs per item alone."""
-        self.result.runs += 1
-        placeholders = actual.placeholders.get("image", [])
-        items = actual.items.get("image", [])
-        if len(items) != len(singles) or len(placeholders) != len(singles):
-            message = "items and placeholders the port returned for the images"
-            self._fail(probe, message, len(singles), f"{len(items)} items, {len(placeholders)} placeholders")
+    def run_probe(
+        self, probe: str, modalities: list[str], singles: list[HFOutput], expected: HFOutput, actual: PortOutput, setting: str | None = None
+    ) -> None:
+        """Apply both model checks to one probe; ``singles`` are HF's outputs per item alone,
+        ``modalities`` each item's modality, in the probe's order, ``setting`` the request
+        settings both ran under (described), if any."""
+        if setting is not None and not self._runs_on_own_outputs(expected):
+            # A request setting the checkpoint cannot take (a merge size its vision
+            # tower was not built for): HF's own model refuses HF's own outputs.
+            self.unrunnable_settings.add(setting)
             return
+        self.result.runs += 1
         try:
-            for index, single in enumerate(singles):
-                self._check_item(probe, index, single, items[index], placeholders[index].num_embeds)
+            for modality in dict.fromkeys(modalities):
+                alone = [single for single, m in zip(singles, modalities) if m == modality]
+                if not self._check_items(probe, modality, alone, actual):
+                    return
             self._check_logits(probe, expected, actual)
         finally:
             release(self.model.target)
 
-    def _item_kwargs(self, probe: str, index: int, item: dict, like: dict) -> dict | None:
+    def _check_items(self, probe: str, modality: str, singles: list[HFOutput], actual: PortOutput) -> bool:
+        """The per-item encoder check for one modality; False when the port's items cannot be matched up."""
+        placeholders = actual.placeholders.get(modality, [])
+        items = actual.items.get(modality, [])
+        if len(items) != len(singles) or len(placeholders) != len(singles):
+            message = f"items and placeholders the port returned for the {modality}s"
+            self._fail(probe, message, len(singles), f"{len(items)} items, {len(placeholders)} placeholders")
+            return False
+        if not self.model.has_features(modality):
+            self.no_encoder.add(modality)
+            return True
+        for index, single in enumerate(singles):
+            self._check_item(probe, modality, index, single, items[index], placeholders[index].num_embeds)
+        self.items_checked[modality] = self.items_checked.get(modality, 0) + len(singles)
+        return True
+
+    def _item_kwargs(self, probe: str, name: str, item: dict, like: dict) -> dict | None:
         """The item's kwargs in HF's one-item layout, or None after reporting why not."""
         kwargs = {}
         for key, value in item.items():
@@ -68,37 +93,38 @@ class ModelCheck:
                 continue  # a key HF's processor does not return for one item
             layout = rebatch([value], like[key])
             if layout is None:
-                message = f"item {index}: the port's `{key}` fits no layout of HF's one-item `{key}`"
+                message = f"{name}: the port's `{key}` fits no layout of HF's one-item `{key}`"
                 self._fail(probe, message, tuple(like[key].shape), tuple(getattr(value, "shape", ())))
                 return None
             kwargs[key] = layout.value
         return kwargs
 
-    def _check_item(self, probe: str, index: int, single: HFOutput, item: dict, num_embeds: int) -> None:
-        kwargs = self._item_kwargs(probe, index, item, single.mm)
+    def _check_item(self, probe: str, modality: str, index: int, single: HFOutput, item: dict, num_embeds: int) -> None:
+        name = f"{modality} {index}" if modality != "image" else f"item {index}"
+        kwargs = self._item_kwargs(probe, name, item, single.mm)
         if kwargs is None:
             return
         try:
-            features = self.model.image_features(kwargs)
+            features = self.model.features(modality, kwargs)
         except Exception as exc:
-            self._fail(probe, f"item {index}: the HF encoder raised on the port's kwargs: {one_line(exc)}")
+            self._fail(probe, f"{name}: the HF encoder raised on the port's kwargs: {one_line(exc)}")
             return
         count = sum(f.shape[0] for f in features)
         if count != num_embeds:
-            message = f"item {index}: feature vectors from the HF encoder vs embedding positions the port marks"
+            message = f"{name}: feature vectors from the HF encoder vs embedding positions the port marks"
             self._fail(probe, message, count, num_embeds)
             return
-        reference = self.model.image_features(single.mm)
+        reference = self.model.features(modality, single.mm)
         shapes = [tuple(f.shape) for f in reference], [tuple(f.shape) for f in features]
         if shapes[0] != shapes[1]:
-            self._fail(probe, f"item {index}: encoder output shapes on the port's kwargs vs HF's", *shapes)
+            self._fail(probe, f"{name}: encoder output shapes on the port's kwargs vs HF's", *shapes)
             return
         diff = max(map(_max_diff, reference, features), default=0.0)
         self.max_feature_diff = max(self.max_feature_diff, diff)
         scale = max((float(f.abs().max()) for f in reference if f.numel()), default=0.0)
         if not diff <= self.model.target.tolerance(scale):
             keys = ", ".join(k for k in kwargs if not _same(kwargs[k], single.mm[k])) or "none of the inputs"
-            message = f"item {index}: encoder features on the port's kwargs differ from HF's (max |Δ| {diff:.3g})"
+            message = f"{name}: encoder features on the port's kwargs differ from HF's (max |Δ| {diff:.3g})"
             self._fail(probe, f"{message}; diverging: {keys}")
 
     def _check_logits(self, probe: str, expected: HFOutput, actual: PortOutput) -> None:
@@ -113,7 +139,7 @@ class ModelCheck:
             inputs.pop(key)
         segments = {}
         for key in expected.mm:
-            values = [item[key] for item in actual.items.get("image", []) if key in item]
+            values = [item[key] for items in actual.items.values() for item in items if key in item]
             if not values:
                 continue  # the port drops this key; the forward shows whether HF needed it
             layout = rebatch(values, expected.mm[key])
@@ -122,7 +148,7 @@ class ModelCheck:
                 self._fail(probe, message, tuple(expected.mm[key].shape), [tuple(v.shape) for v in values])
                 return
             inputs[key], segments[key] = layout.value, layout.segments
-        positions = _text_positions(expected.input_ids, self.embed_id)
+        positions = _text_positions(expected.input_ids, set(self.embed_ids.values()))
         reference = self._reference_logits(expected, positions)
         try:
             logits = self.model.logits(inputs, positions)
@@ -135,6 +161,16 @@ class ModelCheck:
         if not diff <= tolerance:
             message = f"logits differ from HF's forward on its own outputs: max |Δ| {diff:.3g} > {tolerance:.3g}"
             self._fail(probe, message + _diverging(inputs, expected.mm, segments))
+
+    def _runs_on_own_outputs(self, expected: HFOutput) -> bool:
+        """Whether the HF model runs on HF's own outputs for this probe."""
+        try:
+            self.model.logits(expected.inputs, [len(expected.input_ids) - 1])
+        except Exception:
+            return False
+        finally:
+            release(self.model.target)
+        return True
 
     def _reference_logits(self, expected: HFOutput, positions: list[int]) -> Any:
         """HF's forward on its own outputs; failing here is the snapshot's fault, not the port's."""
@@ -152,22 +188,31 @@ class ModelCheck:
             "max_logit_diff": self.max_logit_diff,
             "max_feature_diff": self.max_feature_diff,
             "parameters": float(self.model.num_parameters),
+            **{f"{modality}_items_encoded": float(count) for modality, count in self.items_checked.items()},
         }
         target = self.model.target
-        self.result.summary = (
+        checked = ", ".join(f"{count} {modality}(s)" for modality, count in self.items_checked.items()) or "no items"
+        summary = (
             f"{self.model.name} ({self.model.num_parameters / 1e6:.1f}M params, {target.device.type} {target.dtype_name}): "
-            f"max |Δlogits| {self.max_logit_diff:.3g}, max |Δfeatures| {self.max_feature_diff:.3g}"
+            f"max |Δlogits| {self.max_logit_diff:.3g}, max |Δfeatures| {self.max_feature_diff:.3g} over {checked}"
         )
+        if self.unrunnable_settings:
+            said = "; ".join(sorted(self.unrunnable_settings))
+            summary += f"; not run under {said}: HF's model refuses HF's own outputs there (the checkpoint was not built for it)"
+        if self.no_encoder:
+            exposed = ", ".join(f"get_{m}_features" for m in sorted(self.no_encoder))
+            summary += f"; the model exposes no {exposed}, so those items were judged by the logits alone"
+        self.result.summary = summary
 
 
-def _text_positions(input_ids: list[int], embed_id: int) -> list[int]:
-    """Positions whose logits are compared: every one that is not an image embedding.
+def _text_positions(input_ids: list[int], embed_ids: set[int]) -> list[int]:
+    """Positions whose logits are compared: every one that is not an item's embedding.
 
     A served model reads logits at text positions, and through attention each
-    of them depends on every image embedding before it; the logits at image
+    of them depends on every item embedding before it; the logits at embedding
     positions themselves are never sampled.
     """
-    return [i for i, token in enumerate(input_ids) if token != embed_id] or [len(input_ids) - 1]
+    return [i for i, token in enumerate(input_ids) if token not in embed_ids] or [len(input_ids) - 1]
 
 
 def _same(a: Any, b: Any) -> bool:

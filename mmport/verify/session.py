@@ -146,7 +146,7 @@ class Session:
             checks["tokens"].runs += 1
             checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}"))
             return
-        self._compare(probe, checks, expected, singles, counts, actual, in_company)
+        self._compare(probe, checks, expected, singles, counts, actual, in_company, setting)
         if probe.items:
             # The port alone, whatever HF does: vLLM's cache needs its items independent.
             self._check_cache(probe, checks["cache"], actual, setting)
@@ -184,7 +184,9 @@ class Session:
                 return True
         return False
 
-    def _compare(self, probe, checks, expected: HFOutput, singles: list[HFOutput], counts: list[int], actual, in_company: bool) -> None:
+    def _compare(
+        self, probe, checks, expected: HFOutput, singles: list[HFOutput], counts: list[int], actual, in_company: bool, setting: Setting | None = None
+    ) -> None:
         """The port's answer against HF's: tokens, then (with items) placeholders and fields.
 
         Where HF counts items differently together (``in_company``), the prompt
@@ -194,8 +196,9 @@ class Session:
             position = check_tokens(checks["tokens"], probe.name, expected.input_ids, actual.prompt_token_ids)
             if position is not None:
                 self.token_windows[probe.name] = token_window(expected.input_ids, actual.prompt_token_ids, position, self.hf.spell)
-            if self.model_check is not None and all(item.modality == "image" for item in probe.items):
-                self.model_check.run_probe(probe.name, singles, expected, actual)
+            if self.model_check is not None:
+                modalities = [item.modality for item in probe.items]
+                self.model_check.run_probe(probe.name, modalities, singles, expected, actual, setting.describe() if setting else None)
         if not probe.items:
             return
         embed_ids = {m: ref.embed_id for m, ref in self.hf.modalities.items()}
