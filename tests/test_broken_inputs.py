@@ -1,7 +1,8 @@
 """A corpus of broken inputs: every entry is exit 2, one line, no traceback, nothing written.
 
-Snapshots are copies of the synthetic LLaVA snapshot, damaged the way real
-checkouts get damaged (truncated, corrupted, deleted, swapped files,
+Snapshots are copies of the synthetic LLaVA snapshot (and, for the video and
+audio sides, of Qwen2-Audio's, Qwen2-VL's and LLaVA-NeXT-Video's), damaged the
+way real checkouts get damaged (truncated, corrupted, deleted, swapped files,
 inconsistent ids, settings HF cannot work with); ports and options likewise.
 Each snapshot entry runs through inspect, scaffold and verify; scaffold must
 leave its output directory absent and verify its report files unwritten.
@@ -120,6 +121,38 @@ def test_broken_snapshot_is_one_line_and_exit_2(entry, damage, fragment, llava_p
     result = invoke("verify", str(snapshot), "--port", str(llava_port), "--json", str(report), "--junit", str(junit))
     _assert_user_error(result, fragment)
     assert not report.exists() and not junit.exists()
+
+
+def _edit_sub(part: str, **values) -> Callable[[Path], None]:
+    """Set ``values`` in the ``part`` (``feature_extractor``, ``video_processor``) of processor_config.json."""
+    return _edit("processor_config.json", lambda c: c[part].update(values))
+
+
+# Video and audio snapshots damaged in their own sub-processors and token ids:
+# (entry, the family copied, damage, a fragment of the one line).
+BROKEN_MEDIA_SNAPSHOTS = [
+    ("audio token id HF never writes", "qwen2_audio", _edit("config.json", lambda c: c.update(audio_token_index=5)), "never writes it"),
+    ("feature extractor type unknown", "qwen2_audio", _edit_sub("feature_extractor", feature_extractor_type="NoSuchFeatureExtractor"), "does not load"),
+    ("feature extractor negative size", "qwen2_audio", _edit_sub("feature_extractor", feature_size=-3), "does not load"),
+    ("sampling rate zero", "qwen2_audio", _edit_sub("feature_extractor", sampling_rate=0), "refuses an ordinary audio"),
+    ("video processor type unknown", "qwen2_vl", _edit_sub("video_processor", video_processor_type="NoSuchVideoProcessor"), "does not load"),
+    ("video token id HF never writes", "llava_next_video", _edit("config.json", lambda c: c.update(video_token_index=5)), "never writes it"),
+]
+
+
+@pytest.mark.parametrize(("entry", "family", "damage", "fragment"), BROKEN_MEDIA_SNAPSHOTS, ids=[b[0] for b in BROKEN_MEDIA_SNAPSHOTS])
+def test_broken_media_snapshot_is_one_line_and_exit_2(entry, family, damage, fragment, scaffolded, tmp_path) -> None:
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(resolve(family).path, snapshot)
+    damage(snapshot)
+    _assert_user_error(invoke("inspect", str(snapshot)), fragment)
+    out = tmp_path / "out"
+    _assert_user_error(invoke("scaffold", str(snapshot), "-o", str(out)), fragment)
+    assert not out.exists()
+    report = tmp_path / "r.json"
+    port = next(scaffolded(family).glob("*_processing.py"))
+    _assert_user_error(invoke("verify", str(snapshot), "--port", str(port), "--json", str(report)), fragment)
+    assert not report.exists()
 
 
 def _port_edit(old: str, new: str) -> Callable[[str], str]:

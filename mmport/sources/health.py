@@ -35,6 +35,7 @@ def check_reference(snapshot: Any) -> None:
     from mmport.verify.probes import make_image
 
     processor = snapshot.load_processor()
+    _check_media_tokens(snapshot, processor)
     if "image_processor" not in processor.get_attributes():
         return  # no image side to try
     embed_id = snapshot.model_image_token_id()
@@ -61,3 +62,36 @@ def check_reference(snapshot: Any) -> None:
         f"{snapshot.path}: the config embeds images at token id {embed_id} ({token!r}), but the HF processor never "
         "writes it for an image; config.json and the tokenizer disagree"
     )
+
+
+def _check_media_tokens(snapshot: Any, processor: Any) -> None:
+    """Raise :class:`BadReferenceError` when the config embeds a video or audio at a token HF never writes.
+
+    HF may write another token for an item than the config names for its
+    modality, one the config names too (GLM-4.1V's video frames are image
+    tokens); an item expanded into tokens the config names none of means
+    config.json and the tokenizer disagree. A side HF refuses outright is
+    not ported (``refused_modalities``), so not tried here.
+    """
+    from mmport.analyzers.fields import call_processor, media_kwargs, probe_media
+    from mmport.analyzers.media import handled_modalities, refused_modalities
+    from mmport.analyzers.wrappers import wrapped_placeholder
+
+    config = snapshot.load_config()
+    named = {v for k, v in vars(config).items() if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)}
+    refused = refused_modalities(processor)
+    for modality in handled_modalities(processor):
+        configured = snapshot.model_token_id(modality)
+        if modality == "image" or modality in refused or configured is None:
+            continue
+        placeholder = wrapped_placeholder(processor, f"{modality}_token")
+        item = media_kwargs(processor, modality, [probe_media(modality, 0)])
+        ids = call_processor(processor, placeholder, **item)["input_ids"][0].tolist()
+        bare = set(call_processor(processor, placeholder.replace(str(getattr(processor, f"{modality}_token")), ""), [])["input_ids"][0].tolist())
+        if configured in ids or named & (set(ids) - bare):
+            continue
+        token = processor.tokenizer.convert_ids_to_tokens(configured)
+        raise BadReferenceError(
+            f"{snapshot.path}: the config embeds {modality}s at token id {configured} ({token!r}), but the HF processor "
+            f"never writes it for {'an' if modality == 'audio' else 'a'} {modality}; config.json and the tokenizer disagree"
+        )

@@ -18,6 +18,7 @@ from mmport.analyzers.fields import call_processor, mm_outputs, token_id_of
 from mmport.analyzers.media import SUB_PROCESSORS, handled_modalities, most_written, refused_modalities
 from mmport.analyzers.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.analyzers.wrappers import wrapped_placeholder
+from mmport.errors import BadReferenceError
 from mmport.sources import Snapshot
 from mmport.verify.probes import Item, media_of
 from mmport.verify.settings import Setting
@@ -74,6 +75,10 @@ class HFReference:
         for modality in handled_modalities(self.processor):
             if modality not in self.refused:
                 self.modalities[modality] = self._learn(modality)
+        if self.refused and not self.modalities:
+            # Nothing left to judge a port on: the snapshot, not the port, is at fault.
+            reasons = "; ".join(self.refused.values())
+            raise BadReferenceError(f"{snapshot.path}: {type(self.processor).__name__} cannot be a reference: {reasons}")
 
     # The image-only view older callers use.
     @property

@@ -217,7 +217,7 @@ class Session:
 
     def finish(self, checks: dict[str, CheckResult]) -> None:
         """Name what was not compared, and fail closed: a check that compared nothing fails."""
-        notes = []
+        notes = [f"{modality} not judged: {reason}" for modality, reason in self.hf.refused.items()]
         if self.rejected:
             notes.append(f"HF rejects {len(self.rejected)} probe(s): " + "; ".join(self.rejected))
         if self.refused_settings:
