@@ -104,7 +104,7 @@ def check_embeddings(session: Session, result: CheckResult, hidden_size: int) ->
                     continue
                 result.runs += 1
                 taken.add(modality)
-                name = f"{modality} embeddings ({form}, {_describe(item)})"
+                name = f"{modality} embeddings ({form}, {item.describe()})"
                 check_tokens(result, name, expected.input_ids, actual.prompt_token_ids)
                 given = (actual.items.get(modality) or [{}])[0].get(f"{modality}_embeds")
                 if given is None or not torch.equal(torch.as_tensor(given).float(), embeds):
@@ -115,12 +115,3 @@ def check_embeddings(session: Session, result: CheckResult, hidden_size: int) ->
         if not result.runs:
             result.skipped = result.summary
 
-
-def _describe(item: Item) -> str:
-    """``224x224``, ``4 frames 64x64``, ``1.0 s``: which reference item a failure is about."""
-    width, height = item.size
-    if item.modality == "image":
-        return f"{width}x{height}"
-    if item.modality == "video":
-        return f"{item.frames} frames {width}x{height}"
-    return f"{item.seconds:g} s"
