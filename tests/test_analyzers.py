@@ -756,3 +756,51 @@ def test_processor_kwargs_process_images_takes_are_passed_by_a_delegated_port(tm
     assert _process_images_args(popping, set()) == _process_images_args(named, set()) == ("use_special_tokens",)
     # A popped name the merged image kwargs already carry arrives with them.
     assert _process_images_args(popping, {"use_special_tokens"}) == ()
+
+
+# CSM: its own __call__ counts each audio, no hook. NemotronH-Omni: a hook, and a
+# _process_audio that takes the scope as one dict (no **kwargs) and returns the counts.
+EXPANDS_IN_OWN_CALL = """
+    class NoHook:
+        def __call__(self, text=None, audio=None, **kwargs):
+            counts = [self._get_encoded_length(a.shape[-1]) for a in audio]
+            return self.tokenizer([t.replace(self.audio_token, self.audio_token * counts[0]) for t in text])
+
+    class ScopeAsOneDict:
+        def __call__(self, text=None, audio=None, **kwargs):
+            features, mask, counts = self._process_audio(audio, kwargs.get("audio_kwargs", {}))
+            return self.tokenizer([self.replace_audio_token({"num_tokens": counts}, 0)])
+
+        def replace_audio_token(self, audio_inputs, audio_idx, **kwargs):
+            return self.audio_token * audio_inputs["num_tokens"][audio_idx]
+
+        def _process_audio(self, audio, audio_kwargs):
+            return self.feature_extractor(audio), None, [len(a) // 160 for a in audio]
+
+    class DrivenByTheBaseCall:
+        def __call__(self, text=None, audio=None, **kwargs):
+            return super().__call__(text=text, audio=audio, **kwargs)
+
+        def replace_audio_token(self, audio_inputs, audio_idx, **kwargs):
+            return self.audio_token
+
+        def _process_audio(self, audio, **kwargs):
+            return self.feature_extractor(audio, **kwargs), []
+
+    class BaseCall:
+        def replace_audio_token(self, audio_inputs, audio_idx, **kwargs):
+            return self.audio_token
+"""
+
+
+def test_own_call_without_a_hook_or_with_an_undrivable_process_method_is_named(tmp_path) -> None:
+    from mmport.analyzers.owncall import own_call_reason
+
+    no_hook = _load(tmp_path, EXPANDS_IN_OWN_CALL, "NoHook")
+    module = sys.modules[no_hook.__module__]
+    assert own_call_reason(no_hook, "audio") == "NoHook expands placeholders in its own __call__ (no replace_audio_token)"
+    reason = own_call_reason(module.ScopeAsOneDict, "audio")
+    assert "_process_audio(self, audio, audio_kwargs) takes no **kwargs" in reason, reason
+    # A hook with a _process_audio the base call drives, or no __call__ of its own: the base call expands.
+    assert own_call_reason(module.DrivenByTheBaseCall, "audio") is None
+    assert own_call_reason(module.BaseCall, "audio") is None

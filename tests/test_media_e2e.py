@@ -44,8 +44,17 @@ VIDEO_FAMILIES = [
     # No hook: __call__ takes videos as `images` and inserts one block of video tokens per prompt.
     "instructblipvideo",
 ]
-AUDIO_FAMILIES = ["audioflamingo3", "glmasr", "phi4_multimodal", "qwen3_asr"]
-MIXED_FAMILIES = ["gemma3n", "qwen2_5_omni", "qwen3_omni_moe"]
+AUDIO_FAMILIES = [
+    "audioflamingo3", "glmasr", "phi4_multimodal", "qwen3_asr",
+    # No hook: __call__ counts each audio itself; the port runs HF's __call__ on the one item (via_call).
+    "csm",
+]
+MIXED_FAMILIES = [
+    "gemma3n", "qwen2_5_omni", "qwen3_omni_moe",
+    # An optional audio sub-config, a video setting only the image processor names, and a
+    # _process_audio the base call cannot drive (via_call).
+    "nemotron_h_omni",
+]
 
 
 @slow
@@ -94,6 +103,8 @@ MEDIA_MUTATIONS = [
     ("instructblipvideo", "processor.num_query_tokens * 4", "processor.num_query_tokens", "tokens"),
     # A port that hands HF its videos as `videos`, which its __call__ does not read.
     ("instructblipvideo", 'hf_data["images"] = hf_data.pop("videos")', "pass", "tokens"),
+    # A count through HF's own __call__ on the one audio (via_call) that drops its last position.
+    ("csm", 'return _between_added_tokens(outputs["input_ids"][0].tolist(), list(bare))', 'return outputs["input_ids"][0].tolist()[:-1]', "tokens"),
 ]
 
 

@@ -196,3 +196,61 @@ def test_cache_key_covers_every_function_that_builds_a_snapshot(model_type, tmp_
         sys.setprofile(None)
     assert "mmport.sources.measure" in ran or "mmport.analyzers.fields" in ran  # the probe saw the build
     assert ran <= builder_modules(), sorted(ran - builder_modules())
+
+
+def test_optional_sub_config_the_default_leaves_off_is_built() -> None:
+    # NemotronH-Omni's default config leaves its optional Parakeet audio_config off;
+    # a checkpoint that processes audio has it, and its model_type is what leads
+    # transformers' auto mappings to the feature extractor.
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+
+    snapshot = resolve("nemotron_h_omni")
+    audio_type = snapshot.config_dict["audio_config"]["model_type"]
+    assert type(snapshot.load_processor().feature_extractor).__name__ == FEATURE_EXTRACTOR_MAPPING_NAMES[audio_type]
+
+
+SIBLING_NAMES_THE_SETTING = """
+    class ImageProc:
+        image_mean = [0.5, 0.5, 0.5]
+
+        def __init__(self, **kwargs):
+            if (norm_mean := kwargs.pop("norm_mean", None)) is not None:
+                kwargs.setdefault("image_mean", norm_mean)
+            self.image_mean = kwargs.get("image_mean", self.image_mean)
+
+    class VideoProc:
+        norm_mean = None
+        unused = None
+
+        def _preprocess(self, videos):
+            return [v - self.norm_mean for v in videos]
+"""
+
+
+def test_setting_left_none_is_filled_from_the_sibling_that_names_it(tmp_path) -> None:
+    # The image processor's constructor takes a checkpoint's `norm_mean` as its
+    # `image_mean`; the video processor reads `norm_mean` when called. Only what
+    # is read at call time, and left None, is filled.
+    import importlib.util
+    import sys
+    import textwrap
+
+    from mmport.sources.siblings import fill_from_siblings
+
+    path = tmp_path / "processing_siblings_example.py"
+    path.write_text(textwrap.dedent(SIBLING_NAMES_THE_SETTING))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    parts = {"image_processor": module.ImageProc(), "video_processor": module.VideoProc()}
+    assert fill_from_siblings(parts) == {"video_processor": ["norm_mean from image_processor.image_mean"]}
+    assert parts["video_processor"].norm_mean == [0.5, 0.5, 0.5] and parts["video_processor"].unused is None
+    parts["video_processor"].norm_mean = [0.1, 0.2, 0.3]  # a value of its own is kept
+    assert fill_from_siblings(parts) == {}
+
+
+def test_synthetic_video_processor_normalizes_as_its_sibling_does() -> None:
+    processor = resolve("nemotron_h_omni").load_processor()
+    assert list(processor.video_processor.norm_mean) == list(processor.image_processor.image_mean)
+    assert list(processor.video_processor.norm_std) == list(processor.image_processor.image_std)

@@ -69,9 +69,14 @@ def test_later_mechanisms_match_hf_in_real_vllm(model_type, scaffolded) -> None:
 # Video, audio and both together (Qwen2.5-VL's probes mix images and videos), with
 # videos passed as vLLM passes them ((frames, metadata)) and audio as (waveform,
 # rate), which vLLM resamples. Under transformers 5.20 (vLLM's pin) Gemma 3n and
-# Phi-4-multimodal expand in their own __call__ without hooks, and vLLM 0.33
-# cannot configure the Qwen omni models' synthetic configs: docs/families.md.
-MEDIA_FAMILIES = ["qwen2_5_vl", "glm4v", "llava_next_video", "video_llava", "internvl", "qwen2_audio", "audioflamingo3", "instructblipvideo"]
+# Phi-4-multimodal expand in their own __call__ without hooks, as CSM does in
+# both releases, and NemotronH-Omni's _process_audio takes no **kwargs: their
+# ports run HF's own __call__ on the one item (via_call). vLLM 0.33 cannot
+# configure the Qwen omni models' synthetic configs: docs/families.md.
+MEDIA_FAMILIES = [
+    "qwen2_5_vl", "glm4v", "llava_next_video", "video_llava", "internvl", "qwen2_audio", "audioflamingo3", "instructblipvideo",
+    "gemma3n", "phi4_multimodal", "csm", "nemotron_h_omni",
+]
 
 
 @pytest.mark.parametrize("model_type", MEDIA_FAMILIES)

@@ -20,6 +20,7 @@ from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
+from mmport.analyzers.owncall import own_call_reason
 from mmport.analyzers.ownprompt import writes_own_prompt
 from mmport.analyzers.replacement import analyze_replacement_text, merged_image_kwargs
 from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
@@ -72,17 +73,13 @@ def _replacement(processor, geometry: GeometryRule) -> tuple[ReplacementFacts, P
         found = find_method(processor_cls, "replace_image_token") or find_method(processor_cls, "__call__")
         source = found[0].source(found[1]) if found else Source("(processor)", 0)
         reason = str(first) if "token * count" not in str(first) else str(exc)
-        if _expands_in_own_call(processor_cls):
-            reason = f"{processor_cls.__name__} expands placeholders in its own __call__ (no replace_image_token): {reason}"
+        own_call = own_call_reason(processor_cls, "image")
+        if own_call is not None:
+            reason = f"{own_call}: {reason}"
             rule = CountRule((), "", False, "delegated", source, reason, via_call=True)
         else:
             rule = CountRule((), "", False, "delegated", source, reason, delegate_args=_process_images_args(processor_cls, _merged_image_kwargs(processor)))
         return ReplacementFacts(rule, "image_token"), None
-
-
-def _expands_in_own_call(processor_cls: type) -> bool:
-    """An older-style processor: its model code defines ``__call__`` but no 5.x ``replace_image_token`` hook."""
-    return find_method(processor_cls, "replace_image_token", models_only=True) is None and find_method(processor_cls, "__call__", models_only=True) is not None
 
 
 def _process_images_args(processor_cls: type, image_kwargs: set[str]) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from mmport.analyzers.settings import count_settings
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
 from mmport.analyzers.imageproc import analyze_output_fields
 from mmport.analyzers.outputhook import analyze_output_hook
+from mmport.analyzers.owncall import own_call_reason, process_method
 from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
 from mmport.errors import AnalysisError, one_line
@@ -151,7 +152,8 @@ def _expanded_id(processor: Any, modality: str, placeholder: str, token_id: int,
 def _count(
     processor: Any, modality: str, kept: set[str], names: tuple[tuple[str, str], ...] = (), batch_axis: tuple[str, ...] = ()
 ) -> CountRule:
-    """The hook on the item's outputs, else a visible delegation to HF's ``_process_<modality>``."""
+    """The hook on the item's outputs, else a visible delegation: to HF's ``_process_<modality>``,
+    or, where only HF's own ``__call__`` expands the placeholder, to that call on the item alone."""
     try:
         sub_kept = set(_sub_outputs(processor, modality))
     except Exception:  # the sub-processor needs what only the processor passes it
@@ -160,6 +162,13 @@ def _count(
         rule = analyze_output_hook(type(processor), modality, kept, sub_kept)
         rule = dataclasses.replace(rule, names=names, batch_axis=batch_axis)
     except AnalysisError as exc:
+        own_call = own_call_reason(type(processor), modality)
+        if own_call is not None:
+            # Only HF's own __call__ gives an item's replacement (see mmport.analyzers.owncall).
+            call = find_method(type(processor), "__call__", models_only=True)
+            hook = find_method(type(processor), f"replace_{modality}_token", models_only=True)
+            reason = own_call if hook is None else f"{own_call}; its hook is not derived either ({exc})"
+            return CountRule((), "", False, "delegated", call[0].source(call[1]), reason, via_call=True)
         hook = find_method(type(processor), f"replace_{modality}_token") or find_method(type(processor), "__call__")
         source = hook[0].source(hook[1]) if hook else Source("(processor)", 0)
         return CountRule((), "", False, "delegated", source, str(exc))
@@ -232,8 +241,7 @@ def takes_merged_kwargs(processor_cls: type, modality: str) -> bool:
     """
     import libcst.matchers as m
 
-    name = "_process_audio" if modality == "audio" else f"_process_{modality}s"
-    found = find_method(processor_cls, name)
+    found = find_method(processor_cls, process_method(modality))
     if found is None:
         return False
     scoped = m.Arg(star="**", value=m.Subscript(value=m.Name()))

@@ -26,6 +26,7 @@ from mmport.sources.defaults import (
     tokenizer_token_reads,
 )
 from mmport.sources.measure import extra_token_params, measure_extra_tokens
+from mmport.sources.siblings import fill_from_siblings
 from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, write_tokenizer
 
 __all__ = ["build_synthetic", "processor_class_for", "multimodal_model_types"]
@@ -257,6 +258,7 @@ def _sub_processors(processor_cls: type, model_type: str, config: Mapping[str, A
         else:
             parts[attribute] = _other_processor(attribute, model_type, config, processor_cls)
     _return_metadata_if_read(processor_cls, parts.get("video_processor"))
+    fill_from_siblings(parts)
     return parts
 
 
@@ -276,6 +278,20 @@ def _return_metadata_if_read(processor_cls: type, video_processor: Any) -> None:
         return
     if '"video_metadata"' in source or "'video_metadata'" in source:
         video_processor.return_metadata = True
+
+
+def optional_sub_configs(config_cls: type) -> dict[str, dict[str, Any]]:
+    """Each optional sub-config the config class declares, as its defaults would build it.
+
+    A composite config may leave a tower's sub-config off by default
+    (``SubConfigSpec(..., optional=True)``: NemotronH-Omni's Parakeet
+    ``audio_config``, Gemma 4's vision and audio towers); a checkpoint whose
+    processor serves that modality carries it. Without it nothing in the
+    snapshot names the sub-model's type, by which transformers' auto mappings
+    find the feature extractor, and the model has no tower to check.
+    """
+    specs = getattr(config_cls, "sub_configs_defaults", None) or {}
+    return {key: dict(spec.init_kwargs) for key, spec in specs.items() if spec.optional}
 
 
 def _architecture(model_type: str) -> str | None:
@@ -321,7 +337,8 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     from transformers import CONFIG_MAPPING, AutoTokenizer
 
     processor_cls = processor_class_for(model_type)
-    config = CONFIG_MAPPING[model_type]()
+    config_cls = CONFIG_MAPPING[model_type]
+    config = config_cls(**optional_sub_configs(config_cls))
     # Real checkpoints name their model class; vLLM resolves models by it.
     architecture = _architecture(model_type)
     config.architectures = [architecture] if architecture else None
