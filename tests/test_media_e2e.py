@@ -46,6 +46,8 @@ VIDEO_FAMILIES = [
 ]
 AUDIO_FAMILIES = [
     "audioflamingo3", "glmasr", "phi4_multimodal", "qwen3_asr",
+    # Its feature extractor needs torchaudio; the count comes from HF's _process_audio (delegated).
+    "granite_speech",
     # No hook: __call__ counts each audio itself; the port runs HF's __call__ on the one item (via_call).
     "csm",
 ]
