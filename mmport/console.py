@@ -200,6 +200,8 @@ def report_table(report) -> Table:
     if report.settings:
         under = "; ".join(f"{kwargs} ({modality or 'all'}, {origin})" for modality, kwargs, origin in report.settings)
         table.caption = escape(f"probes also ran under request settings: {under}")
+    elif not report.settings_sought:
+        table.caption = "probes ran under the defaults only (--settings 0)"
     else:
         table.caption = "no request setting changes HF's counts here: probes ran under the defaults"
     return table

@@ -149,6 +149,7 @@ def verify_port(
     return Report(
         ref, str(port_path), chosen.name, probes, seed, checks, seconds, cases, modalities, described,
         token_windows=session.token_windows, probe_items=sizes, curves=swept,
+        settings_sought=bool(processor_kwargs) or settings_per_modality > 0,
     )
 
 

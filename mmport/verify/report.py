@@ -128,6 +128,8 @@ class Report:
     probe_modalities: dict[str, list[str]] = field(default_factory=dict)
     # The request settings probes also ran under: (modality or "", "name=value, ...", "drawn" or "pinned").
     settings: list[tuple[str, str, str]] = field(default_factory=list)
+    # Whether settings were looked for at all (``--settings 0`` asks for none).
+    settings_sought: bool = True
     # Per probe whose tokens differ: both sides around the first difference.
     token_windows: dict[str, TokenWindow] = field(default_factory=dict)
     # Per probe, its items' sizes, in order.
