@@ -209,7 +209,7 @@ class RealVllmBackend(Backend):
         with self.activate():
             from vllm import ModelRegistry
 
-            known = [arch for arch in architectures if arch in set(ModelRegistry.get_supported_archs()) - _STUBBED_ARCHS]
+            known = [arch for arch in architectures if arch in _vllm_architectures()]
             if not known:
                 named = ", ".join(architectures) or "no architecture"
                 raise PortLoadError(f"{self.name} registers no model for {named}; pass a port file instead of --port vllm")
@@ -236,12 +236,18 @@ class RealVllmBackend(Backend):
         from vllm import ModelRegistry
 
         config = json.loads((snapshot_dir / "config.json").read_text())
-        # Our own stand-ins are replaced, so they always carry this port.
-        known = set(ModelRegistry.get_supported_archs()) - _STUBBED_ARCHS
+        known = _vllm_architectures()
         for arch in config.get("architectures") or []:
             if arch not in known:
                 ModelRegistry.register_model(arch, _processing_stub(arch, port))
                 _STUBBED_ARCHS.add(arch)
+
+
+def _vllm_architectures() -> set[str]:
+    """The architectures vLLM itself registers: not the stand-ins mmport registered (replaced per port)."""
+    from vllm import ModelRegistry
+
+    return set(ModelRegistry.get_supported_archs()) - _STUBBED_ARCHS
 
 
 def _processing_stub(arch: str, port: PortClasses) -> type:
