@@ -127,6 +127,15 @@ class CountRule:
     replacement: HelperFunction | None = None
     # Video and audio: the hook run on the item's own HF outputs (strategy "derived").
     outputs: OutputRule | None = None
+    # The hook's ``**kwargs`` when the statements read them: HF passes the merged image kwargs.
+    kwargs_name: str = ""
+
+    @property
+    def preprocessed(self) -> bool:
+        """Whether the count recomputes what HF's preprocessing gives the item (reads of its
+        outputs rewritten to the item's size), which the port reads under the request's
+        settings from the configured processor; a constant read recomputes nothing."""
+        return any(kind != "constant" for _, kind, _ in self.item_reads)
 
 
 @dataclass(frozen=True)

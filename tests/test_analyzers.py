@@ -214,7 +214,9 @@ def test_patch_grid_product_becomes_the_image_processors_patch_count(tmp_path) -
     image_proc = sys.modules[proc.__module__].ImageProc
     count = analyze_replacement(proc, "image", image_proc).count
     assert count.statements == (
-        "n = get_number_of_image_patches(processor.image_processor, image_height, image_width, {}) "
+        # The grid is HF's preprocessing under the request (configured), the divisor the hook's
+        # own processor as HF built it.
+        "n = get_number_of_image_patches(configured.image_processor, image_height, image_width, {}) "
         "// processor.image_processor.merge_size**2",
     )
     assert [h.owner for h in count.helpers] == ["ImageProc.get_number_of_image_patches"]
@@ -256,7 +258,7 @@ def test_sizes_of_resized_images_follow_the_resize_the_patch_count_makes(tmp_pat
     for height, width in ((32, 48), (300, 90)):
         # The image processor's patch count is what the port's layout must add up to.
         patches = image_proc.get_number_of_image_patches(stub.image_processor, height, width)
-        assert namespace["replace_image_token"](stub, height, width).count("x") == patches
+        assert namespace["replace_image_token"](stub, stub, height, width).count("x") == patches
 
 
 APPENDS_SEP = '''
@@ -473,8 +475,8 @@ def test_replacement_hook_travels_whole_with_its_reads_rewritten(tmp_path) -> No
     assert count.strategy == "derived" and count.size_dependent
     code = count.replacement.code
     # Rows come from the patch tuple, crops are 0 while pan-and-scan is off (and the port checks that).
-    assert code.startswith("def replace_image_token(processor, image_height: int, image_width: int, **kwargs) -> str:")
-    assert "get_number_of_image_patches(processor.image_processor, image_height, image_width, kwargs)[1]" in code
+    assert code.startswith("def replace_image_token(processor, configured, image_height: int, image_width: int, **kwargs) -> str:")
+    assert "get_number_of_image_patches(configured.image_processor, image_height, image_width, kwargs)[1]" in code
     assert "num_crops = 0" in code and 'kwargs.get("do_pan_and_scan"' in code
     assert "image_inputs" not in code and "docstring" not in code
     assert {(key, kind) for key, kind, _ in count.item_reads} == {("rows", "item"), ("num_crops", "constant")}
@@ -512,7 +514,7 @@ def test_named_patch_count_becomes_the_image_processors_count(tmp_path) -> None:
     # The port's replacement follows the image processor's own count for each size.
     for height, width in ((10, 10), (35, 21)):
         patches = image_proc.get_number_of_image_patches(stub.image_processor, height, width)
-        text = namespace["replace_image_token"](stub, height, width)
+        text = namespace["replace_image_token"](stub, stub, height, width)
         assert text == "<img>" + "x" * 2 * patches + "</img>"
 
 
@@ -541,12 +543,12 @@ def test_resized_sizes_follow_the_processors_token_api(tmp_path) -> None:
     resized = next(h for h in count.helpers if h.name == "resized_image_size")
     # The loop-invariant slice travels (not the list the loop fills); the merged kwargs are the hook's.
     assert "longest = images_kwargs.get" in resized.code and "unused" not in resized.code
-    assert "resized_image_size(processor, image_height, image_width, kwargs)" in count.replacement.code
+    assert "resized_image_size(configured, image_height, image_width, kwargs)" in count.replacement.code
     namespace = _port_functions(count)
     stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(longest=64))
     for height, width in ((32, 48), (300, 90)):
         fitted = min(height, 64), min(width, 64)  # the HF loop's resize, for these sizes
-        assert namespace["replace_image_token"](stub, height, width) == ("x" * (fitted[1] // 16) + "\n") * (fitted[0] // 16)
+        assert namespace["replace_image_token"](stub, stub, height, width) == ("x" * (fitted[1] // 16) + "\n") * (fitted[0] // 16)
 
 
 TOKEN_COUNT_OUTPUT = """
@@ -579,7 +581,7 @@ def test_output_named_as_a_token_count_is_the_token_apis_count(tmp_path) -> None
     for height, width in ((8, 8), (64, 20), (3, 3)):
         # HF's own token API on this size is the count the port must give.
         expected = proc._get_num_multimodal_tokens(api, image_sizes=[(height, width)])[0]
-        assert namespace["replace_image_token"](stub, height, width) == "<boi>" + "x" * expected + "<eoi>"
+        assert namespace["replace_image_token"](stub, stub, height, width) == "<boi>" + "x" * expected + "<eoi>"
 
 
 HOOK_ENTRY = """
@@ -616,7 +618,7 @@ def test_entry_the_token_api_hands_the_hook_is_recomputed_from_the_size(tmp_path
     for height, width in ((16, 16), (40, 17)):
         grid, _ = sys.modules[proc.__module__].ImageProc.get_grid(stub.image_processor, height, width)
         expected = proc.replace_image_token(stub, {"image_grids": [grid]}, 0)  # HF's hook on HF's entry
-        assert namespace["replace_image_token"](stub, height, width) == expected
+        assert namespace["replace_image_token"](stub, stub, height, width) == expected
 
 
 PART_OF_COUNT = """
@@ -645,7 +647,7 @@ def test_output_counting_part_of_the_patch_count_subtracts_its_start(tmp_path) -
     rule = analyze_replacement(proc, image_processor_cls=image_proc).count
     assert [(key, kind) for key, kind, _ in rule.item_reads] == [("num_local_patches", "part")]
     assert rule.item_reads[0][2].code == "num_patches = 1  # global view"
-    assert "get_number_of_image_patches(processor.image_processor, image_height, image_width, {}) - 1" in "\n".join(rule.statements)
+    assert "get_number_of_image_patches(configured.image_processor, image_height, image_width, {}) - 1" in "\n".join(rule.statements)
     # A variant that starts from 0 has no part to take away: the count is the whole output.
     whole = _load(tmp_path, PART_OF_COUNT.replace("num_patches = 1  # global view", "num_patches = 0"))
     with pytest.raises(AnalysisError):
