@@ -345,6 +345,10 @@ class ModalitySpec:
     # Preprocessing switches HF reads to resize, crop, pad or split but the count does
     # not (``read_at`` is HF's branch): the port refuses requests that flip them.
     unfollowed: tuple[SettingSpec, ...] = ()
+    # Kwargs HF's preprocessing computes an item's geometry from but the derived count
+    # does not read (``read_at`` is HF's call): a request that sets one is counted by
+    # HF's processing of an item of that size.
+    counted_by_hf: tuple[SettingSpec, ...] = ()
 
     @property
     def embedding_fields(self) -> tuple[tuple[str, str], ...]:

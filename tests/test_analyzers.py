@@ -15,6 +15,7 @@ from mmport.analyzers.count import analyze_replacement
 from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.replacement import analyze_replacement_text
+from mmport.analyzers.settings import unread_geometry_factors
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
 
 
@@ -758,3 +759,33 @@ def test_processor_kwargs_process_images_takes_are_passed_by_a_delegated_port(tm
     assert _process_images_args(popping, set()) == _process_images_args(named, set()) == ("use_special_tokens",)
     # A popped name the merged image kwargs already carry arrives with them.
     assert _process_images_args(popping, {"use_special_tokens"}) == ()
+
+
+GEOMETRY_FACTORS = """
+    from typing import TypedDict
+
+    class ImageKwargs(TypedDict, total=False):
+        patch_size: int
+        merge_size: int
+        patch_expand_factor: int
+        resample: int
+
+    class ImageProc:
+        valid_kwargs = ImageKwargs
+
+        def _preprocess(self, images, patch_size, merge_size, patch_expand_factor, resample):
+            for image in images:
+                image = self.resize(image, resample=resample, factor=patch_size * merge_size * patch_expand_factor)
+            return images
+"""
+
+
+def test_a_kwarg_hf_resizes_by_but_the_count_does_not_read_is_counted_by_hf(tmp_path) -> None:
+    image_proc = _load(tmp_path, GEOMETRY_FACTORS, "ImageProc")()
+    processor = types.SimpleNamespace(valid_processor_kwargs=None)
+    # The count reads patch_size and merge_size (HF's token API), not the third factor.
+    found = unread_geometry_factors(image_proc, "image", processor, {"patch_size", "merge_size"})
+    assert [s.name for s in found] == ["patch_expand_factor"]
+    assert "self.resize(" in found[0].read_at.code
+    # Passed to the resize as it is, resample sizes nothing; a count reading every factor follows them all.
+    assert unread_geometry_factors(image_proc, "image", processor, {"patch_size", "merge_size", "patch_expand_factor"}) == ()

@@ -218,22 +218,33 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
         if not given:
             return processor
         call_kwargs = self.get_hf_call_kwargs(mm_kwargs)
-        images_kwargs = call_kwargs["images_kwargs"]
-        # Against the processor built without the request's kwargs: vLLM builds some into it.
-        defaults = self.get_hf_processor().image_processor
-        flipped = [
-            name
-            for name in UNFOLLOWED_IMAGE_SWITCHES
-            if name in given
-            and images_kwargs.get(name, getattr(processor.image_processor, name, None))
-            != getattr(defaults, name, None)
-        ]
+        flipped = self.get_changed_image_settings(UNFOLLOWED_IMAGE_SWITCHES, mm_kwargs)
         if flipped:
             raise NotImplementedError(
                 f"requests that set {', '.join(flipped)} are not supported: HF's image preprocessing "
                 "resizes, crops or pads by them, and this port counts images under the processor's own values"
             )
         return _with_settings(processor, call_kwargs, given)
+
+    def get_changed_image_settings(
+        self, names: Sequence[str], mm_kwargs: Mapping[str, object] = {}
+    ) -> list[str]:
+        """Those of ``names`` a request sets to another value than the processor's own."""
+        settings = self.ctx.get_merged_mm_kwargs(mm_kwargs)
+        given = {*settings, *settings.get("images_kwargs", {})}
+        images_kwargs = self.get_hf_call_kwargs(mm_kwargs)["images_kwargs"]
+        # Against the processor built without the request's kwargs: vLLM builds some into it.
+        built, defaults = (
+            self.get_built_processor(mm_kwargs).image_processor,
+            self.get_hf_processor().image_processor,
+        )
+        return [
+            name
+            for name in names
+            if name in given
+            and images_kwargs.get(name, getattr(built, name, None))
+            != getattr(defaults, name, None)
+        ]
 
     def get_embedding_tokens(
         self,
