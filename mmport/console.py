@@ -154,6 +154,8 @@ def _setting_rows(m) -> list[tuple[str, str, str]]:
         rows.append((f"setting {s.name}", how, f"typed at {s.declared_at}" if s.declared_at else ""))
     for s in m.unfollowed:
         rows.append((f"refused setting {s.name}", "HF resizes, crops or pads by it; the count does not read it", str(s.read_at)))
+    for s in m.counted_by_hf:
+        rows.append((f"setting {s.name} counted by HF", "HF sizes items by it; the derived count does not read it", str(s.read_at)))
     return rows
 
 

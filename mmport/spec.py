@@ -127,6 +127,15 @@ class CountRule:
     replacement: HelperFunction | None = None
     # Video and audio: the hook run on the item's own HF outputs (strategy "derived").
     outputs: OutputRule | None = None
+    # The hook's ``**kwargs`` when the statements read them: HF passes the merged image kwargs.
+    kwargs_name: str = ""
+
+    @property
+    def preprocessed(self) -> bool:
+        """Whether the count recomputes what HF's preprocessing gives the item (reads of its
+        outputs rewritten to the item's size), which the port reads under the request's
+        settings from the configured processor; a constant read recomputes nothing."""
+        return any(kind != "constant" for _, kind, _ in self.item_reads)
 
 
 @dataclass(frozen=True)
@@ -336,6 +345,10 @@ class ModalitySpec:
     # Preprocessing switches HF reads to resize, crop, pad or split but the count does
     # not (``read_at`` is HF's branch): the port refuses requests that flip them.
     unfollowed: tuple[SettingSpec, ...] = ()
+    # Kwargs HF's preprocessing computes an item's geometry from but the derived count
+    # does not read (``read_at`` is HF's call): a request that sets one is counted by
+    # HF's processing of an item of that size.
+    counted_by_hf: tuple[SettingSpec, ...] = ()
 
     @property
     def embedding_fields(self) -> tuple[tuple[str, str], ...]:

@@ -15,6 +15,7 @@ from mmport.analyzers.count import analyze_replacement
 from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.replacement import analyze_replacement_text
+from mmport.analyzers.settings import unread_geometry_factors
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
 
 
@@ -214,7 +215,9 @@ def test_patch_grid_product_becomes_the_image_processors_patch_count(tmp_path) -
     image_proc = sys.modules[proc.__module__].ImageProc
     count = analyze_replacement(proc, "image", image_proc).count
     assert count.statements == (
-        "n = get_number_of_image_patches(processor.image_processor, image_height, image_width, {}) "
+        # The grid is HF's preprocessing under the request (configured), the divisor the hook's
+        # own processor as HF built it.
+        "n = get_number_of_image_patches(configured.image_processor, image_height, image_width, {}) "
         "// processor.image_processor.merge_size**2",
     )
     assert [h.owner for h in count.helpers] == ["ImageProc.get_number_of_image_patches"]
@@ -256,7 +259,7 @@ def test_sizes_of_resized_images_follow_the_resize_the_patch_count_makes(tmp_pat
     for height, width in ((32, 48), (300, 90)):
         # The image processor's patch count is what the port's layout must add up to.
         patches = image_proc.get_number_of_image_patches(stub.image_processor, height, width)
-        assert namespace["replace_image_token"](stub, height, width).count("x") == patches
+        assert namespace["replace_image_token"](stub, stub, height, width).count("x") == patches
 
 
 APPENDS_SEP = '''
@@ -473,8 +476,8 @@ def test_replacement_hook_travels_whole_with_its_reads_rewritten(tmp_path) -> No
     assert count.strategy == "derived" and count.size_dependent
     code = count.replacement.code
     # Rows come from the patch tuple, crops are 0 while pan-and-scan is off (and the port checks that).
-    assert code.startswith("def replace_image_token(processor, image_height: int, image_width: int, **kwargs) -> str:")
-    assert "get_number_of_image_patches(processor.image_processor, image_height, image_width, kwargs)[1]" in code
+    assert code.startswith("def replace_image_token(processor, configured, image_height: int, image_width: int, **kwargs) -> str:")
+    assert "get_number_of_image_patches(configured.image_processor, image_height, image_width, kwargs)[1]" in code
     assert "num_crops = 0" in code and 'kwargs.get("do_pan_and_scan"' in code
     assert "image_inputs" not in code and "docstring" not in code
     assert {(key, kind) for key, kind, _ in count.item_reads} == {("rows", "item"), ("num_crops", "constant")}
@@ -512,7 +515,7 @@ def test_named_patch_count_becomes_the_image_processors_count(tmp_path) -> None:
     # The port's replacement follows the image processor's own count for each size.
     for height, width in ((10, 10), (35, 21)):
         patches = image_proc.get_number_of_image_patches(stub.image_processor, height, width)
-        text = namespace["replace_image_token"](stub, height, width)
+        text = namespace["replace_image_token"](stub, stub, height, width)
         assert text == "<img>" + "x" * 2 * patches + "</img>"
 
 
@@ -541,12 +544,12 @@ def test_resized_sizes_follow_the_processors_token_api(tmp_path) -> None:
     resized = next(h for h in count.helpers if h.name == "resized_image_size")
     # The loop-invariant slice travels (not the list the loop fills); the merged kwargs are the hook's.
     assert "longest = images_kwargs.get" in resized.code and "unused" not in resized.code
-    assert "resized_image_size(processor, image_height, image_width, kwargs)" in count.replacement.code
+    assert "resized_image_size(configured, image_height, image_width, kwargs)" in count.replacement.code
     namespace = _port_functions(count)
     stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(longest=64))
     for height, width in ((32, 48), (300, 90)):
         fitted = min(height, 64), min(width, 64)  # the HF loop's resize, for these sizes
-        assert namespace["replace_image_token"](stub, height, width) == ("x" * (fitted[1] // 16) + "\n") * (fitted[0] // 16)
+        assert namespace["replace_image_token"](stub, stub, height, width) == ("x" * (fitted[1] // 16) + "\n") * (fitted[0] // 16)
 
 
 TOKEN_COUNT_OUTPUT = """
@@ -579,7 +582,7 @@ def test_output_named_as_a_token_count_is_the_token_apis_count(tmp_path) -> None
     for height, width in ((8, 8), (64, 20), (3, 3)):
         # HF's own token API on this size is the count the port must give.
         expected = proc._get_num_multimodal_tokens(api, image_sizes=[(height, width)])[0]
-        assert namespace["replace_image_token"](stub, height, width) == "<boi>" + "x" * expected + "<eoi>"
+        assert namespace["replace_image_token"](stub, stub, height, width) == "<boi>" + "x" * expected + "<eoi>"
 
 
 HOOK_ENTRY = """
@@ -616,7 +619,7 @@ def test_entry_the_token_api_hands_the_hook_is_recomputed_from_the_size(tmp_path
     for height, width in ((16, 16), (40, 17)):
         grid, _ = sys.modules[proc.__module__].ImageProc.get_grid(stub.image_processor, height, width)
         expected = proc.replace_image_token(stub, {"image_grids": [grid]}, 0)  # HF's hook on HF's entry
-        assert namespace["replace_image_token"](stub, height, width) == expected
+        assert namespace["replace_image_token"](stub, stub, height, width) == expected
 
 
 PART_OF_COUNT = """
@@ -645,7 +648,7 @@ def test_output_counting_part_of_the_patch_count_subtracts_its_start(tmp_path) -
     rule = analyze_replacement(proc, image_processor_cls=image_proc).count
     assert [(key, kind) for key, kind, _ in rule.item_reads] == [("num_local_patches", "part")]
     assert rule.item_reads[0][2].code == "num_patches = 1  # global view"
-    assert "get_number_of_image_patches(processor.image_processor, image_height, image_width, {}) - 1" in "\n".join(rule.statements)
+    assert "get_number_of_image_patches(configured.image_processor, image_height, image_width, {}) - 1" in "\n".join(rule.statements)
     # A variant that starts from 0 has no part to take away: the count is the whole output.
     whole = _load(tmp_path, PART_OF_COUNT.replace("num_patches = 1  # global view", "num_patches = 0"))
     with pytest.raises(AnalysisError):
@@ -804,3 +807,33 @@ def test_own_call_without_a_hook_or_with_an_undrivable_process_method_is_named(t
     # A hook with a _process_audio the base call drives, or no __call__ of its own: the base call expands.
     assert own_call_reason(module.DrivenByTheBaseCall, "audio") is None
     assert own_call_reason(module.BaseCall, "audio") is None
+
+
+GEOMETRY_FACTORS = """
+    from typing import TypedDict
+
+    class ImageKwargs(TypedDict, total=False):
+        patch_size: int
+        merge_size: int
+        patch_expand_factor: int
+        resample: int
+
+    class ImageProc:
+        valid_kwargs = ImageKwargs
+
+        def _preprocess(self, images, patch_size, merge_size, patch_expand_factor, resample):
+            for image in images:
+                image = self.resize(image, resample=resample, factor=patch_size * merge_size * patch_expand_factor)
+            return images
+"""
+
+
+def test_a_kwarg_hf_resizes_by_but_the_count_does_not_read_is_counted_by_hf(tmp_path) -> None:
+    image_proc = _load(tmp_path, GEOMETRY_FACTORS, "ImageProc")()
+    processor = types.SimpleNamespace(valid_processor_kwargs=None)
+    # The count reads patch_size and merge_size (HF's token API), not the third factor.
+    found = unread_geometry_factors(image_proc, "image", processor, {"patch_size", "merge_size"})
+    assert [s.name for s in found] == ["patch_expand_factor"]
+    assert "self.resize(" in found[0].read_at.code
+    # Passed to the resize as it is, resample sizes nothing; a count reading every factor follows them all.
+    assert unread_geometry_factors(image_proc, "image", processor, {"patch_size", "merge_size", "patch_expand_factor"}) == ()

@@ -97,6 +97,46 @@ def test_generated_port_matches_hf_under_settings_in_real_vllm(model_type, scaff
     assert code == 0, report
 
 
+# Settings that reshape the vision tower's token grid, which the config does not name:
+# a hook reading a sub-processor attribute the request also sets (merge_size), and a
+# factor HF resizes by that HF's token API leaves out (patch_expand_factor).
+GRID_SETTINGS = [("video_llama_3", "merge_size"), ("kimi_k25", "merge_size"), ("glm5_next", "patch_expand_factor")]
+
+
+def _grid_setting(ref: str, name: str) -> dict:
+    """Another value than the snapshot's own for the image processor's ``name`` (halved, or doubled from 1)."""
+    value = getattr(resolve(ref).load_processor().image_processor, name)
+    return {name: value // 2 if value > 1 else value * 2}
+
+
+def _judged_under_grid_setting(ref: str, name: str, scaffolded, **options) -> dict:
+    """verify's report for the generated port pinned to the grid setting, which must change HF's count."""
+    setting = _grid_setting(ref, name)
+    hf = HFReference(resolve(ref))
+    item = hf.reference_items("image")[-1]
+    assert hf.item_count(item, Setting(setting)) != hf.item_count(item), "the setting must matter, or this test could not fail"
+    code, report = verify_report(ref, scaffolded(ref) / f"{ref}_processing.py", probes=3, processor_kwargs=setting, **options)
+    assert [name in probe for probe in report["probe_cases"]].count(True) >= 3, report["probe_cases"]
+    assert "refuses" not in report["checks"]["tokens"]["summary"], report["checks"]["tokens"]  # followed, not refused
+    assert code == 0, report
+    return report
+
+
+@slow
+@pytest.mark.parametrize(("model_type", "name"), GRID_SETTINGS)
+def test_generated_port_follows_a_setting_that_reshapes_the_token_grid(model_type, name, scaffolded) -> None:
+    _judged_under_grid_setting(model_type, name, scaffolded)
+
+
+@pytest.mark.vllm
+@slow
+@pytest.mark.parametrize(("model_type", "name"), GRID_SETTINGS)
+def test_generated_port_follows_a_setting_that_reshapes_the_token_grid_in_real_vllm(model_type, name, scaffolded) -> None:
+    pytest.importorskip("vllm.multimodal.processing")
+    report = _judged_under_grid_setting(model_type, name, scaffolded, backend="vllm")
+    assert report["backend"].startswith("vllm 0.33"), report["backend"]
+
+
 @pytest.mark.vllm
 @slow
 def test_port_ignoring_request_settings_fails_in_real_vllm(scaffolded, tmp_path) -> None:

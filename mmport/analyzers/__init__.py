@@ -10,7 +10,7 @@ import dataclasses
 import re
 
 from mmport import __version__
-from mmport.analyzers.settings import count_settings, unfollowed_switches
+from mmport.analyzers.settings import count_settings, unfollowed_switches, unread_geometry_factors
 from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
@@ -27,7 +27,7 @@ from mmport.analyzers.sourcefile import class_assignments, find_method, init_ass
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
-from mmport.spec import CountRule, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, PromptUpdateSpec, Source
+from mmport.spec import CountRule, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, PromptUpdateSpec, SettingSpec, Source
 
 __all__ = ["analyze"]
 
@@ -159,8 +159,10 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         fields = per_item_fields(processor, placeholder, sources)
     settings = count_settings(processor, processor.image_processor, "image", facts.count, geometry.size_expr)
     followed = {s.name for s in settings} | {s.folded_into for s in settings}
+    counted_by_hf: tuple[SettingSpec, ...] = ()
     if facts.count.strategy != "delegated":
         unfollowed = unfollowed_switches(processor.image_processor, "image", processor, followed)
+        counted_by_hf = unread_geometry_factors(processor.image_processor, "image", processor, followed)
     elif any(f.layout == "batched" for f in fields):
         # HF counts each image itself, but fields of one row an image cannot hold the tiles a split makes.
         unfollowed = unfollowed_switches(processor.image_processor, "image", processor, set(), ("split", "crop", "patch", "tile"))
@@ -191,6 +193,7 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         own_prompt_source=own_prompt,
         settings=settings,
         unfollowed=unfollowed,
+        counted_by_hf=counted_by_hf,
     )
 
 

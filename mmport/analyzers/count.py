@@ -12,7 +12,12 @@ returns the string that replaces one placeholder. The common shape is::
 
 From it we keep the statements that compute the count (``self`` renamed to
 ``processor``), note whether they read the processed ``height``/``width``,
-and learn which processor attribute holds the repeated token.
+and learn which processor attribute holds the repeated token. As in HF, the
+statements read the processor as it was built and the hook's ``**kwargs``
+(the request's merged image kwargs: ``kwargs.get("merge_size") or
+self.image_processor.merge_size``); only the reads of the processed item,
+rewritten to the item's size, see the request's settings through
+``configured`` (:mod:`mmport.analyzers.substitute`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mmport.analyzers.sourcefile import ParsedClass, bound_names, find_method, names_in
-from mmport.analyzers.substitute import SIZE, EmptyKwargs, ItemReadRewriter, carry_read_helpers, is_dead_list_guard, item_reads
+from mmport.analyzers.substitute import SIZE, ItemReadRewriter, carry_read_helpers, is_dead_list_guard, item_reads
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule
@@ -80,10 +85,13 @@ def _rewrite(node: cst.CSTNode, rewrites: list[cst.CSTTransformer]) -> cst.CSTNo
     return node
 
 
-def _check_free_names(transplant: Transplanter, statements: list[str], result: str, namespace: dict, hook: str) -> None:
+def _check_free_names(
+    transplant: Transplanter, statements: list[str], result: str, namespace: dict, hook: str, kwargs: str
+) -> None:
     """Every name the count reads is a parameter, a local, or carried into the port."""
     body = "".join(f"    {line}\n" for code in statements for line in code.splitlines())
-    code = f"def _count(processor, image_height, image_width, height, width):\n{body}    return {result}\n"
+    params = ", ".join(["processor", "configured", "image_height", "image_width", "height", "width", *filter(None, [kwargs])])
+    code = f"def _count({params}):\n{body}    return {result}\n"
     transplant.resolve(code, namespace, hook)
 
 
@@ -115,8 +123,8 @@ def analyze_replacement(
     namespace = vars(inspect.getmodule(next(k for k in processor_cls.__mro__ if hook in vars(k))))
     statements, uses_geometry, tuples = [], False, set()
     tainted = {inputs_param}  # names that hold the processed item
-    star = func.params.star_kwarg
-    rewrites = [reads, *([EmptyKwargs(star.name.value)] if star is not None else [])]
+    star = func.params.star_kwarg.name.value if func.params.star_kwarg else ""
+    rewrites = [reads]
     for stmt in (_rewrite(s, rewrites) for s in body[:-1]):
         if isinstance(stmt, cst.RemovalSentinel):  # an alias of an output the rewrite now reads directly
             continue
@@ -131,13 +139,15 @@ def analyze_replacement(
         tuples |= {_bound_tuple(stmt)} - {None}
         statements.append(transplant.code(stmt, processor_cls, "processor"))
     result = transplant.code(_rewrite(count_expr, rewrites), processor_cls, "processor")
-    leaked: set[str] = set()
+    read: set[str] = set()
     for code in (*statements, result):
-        leaked |= names_in(cst.parse_module(code)) & (tainted - GEOMETRY_NAMES)
+        read |= names_in(cst.parse_module(code))
+    leaked = read & (tainted - GEOMETRY_NAMES)
     if leaked:
         raise AnalysisError(f"{hook} counts from {sorted(leaked)}, not only the item's height and width")
+    kwargs_name = star if star in read else ""
     carry_read_helpers(transplant, reads.used, image_processor_cls, api)
-    _check_free_names(transplant, statements, result, namespace, hook)
+    _check_free_names(transplant, statements, result, namespace, hook, kwargs_name)
     rule = CountRule(
         statements=tuple(statements),
         result=result,
@@ -148,5 +158,6 @@ def analyze_replacement(
         helpers=tuple(transplant.helpers.values()),
         imports=tuple(sorted(transplant.imports)),
         item_reads=tuple((r.key, r.kind, r.source) for r in reads.used.values()),
+        kwargs_name=kwargs_name,
     )
     return ReplacementFacts(rule, token_attr)

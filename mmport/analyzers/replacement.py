@@ -11,9 +11,10 @@ or Idefics3, which reads the item's tile grid::
     image_rows = [row for row_list in image_inputs["rows"] for row in row_list][image_idx]
     ...
 
-The port gets the hook as ``def replace_image_token(processor, image_height,
-image_width, **kwargs) -> str``: reads of per-item outputs that follow from
-the item's original size are rewritten (:mod:`mmport.analyzers.substitute`),
+The port gets the hook as ``def replace_image_token(processor, configured,
+image_height, image_width, **kwargs) -> str``: reads of per-item outputs that
+follow from the item's original size are rewritten to read ``configured``, the
+processor under the request's settings (:mod:`mmport.analyzers.substitute`),
 helpers are transplanted with it, and ``**kwargs`` stay what HF passes there,
 the processor's merged image kwargs. A hook still reading the processed item
 after the rewrite refuses the transplant.
@@ -29,7 +30,7 @@ import libcst.matchers as m
 
 from mmport.analyzers.itemreads import ItemRead
 from mmport.analyzers.sourcefile import find_method
-from mmport.analyzers.substitute import ItemReadRewriter, carry_read_helpers, item_reads
+from mmport.analyzers.substitute import CONFIGURED, ItemReadRewriter, carry_read_helpers, item_reads
 from mmport.analyzers.transplant import Transplanter, free_names
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule, HelperFunction
@@ -40,15 +41,18 @@ HOOK = "replace_image_token"
 
 
 def _port_params(func: cst.FunctionDef, body: cst.BaseSuite) -> cst.Parameters:
-    """``(self, image_inputs, image_idx, **kwargs)`` → ``(processor, image_height: int, image_width: int, **kwargs)``.
+    """``(self, image_inputs, image_idx, **kwargs)`` → ``(processor, configured, image_height: int, image_width: int, **kwargs)``.
 
-    ``**kwargs`` stay only when the body reads them.
+    ``configured`` (the processor under the request's settings) comes only
+    when the rewritten reads of the item use it, ``**kwargs`` only when the
+    body reads them.
     """
     size = [cst.Param(cst.Name(n), cst.Annotation(cst.Name("int"))) for n in ("image_height", "image_width")]
+    configured = [cst.Param(cst.Name(CONFIGURED))] if m.findall(body, m.Name(CONFIGURED)) else []
     star = func.params.star_kwarg
     if star is not None and not m.findall(body, m.Name(star.name.value)):
         star = None
-    return cst.Parameters([cst.Param(cst.Name("self")), *size], star_kwarg=star)
+    return cst.Parameters([cst.Param(cst.Name("self")), *configured, *size], star_kwarg=star)
 
 
 def _guard(read: ItemRead, kwargs: str) -> cst.BaseStatement:

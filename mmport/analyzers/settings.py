@@ -21,7 +21,7 @@ import libcst as cst
 from mmport.analyzers.sourcefile import find_method, is_hf_code, parse_class
 from mmport.spec import CountRule, SettingSpec, Source
 
-__all__ = ["NOT_SETTINGS", "SCOPES", "count_settings", "typed_kwargs", "unfollowed_switches"]
+__all__ = ["NOT_SETTINGS", "SCOPES", "count_settings", "typed_kwargs", "unfollowed_switches", "unread_geometry_factors"]
 
 SCOPES = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
 # Kwargs that say how to return or place tensors, or how HF pads a batch to one
@@ -211,3 +211,68 @@ def unfollowed_switches(
 
     func.visit(Ifs())
     return tuple(switches.values())
+
+
+def _called_name(call: cst.Call) -> str:
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+
+
+class _GeometryFactors(cst.CSTVisitor):
+    """Names multiplied, divided or added into an argument of a geometry call, with the call.
+
+    ``self.resize(images, factor=patch_size * merge_size * patch_expand_factor)``
+    gives each of the three names that call.
+    """
+
+    def __init__(self, calls: tuple[str, ...]) -> None:
+        self.calls = calls
+        self.found: dict[str, cst.Call] = {}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not any(word in _called_name(node) for word in self.calls):
+            return
+        for arg in node.args:
+            for operation in _operations(arg.value):
+                for name in _reads_names(operation):
+                    self.found.setdefault(name, node)
+
+
+def _operations(node: cst.BaseExpression) -> list[cst.BinaryOperation]:
+    found: list[cst.BinaryOperation] = []
+
+    class Operations(cst.CSTVisitor):
+        def visit_BinaryOperation(self, operation: cst.BinaryOperation) -> bool:
+            found.append(operation)
+            return False  # the outermost operation holds every name of the expression
+
+    node.visit(Operations())
+    return found
+
+
+def unread_geometry_factors(
+    sub_processor: Any, modality: str, processor: Any, followed: set[str], calls: tuple[str, ...] = GEOMETRY_CALLS
+) -> tuple[SettingSpec, ...]:
+    """Typed kwargs HF's ``_preprocess`` computes a geometry call's argument from, which the count does not read.
+
+    A derived count reads what HF's token API reads; the preprocessing it
+    stands for may size the item by more. GLM-5-Next resizes by
+    ``factor=patch_size * merge_size * patch_expand_factor``
+    (image_processing_glm5_next.py:250) while its
+    ``get_number_of_image_patches`` counts by ``patch_size * merge_size``:
+    under ``patch_expand_factor=2`` HF's grid is not the token API's. The port
+    counts an item under such a request by HF's own processing of an item of
+    its size.
+    """
+    found = find_method(type(sub_processor), "_preprocess") if sub_processor is not None else None
+    if found is None:
+        return ()
+    parsed, func = found
+    typed = typed_kwargs(processor, sub_processor, modality)
+    visitor = _GeometryFactors(calls)
+    func.visit(visitor)
+    return tuple(
+        SettingSpec(name, parsed.source(call), typed[name])
+        for name, call in visitor.found.items()
+        if name in typed and name not in followed
+    )

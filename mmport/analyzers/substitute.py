@@ -6,10 +6,18 @@ With the facts of :mod:`mmport.analyzers.itemreads`, a hook statement such as::
     n = image_inputs["image_grid_thw"][image_idx].prod() // merge_length
 
 becomes, in the port (where ``image_height``/``image_width`` are the item's
-size and ``processor`` the HF processor)::
+size)::
 
     image_size = (image_height, image_width)
-    n = get_number_of_image_patches(processor.image_processor, image_height, image_width) // merge_length
+    n = get_number_of_image_patches(configured.image_processor, image_height, image_width) // merge_length
+
+HF runs the hook on the processor as it was built (the hook's ``self``, the
+port's ``processor``): a request reaches the hook only through its ``**kwargs``
+and through what the sub-processor computed under it. So the rewritten reads,
+which recompute that preprocessing, take ``configured`` instead: the copy of
+the processor whose sub-processors hold the request's settings
+(``get_configured_processor``). Under Kimi-K2.5's ``merge_size=1`` the grid
+is the request's, the hook's ``self.image_processor.merge_size`` HF's own.
 """
 
 from __future__ import annotations
@@ -24,13 +32,15 @@ from mmport.analyzers.itemreads import PATCHES_FUNCTION, ItemRead, analyze_item_
 from mmport.analyzers.resized import COUNT_FUNCTION, RESIZED_FUNCTION, RESIZED_KEY, TokenApi, analyze_token_api
 from mmport.analyzers.transplant import Transplanter
 
-__all__ = ["EmptyKwargs", "ItemReadRewriter", "carry_read_helpers", "is_dead_list_guard", "item_reads"]
+__all__ = ["CONFIGURED", "ItemReadRewriter", "carry_read_helpers", "is_dead_list_guard", "item_reads"]
 
 SIZE = cst.Tuple([cst.Element(cst.Name("image_height")), cst.Element(cst.Name("image_width"))])
+# The port's name for the processor whose sub-processors hold a request's settings.
+CONFIGURED = "configured"
 
 
 def _patches_call(kwargs: str | None = None) -> cst.Call:
-    image_processor = cst.Attribute(cst.Name("processor"), cst.Name("image_processor"))
+    image_processor = cst.Attribute(cst.Name(CONFIGURED), cst.Name("image_processor"))
     args = [cst.Arg(image_processor), cst.Arg(cst.Name("image_height")), cst.Arg(cst.Name("image_width"))]
     # HF's own callers pass the merged image kwargs, so settings a processor overrides
     # apply; with none to forward, an empty dict (some versions call .get on it)
@@ -200,9 +210,9 @@ class ItemReadRewriter(cst.CSTTransformer):
             # The size after HF's resize, the item's token count, or the entry HF's
             # token API hands the hook, recomputed from the original size (mmport.analyzers.resized).
             self.used[read.key] = read
-            args = [cst.Arg(cst.Name(n)) for n in ("processor", "image_height", "image_width")]
+            args = [cst.Arg(cst.Name(n)) for n in (CONFIGURED, "image_height", "image_width")]
             if read.value == PATCHES_FUNCTION:  # the image processor's own resize (carry_read_helpers)
-                args[0] = cst.Arg(cst.Attribute(cst.Name("processor"), cst.Name("image_processor")))
+                args[0] = cst.Arg(cst.Attribute(cst.Name(CONFIGURED), cst.Name("image_processor")))
             kwargs = cst.Name(self.kwargs) if self.kwargs else cst.Dict([])
             function = {"resized": RESIZED_FUNCTION, "tokens": COUNT_FUNCTION, "entry": read.value}[read.kind]
             return cst.Call(cst.Name(function), [*args, cst.Arg(kwargs)])
@@ -244,34 +254,3 @@ def is_dead_list_guard(stmt: cst.CSTNode, tuples: set[str]) -> bool:
     subject, kinds = call.args[0].value, call.args[1].value if len(call.args) > 1 else None
     kind_names = {el.value.value for el in kinds.elements if isinstance(el.value, cst.Name)} if isinstance(kinds, cst.Tuple) else set()
     return isinstance(subject, cst.Name) and subject.value in tuples and "tuple" in kind_names
-
-
-class EmptyKwargs(cst.CSTTransformer):
-    """Read the hook's ``**kwargs`` as empty: a port has no per-call overrides.
-
-    ``kwargs.get("merge_size") or self.image_processor.merge_size`` becomes
-    ``self.image_processor.merge_size``; ``kwargs.get(k, default)`` becomes
-    ``default``. Any other use of ``kwargs`` is left for the caller to refuse.
-    """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def _is_get(self, node: cst.BaseExpression) -> bool:
-        func = node.func if isinstance(node, cst.Call) else None
-        return (
-            isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value == self.name
-            and func.attr.value == "get"
-        )
-
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if self._is_get(original_node) and len(original_node.args) == 2:
-            return updated_node.args[1].value
-        return updated_node
-
-    def leave_BooleanOperation(self, original_node: cst.BooleanOperation, updated_node: cst.BooleanOperation) -> cst.BaseExpression:
-        if isinstance(original_node.operator, cst.Or) and self._is_get(original_node.left) and len(original_node.left.args) == 1:
-            return updated_node.right
-        return updated_node

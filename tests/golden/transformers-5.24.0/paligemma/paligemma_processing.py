@@ -101,6 +101,25 @@ SUB_PROCESSOR_SCOPES = (
 )
 
 
+def _per_call_kwargs(processor: ProcessorMixin) -> set[str]:
+    """The kwargs HF's processor takes per call rather than at construction.
+
+    HF's ``_merge_kwargs`` routes to a scope both the kwargs the processor's
+    call kwargs type and those each sub-processor's ``valid_kwargs`` type
+    (HF: processing_utils.py, ``ProcessorMixin._merge_kwargs``).
+    """
+    typed = processor.valid_processor_kwargs.__annotations__
+    names = set(typed)
+    for scope in typed.values():
+        names |= set(getattr(scope, "__annotations__", {}))
+    for attribute, _ in SUB_PROCESSOR_SCOPES:
+        valid_kwargs = getattr(
+            getattr(processor, attribute, None), "valid_kwargs", None
+        )
+        names |= set(getattr(valid_kwargs, "__annotations__", {}))
+    return names
+
+
 def _with_settings(
     processor: ProcessorMixin,
     call_kwargs: Mapping[str, Mapping[str, object]],
@@ -168,15 +187,30 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
             **self.ctx.get_merged_mm_kwargs(mm_kwargs),
         )
 
+    def get_built_processor(
+        self, mm_kwargs: Mapping[str, object] = {}
+    ) -> ProcessorMixin:
+        """The HF processor as HF builds it for a request with these processor kwargs.
+
+        HF takes its sub-processors' own kwargs per call, so its replacement
+        hooks read the processor's attributes unchanged by them; vLLM builds a
+        processor with every kwarg its call annotation does not name (a
+        sub-processor's ``merge_size``). Those are left to the call here.
+        """
+        per_call = _per_call_kwargs(self.get_hf_processor())
+        return self.get_hf_processor(
+            **{name: value for name, value in mm_kwargs.items() if name not in per_call}
+        )
+
     def get_configured_processor(
         self, mm_kwargs: Mapping[str, object] = {}
     ) -> ProcessorMixin:
-        """The HF processor as it runs for a request with these processor kwargs.
+        """The HF processor whose sub-processors hold a request's processor kwargs.
 
-        vLLM builds the processor without the kwargs HF takes per call; HF's
-        sub-processors apply those when called, so counts read them here.
+        HF's sub-processors apply the kwargs HF takes per call when called;
+        what the port recomputes of their preprocessing reads them here.
         """
-        processor = self.get_hf_processor(**mm_kwargs)
+        processor = self.get_built_processor(mm_kwargs)
         settings = self.ctx.get_merged_mm_kwargs(mm_kwargs)
         scopes = {scope for _, scope in SUB_PROCESSOR_SCOPES}
         given = {name for name in settings if name not in scopes}
@@ -184,22 +218,33 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
         if not given:
             return processor
         call_kwargs = self.get_hf_call_kwargs(mm_kwargs)
-        images_kwargs = call_kwargs["images_kwargs"]
-        # Against the processor built without the request's kwargs: vLLM builds some into it.
-        defaults = self.get_hf_processor().image_processor
-        flipped = [
-            name
-            for name in UNFOLLOWED_IMAGE_SWITCHES
-            if name in given
-            and images_kwargs.get(name, getattr(processor.image_processor, name, None))
-            != getattr(defaults, name, None)
-        ]
+        flipped = self.get_changed_image_settings(UNFOLLOWED_IMAGE_SWITCHES, mm_kwargs)
         if flipped:
             raise NotImplementedError(
                 f"requests that set {', '.join(flipped)} are not supported: HF's image preprocessing "
                 "resizes, crops or pads by them, and this port counts images under the processor's own values"
             )
         return _with_settings(processor, call_kwargs, given)
+
+    def get_changed_image_settings(
+        self, names: Sequence[str], mm_kwargs: Mapping[str, object] = {}
+    ) -> list[str]:
+        """Those of ``names`` a request sets to another value than the processor's own."""
+        settings = self.ctx.get_merged_mm_kwargs(mm_kwargs)
+        given = {*settings, *settings.get("images_kwargs", {})}
+        images_kwargs = self.get_hf_call_kwargs(mm_kwargs)["images_kwargs"]
+        # Against the processor built without the request's kwargs: vLLM builds some into it.
+        built, defaults = (
+            self.get_built_processor(mm_kwargs).image_processor,
+            self.get_hf_processor().image_processor,
+        )
+        return [
+            name
+            for name in names
+            if name in given
+            and images_kwargs.get(name, getattr(built, name, None))
+            != getattr(defaults, name, None)
+        ]
 
     def get_embedding_tokens(
         self,
@@ -319,7 +364,8 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
         image_height: int,
         mm_kwargs: Mapping[str, object] = {},
     ) -> int:
-        processor = self.get_configured_processor(mm_kwargs)
+        # HF's hook runs on the processor as built and sees a request through its kwargs.
+        processor = self.get_built_processor(mm_kwargs)
         # HF: models/paligemma/processing_paligemma.py:199
         return processor.image_seq_length
 
