@@ -315,24 +315,27 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
 
     @functools.cached_property
     def _embedding_layouts(self) -> dict[str, tuple[list[int], int, list[int]] | None]:
-        """Per modality, the layout HF gives two reference items, if it is one (see get_embedding_tokens)."""
-        # Two items of each modality that differ in size (and, for videos, frames).
+        """Per modality, the layout HF gives reference items from small to large, if it is one
+        (see get_embedding_tokens)."""
+        # Items that differ in size and shape (and, for videos, frames; for audio, past
+        # one 30 s window): tiling and pooling rules show on the large ones.
         sizes = {
-            "image": [(224, 224), (448, 896)],
+            "image": [(224, 224), (448, 896), (1200, 1600), (1536, 384)],
         }
         layouts = {}
         for modality, references in sizes.items():
-            try:
-                replacements = [
-                    self.get_tokens_of_size(modality, size) for size in references
-                ]
-            except Exception:
-                layouts[modality] = (
-                    None  # HF cannot process a reference item: no layout to learn
-                )
-                continue
-            layouts[modality] = _embedding_layout(
-                replacements, self._embed_token_ids[modality]
+            replacements = []
+            for size in references:
+                try:
+                    replacements.append(self.get_tokens_of_size(modality, size))
+                except Exception:
+                    continue  # HF cannot process this reference item
+            # Too few items HF processes leave no layout to learn.
+            enough = len(replacements) >= 2
+            layouts[modality] = (
+                _embedding_layout(replacements, self._embed_token_ids[modality])
+                if enough
+                else None
             )
         return layouts
 
