@@ -64,34 +64,62 @@ def check_reference(snapshot: Any) -> None:
     )
 
 
-def _check_media_tokens(snapshot: Any, processor: Any) -> None:
-    """Raise :class:`BadReferenceError` when the config embeds a video or audio at a token HF never writes.
+
+def configured_token_id(config: Any, modality: str) -> tuple[str, int] | None:
+    """``(attribute, id)`` of the token the config embeds ``modality`` at (``video_token_id``, ``audio_token_index``)."""
+    for name in (f"{modality}_token_id", f"{modality}_token_index"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return name, value
+    return None
+
+
+def unwritten_media_token(config: Any, processor: Any, modality: str) -> tuple[str, int, int | None] | None:
+    """``(attribute, configured id, the id HF writes most)`` when the config embeds a video or audio
+    at a token HF never writes for one, nor any other token the config names; None when they agree.
 
     HF may write another token for an item than the config names for its
     modality, one the config names too (GLM-4.1V's video frames are image
-    tokens); an item expanded into tokens the config names none of means
-    config.json and the tokenizer disagree. A side HF refuses outright is
-    not ported (``refused_modalities``), so not tried here.
+    tokens). An item expanded into tokens the config names none of means
+    config.json and the tokenizer disagree.
     """
     from mmport.analyzers.fields import call_processor, media_kwargs, probe_media
-    from mmport.analyzers.media import handled_modalities, refused_modalities
+    from mmport.analyzers.media import most_written
     from mmport.analyzers.wrappers import wrapped_placeholder
 
-    config = snapshot.load_config()
+    configured = configured_token_id(config, modality)
+    if configured is None:
+        return None
     named = {v for k, v in vars(config).items() if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)}
+    placeholder = wrapped_placeholder(processor, f"{modality}_token")
+    ids = call_processor(processor, placeholder, **media_kwargs(processor, modality, [probe_media(modality, 0)]))["input_ids"][0].tolist()
+    try:
+        text = placeholder.replace(str(getattr(processor, f"{modality}_token")), "")
+        bare = set(call_processor(processor, text, [])["input_ids"][0].tolist())
+    except Exception:  # the processor takes no prompt without its items (Qwen3-ASR)
+        bare = set()
+    if configured[1] in ids or named & (set(ids) - bare):
+        return None
+    return configured[0], configured[1], most_written(ids, bare, set())
+
+
+def _check_media_tokens(snapshot: Any, processor: Any) -> None:
+    """Raise :class:`BadReferenceError` when the config embeds a video or audio at a token HF never
+    writes (see :func:`unwritten_media_token`). A side HF refuses outright is not ported
+    (``refused_modalities``), so not tried here."""
+    from mmport.analyzers.media import handled_modalities, refused_modalities
+
+    config = snapshot.load_config()
     refused = refused_modalities(processor)
     for modality in handled_modalities(processor):
-        configured = snapshot.model_token_id(modality)
-        if modality == "image" or modality in refused or configured is None:
+        if modality == "image" or modality in refused:
             continue
-        placeholder = wrapped_placeholder(processor, f"{modality}_token")
-        item = media_kwargs(processor, modality, [probe_media(modality, 0)])
-        ids = call_processor(processor, placeholder, **item)["input_ids"][0].tolist()
-        bare = set(call_processor(processor, placeholder.replace(str(getattr(processor, f"{modality}_token")), ""), [])["input_ids"][0].tolist())
-        if configured in ids or named & (set(ids) - bare):
+        mismatch = unwritten_media_token(config, processor, modality)
+        if mismatch is None:
             continue
-        token = processor.tokenizer.convert_ids_to_tokens(configured)
+        token = processor.tokenizer.convert_ids_to_tokens(mismatch[1])
+        article = "an" if modality == "audio" else "a"
         raise BadReferenceError(
-            f"{snapshot.path}: the config embeds {modality}s at token id {configured} ({token!r}), but the HF processor "
-            f"never writes it for {'an' if modality == 'audio' else 'a'} {modality}; config.json and the tokenizer disagree"
+            f"{snapshot.path}: the config embeds {modality}s at token id {mismatch[1]} ({token!r}), but the HF processor "
+            f"never writes it for {article} {modality}; config.json and the tokenizer disagree"
         )

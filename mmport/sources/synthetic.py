@@ -354,8 +354,31 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     kwargs = _processor_kwargs(processor_cls, config, parts.get("image_processor"))
     processor = processor_cls(**parts, **kwargs)
     processor.save_pretrained(directory)
-    if _align_image_token_id(config, processor):
+    if _align_image_token_id(config, processor) | _align_media_token_ids(config, processor):
         config.save_pretrained(directory)
+
+
+def _align_media_token_ids(config: Any, processor: Any) -> bool:
+    """Point each video or audio token id of the config at the token HF writes for an item, where
+    HF writes neither it nor another token the config names (CSM's default config embeds audio at
+    its pad id, 128002, which the synthetic vocabulary gives the pad token, not ``<|AUDIO|>``).
+    Returns whether the config changed."""
+    from mmport.analyzers.media import handled_modalities, refused_modalities
+    from mmport.sources.health import unwritten_media_token
+
+    changed = False
+    refused = refused_modalities(processor)
+    for modality in handled_modalities(processor):
+        if modality == "image" or modality in refused:
+            continue
+        try:
+            mismatch = unwritten_media_token(config, processor, modality)
+        except Exception:  # the processor needs more than a placeholder: leave the config as it is
+            continue
+        if mismatch is not None and mismatch[2] is not None:
+            setattr(config, mismatch[0], mismatch[2])
+            changed = True
+    return changed
 
 
 def _align_image_token_id(config: Any, processor: Any) -> bool:
