@@ -182,7 +182,7 @@ def bench_model(name: str, tmp: Path, device: str) -> dict:
     write_files(render_port(analyze(resolve(ref))), port_dir, force=True)
     port = next(port_dir.glob("*_processing.py"))
     plain = verify_port(ref, port, probes=MODEL_PROBES, seed=0)
-    with _timed(hf_model.HFModel, "image_features", "logits") as spent:
+    with _timed(hf_model.HFModel, "features", "logits") as spent:
         report = verify_port(ref, port, probes=MODEL_PROBES, seed=0, model=ModelOptions(device=device, tiny=True))
     check = report.checks["model"]
     assert report.passed, report.failure_summary()
