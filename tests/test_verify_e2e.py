@@ -110,15 +110,15 @@ MUTATIONS = [
     # Size-dependent derived counts: right for square images only, and a
     # worst-case search that never looks past small images.
     ("llava_next", "image_size = (image_height, image_width)", "image_size = (image_width, image_width)", "tokens"),
-    ("qwen2_vl", "processor.image_processor, image_height, image_width, {}\n", "processor.image_processor, image_width, image_width, {}\n", "tokens"),
+    ("qwen2_vl", "configured.image_processor, image_height, image_width, {}\n", "configured.image_processor, image_width, image_width, {}\n", "tokens"),
     ("qwen2_vl", "WORST_CASE_SIDES = (32, 224, 448, 896, 1200, 1600, 2048, 4096)", "WORST_CASE_SIDES = (224,)", "dummy"),
     # Derived replacements: the begin-of-image token marked as an embedding
     # position, and tile rows taken for columns (wrong for non-square images).
     ("gemma3", "embed_token_id=self.info.get_embed_token_id()", "embed_token_id=image_token_id", "placeholders"),
     ("idefics3", "image_width, kwargs\n    )[1]", "image_width, kwargs\n    )[2]", "tokens"),
     # Sizes and counts recomputed by HF's token API: width and height swapped.
-    ("pixtral", "resized_image_size(processor, image_height, image_width, kwargs)", "resized_image_size(processor, image_width, image_height, kwargs)", "tokens"),
-    ("gemma4", "image_token_count(processor, image_height, image_width, kwargs)", "image_token_count(processor, image_height, image_height, kwargs)", "tokens"),
+    ("pixtral", "resized_image_size(configured, image_height, image_width, kwargs)", "resized_image_size(configured, image_width, image_height, kwargs)", "tokens"),
+    ("gemma4", "image_token_count(configured, image_height, image_width, kwargs)", "image_token_count(configured, image_height, image_height, kwargs)", "tokens"),
     # A count of local tiles taken for the image processor's whole patch count
     # (which adds the global view): wrong for every image that is tiled.
     ("deepseek_ocr2", "image_width, {}\n            )\n            - 1", "image_width, {}\n            )\n            - 0", "tokens"),
@@ -126,7 +126,7 @@ MUTATIONS = [
     ("colqwen2", 'return {"image": 1}', 'return {"image": None}', "limits"),
     # BLIP-2 writes one block of image tokens whatever the number of images.
     ("blip-2", 'return {"image": 1}', 'return {"image": None}', "limits"),
-    ("colqwen2", "processor.image_processor, image_height, image_width, {}\n", "processor.image_processor, image_width, image_width, {}\n", "tokens"),
+    ("colqwen2", "configured.image_processor, image_height, image_width, {}\n", "configured.image_processor, image_width, image_width, {}\n", "tokens"),
 ]
 
 
