@@ -64,16 +64,6 @@ def check_reference(snapshot: Any) -> None:
     )
 
 
-
-def configured_token_id(config: Any, modality: str) -> tuple[str, int] | None:
-    """``(attribute, id)`` of the token the config embeds ``modality`` at (``video_token_id``, ``audio_token_index``)."""
-    for name in (f"{modality}_token_id", f"{modality}_token_index"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return name, value
-    return None
-
-
 def unwritten_media_token(config: Any, processor: Any, modality: str) -> tuple[str, int, int | None] | None:
     """``(attribute, configured id, the id HF writes most)`` when the config embeds a video or audio
     at a token HF never writes for one, nor any other token the config names; None when they agree.
@@ -86,11 +76,12 @@ def unwritten_media_token(config: Any, processor: Any, modality: str) -> tuple[s
     from mmport.analyzers.fields import call_processor, media_kwargs, probe_media
     from mmport.analyzers.media import most_written
     from mmport.analyzers.wrappers import wrapped_placeholder
+    from mmport.sources.snapshot import configured_token_id, named_token_ids
 
     configured = configured_token_id(config, modality)
     if configured is None:
         return None
-    named = {v for k, v in vars(config).items() if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)}
+    named = named_token_ids(config)
     placeholder = wrapped_placeholder(processor, f"{modality}_token")
     ids = call_processor(processor, placeholder, **media_kwargs(processor, modality, [probe_media(modality, 0)]))["input_ids"][0].tolist()
     try:
@@ -103,17 +94,19 @@ def unwritten_media_token(config: Any, processor: Any, modality: str) -> tuple[s
     return configured[0], configured[1], most_written(ids, bare, set())
 
 
-def _check_media_tokens(snapshot: Any, processor: Any) -> None:
-    """Raise :class:`BadReferenceError` when the config embeds a video or audio at a token HF never
-    writes (see :func:`unwritten_media_token`). A side HF refuses outright is not ported
-    (``refused_modalities``), so not tried here."""
+def media_sides(processor: Any) -> list[str]:
+    """The video and audio sides ``processor`` handles and does not refuse outright (those are not ported)."""
     from mmport.analyzers.media import handled_modalities, refused_modalities
 
-    config = snapshot.load_config()
     refused = refused_modalities(processor)
-    for modality in handled_modalities(processor):
-        if modality == "image" or modality in refused:
-            continue
+    return [m for m in handled_modalities(processor) if m != "image" and m not in refused]
+
+
+def _check_media_tokens(snapshot: Any, processor: Any) -> None:
+    """Raise :class:`BadReferenceError` when the config embeds a video or audio at a token HF never
+    writes (see :func:`unwritten_media_token`), on each side :func:`media_sides` names."""
+    config = snapshot.load_config()
+    for modality in media_sides(processor):
         mismatch = unwritten_media_token(config, processor, modality)
         if mismatch is None:
             continue

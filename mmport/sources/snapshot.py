@@ -10,7 +10,21 @@ from typing import Any
 
 from mmport.errors import BadReferenceError, one_line
 
-__all__ = ["Snapshot", "read_config_json"]
+__all__ = ["Snapshot", "configured_token_id", "named_token_ids", "read_config_json"]
+
+
+def configured_token_id(config: Any, modality: str) -> tuple[str, int] | None:
+    """``(attribute, id)`` of the token ``config`` embeds ``modality`` at (``video_token_id``, ``audio_token_index``)."""
+    for name in (f"{modality}_token_id", f"{modality}_token_index"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return name, value
+    return None
+
+
+def named_token_ids(config: Any) -> set[int]:
+    """Every token id ``config`` names itself (its ``*_token_id`` and ``*_token_index`` values)."""
+    return {v for k, v in vars(config).items() if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)}
 
 
 def read_config_json(directory: Path) -> dict[str, Any]:
@@ -111,12 +125,8 @@ class Snapshot:
         ``audio_token_id`` (or ``..._token_index``, read through the config's
         attribute map); a processor's placeholder may be another token.
         """
-        config = self.load_config()
-        for name in (f"{modality}_token_id", f"{modality}_token_index"):
-            value = getattr(config, name, None)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-        return None
+        configured = configured_token_id(self.load_config(), modality)
+        return configured[1] if configured else None
 
     def model_image_token_id(self) -> int | None:
         """:meth:`model_token_id` for images."""

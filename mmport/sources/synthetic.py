@@ -363,14 +363,10 @@ def _align_media_token_ids(config: Any, processor: Any) -> bool:
     HF writes neither it nor another token the config names (CSM's default config embeds audio at
     its pad id, 128002, which the synthetic vocabulary gives the pad token, not ``<|AUDIO|>``).
     Returns whether the config changed."""
-    from mmport.analyzers.media import handled_modalities, refused_modalities
-    from mmport.sources.health import unwritten_media_token
+    from mmport.sources.health import media_sides, unwritten_media_token
 
     changed = False
-    refused = refused_modalities(processor)
-    for modality in handled_modalities(processor):
-        if modality == "image" or modality in refused:
-            continue
+    for modality in media_sides(processor):
         try:
             mismatch = unwritten_media_token(config, processor, modality)
         except Exception:  # the processor needs more than a placeholder: leave the config as it is

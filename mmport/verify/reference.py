@@ -20,6 +20,7 @@ from mmport.analyzers.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.analyzers.wrappers import wrapped_placeholder
 from mmport.errors import BadReferenceError
 from mmport.sources import Snapshot
+from mmport.sources.snapshot import named_token_ids
 from mmport.verify.probes import Item, media_of
 from mmport.verify.settings import Setting
 
@@ -144,7 +145,7 @@ class HFReference:
             return expected
         if expected in ids:
             return expected
-        named = {v for k, v in vars(self.snapshot.load_config()).items() if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)}
+        named = named_token_ids(self.snapshot.load_config())
         return most_written(ids, bare, named) or expected
 
     def run(self, prompt: str, items: list[Any], setting: Setting | None = None) -> HFOutput:
