@@ -54,7 +54,13 @@ class ModelCheck:
         """Apply both model checks to one probe; ``singles`` are HF's outputs per item alone,
         ``modalities`` each item's modality, in the probe's order, ``setting`` the request
         settings both ran under (described), if any."""
-        if setting is not None and not self._runs_on_own_outputs(expected):
+        positions = _text_positions(expected.input_ids, set(self.embed_ids.values()))
+        try:
+            reference = self._reference_logits(expected, positions)
+        except BadReferenceError:
+            release(self.model.target)
+            if setting is None:
+                raise
             # A request setting the checkpoint cannot take (a merge size its vision
             # tower was not built for): HF's own model refuses HF's own outputs.
             self.unrunnable_settings.add(setting)
@@ -65,7 +71,7 @@ class ModelCheck:
                 alone = [single for single, m in zip(singles, modalities) if m == modality]
                 if not self._check_items(probe, modality, alone, actual):
                     return
-            self._check_logits(probe, expected, actual)
+            self._check_logits(probe, expected, actual, positions, reference)
         finally:
             release(self.model.target)
 
@@ -127,7 +133,8 @@ class ModelCheck:
             message = f"{name}: encoder features on the port's kwargs differ from HF's (max |Δ| {diff:.3g})"
             self._fail(probe, f"{message}; diverging: {keys}")
 
-    def _check_logits(self, probe: str, expected: HFOutput, actual: PortOutput) -> None:
+    def _check_logits(self, probe: str, expected: HFOutput, actual: PortOutput, positions: list[int], reference: Any) -> None:
+        """The port's ids and re-batched kwargs against HF's ``reference`` logits at ``positions``."""
         import torch
 
         if len(actual.prompt_token_ids) != len(expected.input_ids):
@@ -148,8 +155,6 @@ class ModelCheck:
                 self._fail(probe, message, tuple(expected.mm[key].shape), [tuple(v.shape) for v in values])
                 return
             inputs[key], segments[key] = layout.value, layout.segments
-        positions = _text_positions(expected.input_ids, set(self.embed_ids.values()))
-        reference = self._reference_logits(expected, positions)
         try:
             logits = self.model.logits(inputs, positions)
         except Exception as exc:
@@ -161,16 +166,6 @@ class ModelCheck:
         if not diff <= tolerance:
             message = f"logits differ from HF's forward on its own outputs: max |Δ| {diff:.3g} > {tolerance:.3g}"
             self._fail(probe, message + _diverging(inputs, expected.mm, segments))
-
-    def _runs_on_own_outputs(self, expected: HFOutput) -> bool:
-        """Whether the HF model runs on HF's own outputs for this probe."""
-        try:
-            self.model.logits(expected.inputs, [len(expected.input_ids) - 1])
-        except Exception:
-            return False
-        finally:
-            release(self.model.target)
-        return True
 
     def _reference_logits(self, expected: HFOutput, positions: list[int]) -> Any:
         """HF's forward on its own outputs; failing here is the snapshot's fault, not the port's."""
