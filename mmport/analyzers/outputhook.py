@@ -34,6 +34,7 @@ import inspect
 import libcst as cst
 import libcst.matchers as m
 
+from mmport.analyzers.owncall import process_method
 from mmport.analyzers.sourcefile import ParsedClass, bound_names, find_method, names_in
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
@@ -169,7 +170,7 @@ def _completion(
     name HF binds the sub-processor's output to, and the names of the raw-items
     parameter and of ``**kwargs`` where the lines read them.
     """
-    name = f"_process_{modality}" if modality == "audio" else f"_process_{modality}s"
+    name = process_method(modality)
     found = find_method(processor_cls, name, models_only=True)
     if found is None:
         raise AnalysisError(f"the hook reads {missing or sorted(attrs)}, which HF drops and computes nowhere mmport can read")
@@ -210,7 +211,7 @@ def _sub_attr(stmt: cst.CSTNode) -> str:
 
 def _computed_in_process(processor_cls: type, modality: str, key: str) -> bool:
     """Does the model's own ``_process_<modality>`` assign ``key`` (then it is a completion's to compute)?"""
-    name = f"_process_{modality}" if modality == "audio" else f"_process_{modality}s"
+    name = process_method(modality)
     found = find_method(processor_cls, name, models_only=True)
     if found is None:
         return False
