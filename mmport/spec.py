@@ -28,6 +28,7 @@ __all__ = [
     "EMBEDDING_FIELDS",
     "CallParameter",
     "CountRule",
+    "EdgeMerges",
     "FieldSpec",
     "GeometryRule",
     "HelperFunction",
@@ -237,6 +238,20 @@ class PromptUpdateSpec:
 
 
 @dataclass(frozen=True)
+class EdgeMerges:
+    """Tokens the tokenizer merges across an item's edges in HF's expanded text (Gemma 3's newlines).
+
+    ``contexts`` are the prompts HF's ids showed it in, the item written as
+    ``<item>`` (``"<item><item>"``: two items side by side); ``source`` is where
+    HF writes the item's text. The port merges them after replacement (see
+    :mod:`mmport.analyzers.edgemerges`).
+    """
+
+    contexts: tuple[str, ...]
+    source: Source
+
+
+@dataclass(frozen=True)
 class CallParameter:
     """The ``__call__`` parameter HF takes a modality's items under, where it is not the usual one.
 
@@ -349,6 +364,8 @@ class ModalitySpec:
     # does not read (``read_at`` is HF's call): a request that sets one is counted by
     # HF's processing of an item of that size.
     counted_by_hf: tuple[SettingSpec, ...] = ()
+    # Tokens HF's tokenizer merges across this modality's item edges (None: none seen).
+    edge_merges: EdgeMerges | None = None
 
     @property
     def embedding_fields(self) -> tuple[tuple[str, str], ...]:
@@ -414,6 +431,11 @@ class PortSpec:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # The snapshot ships the processor's code (auto_map), which runs only with consent.
     trust_remote_code: bool = False
+
+    @property
+    def edge_merges(self) -> tuple[EdgeMerges, ...]:
+        """Every modality's merges across item edges: the port merges at all items' edges when any."""
+        return tuple(m.edge_merges for m in self.modalities if m.edge_merges)
 
     @property
     def image(self) -> ModalitySpec | None:

@@ -13,6 +13,7 @@ from mmport import __version__
 from mmport.analyzers.settings import count_settings, unfollowed_switches, unread_geometry_factors
 from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
+from mmport.analyzers.edgemerges import analyze_edge_merges
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
 from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.media import handled_modalities, media_spec, refused_modalities
@@ -27,7 +28,7 @@ from mmport.analyzers.sourcefile import class_assignments, find_method, init_ass
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
-from mmport.spec import CountRule, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, PromptUpdateSpec, SettingSpec, Source
+from mmport.spec import CountRule, EdgeMerges, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, PromptUpdateSpec, SettingSpec, Source
 
 __all__ = ["analyze"]
 
@@ -242,8 +243,18 @@ def _modalities(snapshot: Snapshot, processor, refused: dict[str, str]) -> tuple
         if modality in refused:
             continue
         taken = {f.key for spec in specs for f in spec.fields}
-        specs.append(_image_spec(snapshot, processor) if modality == "image" else media_spec(snapshot, processor, modality, taken))
+        spec = _image_spec(snapshot, processor) if modality == "image" else media_spec(snapshot, processor, modality, taken)
+        specs.append(dataclasses.replace(spec, edge_merges=_edge_merges(processor, spec)))
     return tuple(specs)
+
+
+def _edge_merges(processor, spec: ModalitySpec) -> EdgeMerges | None:
+    """The tokens HF's tokenizer merges across the modality's item edges (replaced placeholders only)."""
+    if spec.update.mode != "replace" or spec.own_prompt_source:
+        return None
+    before, after = (getattr(processor, name) for name in spec.placeholder_wrappers) if spec.placeholder_wrappers else ("", "")
+    placeholder_id = _token_id(processor, spec.placeholder)
+    return analyze_edge_merges(processor, spec.modality, f"{before}{spec.placeholder}{after}", placeholder_id, spec.count.source)
 
 
 def analyze(snapshot: Snapshot) -> PortSpec:

@@ -9,6 +9,7 @@ image processor and a generated tokenizer (see :mod:`mmport.sources.tokens`).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import importlib.util
 import inspect
 import re
@@ -27,7 +28,7 @@ from mmport.sources.defaults import (
 )
 from mmport.sources.measure import extra_token_params, measure_extra_tokens
 from mmport.sources.siblings import fill_from_siblings
-from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, write_tokenizer
+from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, tokenizer_family, write_tokenizer
 
 __all__ = ["build_synthetic", "processor_class_for", "multimodal_model_types"]
 
@@ -333,8 +334,14 @@ def _cover_vocabulary(config: Any, num_tokens: int) -> None:
 
 
 def build_synthetic(model_type: str, directory: Path) -> None:
-    """Write a synthetic snapshot of ``model_type`` into ``directory``."""
-    from transformers import CONFIG_MAPPING, AutoTokenizer
+    """Write a synthetic snapshot of ``model_type`` into ``directory``.
+
+    The tokenizer is built twice: once to learn the ordinary text the processor
+    writes around an item (Gemma 3's ``"\\n\\n"`` before ``<start_of_image>``),
+    then with that text merged into whole tokens, as a checkpoint's vocabulary
+    holds it (see :mod:`mmport.sources.tokens`).
+    """
+    from transformers import CONFIG_MAPPING
 
     processor_cls = processor_class_for(model_type)
     config_cls = CONFIG_MAPPING[model_type]
@@ -346,16 +353,54 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     named, anonymous = _special_tokens(processor_cls)
     # Tokens the processor adds itself still sit at the id the config names.
     texts = {**BASE_SPECIALS, **token_literals(processor_cls), **tokenizer_self_added(processor_cls), **named}
-    write_tokenizer(TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts)), directory)
+    plan = TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts), family=tokenizer_family(config))
+    processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
+    written = wrapper_texts(processor)
+    if written:
+        processor = _write_snapshot(processor_cls, model_type, config, dataclasses.replace(plan, texts=written), directory)
+    if _align_image_token_id(config, processor) | _align_media_token_ids(config, processor):
+        config.save_pretrained(directory)
+
+
+def _write_snapshot(processor_cls: type, model_type: str, config: Any, plan: TokenPlan, directory: Path) -> Any:
+    """Write the tokenizer, the config and the processor built on them; returns the processor."""
+    from transformers import AutoTokenizer
+
+    write_tokenizer(plan, directory)
     tokenizer = AutoTokenizer.from_pretrained(directory)
     _cover_vocabulary(config, max(tokenizer.get_vocab().values()) + 1)
     config.save_pretrained(directory)
-    parts = _sub_processors(processor_cls, model_type, config_dict, tokenizer)
+    parts = _sub_processors(processor_cls, model_type, config.to_dict(), tokenizer)
     kwargs = _processor_kwargs(processor_cls, config, parts.get("image_processor"))
     processor = processor_cls(**parts, **kwargs)
     processor.save_pretrained(directory)
-    if _align_image_token_id(config, processor) | _align_media_token_ids(config, processor):
-        config.save_pretrained(directory)
+    return processor
+
+
+def wrapper_texts(processor: Any) -> tuple[str, ...]:
+    """The ordinary (non-special) text HF writes for one image beside its special tokens.
+
+    The prompt holds only the placeholder, so every text run in HF's ids
+    is the processor's own: Gemma 3's ``"\\n\\n"`` around the image block,
+    Idefics3's ``"\\n"`` between tile rows.
+    """
+    from mmport.analyzers.fields import call_processor
+    from mmport.analyzers.wrappers import wrapped_placeholder
+    from mmport.media import make_image
+
+    try:
+        ids = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])["input_ids"][0].tolist()
+    except Exception:  # the processor needs more than a placeholder: its texts stay unlearned
+        return ()
+    special = set(processor.tokenizer.all_special_ids)
+    runs, run = [], []
+    for token in [*ids, None]:
+        if token is not None and token not in special:
+            run.append(token)
+        elif run:
+            runs.append(processor.tokenizer.decode(run))
+            run = []
+    return tuple(t for t in dict.fromkeys(runs) if t.strip(" \n\t") or len(t) > 8)
 
 
 def _align_media_token_ids(config: Any, processor: Any) -> bool:

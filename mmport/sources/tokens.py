@@ -1,21 +1,37 @@
-"""A tiny, real tokenizer for synthetic snapshots.
+"""A tiny, real tokenizer for synthetic snapshots, as strict as a checkpoint's where a port can tell.
 
-The vocabulary is byte-level BPE with no merges (every byte is a token), plus
-the special tokens the processor needs, each placed at the id the model config
-expects (``image_token_index`` → ``<image>``), plus ``"\\n"`` and ``"\\n\\n"``
-as whole tokens because some ports look them up by text.
+The vocabulary is the family's kind of BPE: the text model's own tokenizer
+class (``Qwen2Tokenizer``, ``GemmaTokenizer``...) lends its normalizer,
+pre-tokenizer, decoder, byte fallback and BOS rule when it is a BPE
+tokenizer; otherwise a byte-level BPE that adds a BOS, as Llama-style
+tokenizers do. On top of the base alphabet it holds, as single tokens with
+the merges that build them:
+
+- whitespace runs (``"\\n\\n\\n\\n"``, ``"    "``), which every real vocabulary
+  holds, so that the newlines a processor writes around an item merge with
+  the prompt's, or with the next item's, exactly as on a checkpoint::
+
+      "<end_of_image>\\n\\n" + "\\n\\n<start_of_image>"  →  [..., "\\n\\n\\n\\n", ...]
+
+- the ordinary text the processor writes around placeholders (``texts``);
+
+plus the special tokens the processor needs, each at the id the model config
+expects (``image_token_index`` → ``<image>``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["TokenPlan", "write_tokenizer"]
+__all__ = ["TokenPlan", "WHITESPACE_RUNS", "tokenizer_family", "write_tokenizer"]
 
-# Whole-text tokens real vocabularies hold and ports look up by text.
-TEXT_TOKENS = ("\n", "\n\n")
+# Runs of whitespace real vocabularies hold as one token (Gemma's and Qwen's hold
+# far longer runs; eight is enough for any probe's boundary).
+WHITESPACE_RUNS = tuple(char * n for char in ("\n", " ", "\t") for n in range(1, 9))
 
 BASE_SPECIALS = {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"}
 
@@ -26,16 +42,20 @@ STANDARD_SPECIALS = frozenset({*BASE_SPECIALS, "sep_token", "cls_token", "mask_t
 
 @dataclass(frozen=True)
 class TokenPlan:
-    """Which special tokens the tokenizer holds and where.
+    """Which special tokens the tokenizer holds and where, and whose kind it is.
 
     ``named`` maps a tokenizer attribute (``image_token``) to its text;
     ``anonymous`` are further special strings the processor uses;
-    ``fixed_ids`` pins token texts to ids the model config names.
+    ``fixed_ids`` pins token texts to ids the model config names;
+    ``texts`` is ordinary text the processor writes around items (merged into
+    whole tokens); ``family`` the text model's tokenizer class, if it has one.
     """
 
     named: Mapping[str, str]
     anonymous: tuple[str, ...]
     fixed_ids: Mapping[str, int]
+    texts: tuple[str, ...] = ()
+    family: type | None = None
 
     def all_specials(self) -> list[str]:
         """Every special token text, base tokens first, without duplicates."""
@@ -43,12 +63,117 @@ class TokenPlan:
         return list(dict.fromkeys(ordered))
 
 
-def _assign_ids(plan: TokenPlan, alphabet: list[str]) -> dict[str, int]:
+def tokenizer_family(config: Any) -> type | None:
+    """The tokenizer class transformers maps the text model (else the model) to, when it is a BPE class.
+
+    ``Qwen2VLConfig`` → ``Qwen2Tokenizer`` (no BOS, Qwen's pre-tokenizer);
+    ``Gemma3Config`` → ``GemmaTokenizer``; a Llama text model maps to the
+    generic backend, which has no pipeline of its own to lend (None).
+    """
+    from transformers import TokenizersBackend
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES, tokenizer_class_from_name
+
+    for model_type in (config.get_text_config().model_type, config.model_type):
+        name = TOKENIZER_MAPPING_NAMES.get(model_type)
+        if name:
+            family = tokenizer_class_from_name(name)
+            if family is None or family is TokenizersBackend or not issubclass(family, TokenizersBackend):
+                return None
+            return family if _default_backend(family) is not None else None
+    return None
+
+
+def _default_backend(family: type) -> Any | None:
+    """A default instance's ``tokenizers.Tokenizer``, when the class builds a BPE one from nothing."""
+    try:
+        backend = family()._tokenizer
+    except Exception:  # a class that needs its files to exist: it lends nothing
+        return None
+    return backend if type(backend.model).__name__ == "BPE" else None
+
+
+@dataclass(frozen=True)
+class _Pipeline:
+    """How text becomes BPE pieces, and back: the family's, or byte-level."""
+
+    normalizer: Any
+    pre_tokenizer: Any
+    decoder: Any
+    byte_level: bool
+    byte_fallback: bool
+    adds_bos: bool
+
+    def pieces(self, text: str) -> list[str]:
+        """The pre-tokenized pieces of ``text``, in the BPE model's alphabet (``"\\n\\n"`` → ``"ĊĊ"``)."""
+        normalized = self.normalizer.normalize_str(text) if self.normalizer else text
+        if self.pre_tokenizer is None:
+            return [normalized]
+        return [piece for piece, _ in self.pre_tokenizer.pre_tokenize_str(normalized)]
+
+    def alphabet(self) -> list[str]:
+        """The single-symbol tokens every text spells out of."""
+        from tokenizers.pre_tokenizers import ByteLevel
+
+        if self.byte_level:
+            return sorted(ByteLevel.alphabet())
+        printable = [chr(c) for c in range(33, 127)] + ["\n", "\t", "▁"]
+        return [f"<0x{b:02X}>" for b in range(256)] + printable
+
+
+def _pipeline(family: type | None) -> _Pipeline:
+    from tokenizers import decoders, pre_tokenizers
+
+    backend = _default_backend(family) if family is not None else None
+    if backend is None:
+        # Llama-style: byte-level, and a BOS before every prompt.
+        return _Pipeline(None, pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel(), True, False, True)
+    byte_level = "ByteLevel" in repr(backend.pre_tokenizer) + repr(backend.decoder)
+    adds_bos = _family_bos_default(family) is not None
+    return _Pipeline(
+        backend.normalizer, backend.pre_tokenizer, backend.decoder, byte_level, bool(backend.model.byte_fallback), adds_bos
+    )
+
+
+def _family_bos_default(family: type) -> Any:
+    import inspect
+
+    parameter = inspect.signature(family.__init__).parameters.get("bos_token")
+    return parameter.default if parameter is not None else BASE_SPECIALS["bos_token"]
+
+
+def _bpe_split(piece: str, ranks: Mapping[tuple[str, str], int]) -> list[str]:
+    """``piece`` split as BPE splits it under ``ranks``: the lowest-ranked adjacent pair merges first."""
+    symbols = list(piece)
+    while len(symbols) > 1:
+        pairs = [(ranks.get((a, b)), i) for i, (a, b) in enumerate(zip(symbols, symbols[1:])) if (a, b) in ranks]
+        if not pairs:
+            break
+        _, at = min(pairs)
+        symbols[at : at + 2] = [symbols[at] + symbols[at + 1]]
+    return symbols
+
+
+def _merges_for(pieces: list[str]) -> list[tuple[str, str]]:
+    """Merges under which each piece is one token, learned as BPE training would: shorter pieces first.
+
+    Each new merge joins the first two symbols a piece still splits into, so a
+    run of four newlines is ``"\\n\\n" + "\\n\\n"`` once ``"\\n\\n"`` is a token.
+    """
+    ranks: dict[tuple[str, str], int] = {}
+    for piece in sorted(dict.fromkeys(pieces), key=len):
+        symbols = _bpe_split(piece, ranks)
+        while len(symbols) > 1:
+            ranks[(symbols[0], symbols[1])] = len(ranks)
+            symbols = _bpe_split(piece, ranks)
+    return list(ranks)
+
+
+def _assign_ids(fixed: Mapping[str, int], texts: list[str]) -> dict[str, int]:
     """Give fixed tokens their ids, then fill the lowest free ids in order."""
-    vocab = dict(plan.fixed_ids)
+    vocab = dict(fixed)
     taken = set(vocab.values())
     next_id = 0
-    for text in [*plan.all_specials(), *alphabet]:
+    for text in texts:
         if text in vocab:
             continue
         while next_id in taken:
@@ -58,35 +183,45 @@ def _assign_ids(plan: TokenPlan, alphabet: list[str]) -> dict[str, int]:
     return vocab
 
 
+def _build(plan: TokenPlan, pipeline: _Pipeline) -> Any:
+    """The ``tokenizers.Tokenizer``: the family's pipeline over a vocabulary of merged runs and texts."""
+    from tokenizers import AddedToken, Tokenizer, models, processors
+
+    alphabet = pipeline.alphabet()
+    pieces = [p for text in (*WHITESPACE_RUNS, *plan.texts) for p in pipeline.pieces(text) if len(p) > 1]
+    merges = _merges_for([p for p in pieces if all(c in alphabet for c in p)])
+    merged = [a + b for a, b in merges]
+    vocab = _assign_ids(plan.fixed_ids, [*plan.all_specials(), *alphabet, *merged])
+    unk = BASE_SPECIALS["unk_token"]
+    model = models.BPE(vocab=vocab, merges=merges, unk_token=unk, byte_fallback=pipeline.byte_fallback, fuse_unk=pipeline.byte_fallback)
+    tokenizer = Tokenizer(model)
+    tokenizer.normalizer = pipeline.normalizer
+    tokenizer.pre_tokenizer = pipeline.pre_tokenizer
+    tokenizer.decoder = pipeline.decoder
+    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in plan.all_specials()])
+    if pipeline.adds_bos:
+        bos = BASE_SPECIALS["bos_token"]
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, tokenizer.token_to_id(bos))]
+        )
+    return tokenizer
+
+
 def write_tokenizer(plan: TokenPlan, directory: Path) -> None:
     """Write ``tokenizer.json`` and ``tokenizer_config.json`` into ``directory``."""
-    import json
-
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
-    from tokenizers.pre_tokenizers import ByteLevel
-
-    vocab = _assign_ids(plan, sorted(ByteLevel.alphabet()))
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=BASE_SPECIALS["unk_token"]))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in plan.all_specials()])
-    tokenizer.add_tokens([AddedToken(t, normalized=False) for t in TEXT_TOKENS])
-    bos = BASE_SPECIALS["bos_token"]
-    bos_id = tokenizer.token_to_id(bos)
-    # Llama- and Gemma-style tokenizers prepend BOS; processors rely on it.
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)]
-    )
-    tokenizer.save(str(directory / "tokenizer.json"))
+    pipeline = _pipeline(plan.family)
+    _build(plan, pipeline).save(str(directory / "tokenizer.json"))
     standard = {name: text for name, text in plan.named.items() if name in STANDARD_SPECIALS}
     extra = {name: text for name, text in plan.named.items() if name not in STANDARD_SPECIALS}
     config = {
-        "tokenizer_class": "TokenizersBackend",
-        "add_bos_token": True,
+        "tokenizer_class": plan.family.__name__ if plan.family else "TokenizersBackend",
+        "add_bos_token": pipeline.adds_bos,
         "add_eos_token": False,
         "model_max_length": 1_000_000,
         **BASE_SPECIALS,
         **standard,
         "extra_special_tokens": extra,
     }
+    if not pipeline.adds_bos:
+        config["bos_token"] = None  # Qwen-style: the family names no BOS
     (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")

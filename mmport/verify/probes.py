@@ -33,6 +33,10 @@ VIDEO_FPS = (1.0, 2.0, 24.0, 30.0)
 # Seconds of audio: a fraction of a second to past one 30 s window.
 AUDIO_SECONDS = (0.05, 0.5, 1.0, 3.7, 10.0, 29.9, 31.5, 45.0)
 
+# Whitespace a prompt puts beside an item: real tokenizers merge it with text an
+# item begins or ends with (Gemma 3's newlines), which a port must follow.
+SPACING = ("", " ", "\n", "\n\n")
+
 # The most items one probe carries.
 MAX_PROBE_ITEMS = 3
 
@@ -151,7 +155,19 @@ def port_data(items: list[Item], sampling_rate: int | None) -> dict[str, list]:
 
 
 def _text(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 4)))
+    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 4)))
+    return f"{rng.choice(SPACING)}{words}{rng.choice(SPACING)}"
+
+
+def _pieces(rng: random.Random, count: int, edges: bool) -> tuple[str, ...]:
+    """Text before, between and after ``count`` items; with ``edges``, the first item opens the prompt and
+    the first two sit side by side (where tokenizers merge across items)."""
+    pieces = [_text(rng) for _ in range(count + 1)]
+    if edges and count:
+        pieces[0] = ""
+        if count > 1:
+            pieces[1] = ""
+    return tuple(pieces)
 
 
 def _draw(modality: str, rng: random.Random, seed: int, frames: int | None = None) -> Item:
@@ -207,6 +223,6 @@ def make_probes(
         ]
         rng.shuffle(items)  # modalities interleaved in the prompt
         # Text before, between and after items: one piece more than items.
-        pieces = tuple(_text(rng) for _ in range(len(items) + 1))
+        pieces = _pieces(rng, len(items), edges=index < len(plans))
         probes.append(Probe(f"probe{index}", tuple(items), pieces, base))
     return probes

@@ -30,6 +30,8 @@ from .dummy_inputs import BaseDummyInputsBuilder
 from .inputs import ProcessorInputs
 from .matching import (
     MultiModalPromptUpdates,
+    MultiModalPromptUpdatesApplyResult,
+    PlaceholderFeaturesInfo,
 )
 from .updates import (
     PromptIndexTargets,
@@ -44,6 +46,9 @@ __all__ = [
     "BaseMultiModalProcessor",
     "HFMultiModalInputs",
     "MultiModalProcessingResult",
+    "MultiModalPromptUpdates",
+    "MultiModalPromptUpdatesApplyResult",
+    "PlaceholderFeaturesInfo",
     "PromptIndexTargets",
     "PromptInsertion",
     "PromptReplacement",

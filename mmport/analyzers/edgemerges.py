@@ -1,0 +1,111 @@
+"""Tokens the tokenizer merges across an item's edges, once HF has expanded the text.
+
+HF tokenizes the prompt *after* expanding each placeholder; vLLM splices each
+item's tokens into the prompt's ids. Where an item's text begins or ends with
+ordinary text, the two differ on a real tokenizer. Gemma 3 writes ``"\\n\\n"``
+around each image, and its vocabulary holds ``"\\n\\n\\n\\n"``::
+
+    HF:     ... <end_of_image> "\\n\\n\\n\\n" <start_of_image> ...     (two images side by side)
+    splice: ... <end_of_image> "\\n\\n" "\\n\\n" <start_of_image> ...
+
+The analysis asks HF for one item beside another, and beside newlines and
+spaces, and compares HF's ids with the splice of the item's own tokens into
+the prompt's. Where they differ, the port must merge the tokens on each side
+of every item's edges after replacement, as vLLM's own Gemma 3 port does:
+:func:`merge_at_edges` is that rule, and the analysis keeps the port only
+where it explains HF's ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from mmport.spec import EdgeMerges, Source
+
+__all__ = ["analyze_edge_merges", "merge_at_edges"]
+
+# Text beside an item in a prompt whose tokens may merge with the item's edges.
+NEIGHBOURS = ("\n", "\n\n", " ", "  ")
+
+
+def merge_at_edges(ids: list[int], edges: Iterable[int], special: set[int], retokenize: Callable[[list[int]], list[int]]) -> list[int]:
+    """``ids`` with the two ordinary tokens on each side of an edge merged where the tokenizer makes them one.
+
+    ``edges`` are positions whose token starts an item's text or follows it;
+    a token merged into its left neighbour may merge again with the next edge
+    (``"\\n\\n" + "\\n" + "\\n\\n"`` is one token of five newlines)::
+
+        >>> merge_at_edges([7, 3, 3, 8], [2], set(), lambda pair: [9] if pair == [3, 3] else pair)
+        [7, 9, 8]
+    """
+    edges = set(edges)
+    merged: list[int] = []
+    for index, token in enumerate(ids):
+        if index in edges and merged and merged[-1] not in special and token not in special:
+            joined = retokenize([merged[-1], token])
+            if len(joined) == 1:
+                merged[-1] = joined[0]
+                continue
+        merged.append(token)
+    return merged
+
+
+def _tokens(processor: Any, text: str, modality: str, count: int) -> list[int]:
+    from mmport.analyzers.fields import call_processor, media_kwargs, probe_media
+
+    items = [probe_media(modality, 0)] * count
+    return call_processor(processor, text, **media_kwargs(processor, modality, items))["input_ids"][0].tolist()
+
+
+def _splice(tokenizer: Any, text: str, placeholder_id: int, item: list[int]) -> tuple[list[int], list[int]]:
+    """The prompt's ids with the item's ids at each placeholder, as vLLM writes them; and the item edges."""
+    spliced, edges = [], []
+    for token in tokenizer(text)["input_ids"]:
+        if token != placeholder_id:
+            spliced.append(token)
+            continue
+        edges.append(len(spliced))
+        spliced.extend(item)
+        edges.append(len(spliced))
+    return spliced, edges
+
+
+def _item_ids(processor: Any, placeholder: str, placeholder_id: int, modality: str) -> list[int]:
+    """HF's ids for one item alone, less what the tokenizer writes around the placeholder (a BOS)."""
+    bare = processor.tokenizer(placeholder)["input_ids"]
+    at = bare.index(placeholder_id)
+    expanded = _tokens(processor, placeholder, modality, 1)
+    return expanded[at : len(expanded) - (len(bare) - at - 1)]
+
+
+def _contexts(placeholder: str) -> list[tuple[str, int]]:
+    """Prompts that put an item beside another and beside whitespace, with their item counts."""
+    around = [(f"{n}{placeholder}{n}", 1) for n in NEIGHBOURS]
+    return [(placeholder * 2, 2), (f"{placeholder}\n{placeholder}", 2), *around]
+
+
+def analyze_edge_merges(processor: Any, modality: str, placeholder: str, placeholder_id: int, source: Source) -> EdgeMerges | None:
+    """The merges HF's ids show across ``modality``'s item edges, if any (``source``: where the item's text is written).
+
+    None where splicing gives HF's ids in every context, or HF refuses the
+    contexts (the port is judged by verify either way).
+    """
+    tokenizer = processor.tokenizer
+    special = set(tokenizer.all_special_ids)
+
+    def retokenize(pair: list[int]) -> list[int]:
+        return tokenizer.encode(tokenizer.decode(pair), add_special_tokens=False)
+
+    try:
+        item = _item_ids(processor, placeholder, placeholder_id, modality)
+        seen = []
+        for text, count in _contexts(placeholder):
+            expected = _tokens(processor, text, modality, count)
+            spliced, edges = _splice(tokenizer, text, placeholder_id, item)
+            if spliced != expected and merge_at_edges(spliced, edges, special, retokenize) == expected:
+                seen.append(text.replace(placeholder, "<item>"))
+    except Exception:  # HF refuses these prompts (wrapped or counted placeholders): nothing to learn here
+        return None
+    return EdgeMerges(tuple(seen), source) if seen else None

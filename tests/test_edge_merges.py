@@ -1,0 +1,107 @@
+"""Realistic synthetic tokenizers, and ports that follow their merges across item edges.
+
+A checkpoint's tokenizer merges whitespace runs and the text a processor
+writes around an item with the prompt's own text; a token-level splice (what
+vLLM does) does not. Synthetic snapshots are built to show it, and the
+generated port merges at every item's edges where HF's ids show merges.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mmport.analyzers.edgemerges import merge_at_edges
+from mmport.sources import resolve
+from mmport.sources.tokens import WHITESPACE_RUNS
+from tests.conftest import invoke, mutated_port
+
+slow = pytest.mark.slow
+
+MERGE_METHOD = "    def _apply_token_matches_with_placeholders("
+
+
+def test_merge_at_edges_merges_across_an_edge_and_chains() -> None:
+    # A toy tokenizer whose pairs 3+3 → 9 and 9+4 → 10 are single tokens.
+    table = {(3, 3): 9, (9, 4): 10}
+
+    def retokenize(pair: list[int]) -> list[int]:
+        return [table[tuple(pair)]] if tuple(pair) in table else pair
+
+    assert merge_at_edges([7, 3, 3, 8], [2], set(), retokenize) == [7, 9, 8]
+    assert merge_at_edges([3, 3, 4], [1, 2], set(), retokenize) == [10]
+    # Only at edges, and never into a special token.
+    assert merge_at_edges([3, 3, 3], [], set(), retokenize) == [3, 3, 3]
+    assert merge_at_edges([3, 3], [1], {3}, retokenize) == [3, 3]
+
+
+@pytest.mark.parametrize("model_type", ["llava", "qwen2_vl", "gemma3"])
+def test_synthetic_tokenizer_holds_whitespace_runs_as_single_tokens(model_type) -> None:
+    tokenizer = resolve(model_type).load_processor().tokenizer
+    for run in WHITESPACE_RUNS:
+        assert len(tokenizer.encode(run, add_special_tokens=False)) == 1, repr(run)
+        # ...and a run split in two merges back, as on a checkpoint's tokenizer.
+        halves = tokenizer.encode(run[: len(run) // 2], add_special_tokens=False) + tokenizer.encode(
+            run[len(run) // 2 :], add_special_tokens=False
+        )
+        assert tokenizer.decode(halves) == run
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "llava", "gemma3"])
+def test_synthetic_tokenizer_follows_the_familys_bos_rule(model_type) -> None:
+    # The text model's own tokenizer class (transformers' mapping, by the text
+    # config's model_type, else the model's) decides: Qwen2Tokenizer names no BOS;
+    # GemmaTokenizer and the generic backend (a Llama text model) prepend one.
+    import inspect
+
+    from transformers import CONFIG_MAPPING, TokenizersBackend
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
+
+    config = CONFIG_MAPPING[model_type]()
+    mapped = [TOKENIZER_MAPPING_NAMES.get(t) for t in (config.get_text_config().model_type, config.model_type)]
+    tokenizer = resolve(model_type).load_processor().tokenizer
+    family = type(tokenizer)
+    assert family is TokenizersBackend or family.__name__ == next(name for name in mapped if name), (family, mapped)
+    bos = inspect.signature(family.__init__).parameters.get("bos_token")
+    names_bos = family is TokenizersBackend or bos is None or bos.default is not None
+    ids = tokenizer("hi")["input_ids"]
+    assert (tokenizer.bos_token_id is not None and ids[0] == tokenizer.bos_token_id) == names_bos, (family, ids)
+
+
+def test_text_the_processor_writes_around_an_item_is_one_token() -> None:
+    from mmport.sources.synthetic import wrapper_texts
+
+    processor = resolve("gemma3").load_processor()
+    for text in wrapper_texts(processor) or ("\n\n",):
+        assert len(processor.tokenizer.encode(text, add_special_tokens=False)) == 1
+
+
+def _port_and_report(model_type: str, port, tmp_path) -> tuple[int, dict]:
+    out = tmp_path / "report.json"
+    result = invoke("verify", model_type, "--port", str(port), "--settings", "0", "--json", str(out))
+    return result.returncode, json.loads(out.read_text())
+
+
+def test_gemma3_port_merges_newlines_across_item_edges(scaffolded, tmp_path) -> None:
+    port_dir = scaffolded("gemma3")
+    source = (port_dir / "gemma3_processing.py").read_text()
+    assert MERGE_METHOD in source
+    inspected = json.loads(invoke("inspect", "gemma3", "--json").stdout)
+    merges = [m["edge_merges"] for m in inspected["modalities"] if m["edge_merges"]]
+    assert merges and "<item><item>" in merges[0]["contexts"], merges
+    code, report = _port_and_report("gemma3", port_dir / "gemma3_processing.py", tmp_path)
+    assert code == 0, report["checks"]["tokens"]
+
+
+def test_gemma3_port_without_the_merge_step_fails_tokens(scaffolded, tmp_path) -> None:
+    # The generated method renamed, so the base class's splice is all that runs.
+    wrong = mutated_port(scaffolded("gemma3"), "gemma3", MERGE_METHOD, "    def _unused_merge_step(", tmp_path)
+    code, report = _port_and_report("gemma3", wrong, tmp_path)
+    assert code == 1 and report["checks"]["tokens"]["status"] == "fail", report["checks"]["tokens"]
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "llava"])
+def test_ports_whose_items_end_in_special_tokens_have_no_merge_step(model_type, scaffolded) -> None:
+    source = (scaffolded(model_type) / f"{model_type}_processing.py").read_text()
+    assert MERGE_METHOD not in source
