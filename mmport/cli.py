@@ -273,7 +273,9 @@ def verify(
     """Check a port against the HF processor (and with --model, the HF model; with --serve, a real vLLM engine).
 
     REF --port PORT checks one port; --manifest checks many in one run.
-    Exit 0 pass, 1 a check failed, 2 bad input (with --manifest: the worst of the ports).
+    Exit 0 pass, 1 a check failed, 2 bad input, 3 an internal error, 4 cannot judge
+    (nothing failed, but the snapshot lacks what a probe needs); with --manifest,
+    the worst of the ports (3 > 2 > 1 > 4 > 0).
     """
     if manifest is not None:
         per_port = {
@@ -329,7 +331,7 @@ def _verify_one(
     trust_remote_code: bool,
     serve: ServeOptions | None = None,
 ) -> NoReturn:
-    """``verify REF --port PORT``: the check table, the reports (``reports``: json, junit, html paths), exit 0 or 1."""
+    """``verify REF --port PORT``: the check table, the reports (``reports``: json, junit, html paths), exit 0, 1 or 4."""
     from mmport.console import console, err_console, report_table
     from mmport.verify import verify_port
     from mmport.verify.settings import parse_processor_kwargs
@@ -362,8 +364,10 @@ def _verify_one(
     for kind, path in reports.items():
         if path is not None:
             path.write_text(writers[kind](), encoding="utf-8")
-    console.print(f"{'PASS' if report.passed else 'FAIL'} in {report.seconds:.1f}s")
-    raise typer.Exit(0 if report.passed else 1)
+    from mmport.errors import verdict_exit_code
+
+    console.print(f"{report.verdict.replace('_', ' ').upper()} in {report.seconds:.1f}s")
+    raise typer.Exit(verdict_exit_code(report.verdict))
 
 
 def _html(report) -> str:
@@ -397,7 +401,8 @@ def _verify_manifest(
         if path is not None:
             path.write_text(text)
     code = exit_code(outcomes)
-    console.print(f"{'PASS' if code == 0 else 'FAIL'} in {time.perf_counter() - started:.1f}s")
+    said = {0: "PASS", 4: "CANNOT JUDGE"}.get(code, "FAIL")
+    console.print(f"{said} in {time.perf_counter() - started:.1f}s")
     raise typer.Exit(code)
 
 

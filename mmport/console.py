@@ -188,8 +188,8 @@ def static_table(report) -> Table:
 
 
 def report_table(report) -> Table:
-    """One row per check: status, probes run, first failure."""
-    colours = {"pass": "green", "fail": "red", "skip": "yellow"}
+    """One row per check: status, probes run, first failure (or why it cannot judge)."""
+    colours = {"pass": "green", "fail": "red", "skip": "yellow", "cannot_judge": "magenta"}
     table = Table(title=f"mmport verify {report.ref} — {report.backend}")
     table.add_column("check")
     table.add_column("status")
@@ -197,8 +197,8 @@ def report_table(report) -> Table:
     table.add_column("first failure, or what was measured", overflow="fold")
     for check in report.checks.values():
         status = check.status
-        detail = check.failures[0].describe() if check.failures else check.skipped or check.summary
-        table.add_row(check.name, f"[{colours[status]}]{status}[/]", str(check.runs), escape(detail))
+        shown = status.replace("_", " ")
+        table.add_row(check.name, f"[{colours[status]}]{shown}[/]", str(check.runs), escape(check.detail()))
     if report.settings:
         under = "; ".join(f"{kwargs} ({modality or 'all'}, {origin})" for modality, kwargs, origin in report.settings)
         table.caption = escape(f"probes also ran under request settings: {under}")
@@ -210,8 +210,8 @@ def report_table(report) -> Table:
 
 
 def manifest_table(outcomes, *, workers: int, wall: float) -> Table:
-    """One row per port of a ``verify --manifest`` run: verdict, failing checks (or the error), seconds."""
-    colours = {"pass": "green", "fail": "red", "bad input": "red", "error": "red"}
+    """One row per port of a ``verify --manifest`` run: verdict, failing checks (or the error, or why it cannot judge), seconds."""
+    colours = {"pass": "green", "fail": "red", "bad input": "red", "error": "red", "cannot judge": "magenta"}
     table = Table(title=f"mmport verify: {len(outcomes)} ports")
     table.add_column("port", overflow="fold")
     table.add_column("ref", overflow="fold")
@@ -219,7 +219,7 @@ def manifest_table(outcomes, *, workers: int, wall: float) -> Table:
     table.add_column("failing checks, or the error", overflow="fold")
     table.add_column("seconds", justify="right")
     for o in outcomes:
-        detail = ", ".join(o.failing) if o.failing else o.error
+        detail = ", ".join(o.failing) if o.failing else o.error or "; ".join(o.unjudged)
         table.add_row(escape(o.entry.label), escape(o.entry.ref), f"[{colours[o.verdict]}]{o.verdict}[/]", escape(detail), f"{o.seconds:.1f}")
     passed = sum(o.verdict == "pass" for o in outcomes)
     own = sum(o.seconds for o in outcomes)

@@ -2,12 +2,19 @@
 
 Every error a user can cause derives from :class:`MmportError`; the CLI turns
 it into one red line and exit code 2. Messages say what is wrong *and* what
-to do next.
+to do next. The exit codes of every outcome, and which of two is worse, are
+here too (:data:`EXIT_CODES`, :func:`worst_exit_code`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = [
+    "EXIT_CODES",
+    "EXIT_SEVERITY",
+    "verdict_exit_code",
+    "worst_exit_code",
     "one_line",
     "AnalysisError",
     "BadReferenceError",
@@ -57,6 +64,31 @@ class DeviceError(MmportError):
 
 class ManifestError(MmportError):
     """A ``verify --manifest`` file or directory that does not list ports verify can run."""
+
+
+# What each exit code of ``mmport verify`` means.
+EXIT_CODES = {
+    0: "pass",
+    1: "fail",  # a parity check failed
+    2: "bad input",  # anything wrong with what the user gave (MmportError)
+    3: "error",  # an internal error of mmport's own
+    4: "cannot judge",  # nothing failed, but the snapshot lacks what some probe needs
+}
+# Least to most severe, for the worst of many ports: a port that could not be
+# judged (4) has shown no fault, so any failed check (1) outranks it; bad input
+# (2) and mmport's own error (3) outrank both, as a port that could not be
+# verified at all says nothing of its parity.
+EXIT_SEVERITY = (0, 4, 1, 2, 3)
+
+
+def verdict_exit_code(verdict: str) -> int:
+    """The exit code of a report's verdict: ``pass`` 0, ``fail`` 1, ``cannot_judge`` 4."""
+    return {"pass": 0, "fail": 1, "cannot_judge": 4}[verdict]
+
+
+def worst_exit_code(codes: Iterable[int]) -> int:
+    """The most severe of ``codes`` by :data:`EXIT_SEVERITY` (0 for none): ``worst_exit_code([4, 1]) == 1``."""
+    return max(codes, key=EXIT_SEVERITY.index, default=0)
 
 
 def one_line(exc: BaseException) -> str:

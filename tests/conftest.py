@@ -75,16 +75,17 @@ def scaffold_port(ref: str, out: Path) -> Path:
 
 
 def verify_report(ref: str, port: Path, *, probes: int = 6, **options) -> tuple[int, dict]:
-    """``mmport verify`` in this process: (exit code, the JSON report as a dict).
+    """``mmport verify`` in this process: (exit code as the CLI gives it, the JSON report as a dict).
 
     One drawn request setting per modality unless told otherwise, as the
     coverage benchmark draws: tests/test_settings.py judges the full set.
     """
+    from mmport.errors import verdict_exit_code
     from mmport.verify import verify_port
 
     options.setdefault("settings_per_modality", 1)
     report = verify_port(ref, port, probes=probes, **options)
-    return (0 if report.passed else 1), json.loads(report.to_json())
+    return verdict_exit_code(report.verdict), json.loads(report.to_json())
 
 
 def failed_checks(report: dict) -> set[str]:

@@ -120,7 +120,7 @@ def test_passing_port_page_has_no_difference(right) -> None:
 
 
 def test_page_escapes_what_it_shows() -> None:
-    checks = {"tokens": CheckResult("tokens", 1, [Failure("<p>", "<script>alert(1)</script>", 0, "<b>", "&")])}
+    checks = {"tokens": CheckResult("tokens", 1, [Failure("<p>", "<script>alert(1)</script>", 0, "<b>", "&", loudness="silent")])}
     page = render_html(Report("<img src=x>", "port.py", "bundled", 1, 0, checks))
     assert "<script>alert" not in page and "<img src=x>" not in page and "&lt;script&gt;" in page
 

@@ -96,6 +96,10 @@ def test_handwritten_port_passes_under_defaults_and_fails_where_it_ignores_a_set
     assert code == 1 and failing, report
     drawn = [s["kwargs"] for s in report["settings"]]
     assert all(any(f"[{kwargs}]" in probe for kwargs in drawn) for probe in failing), failing
+    # Each failure says it happens only under a request setting, and how vLLM would show it.
+    failures = [f for check in report["checks"].values() for f in check["failures"]]
+    assert all(f["occurs"] == "setting" and f["setting"] in drawn for f in failures), failures
+    assert all(f["loudness"] in ("loud", "silent") for f in failures), failures
 
 
 # (model_type, old text, new text, the check that must fail)

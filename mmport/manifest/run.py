@@ -9,7 +9,7 @@ A port never stops the run: whatever happens to it becomes a
 would have given on its own, and the run's code is the worst of them::
 
     outcomes = verify_many(load_manifest(Path("pyproject.toml")), workers=2)
-    exit_code(outcomes)      # 0 all pass, 1 a check failed, 2 bad input, 3 mmport failed
+    exit_code(outcomes)      # 0 all pass, 1 a check failed, 2 bad input, 3 mmport failed, 4 cannot judge
     combined_junit(outcomes)  # <testsuites>: one <testsuite> per port, a <testcase> per check
 
 ``python -m mmport.manifest.run --worker`` is the worker's side.
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from mmport.errors import EXIT_CODES, verdict_exit_code, worst_exit_code
 from mmport.manifest import ManifestEntry
 from mmport.pool import WorkerFailure, WorkerPool, serve
 
@@ -38,7 +39,7 @@ __all__ = ["PortOutcome", "combined_json", "combined_junit", "default_workers", 
 PORT_TIME_LIMIT_S = 900
 
 # What each exit code means for one port, as the summary table says it.
-VERDICTS = {0: "pass", 1: "fail", 2: "bad input", 3: "error"}
+VERDICTS = EXIT_CODES
 
 
 @dataclass
@@ -46,16 +47,17 @@ class PortOutcome:
     """What verifying one manifest entry gave: the single-port exit code and its reports."""
 
     entry: ManifestEntry
-    code: int  # 0 pass, 1 a check failed, 2 bad input, 3 mmport failed (or its worker died or hung)
+    code: int  # 0 pass, 1 a check failed, 2 bad input, 3 mmport failed (or its worker died or hung), 4 cannot judge
     seconds: float
     report_json: str = ""  # Report.to_json(), when verify ran to the end
     report_junit: str = ""  # Report.to_junit(), likewise
     error: str = ""  # the one line a bad input or a failure of mmport's gave
     failing: list[str] = field(default_factory=list)  # names of the failed checks
+    unjudged: list[str] = field(default_factory=list)  # ``check: what the snapshot lacks``, per check that cannot judge
 
     @property
     def verdict(self) -> str:
-        """``pass``, ``fail``, ``bad input`` or ``error``."""
+        """``pass``, ``fail``, ``bad input``, ``error`` or ``cannot judge``."""
         return VERDICTS[self.code]
 
 
@@ -65,8 +67,8 @@ def default_workers() -> int:
 
 
 def exit_code(outcomes: list[PortOutcome]) -> int:
-    """The worst single-port code: an mmport failure (3) over bad input (2) over a failed check (1)."""
-    return max((o.code for o in outcomes), default=0)
+    """The worst single-port code: an mmport failure (3) over bad input (2) over a failed check (1) over cannot judge (4)."""
+    return worst_exit_code(o.code for o in outcomes)
 
 
 def verify_many(
@@ -160,12 +162,14 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # a bug of mmport's: this port's row says so, the other ports go on
         return {"code": 3, "error": f"internal error: {one_line(exc)}", "seconds": time.perf_counter() - started}
     failing = [c.name for c in report.checks.values() if c.status == "fail"]
+    unjudged = [f"{c.name}: {c.unjudged[0].lacking.describe()}" for c in report.checks.values() if c.status == "cannot_judge"]
     return {
-        "code": 0 if report.passed else 1,
+        "code": verdict_exit_code(report.verdict),
         "seconds": report.seconds,
         "json": report.to_json(),
         "junit": report.to_junit(),
         "failing": failing,
+        "unjudged": unjudged,
     }
 
 
@@ -182,6 +186,7 @@ def _outcome(entry: ManifestEntry, answer: dict[str, Any] | WorkerFailure) -> Po
         report_junit=answer.get("junit", ""),
         error=answer.get("error", ""),
         failing=answer.get("failing", []),
+        unjudged=answer.get("unjudged", []),
     )
 
 

@@ -93,13 +93,13 @@ def _compare(probe: str, hf: Any, served: dict, label: str) -> list:
     if tuple(served["prompt_ids"]) != hf.prompt_ids:
         at = next((i for i, (a, b) in enumerate(zip(hf.prompt_ids, served["prompt_ids"])) if a != b), None)
         return [Failure(probe, f"{label}: the engine's prompt ids differ from HF's ({len(hf.prompt_ids)} vs "
-                        f"{len(served['prompt_ids'])} ids)", at)]
+                        f"{len(served['prompt_ids'])} ids)", at, loudness="silent")]
     if tuple(served["tokens"]) != hf.tokens:
         at = next((i for i, (a, b) in enumerate(zip(hf.tokens, served["tokens"])) if a != b), min(len(hf.tokens), len(served["tokens"])))
-        return [Failure(probe, f"{label}: greedy tokens differ from HF generate's", at, str(list(hf.tokens)), str(served["tokens"]))]
+        return [Failure(probe, f"{label}: greedy tokens differ from HF generate's", at, str(list(hf.tokens)), str(served["tokens"]), loudness="silent")]
     if hf.first_logprob is not None and not math.isclose(hf.first_logprob, served["first_logprob"], abs_tol=LOGPROB_ATOL):
         return [Failure(probe, f"{label}: first-step logprob of the chosen token differs (atol {LOGPROB_ATOL})", 0,
-                        f"{hf.first_logprob:.6f}", f"{served['first_logprob']:.6f}")]
+                        f"{hf.first_logprob:.6f}", f"{served['first_logprob']:.6f}", loudness="silent")]
     return []
 
 
@@ -164,7 +164,7 @@ def _serve_layout(
     if "error" in answer:
         shared = " (vLLM's own class fails too)" if control_broke else ""
         where = f" (at {answer['port_frame']})" if answer.get("port_frame") else ""
-        return [Failure(probes[0].name, f"{label}: the port did not serve{shared}: {_short(answer['error'])}{where}")], notes, {}
+        return [Failure(probes[0].name, f"{label}: the port did not serve{shared}: {_short(answer['error'])}{where}", loudness="loud")], notes, {}
     outputs = answer["outputs"]
     failures = [f for p, h, s in zip(probes, reference, outputs) for f in _compare(p.name, h, s, label)]
     gaps = [abs(h.first_logprob - s["first_logprob"]) for h, s in zip(reference, outputs) if h.first_logprob is not None]
@@ -197,7 +197,7 @@ def check_serve(snapshot: Any, port_file: Path, result: Any, *, seed: int = 0, o
                 from mmport.verify.report import Failure
 
                 reason = f"{type(exc).__name__}: {exc}"
-                failures, said, metrics = [Failure("serve", f"{name}: no HF reference ({_short(reason)})")], [], {}
+                failures, said, metrics = [Failure("serve", f"{name}: no HF reference ({_short(reason)})", loudness="unknown")], [], {}
             result.runs += 1
             result.failures.extend(failures)
             result.metrics.update(metrics)

@@ -1,7 +1,11 @@
 """The parity checks of DESIGN §4, each comparing the port with HF.
 
 Every function takes the probe's results and appends :class:`Failure` values
-to a :class:`CheckResult`; none raises for a disagreement.
+to a :class:`CheckResult`; none raises for a disagreement. Each failure says
+how vLLM would show it: a count vLLM checks against the encoder's output or
+the items it holds (placeholder ranges and sizes, a field the model needs) is
+``loud``, an error at serving time; a token id, position or value it would
+serve wrong is ``silent``.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def check_tokens(result: CheckResult, probe: str, expected: list[int], actual: l
     position = first_divergence(expected, actual)
     if position is not None:
         message = f"token ids differ (HF {len(expected)} tokens, port {len(actual)})"
-        result.failures.append(Failure(probe, message, position, _at(expected, position), _at(actual, position)))
+        result.failures.append(Failure(probe, message, position, _at(expected, position), _at(actual, position), loudness="silent"))
     return position
 
 
@@ -86,12 +90,12 @@ def check_placeholders(
         wanted = [count for item, count in zip(items, counts) if item.modality == modality]
         ranges = placeholders.get(modality, [])
         if len(ranges) != len(wanted):
-            result.failures.append(Failure(probe, f"number of {modality} placeholder ranges", None, str(len(wanted)), str(len(ranges))))
+            result.failures.append(Failure(probe, f"number of {modality} placeholder ranges", None, str(len(wanted)), str(len(ranges)), loudness="loud"))
             return
         for index, (count, ph) in enumerate(zip(wanted, ranges)):
             if ph.num_embeds != count:
                 message = f"{modality} {index}: number of embedding positions in the placeholder"
-                result.failures.append(Failure(probe, message, ph.offset, str(count), str(ph.num_embeds)))
+                result.failures.append(Failure(probe, message, ph.offset, str(count), str(ph.num_embeds), loudness="loud"))
                 return
     if hf_ids is None:
         return
@@ -102,7 +106,7 @@ def check_placeholders(
         position = first_divergence(hf_positions, port_positions)
         if position is not None:
             message = f"{'/'.join(sharing)} embedding position #{position} of the prompt"
-            result.failures.append(Failure(probe, message, None, _at(hf_positions, position), _at(port_positions, position)))
+            result.failures.append(Failure(probe, message, None, _at(hf_positions, position), _at(port_positions, position), loudness="silent"))
             return
 
 
@@ -175,14 +179,14 @@ def check_fields(result: CheckResult, probe: str, hf_mm: dict, items: Sequence[A
         per_item = {key for single in singles for key in single}
         missing = sorted(key for key in hf_mm if key in per_item and port_key(key, carried) is None)
         if missing:
-            result.failures.append(Failure(probe, f"HF returns {missing} but the port's field config drops them"))
+            result.failures.append(Failure(probe, f"HF returns {missing} but the port's field config drops them", loudness="loud"))
             return
     for index, (item, single, port_item) in enumerate(zip(items, singles, port_items)):
         diff = compare_items(single, port_item)
         if diff is not None:
             key, want, got = diff
             message = f"{item.modality} {_index_in_modality(items, index)} field '{key}' differs from HF on that item alone"
-            result.failures.append(Failure(probe, message, None, want, got))
+            result.failures.append(Failure(probe, message, None, want, got, loudness="silent"))
             return
 
 
@@ -212,11 +216,11 @@ def check_cache(result: CheckResult, probe: str, items: Sequence[Any], together,
         if position >= len(ranges) or solo_embeds != ranges[position].num_embeds:
             message = f"{item.modality} {position}: embedding positions alone vs with the probe's other items"
             got = str(ranges[position].num_embeds) if position < len(ranges) else "none"
-            result.failures.append(Failure(probe, message, None, str(solo_embeds), got))
+            result.failures.append(Failure(probe, message, None, str(solo_embeds), got, loudness="silent"))
             return
         diff = compare_items(solo.items[item.modality][0], together_items[index])
         if diff is not None:
             key, want, got = diff
             message = f"{item.modality} {position} field '{key}' alone differs from the same item beside others"
-            result.failures.append(Failure(probe, message, None, want, got))
+            result.failures.append(Failure(probe, message, None, want, got, loudness="silent"))
             return

@@ -1,7 +1,8 @@
 """``verify --html``: one self-contained page a reviewer opens to see why a port fails.
 
-The page holds, in order: the verdict and how verify ran; the first
-difference, named in one line; the checks; when verify swept item sizes
+The page holds, in order: the verdict (pass, fail or cannot judge) and how
+verify ran; the first difference, named in one line; the checks; what could
+not be judged, and why (what the snapshot lacks); when verify swept item sizes
 (``verify_port(..., curves=True)``), per modality a plot of HF's count and
 the port's against the item's size; each failing check's failures, token
 failures with HF's and the port's tokens side by side around the first
@@ -31,6 +32,8 @@ h1 { font-size: 22px; margin: 0 0 6px; } h1 code { font-size: 20px; } h2 { font-
 h3 { font-size: 15px; margin: 18px 0 6px; } h3 code { font-size: 14px; } code, .mono { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: 12.5px; }
 .verdict { display: inline-block; font-weight: 700; padding: 2px 12px; border-radius: 12px; color: #fff; margin-left: 10px; font-size: 15px; vertical-align: 3px; }
 .verdict.pass, .status.pass { background: #1a7f37; } .verdict.fail, .status.fail { background: #cf222e; } .status.skip { background: #9a6700; }
+.verdict.cannot_judge, .status.cannot_judge { background: #8250df; }
+.severity { color: #59636e; font-size: 12px; } .severity.loud { color: #9a6700; } .severity.silent { color: #cf222e; font-weight: 600; }
 .status { color: #fff; border-radius: 10px; padding: 1px 9px; font-size: 12px; font-weight: 600; }
 dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 12px 0 0; }
 dl.meta dt { color: #59636e; } dl.meta dd { margin: 0; }
@@ -51,11 +54,12 @@ footer { margin-top: 36px; color: #59636e; font-size: 12px; }
 
 def render_html(report: Report) -> str:
     """The report as one HTML page (a string), self-contained and escaped throughout."""
-    verdict = "PASS" if report.passed else "FAIL"
+    verdict = report.verdict.replace("_", " ").upper()
     body = [
         _header(report, verdict),
         _first_difference(report),
         _checks(report),
+        _unjudged(report),
         _curves(report),
         _failures(report),
         _failing_probes(report),
@@ -79,7 +83,7 @@ def _header(report: Report, verdict: str) -> str:
     ]
     meta = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in rows)
     return (
-        f'<header><h1>mmport verify <code>{escape(report.ref)}</code><span class="verdict {verdict.lower()}">{verdict}</span></h1>'
+        f'<header><h1>mmport verify <code>{escape(report.ref)}</code><span class="verdict {report.verdict}">{verdict}</span></h1>'
         f'<dl class="meta">{meta}</dl></header>'
     )
 
@@ -120,10 +124,10 @@ def _token(ids: tuple[int, ...], texts: tuple[str, ...], window: TokenWindow) ->
 def _checks(report: Report) -> str:
     rows = []
     for check in report.checks.values():
-        detail = check.failures[0].describe() if check.failures else check.skipped or check.summary
+        shown = check.status.replace("_", " ")
         rows.append(
-            f'<tr><td>{escape(check.name)}</td><td><span class="status {check.status}">{check.status}</span></td>'
-            f'<td class="num">{check.runs}</td><td>{escape(detail)}</td></tr>'
+            f'<tr><td>{escape(check.name)}</td><td><span class="status {check.status}">{shown}</span></td>'
+            f'<td class="num">{check.runs}</td><td>{escape(check.detail())}</td></tr>'
         )
     head = "<tr><th>check</th><th>status</th><th>runs</th><th>first failure, or what was measured</th></tr>"
     return f'<section><h2>Checks</h2><table class="checks">{head}{"".join(rows)}</table></section>'
@@ -135,7 +139,7 @@ def _failures(report: Report) -> str:
         if not check.failures:
             continue
         parts.append(f"<h3>{escape(check.name)}</h3>")
-        parts.append('<ul class="failures">' + "".join(f"<li>{escape(f.describe())}</li>" for f in check.failures) + "</ul>")
+        parts.append('<ul class="failures">' + "".join(_failure_item(f) for f in check.failures) + "</ul>")
         if check.name != "tokens":
             continue
         for failure in check.failures:
@@ -144,6 +148,25 @@ def _failures(report: Report) -> str:
                 parts.append(_window(failure.probe, window, open_=shown < OPEN_WINDOWS))
                 shown += 1
     return f"<section><h2>Failures</h2>{''.join(parts)}</section>" if parts else ""
+
+
+def _failure_item(failure: Failure) -> str:
+    """One failure as a list item, its severity (loud or silent; defaults or a setting) marked."""
+    severity = f'<span class="severity {failure.loudness}">{escape(failure.severity())}</span>'
+    return f"<li>{escape(failure.describe(severity=False))} {severity}</li>"
+
+
+def _unjudged(report: Report) -> str:
+    """Each check that cannot judge, with the probes the snapshot kept from a verdict and what it lacks."""
+    parts = []
+    for check in report.checks.values():
+        if check.status == "cannot_judge":
+            parts.append(f"<h3>{escape(check.name)}</h3>")
+            parts.append('<ul class="failures">' + "".join(f"<li>{escape(u.describe())}</li>" for u in check.unjudged) + "</ul>")
+    if not parts:
+        return ""
+    lead = "<p>The port or HF raised because the snapshot lacks what real checkpoints of the family carry: no verdict either way.</p>"
+    return f"<section><h2>Cannot judge</h2>{lead}{''.join(parts)}</section>"
 
 
 def _window(probe: str, window: TokenWindow, open_: bool) -> str:

@@ -22,7 +22,7 @@ from mmport.runtime.hf_model import HFModel
 from mmport.runtime.runner import PortOutput
 from mmport.verify.rebatch import rebatch
 from mmport.verify.reference import HFOutput
-from mmport.verify.report import CheckResult, Failure
+from mmport.verify.report import CheckResult, Failure, Loudness
 
 __all__ = ["ModelCheck"]
 
@@ -44,9 +44,9 @@ class ModelCheck:
         self.no_encoder: set[str] = set()  # modalities probed whose encoder the model does not expose
         self.unrunnable_settings: set[str] = set()  # request settings under which HF's model refuses HF's outputs
 
-    def _fail(self, probe: str, message: str, expected: Any = None, actual: Any = None) -> None:
+    def _fail(self, probe: str, message: str, expected: Any = None, actual: Any = None, *, loudness: Loudness) -> None:
         expected, actual = (None if v is None else str(v) for v in (expected, actual))
-        self.result.failures.append(Failure(probe, message, None, expected, actual))
+        self.result.failures.append(Failure(probe, message, None, expected, actual, loudness=loudness))
 
     def run_probe(
         self, probe: str, modalities: list[str], singles: list[HFOutput], expected: HFOutput, actual: PortOutput, setting: str | None = None
@@ -81,7 +81,7 @@ class ModelCheck:
         items = actual.items.get(modality, [])
         if len(items) != len(singles) or len(placeholders) != len(singles):
             message = f"items and placeholders the port returned for the {modality}s"
-            self._fail(probe, message, len(singles), f"{len(items)} items, {len(placeholders)} placeholders")
+            self._fail(probe, message, len(singles), f"{len(items)} items, {len(placeholders)} placeholders", loudness="loud")
             return False
         if not self.model.has_features(modality):
             self.no_encoder.add(modality)
@@ -100,7 +100,7 @@ class ModelCheck:
             layout = rebatch([value], like[key])
             if layout is None:
                 message = f"{name}: the port's `{key}` fits no layout of HF's one-item `{key}`"
-                self._fail(probe, message, tuple(like[key].shape), tuple(getattr(value, "shape", ())))
+                self._fail(probe, message, tuple(like[key].shape), tuple(getattr(value, "shape", ())), loudness="loud")
                 return None
             kwargs[key] = layout.value
         return kwargs
@@ -113,17 +113,17 @@ class ModelCheck:
         try:
             features = self.model.features(modality, kwargs)
         except Exception as exc:
-            self._fail(probe, f"{name}: the HF encoder raised on the port's kwargs: {one_line(exc)}")
+            self._fail(probe, f"{name}: the HF encoder raised on the port's kwargs: {one_line(exc)}", loudness="loud")
             return
         count = sum(f.shape[0] for f in features)
         if count != num_embeds:
             message = f"{name}: feature vectors from the HF encoder vs embedding positions the port marks"
-            self._fail(probe, message, count, num_embeds)
+            self._fail(probe, message, count, num_embeds, loudness="loud")
             return
         reference = self.model.features(modality, single.mm)
         shapes = [tuple(f.shape) for f in reference], [tuple(f.shape) for f in features]
         if shapes[0] != shapes[1]:
-            self._fail(probe, f"{name}: encoder output shapes on the port's kwargs vs HF's", *shapes)
+            self._fail(probe, f"{name}: encoder output shapes on the port's kwargs vs HF's", *shapes, loudness="loud")
             return
         diff = max(map(_max_diff, reference, features), default=0.0)
         self.max_feature_diff = max(self.max_feature_diff, diff)
@@ -131,7 +131,7 @@ class ModelCheck:
         if not diff <= self.model.target.tolerance(scale):
             keys = ", ".join(k for k in kwargs if not _same(kwargs[k], single.mm[k])) or "none of the inputs"
             message = f"{name}: encoder features on the port's kwargs differ from HF's (max |Δ| {diff:.3g})"
-            self._fail(probe, f"{message}; diverging: {keys}")
+            self._fail(probe, f"{message}; diverging: {keys}", loudness="silent")
 
     def _check_logits(self, probe: str, expected: HFOutput, actual: PortOutput, positions: list[int], reference: Any) -> None:
         """The port's ids and re-batched kwargs against HF's ``reference`` logits at ``positions``."""
@@ -139,7 +139,7 @@ class ModelCheck:
 
         if len(actual.prompt_token_ids) != len(expected.input_ids):
             message = "logits not compared: the port's prompt has another length than HF's (see tokens)"
-            self._fail(probe, message, len(expected.input_ids), len(actual.prompt_token_ids))
+            self._fail(probe, message, len(expected.input_ids), len(actual.prompt_token_ids), loudness="silent")
             return
         inputs = {**expected.inputs, "input_ids": torch.tensor([actual.prompt_token_ids])}
         for key in expected.mm:
@@ -152,20 +152,20 @@ class ModelCheck:
             layout = rebatch(values, expected.mm[key])
             if layout is None:
                 message = f"the port's per-item `{key}` re-batch into no layout of HF's `{key}`"
-                self._fail(probe, message, tuple(expected.mm[key].shape), [tuple(v.shape) for v in values])
+                self._fail(probe, message, tuple(expected.mm[key].shape), [tuple(v.shape) for v in values], loudness="loud")
                 return
             inputs[key], segments[key] = layout.value, layout.segments
         try:
             logits = self.model.logits(inputs, positions)
         except Exception as exc:
-            self._fail(probe, f"the HF model raised on the port's ids and kwargs: {one_line(exc)}")
+            self._fail(probe, f"the HF model raised on the port's ids and kwargs: {one_line(exc)}", loudness="loud")
             return
         diff = _max_diff(reference, logits)
         self.max_logit_diff = max(self.max_logit_diff, diff)
         tolerance = self.model.target.tolerance(float(reference.abs().max()))
         if not diff <= tolerance:
             message = f"logits differ from HF's forward on its own outputs: max |Δ| {diff:.3g} > {tolerance:.3g}"
-            self._fail(probe, message + _diverging(inputs, expected.mm, segments))
+            self._fail(probe, message + _diverging(inputs, expected.mm, segments), loudness="silent")
 
     def _reference_logits(self, expected: HFOutput, positions: list[int]) -> Any:
         """HF's forward on its own outputs; failing here is the snapshot's fault, not the port's."""

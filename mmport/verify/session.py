@@ -4,16 +4,23 @@ The gate fails closed: a probe HF rejects is listed with HF's reason, an item
 HF expands to nothing (which no vLLM port can hold) is named and left out of
 its probe, and :meth:`Session.finish` fails every check that compared
 nothing, and ``tokens`` when fewer than half of the probes with items could
-be compared.
+be compared. Where the port or HF raises because the snapshot lacks what real
+checkpoints carry (:mod:`mmport.verify.lacking`), the probe cannot be judged:
+it is recorded as such, never as a failure, and a check it left with nothing
+compared cannot judge rather than fails.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Literal
+
 from mmport.errors import one_line
 from mmport.verify.checks import check_cache, check_fields, check_placeholders, check_tokens, token_window
+from mmport.verify.lacking import SnapshotFacts, snapshot_lacks
 from mmport.verify.probes import MAX_PROBE_ITEMS, Item, Probe, port_data
 from mmport.verify.reference import HFOutput, HFReference
-from mmport.verify.report import CheckResult, Failure, TokenWindow
+from mmport.verify.report import CannotJudge, CheckResult, Failure, TokenWindow
 from mmport.verify.settings import Setting
 
 __all__ = ["Session"]
@@ -73,13 +80,46 @@ class Session:
         self.drawn: dict[str, int] = {}  # per modality: items drawn into probes within the limits
         self.judged: dict[str, int] = {}  # ... and items compared against HF
         self.token_windows: dict[str, TokenWindow] = {}  # per probe whose tokens differ: both sides around it
+        self.facts = SnapshotFacts.of(getattr(hf.processor, "tokenizer", None), hf.snapshot.load_config())
+        self.unjudged: list[CannotJudge] = []  # every probe the snapshot kept from being judged, either side
+        self.hf_unjudged: list[CannotJudge] = []  # ... of them, those HF itself raised on
+        self.settings_of: dict[str, str] = {}  # probe name -> the request settings it ran under
+        self.limits_raised: Exception | None = None
         self.limits, self.limits_error = self._port_limits()
 
     def _port_limits(self) -> tuple[dict[str, int | None], str]:
         try:
             return dict(self.runner.supported_mm_limits()), ""
         except Exception as exc:
+            self.limits_raised = exc
             return {}, f"the port's get_supported_mm_limits raises {one_line(exc)}"
+
+    def _raised(self, result: CheckResult, probe: str, exc: Exception, message: str, side: Literal["port", "hf"] = "port") -> bool:
+        """``side`` raised: cannot judge when the snapshot lacks what it looked up, else a loud failure.
+
+        True when it was a failure (a comparison made, and failed).
+        """
+        if self.cannot_judge(result, probe, exc, side):
+            return False
+        result.failures.append(Failure(probe, message, loudness="loud"))
+        return True
+
+    def cannot_judge(self, result: CheckResult, probe: str, exc: Exception, side: Literal["port", "hf"] = "port") -> bool:
+        """Record ``probe`` as unjudged in ``result`` when ``exc`` comes of what the snapshot lacks; True if it does."""
+        lacking = snapshot_lacks(exc, self.facts)
+        if lacking is None:
+            return False
+        unjudged = CannotJudge(probe, lacking, side, one_line(exc))
+        result.unjudged.append(unjudged)
+        self.unjudged.append(unjudged)
+        return True
+
+    def _gate(self, result: CheckResult, failure: Failure) -> None:
+        """A gate's failure (too little compared), or cannot judge where the snapshot kept probes from being compared."""
+        if self.unjudged:
+            result.unjudged.append(self.unjudged[0])
+        else:
+            result.failures.append(failure)
 
     def probe_limits(self) -> dict[str, int | None]:
         """Per modality HF handles: the most items a probe may carry (the port's limit, if it declares one).
@@ -117,6 +157,8 @@ class Session:
             return  # beyond the port's declared limit: check_limits judges that limit
         tally = self.under_settings if setting else self.defaults
         tally["media"] += bool(probe.items)
+        if setting is not None:
+            self.settings_of[probe.name] = setting.describe()
         for item in probe.items:
             self.drawn[item.modality] = self.drawn.get(item.modality, 0) + 1
         answered = self._answer(probe, setting)
@@ -135,7 +177,7 @@ class Session:
         except NotImplementedError as exc:
             if setting is None:
                 checks["tokens"].runs += 1
-                checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}"))
+                checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}", loudness="loud"))
                 return
             # Said outright, a request fails rather than getting wrong tokens: named, not judged.
             self.refused_settings.setdefault(setting.describe(), one_line(exc))
@@ -143,8 +185,8 @@ class Session:
             tally["media"] -= bool(probe.items)
             return
         except Exception as exc:
-            checks["tokens"].runs += 1
-            checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}"))
+            if self._raised(checks["tokens"], probe.name, exc, f"the port raised {one_line(exc)}"):
+                checks["tokens"].runs += 1
             return
         self._compare(probe, checks, expected, singles, counts, actual, in_company, setting)
         if probe.items:
@@ -158,8 +200,7 @@ class Session:
             expected = self.hf.run(prompt, list(probe.items), setting)
             singles = [self.hf.single(item, setting) for item in probe.items]  # HF on each item alone
         except Exception as exc:  # HF rejects this input (or an item alone)
-            described = ", ".join(item.describe() for item in probe.items) or "no items"
-            self.rejected.append(f"{probe.name} ({described}): {one_line(exc)}")
+            self._rejected(probe, exc, setting)
             return None
         counts = [s.input_ids.count(self.hf.modalities[i.modality].embed_id) for s, i in zip(singles, probe.items)]
         empty = {index for index, count in enumerate(counts) if count == 0}
@@ -169,6 +210,19 @@ class Session:
         for index in sorted(empty):
             self.outside_contract.append(f"{probe.name}: HF gives {probe.items[index].describe()} no embedding positions")
         return self._answer(probe.without(empty), setting)
+
+    def _rejected(self, probe: Probe, exc: Exception, setting: Setting | None) -> None:
+        """HF raised on a probe: listed with HF's reason, or unjudged when the snapshot lacks what HF looked up."""
+        lacking = snapshot_lacks(exc, self.facts)
+        if lacking is None:
+            described = ", ".join(item.describe() for item in probe.items) or "no items"
+            self.rejected.append(f"{probe.name} ({described}): {one_line(exc)}")
+            return
+        unjudged = CannotJudge(probe.name, lacking, "hf", one_line(exc))
+        self.unjudged.append(unjudged)
+        self.hf_unjudged.append(unjudged)
+        tally = self.under_settings if setting else self.defaults
+        tally["lacking"] = tally.get("lacking", 0) + bool(probe.items)
 
     def _in_company(self, probe: Probe, expected: HFOutput, counts: list[int]) -> bool:
         """True when HF counts some item differently beside the probe's others than alone (LLaVA-OneVision)."""
@@ -210,8 +264,8 @@ class Session:
         try:
             alone = [self.port(self.hf.single(item, setting).prompt, [item], setting) for item in probe.items]
         except Exception as exc:
-            result.runs += 1
-            result.failures.append(Failure(probe.name, f"the port raised on one item alone: {one_line(exc)}"))
+            if self._raised(result, probe.name, exc, f"the port raised on one item alone: {one_line(exc)}"):
+                result.runs += 1
             return
         check_cache(result, probe.name, probe.items, actual, alone)
 
@@ -226,6 +280,12 @@ class Session:
         if self.outside_contract:
             notes.append("not compared as HF answers them, vLLM cannot hold them: " + "; ".join(self.outside_contract))
         checks["tokens"].summary = " | ".join(notes)
+        checks["tokens"].unjudged.extend(self.hf_unjudged)
+        self._fail_closed(checks)
+        self._stamp_settings(checks)
+
+    def _fail_closed(self, checks: dict[str, CheckResult]) -> None:
+        """Fail what compared too little: too few probes, a modality never compared, a check that compared nothing."""
         # Under the defaults only: a drawn setting HF cannot batch several items under
         # (ragged sizes) is HF's limit, listed with the rejected probes; a pinned one
         # nothing could be compared under is refused before this (verify_port).
@@ -235,17 +295,27 @@ class Session:
                 f"only {tally['compared']} of {tally['media']} probes with items could be compared "
                 "(see the rejected probes); a reference that rejects most probes cannot pass a port"
             )
-            checks["tokens"].failures.append(Failure("probes", message))
+            # Enough probes were kept from comparison by what the snapshot lacks: not HF's fault, nor the port's.
+            explained = 2 * (tally["compared"] + tally.get("lacking", 0)) >= tally["media"]
+            if not (explained and self.hf_unjudged):
+                checks["tokens"].failures.append(Failure("probes", message, loudness="unknown"))
         for modality, drawn in self.drawn.items():
             if not self.judged.get(modality):
                 message = (
                     f"none of the {drawn} {modality} item(s) drawn could be compared (see the rejected and unholdable "
                     f"probes); a port cannot pass on a modality HF was never compared on"
                 )
-                checks["placeholders"].failures.append(Failure("probes", message))
+                self._gate(checks["placeholders"], Failure("probes", message, loudness="unknown"))
         for name, check in checks.items():
-            if name in NEEDS and check.runs == 0 and not check.failures and not check.skipped:
-                check.failures.append(Failure(name, f"compared nothing: {NEEDS[name]} reached this check"))
+            if name in NEEDS and check.runs == 0 and not (check.failures or check.unjudged or check.skipped):
+                self._gate(check, Failure(name, f"compared nothing: {NEEDS[name]} reached this check", loudness="unknown"))
+
+    def _stamp_settings(self, checks: dict[str, CheckResult]) -> None:
+        """Name on each failure the request settings its probe ran under (None: the defaults)."""
+        for check in checks.values():
+            check.failures = [
+                dataclasses.replace(f, setting=self.settings_of[f.probe]) if f.probe in self.settings_of else f for f in check.failures
+            ]
 
     def check_dummy(self, result: CheckResult) -> None:
         """Per modality: the port's dummy inputs reach the largest count HF produced."""
@@ -261,17 +331,17 @@ class Session:
             text, data = self.runner.dummy(DUMMY_SEQ_LEN, {modality: wanted})
             output = self.runner.dummy_output(DUMMY_SEQ_LEN, {modality: wanted})
         except Exception as exc:
-            result.failures.append(Failure("dummy", f"the port's dummy {modality} inputs fail: {one_line(exc)}"))
+            self._raised(result, "dummy", exc, f"the port's dummy {modality} inputs fail: {one_line(exc)}")
             return
         given = data.get(modality, [])
         if len(given) != wanted:
-            result.failures.append(Failure("dummy", f"dummy {modality} count for mm_counts", None, str(wanted), str(len(given))))
+            result.failures.append(Failure("dummy", f"dummy {modality} count for mm_counts", None, str(wanted), str(len(given)), loudness="loud"))
             return
         embeds = [ph.num_embeds for ph in output.placeholders.get(modality, [])]
         largest = self.max_count.get(modality, 0)
         if min(embeds, default=0) < largest:
             message = f"dummy {modality} placeholders are below the largest count seen over the probes (worst case)"
-            result.failures.append(Failure("dummy", message, None, str(largest), str(min(embeds, default=0))))
+            result.failures.append(Failure("dummy", message, None, str(largest), str(min(embeds, default=0)), loudness="loud"))
             return
         if modality == "image":
             self._check_dummy_against_hf(result, text, given, embeds)
@@ -293,31 +363,31 @@ class Session:
                 continue  # HF refuses so large an item: it is no case to hold
             if count > embeds and count * wanted <= DUMMY_SEQ_LEN:
                 message = f"HF gives {item.describe()} more positions than the port's dummy {modality} (not the worst case)"
-                result.failures.append(Failure("dummy", message, None, str(count), str(embeds)))
+                result.failures.append(Failure("dummy", message, None, str(count), str(embeds), loudness="loud"))
                 return
 
     def _check_dummy_against_hf(self, result: CheckResult, text: str, images: list, embeds: list[int]) -> None:
         try:
             self.hf.run(text, images)
         except Exception as exc:
-            result.failures.append(Failure("dummy", f"HF rejects the port's dummy text and images: {one_line(exc)}"))
+            self._raised(result, "dummy", exc, f"HF rejects the port's dummy text and images: {one_line(exc)}", side="hf")
             return
         # What vLLM must give: each item as HF counts it alone (the same as HF's count
         # for the whole prompt, unless HF counts an item differently in company).
         alone = sum(self.hf.item_count(image) for image in images)
         if alone != sum(embeds):
             message = "embedding positions for the dummy inputs"
-            result.failures.append(Failure("dummy", message, None, str(alone), str(sum(embeds))))
+            result.failures.append(Failure("dummy", message, None, str(alone), str(sum(embeds)), loudness="loud"))
 
     def check_limits(self, result: CheckResult) -> None:
         """The port declares every modality HF handles, and HF accepts as many items as each limit allows."""
         result.runs += 1
         if self.limits_error:
-            result.failures.append(Failure("limits", self.limits_error))
+            self._raised(result, "limits", self.limits_raised, self.limits_error)
             return
         missing = [m for m in self.hf.modalities if m not in self.limits]
         if missing:
-            result.failures.append(Failure("limits", f"HF handles {', '.join(missing)} but the port declares no limit for it"))
+            result.failures.append(Failure("limits", f"HF handles {', '.join(missing)} but the port declares no limit for it", loudness="loud"))
         for modality in self.hf.modalities:
             if modality in self.limits:
                 self._check_limit(result, modality, self.limits[modality])
@@ -334,18 +404,18 @@ class Session:
         try:
             output = self.hf.run(placeholder * count + " limits", items)
         except Exception as exc:
-            result.failures.append(Failure("limits", f"the port allows {allowed} {modality}s but HF rejects {count}: {one_line(exc)}"))
+            self._raised(result, "limits", exc, f"the port allows {allowed} {modality}s but HF rejects {count}: {one_line(exc)}", side="hf")
             return
         prompt = output.prompt
         if count > 1 and self._expands_as_one(output, items):
             # BLIP-2's processor takes more images but writes one block for them all.
             message = f"the port allows {allowed} {modality}s but HF gives {count} of them the embedding positions of one"
-            result.failures.append(Failure("limits", message))
+            result.failures.append(Failure("limits", message, loudness="loud"))
             return
         try:
             self.port(prompt, items)
         except Exception as exc:
-            result.failures.append(Failure("limits", f"the port rejects {count} {modality}s within its own limit: {one_line(exc)}"))
+            self._raised(result, "limits", exc, f"the port rejects {count} {modality}s within its own limit: {one_line(exc)}")
             return
         if limit is not None:
             self._check_limit_is_needed(result, modality, limit)
@@ -370,5 +440,5 @@ class Session:
             return  # HF rejects them too: the limit holds
         expanded = sum(self.hf.item_count(item) for item in items)
         if ids.count(ref.embed_id) == expanded:
-            result.failures.append(Failure("limits", f"the port allows {limit} {modality}(s) but HF expands each of {limit + 1}"))
+            result.failures.append(Failure("limits", f"the port allows {limit} {modality}(s) but HF expands each of {limit + 1}", loudness="loud"))
 

@@ -1,0 +1,224 @@
+"""Read off an exception whether it was raised because the *snapshot* lacks something.
+
+A synthetic or trimmed snapshot can lack what every real checkpoint of its
+family carries: a vocabulary entry (Gemma 3's tokenizer has ``"\\n\\n\\n"`` as
+one token; the synthetic one does not) or a config attribute. A port that
+looks such a thing up raises, and that says nothing about its parity: the
+verdict is *cannot judge*, not *fail* (DESIGN §4). :func:`snapshot_lacks`
+decides from the exception's type, value and traceback, never from its
+message text:
+
+- ``KeyError(key)`` with a string key the snapshot's vocabulary lacks, raised
+  where the subscripted mapping *is* the vocabulary: a local (or attribute)
+  whose keys are the vocabulary's, or a ``*.get_vocab()`` call, read off the
+  raising instruction's source position::
+
+      vocab = tokenizer.get_vocab()
+      vocab["\\n\\n\\n"]          # -> Lacking("vocabulary", "\\n\\n\\n")
+
+- ``AttributeError`` whose ``obj`` (Python 3.10+) is a transformers config,
+  or is None read from a config's attribute (a sub-config the snapshot leaves
+  None)::
+
+      config.boi_token_index                # -> Lacking("config", "Gemma3Config.boi_token_index")
+      config.vision_config.patch_size       # vision_config None -> Lacking("config", "LlavaConfig.vision_config")
+
+- any exception raised through a function that calls
+  ``convert_tokens_to_ids("<text>")`` with a literal text the vocabulary
+  lacks (HF then returns the unk id or None, and the port trips later)::
+
+      image_id = tokenizer.convert_tokens_to_ids("<start_of_image>")
+      [image_id] * n + ...                  # -> Lacking("vocabulary", "<start_of_image>")
+
+Causes and contexts are followed, so a wrapped error is read too.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import FrameType, TracebackType
+from typing import Any
+
+from mmport.verify.report import Lacking
+
+__all__ = ["SnapshotFacts", "snapshot_lacks"]
+
+# The tokenizer call a port names a token text with (HF's own name for it).
+TEXT_LOOKUP = "convert_tokens_to_ids"
+
+
+@dataclass(frozen=True)
+class SnapshotFacts:
+    """What the snapshot holds: its tokenizer's vocabulary (added tokens included) and its config."""
+
+    vocabulary: Mapping[str, int]
+    config: Any = None  # a transformers PretrainedConfig, when known
+
+    @classmethod
+    def of(cls, tokenizer: Any, config: Any = None) -> SnapshotFacts:
+        """The facts of a real HF tokenizer (``get_vocab()``) and config."""
+        return cls(tokenizer.get_vocab() if tokenizer is not None else {}, config)
+
+    def lacks_text(self, text: object) -> bool:
+        """True for a string the vocabulary has no entry for: ``convert_tokens_to_ids`` gives it the unk id or None."""
+        return isinstance(text, str) and text not in self.vocabulary
+
+
+def snapshot_lacks(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
+    """What the snapshot lacks that made ``exc`` happen, or None when ``exc`` is no such error.
+
+    >>> facts = SnapshotFacts({"a": 0})
+    >>> vocab = dict(facts.vocabulary)
+    >>> try:
+    ...     vocab["\\n\\n\\n"]
+    ... except KeyError as exc:
+    ...     snapshot_lacks(exc, facts)
+    Lacking(kind='vocabulary', name='\\n\\n\\n')
+    >>> try:
+    ...     {"pixel_values": 1}["image_sizes"]
+    ... except KeyError as exc:
+    ...     print(snapshot_lacks(exc, facts))
+    None
+    """
+    for link in _chain(exc):
+        found = _missing_key(link, facts) or _missing_attribute(link, facts) or _unknown_text(link, facts)
+        if found is not None:
+            return found
+    return None
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then what it was raised from or during, each once."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _innermost(tb: TracebackType | None) -> TracebackType | None:
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb
+
+
+def _raising_node(tb: TracebackType) -> ast.AST | None:
+    """The expression the raising instruction evaluated, parsed from its source position (Python 3.11+)."""
+    code = tb.tb_frame.f_code
+    positions = list(code.co_positions()) if hasattr(code, "co_positions") else []
+    index = tb.tb_lasti // 2  # one position per 2-byte code unit
+    if index >= len(positions) or None in positions[index]:
+        return None
+    line, end_line, column, end_column = positions[index]
+    lines = _source_lines(code.co_filename, line, end_line)
+    if not any(lines):
+        return None
+    lines[-1] = lines[-1][:end_column]
+    lines[0] = lines[0][column:]
+    try:
+        return ast.parse("\n".join(lines).strip(), mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _source_lines(filename: str, first: int, last: int) -> list[str]:
+    """Lines ``first`` to ``last`` of a source file (empty strings where it cannot be read)."""
+    import linecache
+
+    return [linecache.getline(filename, number).rstrip("\n") for number in range(first, last + 1)]
+
+
+def _resolve(node: ast.AST, frame: FrameType) -> tuple[bool, Any]:
+    """The value of a name or attribute chain (``vocab``, ``self.info.vocab``) in ``frame``: (found, value).
+
+    Only names and attribute reads are followed; nothing is called.
+    """
+    if isinstance(node, ast.Name):
+        scopes = (frame.f_locals, frame.f_globals)
+        return next(((True, scope[node.id]) for scope in scopes if node.id in scope), (False, None))
+    if isinstance(node, ast.Attribute):
+        found, owner = _resolve(node.value, frame)
+        if found and hasattr(owner, node.attr):
+            return True, getattr(owner, node.attr)
+    return False, None
+
+
+def _missing_key(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
+    """A vocabulary looked up by a text it lacks: ``vocab[text]`` or ``tokenizer.get_vocab()[text]``."""
+    if type(exc) is not KeyError or len(exc.args) != 1 or not facts.lacks_text(exc.args[0]):
+        return None
+    tb = _innermost(exc.__traceback__)
+    node = _raising_node(tb) if tb is not None else None
+    if not isinstance(node, ast.Subscript):
+        return None
+    container = node.value
+    if isinstance(container, ast.Call) and isinstance(container.func, ast.Attribute) and container.func.attr == "get_vocab":
+        return Lacking("vocabulary", exc.args[0])
+    found, value = _resolve(container, tb.tb_frame)
+    if found and isinstance(value, Mapping) and _is_vocabulary(value, facts):
+        return Lacking("vocabulary", exc.args[0])
+    return None
+
+
+def _is_vocabulary(mapping: Mapping, facts: SnapshotFacts) -> bool:
+    """True when ``mapping`` has exactly the snapshot vocabulary's texts (a copy of ``get_vocab()``)."""
+    return len(mapping) == len(facts.vocabulary) and mapping.keys() == facts.vocabulary.keys()
+
+
+def _is_config(value: object) -> bool:
+    from transformers import PretrainedConfig
+
+    return isinstance(value, PretrainedConfig)
+
+
+def _missing_attribute(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
+    """A config attribute the snapshot does not set, or a None it leaves where a sub-config belongs."""
+    if not isinstance(exc, AttributeError) or getattr(exc, "name", None) is None:
+        return None
+    if _is_config(exc.obj):
+        return Lacking("config", f"{type(exc.obj).__name__}.{exc.name}")
+    if exc.obj is not None:
+        return None
+    tb = _innermost(exc.__traceback__)
+    node = _raising_node(tb) if tb is not None else None
+    # ``<owner>.<attr>.<name>`` where ``<owner>.<attr>`` gave the None.
+    if not (isinstance(node, ast.Attribute) and node.attr == exc.name and isinstance(node.value, ast.Attribute)):
+        return None
+    attr = node.value.attr
+    found, owner = _resolve(node.value.value, tb.tb_frame)
+    if not found:
+        # ``self.get_hf_config().vision_config``: nothing is called; the snapshot's own config says.
+        owner = facts.config
+    if _is_config(owner) and getattr(owner, attr, ...) is None:
+        return Lacking("config", f"{type(owner).__name__}.{attr}")
+    return None
+
+
+def _unknown_text(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
+    """A literal token text some raising frame looks up with ``convert_tokens_to_ids`` and the vocabulary lacks."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if TEXT_LOOKUP in code.co_names:
+            text = next((t for t in _looked_up_texts(code) if facts.lacks_text(t)), None)
+            if text is not None:
+                return Lacking("vocabulary", text)
+        tb = tb.tb_next
+    return None
+
+
+def _looked_up_texts(code) -> list[str]:
+    """Every string literal a function passes to ``convert_tokens_to_ids``."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    texts = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == TEXT_LOOKUP:
+            texts += [arg.value for arg in node.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+    return texts
