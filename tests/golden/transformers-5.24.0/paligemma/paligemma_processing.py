@@ -417,8 +417,16 @@ class PaliGemmaMultiModalProcessor(BaseMultiModalProcessor[PaliGemmaProcessingIn
         )
 
     def _postprocess_prompt(self, prompt: list[int]) -> list[int]:
-        # HF appends "\n" to every prompt (models/paligemma/processing_paligemma.py:169).
-        suffix = self.info.get_tokenizer().encode("\n", add_special_tokens=False)
+        # HF appends "\n" to every prompt's text (models/paligemma/processing_paligemma.py:169) and
+        # tokenizes them together, so the tokenizer merges it with the prompt's last token.
+        tokenizer = self.info.get_tokenizer()
+        suffix = tokenizer.encode("\n", add_special_tokens=False)
+        if prompt and prompt[-1] not in tokenizer.all_special_ids:
+            joined = tokenizer.encode(
+                tokenizer.decode(prompt[-1:]) + "\n", add_special_tokens=False
+            )
+            if len(joined) < 1 + len(suffix):
+                return [*prompt[:-1], *joined]
         return [*prompt, *suffix]
 
     def _get_prompt_updates(
