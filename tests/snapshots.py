@@ -194,3 +194,12 @@ def phi4_audio_compression_snapshot(directory: Path) -> Path:
         data["audio_processor"]["audio_compression_rate"] = 4
 
     return _variant("phi4_multimodal", directory, processor=processor)
+
+
+def llava_tower_mismatch_snapshot(directory: Path) -> Path:
+    """LLaVA whose CLIP tower is built for half the size its processor crops to: the model refuses every image."""
+
+    def config(data):
+        data["vision_config"]["image_size"] //= 2
+
+    return _variant("llava", directory, config=config)

@@ -10,12 +10,17 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mmport.errors import MmportError
 from mmport.runtime.hf_model import ModelOptions
 from mmport.serve import ServeOptions
 from mmport.verify.report import CHECKS, CheckResult, Failure, ItemSize, Report
-from mmport.verify.settings import SETTINGS_PER_MODALITY
+from mmport.verify.settings import SETTINGS_PER_MODALITY, Setting
+
+if TYPE_CHECKING:
+    from mmport.verify.fit import FitJudge
+    from mmport.verify.reference import HFReference
 
 __all__ = ["CheckResult", "Failure", "ModelOptions", "Report", "ServeOptions", "verify_port"]
 
@@ -63,8 +68,9 @@ def verify_port(
     from mmport.verify.model_check import ModelCheck
     from mmport.verify.reference import HFReference
     from mmport.verify.embeds import check_embeddings
+    from mmport.verify.fit import FitJudge
     from mmport.verify.session import Session
-    from mmport.verify.settings import Setting, check_known_kwargs, count_changing_settings, telling_items
+    from mmport.verify.settings import telling_items
 
     started = time.perf_counter()
     notify = progress or (lambda message: None)
@@ -101,12 +107,9 @@ def verify_port(
             described = ", ".join(item.describe() for item in probe.items) or "no items"
             cases[probe.name] = f"{described}; prompt {probe.prompt(hf.placeholders())!r}{written}"
             session.run_probe(probe, checks)
-        if processor_kwargs:
-            check_known_kwargs(hf.processor, processor_kwargs)
-            settings = [Setting(dict(processor_kwargs), origin="pinned")]
-        else:
-            notify("finding settings that change HF's counts")
-            settings = count_changing_settings(hf, seed, settings_per_modality)
+        # One judge per run: the tiny twin it may build, and each setting's fit, are cached in it.
+        fits = FitJudge(hf, model_check.model if model_check else None, seed=seed)
+        settings = _request_settings(hf, fits, processor_kwargs, seed, settings_per_modality, notify)
         for setting in settings:
             limits = session.probe_limits()
             limits = {setting.modality: limits[setting.modality]} if setting.modality in limits else limits
@@ -150,7 +153,27 @@ def verify_port(
         ref, str(port_path), chosen.name, probes, seed, checks, seconds, cases, modalities, described,
         token_windows=session.token_windows, probe_items=sizes, curves=swept,
         settings_sought=bool(processor_kwargs) or settings_per_modality > 0,
+        settings_not_applicable=fits.not_applicable(), settings_undecided=fits.undecided(),
     )
+
+
+def _request_settings(
+    hf: HFReference, fits: FitJudge, processor_kwargs: dict | None, seed: int, per_modality: int, notify: Callable[[str], None]
+) -> list[Setting]:
+    """The settings probes also run under: the user's (``--processor-kwargs``), else drawn from HF's count changes.
+
+    Either way only settings the HF model can take (``fits``, a
+    :class:`~mmport.verify.fit.FitJudge`): vLLM's users can only send those.
+    A drawn one the model cannot take is replaced by another that it can.
+    """
+    from mmport.verify.settings import check_known_kwargs, count_changing_settings
+
+    if processor_kwargs:
+        check_known_kwargs(hf.processor, processor_kwargs)
+        pinned = Setting(dict(processor_kwargs), origin="pinned")
+        return [pinned] if fits.applicable(pinned) else []
+    notify("finding settings that change HF's counts (and that the HF model takes)")
+    return count_changing_settings(hf, seed, per_modality, keep=fits.applicable)
 
 
 def _check_serve(

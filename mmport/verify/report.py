@@ -18,6 +18,7 @@ __all__ = [
     "Lacking",
     "Loudness",
     "Report",
+    "SettingFit",
     "Status",
     "TokenWindow",
     "Verdict",
@@ -133,6 +134,23 @@ class TokenWindow:
 
 
 @dataclass(frozen=True)
+class SettingFit:
+    """Whether the HF model takes what HF's processor gives under one request setting (:mod:`mmport.verify.fit`).
+
+    ``SettingFit("image", "do_center_crop=false", "not applicable", "HF's processor gives ...", "tower input size",
+    "a 1600×1200 image")``: no engine serves such a request, so the port is not judged under it.
+    ``undecided`` settings are judged, and ``reason`` says why their fit could not be told.
+    """
+
+    modality: str
+    setting: str  # described: ``do_center_crop=false``
+    verdict: Literal["applicable", "not applicable", "undecided"]
+    reason: str = ""  # why not (HF's model error, or the static fact with its source), or why undecided
+    basis: str = ""  # how it was decided: "tower input size", or the model that ran
+    item: str = ""  # the item it was decided on, described
+
+
+@dataclass(frozen=True)
 class ItemSize:
     """What decides one probe item's count, as numbers: ``(width, height)``, frames and rate, or seconds."""
 
@@ -226,6 +244,9 @@ class Report:
     settings: list[tuple[str, str, str]] = field(default_factory=list)
     # Whether settings were looked for at all (``--settings 0`` asks for none).
     settings_sought: bool = True
+    # Settings HF's model cannot take (not judged), and those whose fit could not be told (judged).
+    settings_not_applicable: list[SettingFit] = field(default_factory=list)
+    settings_undecided: list[SettingFit] = field(default_factory=list)
     # Per probe whose tokens differ: both sides around the first difference.
     token_windows: dict[str, TokenWindow] = field(default_factory=dict)
     # Per probe, its items' sizes, in order.
@@ -278,6 +299,8 @@ class Report:
             "probe_cases": self.probe_cases,
             "probe_modalities": self.probe_modalities,
             "settings": [{"modality": m, "kwargs": k, "origin": o} for m, k, o in self.settings],
+            "settings_not_applicable": [_fit_json(f) for f in self.settings_not_applicable],
+            "settings_undecided": [_fit_json(f) for f in self.settings_undecided],
             "token_windows": {probe: asdict(w) for probe, w in self.token_windows.items()},
             "probe_items": {probe: [asdict(i) for i in items] for probe, items in self.probe_items.items()},
             "curves": {modality: asdict(c) for modality, c in self.curves.items()},
@@ -331,3 +354,8 @@ def _junit_case(suite: ET.Element, ref: str, c: CheckResult) -> None:
         node.text = "\n".join(u.describe() for u in c.unjudged)
     elif c.status == "skip":
         ET.SubElement(case, "skipped", message=c.skipped or "no probe exercised this check")
+
+
+def _fit_json(fit: SettingFit) -> dict[str, str]:
+    """A setting's fit in the report's JSON: ``kwargs`` named as ``settings`` names them."""
+    return {"modality": fit.modality, "kwargs": fit.setting, "reason": fit.reason, "basis": fit.basis, "item": fit.item}

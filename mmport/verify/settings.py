@@ -16,6 +16,7 @@ import dataclasses
 import json
 import random
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,11 +185,16 @@ def _reshapes_patches(hf: Any, item: Any, setting: Setting) -> bool:
     return widths[0] != widths[1]
 
 
-def count_changing_settings(hf: Any, seed: int = 0, per_modality: int = SETTINGS_PER_MODALITY) -> list[Setting]:
+def count_changing_settings(
+    hf: Any, seed: int = 0, per_modality: int = SETTINGS_PER_MODALITY, keep: Callable[[Setting], bool] | None = None
+) -> list[Setting]:
     """Up to ``per_modality`` settings per modality under which HF counts a reference item differently (seeded).
 
     ``hf`` is the verify reference (:class:`mmport.verify.reference.HFReference`).
-    Settings HF rejects, or under which it counts as by default, are not kept.
+    Settings HF rejects, or under which it counts as by default, are not kept;
+    nor those ``keep`` turns down (settings the HF model cannot take,
+    :meth:`mmport.verify.fit.FitJudge.applicable`): another value, or another
+    setting, is drawn in their place, so they cost no coverage.
     """
     if per_modality <= 0:
         return []
@@ -221,6 +227,8 @@ def count_changing_settings(hf: Any, seed: int = 0, per_modality: int = SETTINGS
                         continue
                 except Exception:
                     continue  # HF rejects the value: no request could carry it
+                if keep is not None and not keep(setting):
+                    continue
                 found.append(setting)
                 break
         chosen += found
