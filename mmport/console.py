@@ -199,14 +199,32 @@ def report_table(report) -> Table:
         status = check.status
         shown = status.replace("_", " ")
         table.add_row(check.name, f"[{colours[status]}]{shown}[/]", str(check.runs), escape(check.detail()))
+    table.caption = escape(" | ".join([_settings_caption(report), *_setting_fit_lines(report)]))
+    return table
+
+
+def _settings_caption(report) -> str:
+    """The request settings the probes also ran under, in words."""
     if report.settings:
         under = "; ".join(f"{kwargs} ({modality or 'all'}, {origin})" for modality, kwargs, origin in report.settings)
-        table.caption = escape(f"probes also ran under request settings: {under}")
-    elif not report.settings_sought:
-        table.caption = "probes ran under the defaults only (--settings 0)"
-    else:
-        table.caption = "no request setting changes HF's counts here: probes ran under the defaults"
-    return table
+        return f"probes also ran under request settings: {under}"
+    if not report.settings_sought:
+        return "probes ran under the defaults only (--settings 0)"
+    if report.settings_not_applicable:
+        return "no request setting the model takes changes HF's counts here: probes ran under the defaults"
+    return "no request setting changes HF's counts here: probes ran under the defaults"
+
+
+def _setting_fit_lines(report) -> list[str]:
+    """Settings the HF model cannot take (not judged), and those whose fit could not be told (judged), with reasons."""
+    lines = []
+    if report.settings_not_applicable:
+        named = "; ".join(f"{f.setting} ({f.modality}): {f.reason}" for f in report.settings_not_applicable)
+        lines.append(f"not applicable to this checkpoint, so not judged: {named}")
+    if report.settings_undecided:
+        named = "; ".join(f"{f.setting} ({f.modality}): {f.reason}" for f in report.settings_undecided)
+        lines.append(f"judged, though whether the model takes them could not be told: {named}")
+    return lines
 
 
 def manifest_table(outcomes, *, workers: int, wall: float) -> Table:

@@ -3,6 +3,7 @@ and verify's verdict on wrong ports made by editing a correct one."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -88,14 +89,57 @@ def test_derived_replacement_follows_snapshot(build, tmp_path) -> None:
     assert count["replacement"], count
 
 
-def test_handwritten_port_passes_under_defaults_and_fails_where_it_ignores_a_setting(tmp_path) -> None:
-    # Written as vLLM's own LLaVA port is: every image counted at the vision tower's
-    # size, whatever the request's processor kwargs say.
-    code, report = _verify("llava", HANDWRITTEN, tmp_path)
-    failing = {f["probe"] for check in report["checks"].values() for f in check["failures"]}
-    assert code == 1 and failing, report
+def test_handwritten_port_passes_and_names_the_settings_its_model_cannot_take() -> None:
+    # Written as vLLM's own LLaVA port is: every image counted at the vision tower's size,
+    # whatever the request's processor kwargs say. The settings that change HF's counts
+    # make HF's processor hand CLIP pixels it refuses, so no engine serves them.
+    from rich.console import Console
+
+    from mmport.console import report_table
+    from mmport.verify import verify_port
+    from mmport.verify.html import render_html
+
+    verified = verify_port("llava", HANDWRITTEN, probes=6, settings_per_modality=1)
+    report = json.loads(verified.to_json())
+    assert verified.passed, verified.failure_summary()
+    dropped = report["settings_not_applicable"]
+    assert dropped and all(f["reason"] and f["kwargs"] in f["reason"] for f in dropped), report
+    assert not {f["kwargs"] for f in dropped} & {s["kwargs"] for s in report["settings"]}
+    assert not any(f["kwargs"] in probe for f in dropped for probe in report["probe_cases"]), "its probes must not run"
+    console = Console(record=True, width=200)
+    console.print(report_table(verified))
+    said = " ".join(console.export_text().split())
+    assert "not applicable to this checkpoint" in said and all(f["kwargs"] in said for f in dropped), said
+    page = render_html(verified)
+    assert "not applicable to this checkpoint" in page and all(html.escape(f["reason"]) in page for f in dropped)
+
+
+def test_a_pinned_setting_its_model_cannot_take_is_named_not_judged(tmp_path) -> None:
+    # The user pins what verify would drop: the same verdict, and no probe runs under it.
+    from mmport.sources import resolve
+    from mmport.verify.fit import FitJudge
+    from mmport.verify.reference import HFReference
+    from mmport.verify.settings import count_changing_settings
+
+    hf = HFReference(resolve("llava"))
+    judge = FitJudge(hf)
+    refused = [s for s in count_changing_settings(hf, per_modality=99) if not judge.applicable(s)]
+    assert refused, "no setting the model refuses here, so this test could not fail"
+    code, report = verify_report("llava", HANDWRITTEN, probes=2, processor_kwargs=refused[0].kwargs)
+    assert code == 0, report
+    assert report["settings"] == [] and [f["kwargs"] for f in report["settings_not_applicable"]] == [refused[0].describe()]
+
+
+@slow
+def test_port_ignoring_drawn_settings_its_model_takes_fails(scaffolded, tmp_path) -> None:
+    # Qwen2-VL's model takes its pixel budgets (a tiny twin runs on HF's outputs under
+    # them), so a port counting every item under the defaults is judged, and fails.
+    wrong = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", "                mm_kwargs=hf_processor_mm_kwargs,\n", "", tmp_path)
+    code, report = _verify("qwen2_vl", wrong, tmp_path)
     drawn = [s["kwargs"] for s in report["settings"]]
-    assert all(any(f"[{kwargs}]" in probe for kwargs in drawn) for probe in failing), failing
+    assert code == 1 and drawn and not report["settings_not_applicable"], report
+    failing = {f["probe"] for f in report["checks"]["tokens"]["failures"]}
+    assert failing and all(any(f"[{kwargs}]" in probe for kwargs in drawn) for probe in failing), failing
     # Each failure says it happens only under a request setting, and how vLLM would show it.
     failures = [f for check in report["checks"].values() for f in check["failures"]]
     assert all(f["occurs"] == "setting" and f["setting"] in drawn for f in failures), failures

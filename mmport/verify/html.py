@@ -79,13 +79,23 @@ def _header(report: Report, verdict: str) -> str:
         ("backend", escape(report.backend)),
         ("probes", f"{report.probes} (seed {report.seed})"),
         ("time", f"{report.seconds:.1f} s"),
-        ("request settings", escape(settings or "none changes HF's counts here: probes ran under the defaults")),
+        ("request settings", escape(settings or f"none {'the model takes ' if report.settings_not_applicable else ''}changes HF's counts here: probes ran under the defaults")),
+        *_setting_fits(report),
     ]
     meta = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in rows)
     return (
         f'<header><h1>mmport verify <code>{escape(report.ref)}</code><span class="verdict {report.verdict}">{verdict}</span></h1>'
         f'<dl class="meta">{meta}</dl></header>'
     )
+
+
+def _setting_fits(report: Report) -> list[tuple[str, str]]:
+    """Header rows for settings the HF model cannot take, and those whose fit could not be told."""
+    rows = []
+    for label, fits in (("not applicable to this checkpoint", report.settings_not_applicable), ("model fit not told", report.settings_undecided)):
+        if fits:
+            rows.append((label, "<br>".join(f"<code>{escape(f.setting)}</code> ({escape(f.modality)}): {escape(f.reason)}" for f in fits)))
+    return rows
 
 
 def _first_failure(report: Report) -> Failure | None:
