@@ -45,10 +45,11 @@ from mmport.verify.reference import HFOutput, HFReference
 from mmport.verify.report import SettingFit
 from mmport.verify.settings import Setting, telling_items
 
-__all__ = ["FitJudge", "FixedInput", "fixed_inputs"]
+__all__ = ["FitJudge", "FixedInput", "fixed_inputs", "static_misfit"]
 
 # Methods of the model class whose own default could ask a tower to interpolate.
 _ENTRY_POINTS = ("forward", "get_image_features", "get_video_features")
+# The basis a statically decided fit names (no model ran).
 STATIC = "tower input size"
 
 
@@ -140,8 +141,8 @@ def static_misfit(towers: list[FixedInput], default: HFOutput, under: HFOutput, 
             if before.get(key) == tower.size and sides != tower.size:
                 return (
                     f"HF's processor gives `{key}` of {sides[0]}×{sides[1]} for {item} under {described}; {tower.tower} takes "
-                    f"{tower.config}.image_size {tower.size[0]}×{tower.size[1]} only (its forward does not interpolate "
-                    f"position embeddings by default: interpolate_pos_encoding=False, {tower.source})"
+                    f"{tower.config}.image_size {tower.size[0]}×{tower.size[1]} only (its forward interpolates position "
+                    f"embeddings only when asked, through interpolate_pos_encoding: {tower.source})"
                 )
     return ""
 
