@@ -41,6 +41,7 @@ class Verdict:
     checks: list[str] = field(default_factory=list)  # the failing checks (or, for cannot judge, those that cannot)
     detail: str = ""
     seconds: float = 0.0
+    reproducer: str = ""  # for a fail: the markdown of docs/findings/audit/<model_type>.md
 
 
 @dataclass
@@ -77,7 +78,76 @@ def _verdict_of(report, seconds: float) -> Verdict:
     # A check's status is the report's verdict on the checks that decided it.
     named = [c for c in report.checks.values() if c.status == report.verdict]
     first = named[0].detail()
-    return Verdict(report.verdict.replace("_", " "), [c.name for c in named], f"{named[0].name}: {first}"[:300], seconds)
+    reproducer = reproducer_of(report, named[0]) if report.verdict == "fail" else ""
+    return Verdict(report.verdict.replace("_", " "), [c.name for c in named], f"{named[0].name}: {first}"[:300], seconds, reproducer)
+
+
+# Names of the snapshot's values that decide an item's count: the geometry a reproducer states.
+GEOMETRY_WORDS = ("size", "pixels", "patch", "crop", "tile", "split", "pinpoints", "seq_length", "merge", "tokens", "frames", "fps")
+
+
+def snapshot_geometry(model_type: str) -> dict[str, object]:
+    """The snapshot's count-deciding values: vision sub-config sizes and the processors' settings named by GEOMETRY_WORDS."""
+    from mmport.sources import resolve
+
+    snapshot = resolve(model_type)
+    geometry: dict[str, object] = {}
+    config = snapshot.load_config().to_dict()
+    for section, values in config.items():
+        if isinstance(values, dict) and section.endswith("_config") and section != "text_config":
+            geometry |= {f"{section}.{k}": v for k, v in values.items() if k in ("image_size", "patch_size", "spatial_merge_size")}
+    processor = snapshot.load_processor()
+    for key, value in vars(processor).items():
+        if any(word in key for word in GEOMETRY_WORDS) and isinstance(value, int | float | str) and not key.startswith("_"):
+            geometry[f"processor.{key}"] = value
+    for part in ("image_processor", "video_processor", "feature_extractor"):
+        sub = getattr(processor, part, None)
+        for key, value in (sub.to_dict() if sub is not None else {}).items():
+            if any(word in key for word in GEOMETRY_WORDS) and value is not None and not key.startswith("_"):
+                geometry[f"{part}.{key}"] = value
+    return geometry
+
+
+def reproducer_of(report, check) -> str:
+    """A finding a maintainer could file: the snapshot's geometry, the one probe, what differs, how bad, the command."""
+    import json
+
+    failure = check.failures[0]
+    lines = [
+        f"# {report.ref}: vLLM 0.33's port fails `{check.name}`",
+        "",
+        f"Written by `benchmarks/audit.py` from one run of `mmport verify {report.ref} --port vllm --settings {SETTINGS}` "
+        "inside vLLM 0.33 (docs/vllm.md says how to build that environment); do not edit by hand.",
+        "",
+        f"- **What differs**: {failure.describe()}",
+        f"- **How bad**: {failure.severity()} (loud: vLLM raises; silent: wrong ids, counts or embeddings)",
+        f"- **The probe**: {report.probe_cases.get(failure.probe, failure.probe)}",
+    ]
+    window = report.token_windows.get(failure.probe)
+    if window is not None:
+        lines.append(f"- **Around the first difference** (from position {window.start}): HF {list(window.hf_tokens or window.hf)}, "
+                     f"vLLM {list(window.port_tokens or window.port)}")
+    others = [f.describe() for f in check.failures[1:4]]
+    if others:
+        lines += ["- **Also**: " + "; ".join(others)]
+    lines += [
+        "",
+        "## The snapshot",
+        "",
+        f"The synthetic `{report.ref}` snapshot (transformers' default config and processors, a tokenizer of the family's kind); "
+        "the values that decide an item's count:",
+        "",
+        "```json",
+        json.dumps(snapshot_geometry(report.ref), indent=2, default=str),
+        "```",
+        "",
+        "## Reproduce",
+        "",
+        "```bash",
+        f"PYTHONPATH=. /opt/mmport-vllm-venv/bin/python -m mmport verify {report.ref} --port vllm --settings {SETTINGS} --seed 0",
+        "```",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _registered_architecture(model_type: str) -> str | None:
@@ -184,13 +254,24 @@ def render_markdown(audits: list[Audit], versions: str, seconds: float, jobs: in
     ]
     for a in audited:
         ours = a.mmport.verdict if a.mmport else ""
-        row = [a.model_type, a.architecture, a.vllm.verdict, ", ".join(a.vllm.checks), ours, _cell(a.vllm.detail), f"`{a.command()}`"]
+        verdict = f"[fail](findings/audit/{a.model_type}.md)" if a.vllm.reproducer else a.vllm.verdict
+        row = [a.model_type, a.architecture, verdict, ", ".join(a.vllm.checks), ours, _cell(a.vllm.detail), f"`{a.command()}`"]
         lines.append("| " + " | ".join(row) + " |")
     left_out = [a for a in audits if not a.vllm]
     if left_out:
         lines += ["", "## Not audited", "", "| model_type | why |", "|---|---|"]
         lines += [f"| {a.model_type} | {_cell(a.note)} |" for a in left_out]
     return "\n".join(lines) + "\n"
+
+
+def write_reproducers(audits: list[Audit], directory: Path) -> None:
+    """One file per failing vLLM port (stale ones removed): what docs/audit.md's fail rows link."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.md"):
+        stale.unlink()
+    for a in audits:
+        if a.vllm and a.vllm.reproducer:
+            (directory / f"{a.model_type}.md").write_text(a.vllm.reproducer)
 
 
 def main() -> None:
@@ -220,6 +301,7 @@ def main() -> None:
     text = render_markdown(audits, versions, time.perf_counter() - started, args.jobs)
     if args.write:
         (ROOT / "docs" / "audit.md").write_text(text)
+        write_reproducers(audits, ROOT / "docs" / "findings" / "audit")
     print(text.split("| model_type")[0])
 
 

@@ -204,7 +204,7 @@ def _options(tmp_path: Path, port: Path) -> dict[str, tuple[list[str], str]]:
         "processor kwargs not JSON": (["verify", "llava", "--port", str(port), "--processor-kwargs", "{crop"], "not valid JSON"),
         "processor kwargs not an object": (["verify", "llava", "--port", str(port), "--processor-kwargs", "[1]"], "JSON object"),
         "processor kwarg unknown": (["verify", "llava", "--port", str(port), "--processor-kwargs", '{"crop_sise": 3}'], "does not take"),
-        "processor kwargs HF rejects": (["verify", "llava", "--port", str(port), "--processor-kwargs", '{"crop_size": -3}'], "rejects every probe"),
+        "processor kwargs HF rejects": (["verify", "llava", "--port", str(port), "--processor-kwargs", '{"crop_size": -3}'], "not applicable to this checkpoint"),
         "invalid hub id": (["inspect", "a/b/c"], "not a valid hub id"),
         "unknown option": (["inspect", "llava", "--frobnicate"], "No such option"),
         "unknown command": (["frobnicate"], "No such command"),

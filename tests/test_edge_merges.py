@@ -15,7 +15,7 @@ import pytest
 from mmport.analyzers.edgemerges import merge_at_edges
 from mmport.sources import resolve
 from mmport.sources.tokens import WHITESPACE_RUNS
-from tests.conftest import invoke, mutated_port
+from conftest import invoke, mutated_port
 
 slow = pytest.mark.slow
 

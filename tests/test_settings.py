@@ -115,13 +115,16 @@ def _judged_under_grid_setting(ref: str, name: str, scaffolded, **options) -> di
     hf = HFReference(resolve(ref))
     item = hf.reference_items("image")[-1]
     assert hf.item_count(item, Setting(setting)) != hf.item_count(item), "the setting must matter, or this test could not fail"
-    code, report = verify_report(ref, scaffolded(ref) / f"{ref}_processing.py", probes=3, processor_kwargs=setting, **options)
-    if report["settings_not_applicable"]:
+    from mmport.errors import MmportError
+
+    try:
+        code, report = verify_report(ref, scaffolded(ref) / f"{ref}_processing.py", probes=3, processor_kwargs=setting, **options)
+    except MmportError as exc:
         # HF's own model cannot take it (a tower built to merge by another size): no engine
-        # serves such a request, so nothing is judged under it. Measured again here.
+        # serves such a request, so nothing the user pinned can be judged. Measured again here.
+        assert "not applicable to this checkpoint" in str(exc), exc
         _hf_model_refuses(hf, Setting(setting), item)
-        assert code == 0 and not any(name in probe for probe in report["probe_cases"]), report
-        return report
+        return {}
     assert [name in probe for probe in report["probe_cases"]].count(True) >= 3, report["probe_cases"]
     assert "refuses" not in report["checks"]["tokens"]["summary"], report["checks"]["tokens"]  # followed, not refused
     assert code == 0, report
@@ -151,7 +154,7 @@ def test_generated_port_follows_a_setting_that_reshapes_the_token_grid(model_typ
 def test_generated_port_follows_a_setting_that_reshapes_the_token_grid_in_real_vllm(model_type, name, scaffolded) -> None:
     pytest.importorskip("vllm.multimodal.processing")
     report = _judged_under_grid_setting(model_type, name, scaffolded, backend="vllm")
-    assert report["backend"].startswith("vllm 0.33"), report["backend"]
+    assert not report or report["backend"].startswith("vllm 0.33"), report["backend"]
 
 
 @pytest.mark.vllm

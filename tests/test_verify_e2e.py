@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import failed_checks, mutated_port, scaffold_port, verify_report
+from conftest import failed_checks, invoke, mutated_port, scaffold_port, verify_report
 from snapshots import (
     colpali_bos_snapshot,
     gemma3_seq64_snapshot,
@@ -114,8 +114,9 @@ def test_handwritten_port_passes_and_names_the_settings_its_model_cannot_take() 
     assert "not applicable to this checkpoint" in page and all(html.escape(f["reason"]) in page for f in dropped)
 
 
-def test_a_pinned_setting_its_model_cannot_take_is_named_not_judged(tmp_path) -> None:
-    # The user pins what verify would drop: the same verdict, and no probe runs under it.
+def test_a_pinned_setting_its_model_cannot_take_is_bad_input(tmp_path) -> None:
+    # The user pins what verify would drop: nothing they asked for can be judged, so it is
+    # their input that is wrong (exit 2, one line naming the setting and the reason).
     from mmport.sources import resolve
     from mmport.verify.fit import FitJudge
     from mmport.verify.reference import HFReference
@@ -125,9 +126,10 @@ def test_a_pinned_setting_its_model_cannot_take_is_named_not_judged(tmp_path) ->
     judge = FitJudge(hf)
     refused = [s for s in count_changing_settings(hf, per_modality=99) if not judge.applicable(s)]
     assert refused, "no setting the model refuses here, so this test could not fail"
-    code, report = verify_report("llava", HANDWRITTEN, probes=2, processor_kwargs=refused[0].kwargs)
-    assert code == 0, report
-    assert report["settings"] == [] and [f["kwargs"] for f in report["settings_not_applicable"]] == [refused[0].describe()]
+    result = invoke("verify", "llava", "--port", str(HANDWRITTEN), "--probes", "2", "--processor-kwargs", json.dumps(refused[0].kwargs))
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert "not applicable to this checkpoint" in said and refused[0].describe() in said and "Traceback" not in said, said
 
 
 @slow

@@ -171,7 +171,11 @@ def _request_settings(
     if processor_kwargs:
         check_known_kwargs(hf.processor, processor_kwargs)
         pinned = Setting(dict(processor_kwargs), origin="pinned")
-        return [pinned] if fits.applicable(pinned) else []
+        fit = fits.fit(pinned)
+        if fit.verdict == "not applicable":
+            # Nothing the user asked for can be judged: no engine serves such a request.
+            raise MmportError(f"--processor-kwargs {pinned.describe()} is not applicable to this checkpoint: {fit.reason}")
+        return [pinned]
     notify("finding settings that change HF's counts (and that the HF model takes)")
     return count_changing_settings(hf, seed, per_modality, keep=fits.applicable)
 
