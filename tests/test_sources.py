@@ -255,3 +255,18 @@ def test_synthetic_video_processor_normalizes_as_its_sibling_does() -> None:
     processor = resolve("nemotron_h_omni").load_processor()
     assert list(processor.video_processor.norm_mean) == list(processor.image_processor.image_mean)
     assert list(processor.video_processor.norm_std) == list(processor.image_processor.image_std)
+
+
+@pytest.mark.parametrize("model_type", ["llava_next_video", "internvl"])
+def test_synthetic_video_frames_feed_the_tower_images_do(model_type) -> None:
+    # transformers' default video processor and tower are written apart (LLaVA-NeXT-Video's
+    # frames at 224 px, its CLIP at 336); a checkpoint sizes frames for the tower.
+    snapshot = resolve(model_type)
+    processor = snapshot.load_processor()
+    tower = lookup_config(snapshot.config_dict, "image_size")
+    tower = list(tower) if isinstance(tower, list | tuple) else [tower, tower]
+    for attr in ("size", "crop_size"):
+        for part in (processor.image_processor, processor.video_processor):
+            size = getattr(part, attr, None)
+            if size is not None and size.get("height") is not None:
+                assert [size["height"], size["width"]] == tower, (type(part).__name__, attr, size, tower)

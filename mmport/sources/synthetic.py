@@ -188,7 +188,8 @@ def _other_processor(attribute: str, model_type: str, config: Mapping[str, Any],
         return None
     if cls is None:
         return None
-    return cls(**_audio_geometry(cls, config)) if attribute != "video_processor" else cls()
+    # Frames feed the same vision tower as images: a checkpoint sizes both for it.
+    return cls(**_audio_geometry(cls, config)) if attribute != "video_processor" else cls(**_vision_geometry(cls, config))
 
 
 def _audio_geometry(feature_extractor_cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -217,15 +218,19 @@ def _vision_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> di
     image processor declares is set to the tower's ``image_size``.
     """
     image_size = lookup_config(config, "image_size")
-    if not isinstance(image_size, int):
+    if isinstance(image_size, int) and not isinstance(image_size, bool):
+        height = width = image_size
+    elif isinstance(image_size, list | tuple) and len(image_size) == 2 and all(isinstance(v, int) for v in image_size):
+        height, width = image_size  # InternVL's [448, 448]
+    else:
         return {}
     overrides: dict[str, Any] = {}
     for attr in ("size", "crop_size"):
         size = getattr(image_processor_cls, attr, None)
         if isinstance(size, Mapping) and {"height", "width"} <= set(size):
-            overrides[attr] = {"height": image_size, "width": image_size}
+            overrides[attr] = {"height": height, "width": width}
         elif isinstance(size, Mapping) and set(size) == {"shortest_edge"}:
-            overrides[attr] = {"shortest_edge": image_size}
+            overrides[attr] = {"shortest_edge": min(height, width)}
     return overrides
 
 
