@@ -299,3 +299,18 @@ def test_tokenizer_bos_switched_off_by_the_processor_stays_off(tmp_path) -> None
     assert "add_special_tokens=False" in port.read_text()
     code, report = _verify(str(snapshot), port, tmp_path)
     assert code == 0, report
+
+
+def test_a_modality_the_port_declares_unsupported_is_named_not_failed(scaffolded, tmp_path) -> None:
+    # vLLM's contract: a limit of 0 says the port does not support the modality, and vLLM
+    # refuses such requests loudly. The port is judged on the rest; the report names it.
+    limits = 'return {"image": None, "video": None}'
+    port = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", limits, 'return {"image": None, "video": 0}', tmp_path)
+    code, report = verify_report("qwen2_vl", port, probes=4, settings_per_modality=0)
+    assert code == 0, report
+    assert "video not judged: the port declares it unsupported" in report["checks"]["tokens"]["summary"], report["checks"]["tokens"]
+    assert not any("video" in described for described in report["probe_cases"].values()), report["probe_cases"]
+    # Every modality unsupported: nothing is compared, and that fails closed.
+    (tmp_path / "none").mkdir()
+    none = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", limits, 'return {"image": 0, "video": 0}', tmp_path / "none")
+    assert verify_report("qwen2_vl", none, probes=4, settings_per_modality=0)[0] == 1

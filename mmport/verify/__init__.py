@@ -111,6 +111,8 @@ def verify_port(
         fits = FitJudge(hf, model_check.model if model_check else None, seed=seed)
         settings = _request_settings(hf, fits, processor_kwargs, seed, settings_per_modality, notify)
         for setting in settings:
+            if setting.modality in session.unsupported:
+                continue  # the port declares the modality unsupported: nothing of it is probed
             limits = session.probe_limits()
             limits = {setting.modality: limits[setting.modality]} if setting.modality in limits else limits
             # Each probe leads with an item HF counts differently under the setting, so a port ignoring it shows.

@@ -86,6 +86,10 @@ class Session:
         self.settings_of: dict[str, str] = {}  # probe name -> the request settings it ran under
         self.limits_raised: Exception | None = None
         self.limits, self.limits_error = self._port_limits()
+        # Modalities the port declares it does not support (a limit of 0, vLLM's way of
+        # saying so): vLLM refuses such items loudly, so they are named, not probed.
+        self.unsupported = [m for m in self.hf.modalities if self.limits.get(m) == 0]
+        self.limits = {m: limit for m, limit in self.limits.items() if m not in self.unsupported}
 
     def _port_limits(self) -> tuple[dict[str, int | None], str]:
         try:
@@ -129,6 +133,8 @@ class Session:
         """
         limits = {}
         for modality in self.hf.modalities:
+            if modality in self.unsupported:
+                continue
             limit = self.limits.get(modality)
             limits[modality] = MAX_PROBE_ITEMS if limit is None else max(1, min(MAX_PROBE_ITEMS, limit))
         return limits
@@ -272,6 +278,10 @@ class Session:
     def finish(self, checks: dict[str, CheckResult]) -> None:
         """Name what was not compared, and fail closed: a check that compared nothing fails."""
         notes = [f"{modality} not judged: {reason}" for modality, reason in self.hf.refused.items()]
+        notes += [
+            f"{modality} not judged: the port declares it unsupported (a limit of 0), so vLLM refuses such requests loudly"
+            for modality in self.unsupported
+        ]
         if self.rejected:
             notes.append(f"HF rejects {len(self.rejected)} probe(s): " + "; ".join(self.rejected))
         if self.refused_settings:
@@ -385,7 +395,7 @@ class Session:
         if self.limits_error:
             self._raised(result, "limits", self.limits_raised, self.limits_error)
             return
-        missing = [m for m in self.hf.modalities if m not in self.limits]
+        missing = [m for m in self.hf.modalities if m not in self.limits and m not in self.unsupported]
         if missing:
             result.failures.append(Failure("limits", f"HF handles {', '.join(missing)} but the port declares no limit for it", loudness="loud"))
         for modality in self.hf.modalities:
