@@ -5,17 +5,29 @@ from each other (per-item outputs must not be confusable). Videos come as
 vLLM's loader hands them on: decoded frames (``(frames, height, width, 3)``
 uint8) plus a metadata dict (``fps``, ``frames_indices``,
 ``total_num_frames``, ``duration``, ``do_sample_frames=False``: vLLM samples
-frames itself). Audio is mono float32 at a given sampling rate.
+frames itself). Audio is mono float32 at a given sampling rate. An item may
+also be given as its embeddings: :data:`EMBEDDING_FIELDS` names the fields.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MODALITIES", "make_audio", "make_image", "make_video", "video_metadata"]
+__all__ = ["EMBEDDING_FIELDS", "MODALITIES", "make_audio", "make_image", "make_video", "video_metadata"]
 
 # The modalities mmport ports, in the order they are reported.
 MODALITIES = ("image", "video", "audio")
+
+# The fields of an item given to a port as a dict of precomputed embeddings, and
+# their roles in vLLM's terms: the embeddings ("values") and the item's size, which
+# lays out its tokens as HF lays out those of an item of that size ("metadata").
+# The size is what HF's own token API takes (``image_sizes``, ``video_sizes``,
+# ``audio_lengths`` of ``_get_num_multimodal_tokens``), and a video's frame rate.
+EMBEDDING_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "image": (("image_embeds", "values"), ("image_size", "metadata")),
+    "video": (("video_embeds", "values"), ("video_size", "metadata"), ("video_fps", "metadata")),
+    "audio": (("audio_embeds", "values"), ("audio_length", "metadata")),
+}
 
 
 def make_image(width: int, height: int, seed: int) -> Any:

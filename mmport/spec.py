@@ -13,19 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-# The fields of an item given to a port as a dict of precomputed embeddings, and
-# their roles in vLLM's terms: the embeddings ("values") and the item's size, which
-# lays out its tokens as HF lays out those of an item of that size ("metadata").
-# The size is what HF's own token API takes (``image_sizes``, ``video_sizes``,
-# ``audio_lengths`` of ``_get_num_multimodal_tokens``), and a video's frame rate.
-EMBEDDING_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
-    "image": (("image_embeds", "values"), ("image_size", "metadata")),
-    "video": (("video_embeds", "values"), ("video_size", "metadata"), ("video_fps", "metadata")),
-    "audio": (("audio_embeds", "values"), ("audio_length", "metadata")),
-}
+from mmport.media import EMBEDDING_FIELDS
 
 __all__ = [
-    "EMBEDDING_FIELDS",
     "CallParameter",
     "CountRule",
     "EdgeMerges",

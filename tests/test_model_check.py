@@ -117,7 +117,7 @@ def test_snapshot_weights_are_loaded_with_weights(scaffolded, tmp_path) -> None:
 
     import transformers
 
-    from mmport.runtime.tiny import tiny_twin
+    from mmport.hf.tiny import tiny_twin
     from mmport.sources import resolve
 
     # A local snapshot holding weights: the synthetic LLaVA with a tiny twin's

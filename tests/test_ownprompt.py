@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mmport.analyzers.ownprompt import run_recording_prompt, writes_own_prompt
+from mmport.hf.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.sources import resolve
-from mmport.verify.probes import make_image
+from mmport.media import make_image
 
 
 def _collapse(ids: list[int], token_id: int) -> list[int]:

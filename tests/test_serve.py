@@ -36,7 +36,7 @@ def test_hub_names_come_from_transformers_renaming_table() -> None:
     from transformers.conversion_mapping import WeightRenaming, get_model_conversion_mapping
     from transformers.core_model_loading import rename_source_key
 
-    from mmport.runtime.tiny import tiny_twin
+    from mmport.hf.tiny import tiny_twin
     from mmport.serve.checkpoint import hub_names
 
     with torch.device("meta"):

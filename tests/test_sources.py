@@ -92,7 +92,7 @@ def test_synthetic_tokenizer_holds_tokens_the_call_appends() -> None:
 
 def test_token_the_processor_adds_itself_stays_unnamed() -> None:
     # BLIP-2 adds "<image>" itself unless the tokenizer names one; only that path runs.
-    from mmport.verify.probes import make_image
+    from mmport.media import make_image
 
     processor = resolve("blip-2").load_processor()
     assert not hasattr(processor.tokenizer, "image_token")
@@ -155,9 +155,9 @@ def test_config_image_token_is_the_token_hf_expands_to(model_type) -> None:
     # InternVL takes its image token from another tokenizer attribute; Aya Vision
     # expands <image> into another token. A synthetic config names, as a
     # checkpoint's does, a token the processor's output for one image holds.
-    from mmport.analyzers.fields import call_processor
-    from mmport.analyzers.wrappers import wrapped_placeholder
-    from mmport.verify.probes import make_image
+    from mmport.hf.processor import call_processor
+    from mmport.hf.wrappers import wrapped_placeholder
+    from mmport.media import make_image
 
     snapshot = resolve(model_type)
     processor = snapshot.load_processor()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mmport.runtime.tiny import twin_dict
+from mmport.hf.tiny import twin_dict
 from mmport.sources import resolve
 from mmport.verify.rebatch import rebatch
 

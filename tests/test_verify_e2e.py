@@ -213,7 +213,7 @@ def test_items_hf_expands_to_nothing_are_reported_not_compared(scaffolded, tmp_p
     # LightOnOCR gives a tiny image zero tokens; vLLM cannot hold an item with no
     # position, so verify names those probes instead of failing every port.
     from mmport.sources import resolve
-    from mmport.verify.probes import make_image
+    from mmport.media import make_image
     from mmport.verify.reference import HFReference
 
     code, report = _verify("lighton_ocr", scaffolded("lighton_ocr") / "lighton_ocr_processing.py", tmp_path)
@@ -232,7 +232,7 @@ def test_items_hf_counts_differently_in_company_are_reported_not_compared(scaffo
     # caches each item alone. verify names those probes, compares the rest, and
     # still checks that the port's items are independent (cache).
     from mmport.sources import resolve
-    from mmport.verify.probes import make_image
+    from mmport.media import make_image
     from mmport.verify.reference import HFReference
 
     hf = HFReference(resolve("llava_onevision"))

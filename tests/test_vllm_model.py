@@ -17,9 +17,9 @@ import pytest
 from conftest import scaffold_port
 
 from mmport.analyzers import analyze
-from mmport.runtime.tiny import tiny_twin
+from mmport.hf.tiny import tiny_twin
 from mmport.sources import resolve
-from mmport.verify.probes import make_image
+from mmport.media import make_image
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -14,19 +14,22 @@ from mmport.analyzers.settings import count_settings, unfollowed_switches, unrea
 from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.edgemerges import analyze_edge_merges
-from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
+from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
 from mmport.analyzers.limits import observe_limit
-from mmport.analyzers.media import handled_modalities, media_spec, refused_modalities
+from mmport.analyzers.media import media_spec
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.modeling import analyze_encoder
 from mmport.analyzers.owncall import own_call_reason
-from mmport.analyzers.ownprompt import writes_own_prompt
 from mmport.analyzers.replacement import analyze_replacement_text, merged_image_kwargs
 from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
-from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
+from mmport.analyzers.wrappers import analyze_placeholder_wrappers
 from mmport.errors import AnalysisError
+from mmport.hf.modalities import handled_modalities, refused_modalities
+from mmport.hf.ownprompt import writes_own_prompt
+from mmport.hf.processor import token_id_of
+from mmport.hf.wrappers import wrapped_placeholder
 from mmport.sources import Snapshot
 from mmport.spec import CountRule, EdgeMerges, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, PromptUpdateSpec, SettingSpec, Source
 
@@ -144,7 +147,7 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     static_fields = analyze_output_fields(type(processor.image_processor))
     token_text = str(getattr(processor, facts.token_attr))
     wrappers = analyze_placeholder_wrappers(processor_cls, facts.token_attr)
-    placeholder = None if update.mode == "insert" else wrapped_placeholder(processor, facts.token_attr, wrappers)
+    placeholder = None if update.mode == "insert" else wrapped_placeholder(processor, facts.token_attr, (wrappers.before, wrappers.after) if wrappers else None)
     embed_token_attr, embed_token_source = _embed_token(snapshot, token_id_of(processor, facts.token_attr))
     sources = {f.key: f.source for f in static_fields}
     own_prompt = _own_prompt_source(processor)

@@ -53,7 +53,7 @@ def merge_at_edges(ids: list[int], edges: Iterable[int], special: set[int], reto
 
 
 def _tokens(processor: Any, text: str, modality: str, count: int) -> list[int]:
-    from mmport.analyzers.fields import call_processor, media_kwargs, probe_media
+    from mmport.hf.processor import call_processor, media_kwargs, probe_media
 
     items = [probe_media(modality, 0)] * count
     return call_processor(processor, text, **media_kwargs(processor, modality, items))["input_ids"][0].tolist()

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method, parse_class, transformers_classes
+from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method, parse_class
+from mmport.hf.code import transformers_classes
 from mmport.spec import FieldSpec, GeometryRule, Source
 
 __all__ = ["analyze_geometry", "analyze_output_fields"]

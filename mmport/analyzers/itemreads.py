@@ -41,7 +41,8 @@ from typing import NamedTuple
 import libcst as cst
 import libcst.matchers as m
 
-from mmport.analyzers.sourcefile import ParsedClass, find_method, parse_class, transformers_classes
+from mmport.analyzers.sourcefile import ParsedClass, find_method, parse_class
+from mmport.hf.code import transformers_classes
 from mmport.spec import Source
 
 __all__ = ["ItemRead", "PATCHES_FUNCTION", "analyze_item_reads"]

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmport.analyzers.fields import call_processor, media_kwargs, token_id_of
+from mmport.hf.processor import call_processor, media_kwargs, probe_media, token_id_of
+from mmport.media import make_image
 
 __all__ = ["observe_limit"]
 
 
 def _positions(processor: Any, modality: str, count: int) -> int:
-    from mmport.analyzers.fields import probe_media
-    from mmport.verify.probes import make_image
-
     # Items HF can batch: images of one size, videos of one shape.
     items = [make_image(32, 32, i) for i in range(count)] if modality == "image" else [probe_media(modality, 0)] * count
     out = call_processor(processor, "", **media_kwargs(processor, modality, items))

@@ -11,67 +11,28 @@ video's frames, audio at the feature extractor's sampling rate).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from typing import Any
 
 from mmport.analyzers.callblock import CallBlock, analyze_call_block
-from mmport.analyzers.callparams import SUB_PROCESSORS, call_parameter
+from mmport.analyzers.callparams import call_parameter
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.settings import count_settings
-from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone, token_id_of
+from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
 from mmport.analyzers.imageproc import analyze_output_fields
 from mmport.analyzers.outputhook import analyze_output_hook
 from mmport.analyzers.owncall import own_call_reason, process_method
 from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
-from mmport.analyzers.wrappers import analyze_placeholder_wrappers, wrapped_placeholder
+from mmport.analyzers.wrappers import analyze_placeholder_wrappers
 from mmport.errors import AnalysisError, one_line
+from mmport.hf.modalities import most_written, sub_processor
+from mmport.hf.processor import call_processor, media_kwargs, probe_media, run_items, token_id_of
+from mmport.hf.quiet import quiet_transformers
+from mmport.hf.wrappers import wrapped_placeholder
 from mmport.spec import CountRule, FieldSpec, GeometryRule, ModalitySpec, PromptUpdateSpec, Source
 
-__all__ = ["SUB_PROCESSORS", "handled_modalities", "media_spec", "sub_processor"]
-
-
-def handled_modalities(processor: Any) -> list[str]:
-    """The modalities ``processor`` takes: a sub-processor for it and (but for images) a placeholder token."""
-    from mmport.media import MODALITIES
-
-    attributes = set(processor.get_attributes())
-    found = []
-    for modality in MODALITIES:
-        has_sub = any(getattr(processor, a, None) is not None for a in SUB_PROCESSORS[modality] if a in attributes)
-        if has_sub and (modality == "image" or getattr(processor, f"{modality}_token", None) is not None):
-            found.append(modality)
-    return found
-
-
-def refused_modalities(processor: Any) -> dict[str, str]:
-    """Modalities HF names but refuses even one ordinary item of, with HF's reason.
-
-    With a checkpoint's defaults some processors cannot take a video at all
-    (a hook reading metadata the video processor does not return); such a
-    side is not ported, and ``inspect`` says why.
-    """
-    from mmport.analyzers.fields import _run, probe_media
-
-    refused = {}
-    for modality in handled_modalities(processor):
-        if modality == "image":
-            continue
-        try:
-            _run(processor, [probe_media(modality, 0)], wrapped_placeholder(processor, f"{modality}_token"), modality)
-        except Exception as exc:
-            refused[modality] = f"HF refuses an ordinary {modality} with its placeholder ({one_line(exc)})"
-    return refused
-
-
-def sub_processor(processor: Any, modality: str) -> tuple[str, Any]:
-    """``(attribute, object)`` of the sub-processor that handles ``modality``."""
-    for attribute in SUB_PROCESSORS[modality]:
-        value = getattr(processor, attribute, None)
-        if value is not None:
-            return attribute, value
-    raise AnalysisError(f"{type(processor).__name__} has no {modality} processor")
+__all__ = ["media_spec"]
 
 
 def _attribute_source(processor_cls: type, attr: str) -> Source:
@@ -122,23 +83,8 @@ def _id_attributes(obj: Any) -> list[str]:
     return found
 
 
-def most_written(ids: list[int], bare: set[int], named: set[int]) -> int | None:
-    """The id written most for an item (not in the bare prompt), preferring ids the config names.
-
-    A video's expansion holds timestamps and frame markers beside its
-    embedding tokens; the embedding token is one the model's config names.
-    """
-    counts = collections.Counter(i for i in ids if i not in bare)
-    preferred = [(n, i) for i, n in counts.items() if i in named]
-    if preferred:
-        return max(preferred)[1]
-    return counts.most_common(1)[0][0] if counts else None
-
-
 def _expanded_id(processor: Any, modality: str, placeholder: str, token_id: int, named: set[int] = frozenset()) -> int | None:
     """``token_id`` where HF writes it for one item, else the id HF writes most."""
-    from mmport.analyzers.fields import call_processor, media_kwargs, probe_media
-
     try:
         ids = call_processor(processor, placeholder, **media_kwargs(processor, modality, [probe_media(modality, 0)]))["input_ids"][0].tolist()
         bare = set(call_processor(processor, "", [])["input_ids"][0].tolist())
@@ -199,7 +145,6 @@ def _follows_metadata(processor: Any, placeholder: str) -> bool:
     """True when HF's answer for one video changes with its frame rate (Qwen2.5-VL's ``second_per_grid_ts``)."""
     import torch
 
-    from mmport.analyzers.fields import call_processor
     from mmport.media import make_video, video_metadata
 
     frames = make_video(4, 64, 48, 0)
@@ -218,7 +163,6 @@ def _follows_content(processor: Any, placeholder: str) -> bool:
     """True when HF gives a still video fewer tokens than a changing one of the same shape (frame-difference pruning)."""
     import numpy as np
 
-    from mmport.analyzers.fields import call_processor
     from mmport.media import make_video, video_metadata
 
     changing = make_video(4, 64, 64, 0)
@@ -263,11 +207,9 @@ def _hook_names(
     """
     import torch
 
-    from mmport.analyzers.fields import _run, probe_media
-
     undo = {new: old for old, new in renamed}
     try:
-        final = _run(processor, [probe_media(modality, 0)], placeholder, modality)
+        final = run_items(processor, [probe_media(modality, 0)], placeholder, modality)
         direct = _sub_outputs(processor, modality)
     except Exception:
         final, direct = {}, {}
@@ -311,9 +253,6 @@ def _one_per_item(processor: Any, modality: str, keys: tuple[str, ...]) -> bool:
 
 def _sub_outputs(processor: Any, modality: str, index: int = 0, both: bool = False) -> dict[str, Any]:
     """What the modality's sub-processor itself returns for probe item ``index`` (or both, together)."""
-    from mmport.analyzers.fields import probe_media
-    from mmport.sources._quiet import quiet_transformers
-
     _, sub = sub_processor(processor, modality)
     items = [probe_media(modality, i) for i in ((0, 1) if both else (index,))]
     with quiet_transformers():
@@ -326,10 +265,8 @@ def _sub_outputs(processor: Any, modality: str, index: int = 0, both: bool = Fal
 
 def _limit(processor: Any, modality: str, placeholder: str) -> int | None:
     """1 when HF refuses two items of ``modality`` in one prompt (one audio per text), else no limit."""
-    from mmport.analyzers.fields import _run, probe_media
-
     try:
-        _run(processor, [probe_media(modality, 0), probe_media(modality, 0)], placeholder, modality)
+        run_items(processor, [probe_media(modality, 0), probe_media(modality, 0)], placeholder, modality)
     except Exception:
         return 1
     return None
@@ -405,7 +342,7 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = f
     block = _call_block(processor_cls, modality)
     wrappers = None if block else analyze_placeholder_wrappers(processor_cls, token_attr)
     # HF inserts a block itself: prompts carry no placeholder.
-    placeholder = "" if block else wrapped_placeholder(processor, token_attr, wrappers)
+    placeholder = "" if block else wrapped_placeholder(processor, token_attr, (wrappers.before, wrappers.after) if wrappers else None)
     sub_attr, sub = sub_processor(processor, modality)
     sources = {f.key: f.source for f in analyze_output_fields(type(sub))}
     limit = observe_limit(processor, modality) if block else _limit(processor, modality, placeholder)

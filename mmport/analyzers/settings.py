@@ -13,42 +13,23 @@ computes itself at run time follow every setting.
 
 from __future__ import annotations
 
-import typing
 from typing import Any
 
 import libcst as cst
 
-from mmport.analyzers.sourcefile import find_method, is_hf_code, parse_class
+from mmport.analyzers.sourcefile import find_method, parse_class
+from mmport.hf.code import is_hf_code
+from mmport.hf.kwargs import typed_kwarg_classes
 from mmport.spec import CountRule, SettingSpec, Source
 
-__all__ = ["NOT_SETTINGS", "SCOPES", "count_settings", "typed_kwargs", "unfollowed_switches", "unread_geometry_factors"]
-
-SCOPES = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
-# Kwargs that say how to return or place tensors, or how HF pads a batch to one
-# length (vLLM processes and caches each item alone): never what an item is.
-NOT_SETTINGS = frozenset(
-    {
-        "return_tensors", "device", "input_data_format", "data_format", "return_metadata", "sampling_rate",
-        "padding", "pad_to_multiple_of", "max_length", "truncation", "return_attention_mask",
-    }
-)
+__all__ = ["count_settings", "typed_kwargs", "unfollowed_switches", "unread_geometry_factors"]
 
 
 def typed_kwargs(processor: Any, sub_processor: Any, modality: str) -> dict[str, Source | None]:
     """Each typed call kwarg of ``modality``'s scope, with where its annotation is declared."""
-    found: dict[str, Source | None] = {}
-    classes = []
-    try:
-        scope = typing.get_type_hints(processor.valid_processor_kwargs).get(SCOPES[modality])
-        classes += list(getattr(scope, "__mro__", ()))
-    except Exception:
-        pass  # an annotation that does not resolve: the sub-processor's own kwargs remain
-    classes += list(getattr(getattr(sub_processor, "valid_kwargs", None), "__mro__", ()))
-    for klass in classes:
-        for name in getattr(klass, "__annotations__", {}):
-            if name not in NOT_SETTINGS and found.get(name) is None:
-                found[name] = _declared_at(klass, name)
-    return found
+    declared = typed_kwarg_classes(processor, sub_processor, modality)
+    # The nearest class whose HF source shows the annotation (a class built at run time shows none).
+    return {name: next((s for k in classes if (s := _declared_at(k, name)) is not None), None) for name, classes in declared.items()}
 
 
 def _declared_at(klass: type, name: str) -> Source | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from mmport.sources.remote import REMOTE_CODE_PACKAGE, is_hf_code
+from mmport.hf.code import REMOTE_CODE_PACKAGE, defining_class, transformers_classes
 from mmport.spec import Source
 
 __all__ = [
@@ -25,12 +25,10 @@ __all__ = [
     "bound_names",
     "class_assignments",
     "find_method",
-    "is_hf_code",
     "relative_source_path",
     "init_assignment_source",
     "names_in",
     "parse_class",
-    "transformers_classes",
 ]
 
 
@@ -88,21 +86,13 @@ def parse_class(klass: type) -> ParsedClass | None:
     return ParsedClass(relative_source_path(filename), classdef, wrapper.module, positions, first_line)
 
 
-def transformers_classes(cls: type, *, models_only: bool = False) -> list[type]:
-    """``cls``'s MRO restricted to transformers (optionally its ``models/``) classes."""
-    return [k for k in cls.__mro__ if is_hf_code(k.__module__, models_only=models_only) or k is cls]
-
-
 def find_method(cls: type, name: str, *, models_only: bool = False) -> tuple[ParsedClass, cst.FunctionDef] | None:
-    """The first definition of method ``name`` along ``cls``'s MRO, parsed."""
-    for klass in transformers_classes(cls, models_only=models_only):
-        if name not in vars(klass):
-            continue
-        parsed = parse_class(klass)
-        if parsed is not None and name in parsed.methods():
-            return parsed, parsed.methods()[name]
+    """The first definition of method ``name`` along ``cls``'s MRO, parsed (see :func:`mmport.hf.code.defining_class`)."""
+    klass = defining_class(cls, name, models_only=models_only)
+    parsed = parse_class(klass) if klass is not None else None
+    if parsed is None or name not in parsed.methods():
         return None
-    return None
+    return parsed, parsed.methods()[name]
 
 
 def class_assignments(cls: type) -> dict[str, tuple[ParsedClass, cst.Assign]]:

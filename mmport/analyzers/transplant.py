@@ -30,7 +30,8 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
-from mmport.analyzers.sourcefile import find_method, is_hf_code, relative_source_path
+from mmport.analyzers.sourcefile import find_method, relative_source_path
+from mmport.hf.code import is_hf_code
 from mmport.errors import AnalysisError
 from mmport.spec import HelperFunction, Source
 

@@ -3,7 +3,7 @@
 The model class is the one the snapshot's config names (``architectures``),
 built from the config with seeded random weights, or loaded with the
 snapshot's own weights (``--weights``), or built from a tiny twin of the
-config (``--tiny``, :mod:`mmport.runtime.tiny`). Two entry points matter to
+config (``--tiny``, :mod:`mmport.hf.tiny`). Two entry points matter to
 verify: the per-item features of each modality the model exposes an encoder
 for (``get_image_features``, ``get_video_features``, ``get_audio_features``)
 and the logits of a full forward.
@@ -87,7 +87,7 @@ def _check_fits(cls: type, config: Any, target: Placement) -> None:
 
 def load_model(snapshot: Any, target: Placement, *, tiny: bool, weights: bool, seed: int) -> HFModel:
     """Build the HF model of ``snapshot`` on ``target`` (see the module docstring)."""
-    from mmport.runtime.tiny import tiny_twin
+    from mmport.hf.tiny import tiny_twin
 
     config = snapshot.load_config()
     if weights:

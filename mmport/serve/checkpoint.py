@@ -1,6 +1,6 @@
 """A servable tiny twin checkpoint of a snapshot, in the layouts users meet.
 
-The twin is :func:`mmport.runtime.tiny.twin_dict` of the snapshot's config
+The twin is :func:`mmport.hf.tiny.twin_dict` of the snapshot's config
 with one more constraint: vLLM's CPU paged attention serves only some head
 sizes (64, 128, ...), so the language model's head size is set to 64 when the
 twin's is not one of them. Weights are a seeded random init, saved with HF's
@@ -130,7 +130,7 @@ def build_checkpoint(snapshot: Any, directory: Path, *, layout: Layout = Layout.
     """Write a servable tiny twin of ``snapshot`` to ``directory`` (see the module docstring)."""
     from mmport.runtime.device import seeded
     from mmport.runtime.hf_model import model_class
-    from mmport.runtime.tiny import twin_dict
+    from mmport.hf.tiny import twin_dict
 
     config = snapshot.load_config()
     twin = twin_dict(config.to_dict())

@@ -9,7 +9,7 @@ list is derived: every mmport module reachable by ``import`` (at module level
 or inside a function) from the builder, read with :mod:`ast`::
 
     >>> names = builder_modules()
-    >>> "mmport.sources.measure" in names and "mmport.runtime.tiny" in names
+    >>> "mmport.sources.measure" in names and "mmport.hf.tiny" in names
     True
 
 A package's ``__init__`` counts only where it is imported from by name

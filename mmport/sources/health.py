@@ -21,7 +21,7 @@ HEALTH_SIZES = ((224, 224), (640, 480))
 
 def _attempts(processor: Any) -> list[str]:
     """The prompts one image may take: with its placeholder, then without (processors that insert)."""
-    from mmport.analyzers.wrappers import wrapped_placeholder
+    from mmport.hf.wrappers import wrapped_placeholder
 
     try:
         return [wrapped_placeholder(processor), ""]
@@ -31,8 +31,8 @@ def _attempts(processor: Any) -> list[str]:
 
 def check_reference(snapshot: Any) -> None:
     """Raise :class:`BadReferenceError` unless HF expands an image into the token the model embeds at."""
-    from mmport.analyzers.fields import call_processor, token_id_of
-    from mmport.verify.probes import make_image
+    from mmport.hf.processor import call_processor, token_id_of
+    from mmport.media import make_image
 
     processor = snapshot.load_processor()
     _check_media_tokens(snapshot, processor)
@@ -73,9 +73,9 @@ def unwritten_media_token(config: Any, processor: Any, modality: str) -> tuple[s
     tokens). An item expanded into tokens the config names none of means
     config.json and the tokenizer disagree.
     """
-    from mmport.analyzers.fields import call_processor, media_kwargs, probe_media
-    from mmport.analyzers.media import most_written
-    from mmport.analyzers.wrappers import wrapped_placeholder
+    from mmport.hf.modalities import most_written
+    from mmport.hf.processor import call_processor, media_kwargs, probe_media
+    from mmport.hf.wrappers import wrapped_placeholder
     from mmport.sources.snapshot import configured_token_id, named_token_ids
 
     configured = configured_token_id(config, modality)
@@ -96,7 +96,7 @@ def unwritten_media_token(config: Any, processor: Any, modality: str) -> tuple[s
 
 def media_sides(processor: Any) -> list[str]:
     """The video and audio sides ``processor`` handles and does not refuse outright (those are not ported)."""
-    from mmport.analyzers.media import handled_modalities, refused_modalities
+    from mmport.hf.modalities import handled_modalities, refused_modalities
 
     refused = refused_modalities(processor)
     return [m for m in handled_modalities(processor) if m != "image" and m not in refused]

@@ -4,7 +4,7 @@ LLaVA-style processors count the vision tower's extra tokens (CLIP's CLS)
 through a setting that defaults to 0 (``num_additional_image_tokens``); a
 real checkpoint sets it to match its tower. A synthetic snapshot has no
 checkpoint to copy, so it measures the tower: a tiny twin of the configured
-vision model (same image and patch size, see :mod:`mmport.runtime.tiny`)
+vision model (same image and patch size, see :mod:`mmport.hf.tiny`)
 runs on one blank image, and whatever it returns beyond one vector per patch
 is the extra-token count.
 """
@@ -35,7 +35,7 @@ def measure_extra_tokens(config: Any) -> int | None:
     import torch
     from transformers import AutoModel
 
-    from mmport.runtime.tiny import tiny_twin
+    from mmport.hf.tiny import tiny_twin
 
     try:
         tower = AutoModel.from_config(tiny_twin(vision)).eval()

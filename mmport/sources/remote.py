@@ -3,7 +3,7 @@
 A hub repo for a model transformers does not know yet carries its own
 ``configuration_*.py``, ``processing_*.py`` (and image/video processing) modules,
 named by ``auto_map`` in ``config.json`` and the processor configs. HF imports
-them only with ``trust_remote_code=True``, under :data:`REMOTE_CODE_PACKAGE`;
+them only with ``trust_remote_code=True``, under :data:`mmport.hf.code.REMOTE_CODE_PACKAGE`;
 mmport asks for ``--trust-remote-code`` before anything does.
 """
 
@@ -16,20 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mmport.errors import RemoteCodeConsentError, one_line
+from mmport.hf.code import REMOTE_CODE_PACKAGE
 
-__all__ = ["CONFIG_FILES", "REMOTE_CODE_PACKAGE", "auto_references", "consent_error", "import_problem", "is_hf_code", "shipped_modules"]
-
-# The package HF imports a snapshot's own code under (``trust_remote_code``).
-REMOTE_CODE_PACKAGE = "transformers_modules"
-
-
-def is_hf_code(module: str, *, models_only: bool = False) -> bool:
-    """Is ``module`` transformers' (optionally a model's, under ``models/``) or code a snapshot ships?
-
-    A snapshot's own modules count as model code: transplanted into ports, never imported.
-    """
-    return module.startswith(REMOTE_CODE_PACKAGE + ".") or module.startswith("transformers.models." if models_only else "transformers.")
-
+__all__ = ["CONFIG_FILES", "auto_references", "consent_error", "import_problem", "shipped_modules"]
 
 # Files that may carry ``auto_map``: the model config and the processor configs.
 CONFIG_FILES = (

@@ -25,7 +25,7 @@ from typing import Any
 
 import libcst as cst
 
-from mmport.sources.remote import is_hf_code
+from mmport.hf.code import is_hf_code
 
 __all__ = ["call_time_reads", "constructor_aliases", "fill_from_siblings"]
 

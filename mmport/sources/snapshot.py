@@ -86,7 +86,7 @@ class Snapshot:
         :class:`BadReferenceError` naming the files to look at.
         """
         if "processor" not in self._cache:
-            from mmport.sources._quiet import quiet_transformers
+            from mmport.hf.quiet import quiet_transformers
             from transformers import AutoProcessor, ProcessorMixin
 
             try:

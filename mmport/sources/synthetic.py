@@ -389,8 +389,8 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
     is the processor's own: Gemma 3's ``"\\n\\n"`` around the image block,
     Idefics3's ``"\\n"`` between tile rows.
     """
-    from mmport.analyzers.fields import call_processor
-    from mmport.analyzers.wrappers import wrapped_placeholder
+    from mmport.hf.processor import call_processor
+    from mmport.hf.wrappers import wrapped_placeholder
     from mmport.media import make_image
 
     try:
@@ -437,9 +437,9 @@ def _align_image_token_id(config: Any, processor: Any) -> bool:
     is not in the synthetic vocabulary; the id the processor writes most for
     one image is. Returns whether the config changed.
     """
-    from mmport.analyzers.fields import call_processor
-    from mmport.analyzers.wrappers import wrapped_placeholder
-    from mmport.verify.probes import make_image
+    from mmport.hf.processor import call_processor
+    from mmport.hf.wrappers import wrapped_placeholder
+    from mmport.media import make_image
 
     current = getattr(config, "image_token_id", None)
     if not isinstance(current, int) or isinstance(current, bool):

@@ -61,7 +61,7 @@ def verify_port(
     from mmport.runtime.backends import select_backend
     from mmport.runtime.hf_model import load_model, require_weights
     from mmport.sources import resolve
-    from mmport.sources._quiet import quiet_transformers
+    from mmport.hf.quiet import quiet_transformers
     from mmport.sources.health import check_reference
     from mmport.verify.curves import count_curves
     from mmport.verify.probes import make_probes

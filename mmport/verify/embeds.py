@@ -9,7 +9,7 @@ the item's tokens. verify offers each item in every form it knows:
 - ``tensor``: the rows alone;
 - ``sized``: the rows and the item's size (``image_size`` [height, width],
   ``video_size`` [frames, height, width] and ``video_fps``, ``audio_length``
-  in samples: mmport's generated ports, see ``mmport.spec.EMBEDDING_FIELDS``);
+  in samples: mmport's generated ports, see ``mmport.media.EMBEDDING_FIELDS``);
 - ``outputs``: the rows and HF's own integer outputs for the item (a grid
   such as ``image_grid_thw``: vLLM's own Qwen-style ports).
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from mmport.errors import one_line
-from mmport.spec import EMBEDDING_FIELDS
+from mmport.media import EMBEDDING_FIELDS
 from mmport.verify.checks import check_tokens
 from mmport.verify.probes import Item
 from mmport.verify.reference import HFOutput

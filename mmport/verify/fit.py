@@ -20,7 +20,7 @@ differently under it (the item a port ignoring the setting gets wrong).
 2. **Else dynamically**: HF's model runs one forward on HF's outputs for the
    item under the setting, as the ``model`` check's reference forward does
    (:mod:`mmport.verify.model_check`). The model is the one ``--model``
-   built, else a tiny twin on the CPU (:mod:`mmport.runtime.tiny`), built
+   built, else a tiny twin on the CPU (:mod:`mmport.hf.tiny`), built
    once per run and only when a setting needs it. A refusal counts only when
    the model takes an ordinary item of the modality under the defaults.
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from mmport.media import MODALITIES, make_audio, make_image, make_video, video_metadata
 
-__all__ = ["Item", "MAX_PROBE_ITEMS", "Probe", "make_image", "make_probes", "media_of", "port_data"]
+__all__ = ["Item", "MAX_PROBE_ITEMS", "Probe", "make_probes", "media_of", "port_data"]
 
 WORDS = ("describe", "the", "picture", "what", "is", "shown", "here", "left", "right", "and", "a", "cat")
 # (width, height): tiny, small, square, huge, and extreme aspect ratios both ways.

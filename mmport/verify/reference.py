@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from mmport.analyzers.fields import call_processor, mm_outputs, token_id_of
-from mmport.analyzers.media import SUB_PROCESSORS, handled_modalities, most_written, refused_modalities
-from mmport.analyzers.ownprompt import run_recording_prompt, writes_own_prompt
-from mmport.analyzers.wrappers import wrapped_placeholder
 from mmport.errors import BadReferenceError
+from mmport.hf.modalities import SUB_PROCESSORS, handled_modalities, most_written, refused_modalities
+from mmport.hf.ownprompt import run_recording_prompt, writes_own_prompt
+from mmport.hf.processor import call_processor, mm_outputs, token_id_of
+from mmport.hf.wrappers import wrapped_placeholder
 from mmport.sources import Snapshot
 from mmport.sources.snapshot import named_token_ids
 from mmport.verify.probes import Item, media_of

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmport.analyzers.media import sub_processor
-from mmport.analyzers.settings import SCOPES, typed_kwargs
 from mmport.errors import AnalysisError, MmportError
+from mmport.hf.kwargs import SCOPES, typed_kwarg_classes
+from mmport.hf.modalities import sub_processor
 
 __all__ = ["Setting", "count_changing_settings", "parse_processor_kwargs", "typed_call_kwargs"]
 
@@ -78,7 +78,7 @@ def check_known_kwargs(processor: Any, kwargs: dict[str, Any]) -> None:
 
 def typed_call_kwargs(processor: Any, modality: str) -> list[str]:
     """The typed call kwargs of ``modality``'s scope: the processor's kwargs class and the sub-processor's own."""
-    return list(typed_kwargs(processor, _sub_processor(processor, modality), modality))
+    return list(typed_kwarg_classes(processor, _sub_processor(processor, modality), modality))
 
 
 def _sub_processor(processor: Any, modality: str) -> Any:

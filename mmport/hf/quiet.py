@@ -21,7 +21,7 @@ def quiet_transformers() -> Iterator[None]:
 
     from transformers.utils import logging
 
-    from mmport.sources.remote import REMOTE_CODE_PACKAGE
+    from mmport.hf.code import REMOTE_CODE_PACKAGE
 
     previous = logging.get_verbosity()
     logging.set_verbosity_error()

@@ -42,13 +42,13 @@ def writes_own_prompt(processor: Any) -> bool:
 
 
 def _probe_image() -> Any:
-    from mmport.verify.probes import make_image
+    from mmport.media import make_image
 
     return make_image(32, 32, 0)
 
 
 def _refuses_text_with_images(processor: Any) -> bool:
-    from mmport.sources._quiet import quiet_transformers
+    from mmport.hf.quiet import quiet_transformers
 
     text = str(getattr(processor, "image_token", ""))
     try:
@@ -60,7 +60,7 @@ def _refuses_text_with_images(processor: Any) -> bool:
 
 
 def _prompts_images_alone(processor: Any) -> bool:
-    from mmport.sources._quiet import quiet_transformers
+    from mmport.hf.quiet import quiet_transformers
 
     try:
         with quiet_transformers():
@@ -78,7 +78,7 @@ def run_recording_prompt(processor: Any, text: str | None, images: list) -> tupl
     carries. The bound method is wrapped on this instance for this one call;
     HF's code runs unchanged.
     """
-    from mmport.sources._quiet import quiet_transformers
+    from mmport.hf.quiet import quiet_transformers
 
     seen: list[Any] = []
     layout = processor.prepare_inputs_layout
