@@ -1,0 +1,29 @@
+"""The per-item comparison the fields and cache checks share: values, as vLLM's model consumes them."""
+
+from __future__ import annotations
+
+import torch
+
+from mmport.verify.checks import compare_items
+
+
+def test_an_item_zero_padded_by_its_batch_equals_hf_on_it_alone() -> None:
+    alone = {"pixel_values": torch.rand(1, 4, 3, 8, 8)}  # HF on the item alone: 4 patches
+    padded = torch.cat([alone["pixel_values"][0], torch.zeros(1, 3, 8, 8)])  # padded to a batch's 5
+    assert compare_items(alone, {"pixel_values": padded}) is None
+
+
+def test_padding_that_is_not_zero_is_another_value() -> None:
+    alone = {"pixel_values": torch.rand(1, 4, 3, 8, 8)}
+    other = torch.cat([alone["pixel_values"][0], torch.rand(1, 3, 8, 8)])  # another item's patch
+    assert compare_items(alone, {"pixel_values": other})[0] == "pixel_values"
+    # Shorter, or longer along two axes, is never padding.
+    assert compare_items(alone, {"pixel_values": alone["pixel_values"][0, :3]}) is not None
+    assert compare_items(alone, {"pixel_values": torch.zeros(5, 3, 9, 8)}) is not None
+
+
+def test_a_value_carried_under_the_ports_own_name_is_found_by_value() -> None:
+    alone = {"pixel_values": torch.rand(1, 3, 8, 8)}
+    assert compare_items(alone, {"images": alone["pixel_values"][0]}) is None
+    key, _, got = compare_items(alone, {"images": torch.rand(3, 8, 8)})
+    assert (key, got) == ("pixel_values", "missing")
