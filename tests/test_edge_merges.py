@@ -105,3 +105,19 @@ def test_gemma3_port_without_the_merge_step_fails_tokens(scaffolded, tmp_path) -
 def test_ports_whose_items_end_in_special_tokens_have_no_merge_step(model_type, scaffolded) -> None:
     source = (scaffolded(model_type) / f"{model_type}_processing.py").read_text()
     assert MERGE_METHOD not in source
+
+
+@pytest.mark.vllm
+@slow
+def test_vllms_own_gemma3_port_splits_merged_newlines_back_wrongly(tmp_path) -> None:
+    # docs/findings/gemma3-newline-merges.md, on Gemma 3 4B's geometry (896 px, 256 tokens):
+    # an image followed by one newline leaves vLLM's port finding none of its placeholders.
+    pytest.importorskip("vllm.multimodal.processing")
+    from snapshots import gemma3_896_snapshot
+
+    from mmport.verify import verify_port
+
+    report = verify_port(str(gemma3_896_snapshot(tmp_path / "snap")), "vllm", probes=4, seed=0, backend="vllm", settings_per_modality=0)
+    loud = [f for f in report.checks["tokens"].failures if f.loudness == "loud" and f.setting is None]
+    assert loud and "0 prompt placeholders" in loud[0].message, report.failure_summary()
+    assert "\\n" in report.probe_cases[loud[0].probe], report.probe_cases[loud[0].probe]
