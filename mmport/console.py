@@ -21,7 +21,7 @@ ITEM_READS = {
     "item": "one element of get_number_of_image_patches(height, width)",
     "count": "get_number_of_image_patches(height, width)",
     "part": "get_number_of_image_patches(height, width) less the count it starts from",
-    "constant": "a constant while an image processor setting is off",
+    "constant": "a constant while a switch is off; under it, HF's preprocessing of an image of its size",
     "resized": "the size after HF's resize, as _get_num_multimodal_tokens computes it",
     "tokens": "the token count _get_num_multimodal_tokens computes",
     "entry": "the entry _get_num_multimodal_tokens hands the hook for one image",
@@ -144,16 +144,16 @@ def _media_rows(m) -> list[tuple[str, str, str]]:
 
 def _setting_rows(m) -> list[tuple[str, str, str]]:
     """The request settings (``mm_processor_kwargs``) the count reads: where read, where typed."""
+    switches = [(f"switch {s.name}", f"followed: {s.how}" if s.followed else f"refused ({s.how})", str(s.read_at)) for s in m.switches]
     if m.count.strategy == "delegated":
-        return [("count-changing settings", "every setting (HF counts each item under the request's kwargs)", "")]
+        return [("count-changing settings", "every setting (HF counts each item under the request's kwargs)", ""), *switches]
     rows = [] if m.settings else [("count-changing settings", "none of the typed call kwargs is read by the count", "")]
     if m.count.outputs is not None:
         rows.append(("settings via HF's outputs", "the count reads HF's outputs for the item, computed under the request's kwargs", ""))
     for s in m.settings:
         how = f"folded into {s.folded_into}, read at {s.read_at}" if s.folded_into else f"read at {s.read_at}"
         rows.append((f"setting {s.name}", how, f"typed at {s.declared_at}" if s.declared_at else ""))
-    for s in m.unfollowed:
-        rows.append((f"refused setting {s.name}", "HF resizes, crops or pads by it; the count does not read it", str(s.read_at)))
+    rows += switches
     for s in m.counted_by_hf:
         rows.append((f"setting {s.name} counted by HF", "HF sizes items by it; the derived count does not read it", str(s.read_at)))
     return rows

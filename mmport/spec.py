@@ -28,6 +28,7 @@ __all__ = [
     "PortSpec",
     "PromptUpdateSpec",
     "Source",
+    "SwitchSpec",
     "TextPrefix",
     "to_json",
 ]
@@ -120,6 +121,9 @@ class CountRule:
     outputs: OutputRule | None = None
     # The hook's ``**kwargs`` when the statements read them: HF passes the merged image kwargs.
     kwargs_name: str = ""
+    # Where HF hands the images and merged kwargs to its image processor, when the hook
+    # reads an output only a switch makes (the port then runs that preprocessing itself).
+    preprocess_source: Source | None = None
 
     @property
     def preprocessed(self) -> bool:
@@ -127,6 +131,12 @@ class CountRule:
         outputs rewritten to the item's size), which the port reads under the request's
         settings from the configured processor; a constant read recomputes nothing."""
         return any(kind != "constant" for _, kind, _ in self.item_reads)
+
+    @property
+    def switched_reads(self) -> tuple[tuple[str, Source], ...]:
+        """``(key, source)`` of each read that is HF's constant while a switch is off and
+        otherwise what HF's preprocessing gives a blank image of the item's size."""
+        return tuple((key, source) for key, kind, source in self.item_reads if kind == "constant")
 
 
 @dataclass(frozen=True)
@@ -290,6 +300,17 @@ class SettingSpec:
 
 
 @dataclass(frozen=True)
+class SwitchSpec:
+    """A boolean call kwarg HF's preprocessing branches on (``do_pan_and_scan``), and what a port
+    does with a request that flips it: ``followed`` (``how`` says how), or refused (``how`` says why)."""
+
+    name: str
+    followed: bool
+    how: str
+    read_at: Source
+
+
+@dataclass(frozen=True)
 class ModalitySpec:
     """Everything a port needs for one modality (``image``)."""
 
@@ -356,6 +377,8 @@ class ModalitySpec:
     counted_by_hf: tuple[SettingSpec, ...] = ()
     # Tokens HF's tokenizer merges across this modality's item edges (None: none seen).
     edge_merges: EdgeMerges | None = None
+    # The switches a request may flip (tiling, cropping, splitting), each followed or refused.
+    switches: tuple[SwitchSpec, ...] = ()
 
     @property
     def embedding_fields(self) -> tuple[tuple[str, str], ...]:

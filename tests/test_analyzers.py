@@ -455,6 +455,10 @@ TILED = '''
             return encoding
 
     class Proc:
+        def _process_images(self, images, **kwargs):
+            processed_images = self.image_processor(images, **kwargs)
+            return processed_images, [self.replace_image_token(processed_images, i, **kwargs) for i in range(len(images))]
+
         def replace_image_token(self, image_inputs, image_idx, **kwargs):
             """HF's docstring stays behind."""
             rows = [row for row_list in image_inputs["rows"] for row in row_list]
@@ -476,10 +480,14 @@ def test_replacement_hook_travels_whole_with_its_reads_rewritten(tmp_path) -> No
     count = analyze_replacement_text(proc, image_proc)
     assert count.strategy == "derived" and count.size_dependent
     code = count.replacement.code
-    # Rows come from the patch tuple, crops are 0 while pan-and-scan is off (and the port checks that).
+    # Rows come from the patch tuple; crops are 0 while pan-and-scan is off, and under it what
+    # HF's image processor makes of a blank image of the item's size, as _process_images calls it.
     assert code.startswith("def replace_image_token(processor, configured, image_height: int, image_width: int, **kwargs) -> str:")
     assert "get_number_of_image_patches(configured.image_processor, image_height, image_width, kwargs)[1]" in code
-    assert "num_crops = 0" in code and 'kwargs.get("do_pan_and_scan"' in code
+    assert 'preprocess_blank_image(processor.image_processor, image_height, image_width, kwargs)["num_crops"][0]' in code
+    assert 'if kwargs.get("do_pan_and_scan", getattr(processor.image_processor, "do_pan_and_scan", None)) else 0' in code
+    assert "preprocess_blank_image" in {h.name for h in count.helpers}
+    assert count.preprocess_source.code == "processed_images = self.image_processor(images, **kwargs)"
     assert "image_inputs" not in code and "docstring" not in code
     assert {(key, kind) for key, kind, _ in count.item_reads} == {("rows", "item"), ("num_crops", "constant")}
 

@@ -31,7 +31,7 @@ from mmport.hf.ownprompt import writes_own_prompt
 from mmport.hf.processor import token_id_of
 from mmport.hf.wrappers import wrapped_placeholder
 from mmport.sources import Snapshot
-from mmport.spec import CountRule, EdgeMerges, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, PromptUpdateSpec, SettingSpec, Source
+from mmport.spec import CountRule, EdgeMerges, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, PromptUpdateSpec, SettingSpec, Source, SwitchSpec
 
 __all__ = ["analyze"]
 
@@ -72,7 +72,7 @@ def _replacement(processor, geometry: GeometryRule) -> tuple[ReplacementFacts, P
         first = exc
     try:
         # The hook returns more than `token * count`: carry the whole hook over.
-        return ReplacementFacts(analyze_replacement_text(processor_cls, image_processor_cls, processor), "image_token"), None
+        return ReplacementFacts(analyze_replacement_text(processor_cls, image_processor_cls), "image_token"), None
     except AnalysisError as exc:
         found = find_method(processor_cls, "replace_image_token") or find_method(processor_cls, "__call__")
         source = found[0].source(found[1]) if found else Source("(processor)", 0)
@@ -151,27 +151,22 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     embed_token_attr, embed_token_source = _embed_token(snapshot, token_id_of(processor, facts.token_attr))
     sources = {f.key: f.source for f in static_fields}
     own_prompt = _own_prompt_source(processor)
+    settings = count_settings(processor, processor.image_processor, "image", facts.count, geometry.size_expr)
+    unfollowed, counted_by_hf, tiling = _request_switches(processor, facts.count, settings)
+    # The fields must split HF's outputs under each switch a request may flip, as by default.
+    flipped = _flipped_switches(processor, [s.name for s in (*settings, *tiling)])
     fields_strategy, fields_reason = "derived", ""
     try:
         if own_prompt:
             # One image per request: each key's single row is that image's (see ownprompt).
-            fields = per_item_fields(processor, placeholder, sources)
+            fields = per_item_fields(processor, placeholder, sources, switches=flipped)
+            if any(f.rows for f in fields):
+                fields_strategy, fields_reason = "per_item", "an image's output has rows of its own (tiles)"
         else:
-            fields = observe_fields(processor, placeholder, sources)
+            fields = observe_fields(processor, placeholder, sources, switches=flipped)
     except (AnalysisError, RuntimeError) as exc:
         fields_strategy, fields_reason = "per_item", str(exc).splitlines()[0]
-        fields = per_item_fields(processor, placeholder, sources)
-    settings = count_settings(processor, processor.image_processor, "image", facts.count, geometry.size_expr)
-    followed = {s.name for s in settings} | {s.folded_into for s in settings}
-    counted_by_hf: tuple[SettingSpec, ...] = ()
-    if facts.count.strategy != "delegated":
-        unfollowed = unfollowed_switches(processor.image_processor, "image", processor, followed)
-        counted_by_hf = unread_geometry_factors(processor.image_processor, "image", processor, followed)
-    elif any(f.layout == "batched" for f in fields):
-        # HF counts each image itself, but fields of one row an image cannot hold the tiles a split makes.
-        unfollowed = unfollowed_switches(processor.image_processor, "image", processor, set(), ("split", "crop", "patch", "tile"))
-    else:
-        unfollowed = ()
+        fields = per_item_fields(processor, placeholder, sources, switches=flipped)
     return ModalitySpec(
         modality="image",
         placeholder=token_text,
@@ -198,7 +193,46 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         settings=settings,
         unfollowed=unfollowed,
         counted_by_hf=counted_by_hf,
+        switches=_switch_specs(facts.count, (*settings, *tiling), unfollowed, flipped),
     )
+
+
+# Calls that cut an item into several (tiles, crops, patches): the switches guarding one.
+TILING_CALLS = ("split", "crop", "patch", "tile")
+
+
+def _request_switches(
+    processor, count: CountRule, settings: tuple[SettingSpec, ...]
+) -> tuple[tuple[SettingSpec, ...], tuple[SettingSpec, ...], tuple[SettingSpec, ...]]:
+    """``(unfollowed, counted_by_hf, tiling)``: the switches the port refuses, the kwargs HF counts
+    for it, and (a count delegated to HF, which follows every setting) the tiling switches."""
+    image_processor = processor.image_processor
+    if count.strategy == "delegated":
+        return (), (), unfollowed_switches(image_processor, "image", processor, set(), TILING_CALLS)
+    followed = {s.name for s in settings} | {s.folded_into for s in settings}
+    unfollowed = unfollowed_switches(image_processor, "image", processor, followed)
+    return unfollowed, unread_geometry_factors(image_processor, "image", processor, followed), ()
+
+
+def _flipped_switches(processor, names: list[str]) -> dict[str, bool]:
+    """Those of ``names`` that HF's call defaults to a bool (switches), each flipped."""
+    try:
+        defaults = merged_image_kwargs(processor)
+    except (AttributeError, TypeError, ValueError, KeyError):
+        defaults = {}  # a processor that cannot merge its kwargs: the image processor's own values
+    values = {name: defaults.get(name, getattr(processor.image_processor, name, None)) for name in names}
+    return {name: not value for name, value in values.items() if isinstance(value, bool)}
+
+
+def _switch_specs(
+    count: CountRule, followed: tuple[SettingSpec, ...], unfollowed: tuple[SettingSpec, ...], flipped: dict[str, bool]
+) -> tuple[SwitchSpec, ...]:
+    """Each switch a request may flip: followed (the count and the fields follow it) or refused, and why."""
+    counts = "HF counts each item under it" if count.strategy == "delegated" else "the count reads it"
+    how = f"{counts}; the fields split HF's outputs under it as by default"
+    switches = [SwitchSpec(s.name, True, how, s.read_at) for s in followed if s.name in flipped]
+    refused = "HF resizes, crops, pads or splits by it, and the count does not read it"
+    return (*switches, *(SwitchSpec(s.name, False, refused, s.read_at) for s in unfollowed))
 
 
 def _own_prompt_source(processor) -> Source | None:

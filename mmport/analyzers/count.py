@@ -146,6 +146,10 @@ def analyze_replacement(
     if leaked:
         raise AnalysisError(f"{hook} counts from {sorted(leaked)}, not only the item's height and width")
     kwargs_name = star if star in read else ""
+    switched = [r for r in reads.used.values() if r.kind == "constant"]
+    if switched:
+        # The count cannot see the switch; the whole hook can (mmport.analyzers.replacement).
+        raise AnalysisError(f"{hook} reads {switched[0].key!r}, which HF computes only while {switched[0].setting} is on")
     carry_read_helpers(transplant, reads.used, image_processor_cls, api)
     _check_free_names(transplant, statements, result, namespace, hook, kwargs_name)
     rule = CountRule(

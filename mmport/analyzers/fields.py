@@ -14,6 +14,7 @@ Keys the processor drops (``unused_input_names``) never appear here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from mmport.errors import AnalysisError
@@ -51,13 +52,48 @@ def _concatenates(value: Any, singles: list) -> bool:
     return all(s.shape[1:] == value.shape[1:] for s in singles) and torch.equal(value, torch.cat(singles))
 
 
-def observe_fields(processor: Any, placeholder: str | None, sources: dict[str, Source], modality: str = "image") -> tuple[FieldSpec, ...]:
-    """Classify each HF output key by running the processor on items of ``modality`` (see module doc)."""
+def observe_fields(
+    processor: Any,
+    placeholder: str | None,
+    sources: dict[str, Source],
+    modality: str = "image",
+    switches: Mapping[str, object] | None = None,
+) -> tuple[FieldSpec, ...]:
+    """Classify each HF output key by running the processor on items of ``modality`` (see module doc).
+
+    The layout must hold under each of ``switches`` too (a request's setting, as
+    ``{"do_pan_and_scan": True}``): Gemma 3 gives an image one row of pixels by
+    default and one per crop as well under pan-and-scan, which no batched field
+    holds. A layout that changes under a switch is refused with the reason;
+    a switch under which HF refuses the probe items has nothing to split.
+    """
+    fields = _classify(processor, placeholder, sources, modality)
+    for name, value in (switches or {}).items():
+        try:
+            switched = _classify(processor, placeholder, sources, modality, {name: value})
+        except AnalysisError as exc:
+            raise AnalysisError(f"under {name}={value!r}, {exc}") from exc
+        except (ValueError, TypeError, RuntimeError):  # HF refuses the probe items under the switch: nothing to split
+            continue
+        if _layouts(switched) != _layouts(fields):
+            raise AnalysisError(f"HF's outputs split into items as {_layouts(fields)} by default, as {_layouts(switched)} under {name}={value!r}")
+    return fields
+
+
+def _layouts(fields: tuple[FieldSpec, ...]) -> dict[str, str]:
+    return {f.key: f"{f.layout}({f.sizes})" if f.sizes else f.layout for f in fields}
+
+
+def _classify(
+    processor: Any, placeholder: str | None, sources: dict[str, Source], modality: str, settings: Mapping[str, object] | None = None
+) -> tuple[FieldSpec, ...]:
+    """Each output key's layout, observed on two items alone and together under ``settings``."""
     import torch
 
+    settings = settings or {}
     images = [probe_media(modality, i) for i in range(2)]
-    alone = [_run(processor, [image], placeholder, modality) for image in images]
-    together = _run(processor, images, placeholder, modality)
+    alone = [_run(processor, [image], placeholder, modality, **settings) for image in images]
+    together = _run(processor, images, placeholder, modality, **settings)
     fields = []
     batched_key = next((k for k, v in together.items() if v.dim() > 0 and v.shape[0] == len(images)), None)
     for key, value in together.items():
@@ -78,15 +114,28 @@ def observe_fields(processor: Any, placeholder: str | None, sources: dict[str, S
     return tuple(fields)
 
 
-def per_item_fields(processor: Any, placeholder: str | None, sources: dict[str, Source], modality: str = "image") -> tuple[FieldSpec, ...]:
+def per_item_fields(
+    processor: Any,
+    placeholder: str | None,
+    sources: dict[str, Source],
+    modality: str = "image",
+    switches: Mapping[str, object] | None = None,
+) -> tuple[FieldSpec, ...]:
     """One ``batched`` field per output key, for ports that process items one by one.
 
     A key whose output for one item does not always lead with a batch axis of
-    one (an item's audio windows or image patches) is marked ``rows``: the
-    port keeps each item's output whole.
+    one (an item's audio windows or image patches), by default or under one
+    of ``switches`` (Gemma 3's crops under ``do_pan_and_scan``), is marked
+    ``rows``: the port keeps each item's output whole. Keys HF returns only
+    under a switch are fields too.
     """
     # Every probe size: some keys appear only for large items (local tiles).
     alone = [_run(processor, [probe_media(modality, i)], placeholder, modality) for i in range(2)]
+    for name, value in (switches or {}).items():
+        try:
+            alone += [_run(processor, [probe_media(modality, i)], placeholder, modality, **{name: value}) for i in range(2)]
+        except (ValueError, TypeError, RuntimeError):  # HF refuses the probe items under the switch: nothing more to keep
+            continue
     keys = dict.fromkeys(key for out in alone for key in out)
     fields = []
     for key in keys:

@@ -16,24 +16,25 @@ image_height, image_width, **kwargs) -> str``: reads of per-item outputs that
 follow from the item's original size are rewritten to read ``configured``, the
 processor under the request's settings (:mod:`mmport.analyzers.substitute`),
 helpers are transplanted with it, and ``**kwargs`` stay what HF passes there,
-the processor's merged image kwargs. A hook still reading the processed item
-after the rewrite refuses the transplant.
+the processor's merged image kwargs. A read that is a constant only while a
+switch is off (Gemma 3's ``num_crops`` without ``do_pan_and_scan``) keeps the
+constant then, and otherwise reads HF's own preprocessing of a blank image of
+the item's size under those kwargs, as HF's ``_process_images`` runs it. A
+hook still reading the processed item after the rewrite refuses the transplant.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 
 import libcst as cst
 import libcst.matchers as m
 
-from mmport.analyzers.itemreads import ItemRead
 from mmport.analyzers.sourcefile import find_method
-from mmport.analyzers.substitute import CONFIGURED, ItemReadRewriter, carry_read_helpers, item_reads
+from mmport.analyzers.substitute import CONFIGURED, PREPROCESS_FUNCTION, ItemReadRewriter, carry_read_helpers, item_reads
 from mmport.analyzers.transplant import Transplanter, free_names
 from mmport.errors import AnalysisError
-from mmport.spec import CountRule, HelperFunction
+from mmport.spec import CountRule, HelperFunction, Source
 
 __all__ = ["HOOK", "analyze_replacement_text", "merged_image_kwargs"]
 
@@ -55,51 +56,57 @@ def _port_params(func: cst.FunctionDef, body: cst.BaseSuite) -> cst.Parameters:
     return cst.Parameters([cst.Param(cst.Name("self")), *configured, *size], star_kwarg=star)
 
 
-def _guard(read: ItemRead, kwargs: str) -> cst.BaseStatement:
-    """Refuse, at run time, the settings under which a constant read is not constant."""
-    setting = json.dumps(read.setting)
-    message = json.dumps(f"this port was derived with {read.setting} off; regenerate it")
-    return cst.parse_statement(
-        f"if {kwargs}.get({setting}, getattr(processor.image_processor, {setting}, None)):\n"
-        f"    # HF {read.source}: {json.dumps(read.key)} is {read.value} only while {read.setting} is off.\n"
-        f"    raise NotImplementedError({message})\n"
-    )
-
-
 def merged_image_kwargs(processor) -> dict:
     """The merged image kwargs HF passes to the hook (as the port computes them)."""
     kwargs = processor._merge_kwargs(processor.valid_processor_kwargs, tokenizer_init_kwargs=processor.tokenizer.init_kwargs)
     return kwargs["images_kwargs"]
 
 
-def _check_constants(reads: dict[str, ItemRead], processor) -> None:
-    """A constant read holds only while its setting is off in this snapshot (the port checks it again)."""
-    if processor is None:
-        return
-    settings = merged_image_kwargs(processor)
-    for read in reads.values():
-        if read.kind == "constant" and settings.get(read.setting, getattr(processor.image_processor, read.setting, None)):
-            raise AnalysisError(f"{read.key!r} follows the image's content while {read.setting} is on ({read.source})")
+# The port's preprocessing of a blank image of the item's size, called in place of a
+# read HF makes only under a switch (mmport.analyzers.substitute).
+PREPROCESS_CODE = f"""def {PREPROCESS_FUNCTION}(
+    image_processor: BaseImageProcessor, image_height: int, image_width: int, images_kwargs: Mapping[str, object]
+) -> BatchFeature:
+    \"\"\"HF's image processor on one blank image of this size, called as HF's processor calls it:
+    what HF's preprocessing computes from the image's size alone under a request's settings.\"\"\"
+    return image_processor([Image.new("RGB", (image_width, image_height))], **images_kwargs)"""
+PREPROCESS_IMPORTS = (
+    "from collections.abc import Mapping",
+    "from PIL import Image",
+    "from transformers import BaseImageProcessor, BatchFeature",
+)
+
+
+def _carry_preprocessing(transplant: Transplanter, processor_cls: type) -> Source:
+    """Queue the port's blank-image preprocessing, cited at HF's call of its image processor."""
+    found = find_method(processor_cls, "_process_images")
+    call = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("image_processor")))
+    calls = m.findall(found[1], call) if found else []
+    if not calls:
+        raise AnalysisError(f"{processor_cls.__name__} does not call its image processor in _process_images")
+    source = found[0].source(calls[0])
+    transplant.helpers[PREPROCESS_FUNCTION] = HelperFunction(PREPROCESS_FUNCTION, PREPROCESS_CODE, source, f"`{source.code}`")
+    transplant.imports.update(PREPROCESS_IMPORTS)
+    return source
 
 
 def _rewritten_hook(func: cst.FunctionDef, reads: ItemReadRewriter) -> cst.FunctionDef:
-    """The hook with item reads rewritten, its signature the port's, guards first."""
+    """The hook with item reads rewritten, its signature the port's."""
     body = func.body.visit(reads)
     statements = list(body.body)
     first = statements[0] if statements else None
     if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr) and len(statements) > 1:
         statements = statements[1:]  # the port cites the HF line instead of the docstring
     kwargs = func.params.star_kwarg.name.value if func.params.star_kwarg else None
-    constants = [r for r in reads.used.values() if r.kind == "constant"]
-    if constants and kwargs is None:
-        raise AnalysisError(f"{HOOK} cannot see the settings under which {constants[0].key!r} is constant")
-    guards = [_guard(r, kwargs) for r in constants]
-    body = body.with_changes(body=[*guards, *statements])
+    switched = [r for r in reads.used.values() if r.kind == "constant"]
+    if switched and kwargs is None:
+        raise AnalysisError(f"{HOOK} cannot see the settings under which {switched[0].key!r} is constant")
+    body = body.with_changes(body=statements)
     params, returns = _port_params(func, body), cst.Annotation(cst.Name("str"))
     return func.with_changes(name=cst.Name(HOOK), params=params, returns=returns, decorators=(), body=body)
 
 
-def analyze_replacement_text(processor_cls: type, image_processor_cls: type, processor=None) -> CountRule:
+def analyze_replacement_text(processor_cls: type, image_processor_cls: type) -> CountRule:
     """The replacement hook of ``processor_cls`` as a port function of the item's size."""
     # ProcessorMixin's own hook only raises NotImplementedError; the model's must define it.
     found = find_method(processor_cls, HOOK, models_only=True)
@@ -115,10 +122,11 @@ def analyze_replacement_text(processor_cls: type, image_processor_cls: type, pro
     leaked = free_names(code) & {inputs, index}
     if leaked:
         raise AnalysisError(f"{HOOK} of {processor_cls.__name__} reads the processed item beyond what its size explains")
-    _check_constants(reads.used, processor)
     owner = next(k for k in processor_cls.__mro__ if HOOK in vars(k))
     namespace = vars(inspect.getmodule(owner))
     carry_read_helpers(transplant, reads.used, image_processor_cls, api)
+    switched = any(r.kind == "constant" for r in reads.used.values())
+    preprocess_source = _carry_preprocessing(transplant, processor_cls) if switched else None
     transplant.resolve(code, namespace, HOOK)
     source = parsed.source(func)
     return CountRule(
@@ -132,4 +140,5 @@ def analyze_replacement_text(processor_cls: type, image_processor_cls: type, pro
         imports=tuple(sorted(transplant.imports)),
         item_reads=tuple((r.key, r.kind, r.source) for r in reads.used.values()),
         replacement=HelperFunction(HOOK, code, source, f"{owner.__name__}.{HOOK}", True),
+        preprocess_source=preprocess_source,
     )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import re
 
 import libcst as cst
@@ -32,11 +33,13 @@ from mmport.analyzers.itemreads import PATCHES_FUNCTION, ItemRead, analyze_item_
 from mmport.analyzers.resized import COUNT_FUNCTION, RESIZED_FUNCTION, RESIZED_KEY, TokenApi, analyze_token_api
 from mmport.analyzers.transplant import Transplanter
 
-__all__ = ["CONFIGURED", "ItemReadRewriter", "carry_read_helpers", "is_dead_list_guard", "item_reads"]
+__all__ = ["CONFIGURED", "PREPROCESS_FUNCTION", "ItemReadRewriter", "carry_read_helpers", "is_dead_list_guard", "item_reads"]
 
 SIZE = cst.Tuple([cst.Element(cst.Name("image_height")), cst.Element(cst.Name("image_width"))])
 # The port's name for the processor whose sub-processors hold a request's settings.
 CONFIGURED = "configured"
+# The port's function running HF's image processor on a blank image of the item's size.
+PREPROCESS_FUNCTION = "preprocess_blank_image"
 
 
 def _patches_call(kwargs: str | None = None) -> cst.Call:
@@ -47,6 +50,27 @@ def _patches_call(kwargs: str | None = None) -> cst.Call:
     # leaves the image processor's own settings.
     images_kwargs = cst.Name(kwargs) if kwargs else cst.Dict([])
     return cst.Call(cst.Name(PATCHES_FUNCTION), [*args, cst.Arg(images_kwargs)])
+
+
+def _switched_read(read: ItemRead, kwargs: str) -> cst.BaseExpression:
+    """``read``'s constant while its switch is off, else the entry HF's preprocessing gives the item.
+
+    ``num_crops = image_inputs["num_crops"][image_idx]`` becomes::
+
+        num_crops = (
+            preprocess_blank_image(processor.image_processor, image_height, image_width, kwargs)["num_crops"][0]
+            if kwargs.get("do_pan_and_scan", getattr(processor.image_processor, "do_pan_and_scan", None))
+            else 0
+        )
+
+    HF's ``_process_images`` calls its image processor with the hook's
+    ``**kwargs`` (the merged image kwargs), which also decide the switch; an
+    image of the item's size gives the entry its own pixels would.
+    """
+    setting = json.dumps(read.setting)
+    processed = f"{PREPROCESS_FUNCTION}(processor.image_processor, image_height, image_width, {kwargs})"
+    switched = f"{kwargs}.get({setting}, getattr(processor.image_processor, {setting}, None))"
+    return cst.parse_expression(f"({processed}[{json.dumps(read.key)}][0] if {switched} else {read.value})")
 
 
 def _token_count_keys(image_processor_cls: type | None) -> list[str]:
@@ -224,7 +248,8 @@ class ItemReadRewriter(cst.CSTTransformer):
             return _patches_call(self.kwargs)
         if read is not None and read.kind == "constant":
             self.used[read.key] = read
-            return cst.Integer(read.value)
+            # Without the hook's kwargs the switch cannot be seen: the callers refuse such a hook.
+            return _switched_read(read, self.kwargs) if self.kwargs else cst.Integer(read.value)
         return updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:

@@ -70,8 +70,8 @@ def _prompts_images_alone(processor: Any) -> bool:
     return "input_ids" in out
 
 
-def run_recording_prompt(processor: Any, text: str | None, images: list) -> tuple[str, Any]:
-    """HF's output for one text *or* one image, and the prompt HF wrote for it.
+def run_recording_prompt(processor: Any, text: str | None, images: list, **settings: Any) -> tuple[str, Any]:
+    """HF's output for one text *or* one image, and the prompt HF wrote for it, under a request's ``settings``.
 
     The prompt is the first sample's text as HF's ``prepare_inputs_layout``
     returns it: the items not yet expanded, which is what a vLLM request
@@ -93,7 +93,7 @@ def run_recording_prompt(processor: Any, text: str | None, images: list) -> tupl
     processor.prepare_inputs_layout = recording_layout
     try:
         with quiet_transformers():
-            out = processor(**inputs, return_tensors="pt")
+            out = processor(**inputs, **settings, return_tensors="pt")
     finally:
         del processor.prepare_inputs_layout
     if not seen or not seen[-1]:

@@ -82,7 +82,7 @@ def call_processor(
         if prompt is None:
             return processor(**({"images": list(images)} if images else {}), **media, return_tensors="pt")
         if writes_own_prompt(processor):
-            return processor(**({"images": images} if images else {"text": [prompt]}), return_tensors="pt")
+            return processor(**({"images": images} if images else {"text": [prompt]}), **settings, return_tensors="pt")
         nested = {"images": [images] if images else None} if "images" not in media else {}
         try:
             return processor(text=[prompt], **nested, **media, return_tensors="pt")
@@ -143,10 +143,10 @@ def media_kwargs(processor: Any, modality: str, items: list) -> dict[str, Any]:
     return {"images": [], "audios": items, "sampling_rate": rate}
 
 
-def run_items(processor: Any, items: list, placeholder: str | None, modality: str = "image") -> dict[str, Any]:
-    """HF's multimodal outputs for ``items`` of ``modality``, each with its ``placeholder`` in the prompt."""
+def run_items(processor: Any, items: list, placeholder: str | None, modality: str = "image", **settings: Any) -> dict[str, Any]:
+    """HF's multimodal outputs for ``items`` of ``modality``, each with its ``placeholder`` in the prompt (under ``settings``)."""
     prompt = (placeholder or "") * len(items)
-    return mm_outputs(processor, call_processor(processor, prompt, **media_kwargs(processor, modality, items)))
+    return mm_outputs(processor, call_processor(processor, prompt, **media_kwargs(processor, modality, items), **settings))
 
 
 def _text_only_keys(processor: Any) -> frozenset[str]:

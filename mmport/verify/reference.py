@@ -162,12 +162,12 @@ class HFReference:
         """
         items = [item if isinstance(item, Item) else _image_item(item) for item in items]
         media = _media(items, self.sampling_rate)
+        kwargs = {**self.base_setting, **(setting.kwargs if setting else {})}
         if self.writes_own_prompt:
             if len(items) > 1:
                 raise ValueError(f"{type(self.processor).__name__} makes each image its own sample, not one prompt")
-            prompt, out = run_recording_prompt(self.processor, prompt, media["images"])
+            prompt, out = run_recording_prompt(self.processor, prompt, media["images"], **kwargs)
         else:
-            kwargs = {**self.base_setting, **(setting.kwargs if setting else {})}
             out = call_processor(self.processor, prompt, **media, sampling_rate=self.sampling_rate, **kwargs)
         inputs = {k: v for k, v in out.items() if k != "labels" and isinstance(v, torch.Tensor)}
         return HFOutput(out["input_ids"][0].tolist(), mm_outputs(self.processor, out), inputs, prompt)
