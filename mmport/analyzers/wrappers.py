@@ -1,16 +1,9 @@
 """Placeholders the HF processor accepts only inside wrapper tokens, as a port fact.
 
-Some processors check, in ``validate_inputs``, that every image token in the
-prompt sits between a start and an end token, as their chat template writes it::
-
-    if not self._has_wrappers(prompt, match.start(), self.image_start_token, self.image_token, self.image_end_token):
-        raise ValueError(...)
-
-A prompt then carries ``<image_start><image><image_end>`` per image; only the
-middle token is replaced. Probes and dummy prompts must write the wrapped form.
-Reading the call is :func:`mmport.hf.wrappers.wrapper_call` (mmport's every
-HF call needs it); the port learns it here, with the line of HF's source
-that demands it.
+What HF demands (``<image_start><image><image_end>`` per image, checked in
+``validate_inputs``) is read by :func:`mmport.hf.wrappers.wrapper_call`, which
+every HF call of mmport's needs; the port learns it here, with the line of
+HF's source that demands it.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ expects (``image_token_index`` → ``<image>``).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -83,6 +84,7 @@ def tokenizer_family(config: Any) -> type | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
 def _default_backend(family: type) -> Any | None:
     """A default instance's ``tokenizers.Tokenizer``, when the class builds a BPE one from nothing."""
     try:
