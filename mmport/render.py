@@ -8,6 +8,7 @@ failure never leaves half a port behind.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import jinja2
 
+from mmport.edgetokens import retokenize_edges
 from mmport.errors import OutputExistsError, RenderError
 from mmport.spec import PortSpec
 
@@ -59,6 +61,8 @@ def _environment() -> jinja2.Environment:
     env.filters["import_sorted"] = _import_sorted
     env.filters["flatten"] = lambda groups: [item for group in groups for item in group]
     # A dotted name (``use_image_id``, ``processor.flag``) needs no parentheses after ``not``.
+    # The port's step at item edges is the very function the analysis ran (mmport.edgetokens).
+    env.globals["retokenize_edges_source"] = inspect.getsource(retokenize_edges)
     env.tests["identifier"] = lambda value: all(part.isidentifier() for part in value.split("."))
     return env
 

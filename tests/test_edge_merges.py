@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from mmport.analyzers.edgemerges import merge_at_edges
+from mmport.edgetokens import retokenize_edges
 from mmport.sources import resolve
 from mmport.sources.tokens import WHITESPACE_RUNS
 from conftest import invoke, mutated_port
@@ -22,18 +22,34 @@ slow = pytest.mark.slow
 MERGE_METHOD = "    def _apply_token_matches_with_placeholders("
 
 
-def test_merge_at_edges_merges_across_an_edge_and_chains() -> None:
-    # A toy tokenizer whose pairs 3+3 → 9 and 9+4 → 10 are single tokens.
-    table = {(3, 3): 9, (9, 4): 10}
+def _toy(table: dict[tuple[int, ...], list[int]]):
+    """A toy re-encoder: a window in ``table`` becomes its value, any other stays as it is."""
+    return lambda window: table.get(tuple(window), window)
 
-    def retokenize(pair: list[int]) -> list[int]:
-        return [table[tuple(pair)]] if tuple(pair) in table else pair
 
-    assert merge_at_edges([7, 3, 3, 8], [2], set(), retokenize) == [7, 9, 8]
-    assert merge_at_edges([3, 3, 4], [1, 2], set(), retokenize) == [10]
-    # Only at edges, and never into a special token.
-    assert merge_at_edges([3, 3, 3], [], set(), retokenize) == [3, 3, 3]
-    assert merge_at_edges([3, 3], [1], {3}, retokenize) == [3, 3]
+def test_retokenize_edges_merges_across_an_edge_and_chains() -> None:
+    # 3+3 → 9 is one token; 3+3+3+3... is one token 10 when the window closes at a special token.
+    retokenize = _toy({(3, 3): [9], (3, 3, 3): [10]})
+    assert retokenize_edges([7, 3, 3, 8], [2], {7, 8}, retokenize) == ([7, 9, 8], [0, 1, 1, 2])
+    # Two edges inside one window (an item's tail, one token of text, the next item's head).
+    assert retokenize_edges([7, 3, 3, 3, 8], [2, 3], {7, 8}, retokenize)[0] == [7, 10, 8]
+    # Only at edges, and never across a boundary token.
+    assert retokenize_edges([3, 3, 3], [], set(), retokenize)[0] == [3, 3, 3]
+    assert retokenize_edges([3, 3], [1], {3}, retokenize)[0] == [3, 3]
+
+
+def test_retokenize_edges_splits_where_the_next_token_decides() -> None:
+    # A GPT-2 pre-tokenizer: "\n\n" (5) before a word (6) is "\n" (4) "\n" (4) and the word.
+    retokenize = _toy({(5, 6, 6): [4, 4, 6, 6], (5, 6): [4, 4, 6]})
+    ids, moved = retokenize_edges([8, 5, 6, 6, 8], [2], {8}, retokenize)
+    assert ids == [8, 4, 4, 6, 6, 8] and moved == [0, 1, 3, 4, 5]
+
+
+def test_retokenize_edges_leaves_a_window_it_cannot_align() -> None:
+    # The window is cut by ``reach`` and its re-encoding changes its last token: nothing is known
+    # about the tokens after it, so the splice stays.
+    retokenize = _toy({(5, 6): [11]})
+    assert retokenize_edges([5, 6, 6], [1], set(), retokenize, reach=1)[0] == [5, 6, 6]
 
 
 @pytest.mark.parametrize("model_type", ["llava", "qwen2_vl", "gemma3"])

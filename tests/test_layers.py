@@ -22,21 +22,23 @@ ROOT = Path(mmport.__file__).parent
 # What each part may import (itself and the root package aside). Lower parts first.
 ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
+    # The rule a port follows at item edges: the analysis runs it, render copies its source.
+    "edgetokens": frozenset(),
     "media": frozenset({"errors"}),
     "spec": frozenset({"media", "errors"}),
     "hf": frozenset({"media", "errors"}),
     "runtime": frozenset({"hf", "media", "errors"}),
     "pool": frozenset({"errors"}),
     "sources": frozenset({"hf", "media", "errors", "spec"}),
-    "analyzers": frozenset({"hf", "sources", "media", "spec", "errors"}),
-    "render": frozenset({"spec", "errors"}),
+    "analyzers": frozenset({"hf", "sources", "media", "spec", "errors", "edgetokens"}),
+    "render": frozenset({"spec", "errors", "edgetokens"}),
     "verify": frozenset({"hf", "sources", "runtime", "media", "errors", "serve"}),
     # serve/ is verify's engine check: it reports in verify's terms (Failure, HFReference).
     "serve": frozenset({"hf", "sources", "runtime", "media", "errors", "verify"}),
     "manifest": frozenset({"pool", "verify", "runtime", "sources", "hf", "media", "errors"}),
     "console": frozenset({"spec", "media", "errors"}),
     "cli": frozenset(
-        {"analyzers", "console", "errors", "hf", "manifest", "media", "pool", "render", "runtime", "serve", "sources", "spec", "verify"}
+        {"analyzers", "console", "edgetokens", "errors", "hf", "manifest", "media", "pool", "render", "runtime", "serve", "sources", "spec", "verify"}
     ),
     "__main__": frozenset({"cli"}),
 }

@@ -11,45 +11,24 @@ around each image, and its vocabulary holds ``"\\n\\n\\n\\n"``::
 The analysis asks HF for one item beside another, and beside newlines and
 spaces, and compares HF's ids with the splice of the item's own tokens into
 the prompt's. Where they differ, the port must merge the tokens on each side
-of every item's edges after replacement, as vLLM's own Gemma 3 port does:
-:func:`merge_at_edges` is that rule, and the analysis keeps the port only
-where it explains HF's ids.
+of every item's edges after replacement, as vLLM's own Gemma 3 port does, or
+split them where the pre-tokenizer would (a GPT-2 pre-tokenizer splits
+``"\\n\\n"`` before a word): :func:`~mmport.edgetokens.retokenize_edges`
+is that rule, and the analysis keeps the port's step only where it explains
+HF's ids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+from mmport.edgetokens import retokenize_edges
 from mmport.spec import EdgeMerges, Source
 
-__all__ = ["analyze_edge_merges", "merge_at_edges"]
+__all__ = ["analyze_edge_merges"]
 
 # Text beside an item in a prompt whose tokens may merge with the item's edges.
 NEIGHBOURS = ("\n", "\n\n", " ", "  ")
-
-
-def merge_at_edges(ids: list[int], edges: Iterable[int], special: set[int], retokenize: Callable[[list[int]], list[int]]) -> list[int]:
-    """``ids`` with the two ordinary tokens on each side of an edge merged where the tokenizer makes them one.
-
-    ``edges`` are positions whose token starts an item's text or follows it;
-    a token merged into its left neighbour may merge again with the next edge
-    (``"\\n\\n" + "\\n" + "\\n\\n"`` is one token of five newlines)::
-
-        >>> merge_at_edges([7, 3, 3, 8], [2], set(), lambda pair: [9] if pair == [3, 3] else pair)
-        [7, 9, 8]
-    """
-    edges = set(edges)
-    merged: list[int] = []
-    for index, token in enumerate(ids):
-        if index in edges and merged and merged[-1] not in special and token not in special:
-            joined = retokenize([merged[-1], token])
-            if len(joined) == 1:
-                merged[-1] = joined[0]
-                continue
-        merged.append(token)
-    return merged
 
 
 def _tokens(processor: Any, text: str, modality: str, count: int) -> list[int]:
@@ -83,7 +62,9 @@ def _item_ids(processor: Any, placeholder: str, placeholder_id: int, modality: s
 def _contexts(placeholder: str) -> list[tuple[str, int]]:
     """Prompts that put an item beside another and beside whitespace, with their item counts."""
     around = [(f"{n}{placeholder}{n}", 1) for n in NEIGHBOURS]
-    return [(placeholder * 2, 2), (f"{placeholder}\n{placeholder}", 2), *around]
+    # Words beside the item: a pre-tokenizer splits a whitespace run before a word.
+    words = [(f"hi{placeholder}hi", 1), (f"hi {placeholder} hi", 1)]
+    return [(placeholder * 2, 2), (f"{placeholder}\n{placeholder}", 2), *around, *words]
 
 
 def analyze_edge_merges(processor: Any, modality: str, placeholder: str, placeholder_id: int, source: Source) -> EdgeMerges | None:
@@ -93,10 +74,12 @@ def analyze_edge_merges(processor: Any, modality: str, placeholder: str, placeho
     contexts (the port is judged by verify either way).
     """
     tokenizer = processor.tokenizer
-    special = set(tokenizer.all_special_ids)
+    # HF splits text at added tokens before its pre-tokenizer runs: nothing merges across them.
+    special = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
 
-    def retokenize(pair: list[int]) -> list[int]:
-        return tokenizer.encode(tokenizer.decode(pair), add_special_tokens=False)
+    def retokenize(window: list[int]) -> list[int]:
+        text = tokenizer.decode(window, clean_up_tokenization_spaces=False)
+        return tokenizer.encode(text, add_special_tokens=False)
 
     try:
         item = _item_ids(processor, placeholder, placeholder_id, modality)
@@ -104,7 +87,7 @@ def analyze_edge_merges(processor: Any, modality: str, placeholder: str, placeho
         for text, count in _contexts(placeholder):
             expected = _tokens(processor, text, modality, count)
             spliced, edges = _splice(tokenizer, text, placeholder_id, item)
-            if spliced != expected and merge_at_edges(spliced, edges, special, retokenize) == expected:
+            if spliced != expected and retokenize_edges(spliced, edges, special | {placeholder_id}, retokenize)[0] == expected:
                 seen.append(text.replace(placeholder, "<item>"))
     except Exception:  # HF refuses these prompts (wrapped or counted placeholders): nothing to learn here
         return None
