@@ -8,7 +8,6 @@ failure never leaves half a port behind.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import jinja2
 
-from mmport.edgetokens import retokenize_edges
+from mmport.edgetokens import port_source
 from mmport.errors import OutputExistsError, RenderError
 from mmport.spec import PortSpec
 
@@ -62,7 +61,7 @@ def _environment() -> jinja2.Environment:
     env.filters["flatten"] = lambda groups: [item for group in groups for item in group]
     # A dotted name (``use_image_id``, ``processor.flag``) needs no parentheses after ``not``.
     # The port's step at item edges is the very function the analysis ran (mmport.edgetokens).
-    env.globals["retokenize_edges_source"] = inspect.getsource(retokenize_edges)
+    env.globals["retokenize_edges_source"] = port_source()
     env.tests["identifier"] = lambda value: all(part.isidentifier() for part in value.split("."))
     return env
 
