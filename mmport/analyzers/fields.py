@@ -24,6 +24,12 @@ from mmport.spec import FieldSpec, Source
 
 __all__ = ["observe_fields", "per_item_fields", "refuses_images_alone"]
 
+# How HF refuses probe items under a flipped switch: a value or type it rejects,
+# a tensor it cannot build, or its own code path the switch leaves broken
+# (transformers 5.20's MiniCPM-V 4.6 preprocessing reads an unset local, an
+# UnboundLocalError, when do_resize is off).
+HF_REFUSALS = (ValueError, TypeError, RuntimeError, NameError)
+
 # Candidate size expressions over a batched integer key K, tried in order.
 SIZE_EXPRESSIONS = ("{k}.prod(-1)", "{k}", "{k}.sum(-1)")
 
@@ -73,7 +79,7 @@ def observe_fields(
             switched = _classify(processor, placeholder, sources, modality, {name: value})
         except AnalysisError as exc:
             raise AnalysisError(f"under {name}={value!r}, {exc}") from exc
-        except (ValueError, TypeError, RuntimeError):  # HF refuses the probe items under the switch: nothing to split
+        except HF_REFUSALS:  # HF refuses the probe items under the switch: nothing to split
             continue
         if _layouts(switched) != _layouts(fields):
             raise AnalysisError(f"HF's outputs split into items as {_layouts(fields)} by default, as {_layouts(switched)} under {name}={value!r}")
@@ -134,7 +140,7 @@ def per_item_fields(
     for name, value in (switches or {}).items():
         try:
             alone += [_run(processor, [probe_media(modality, i)], placeholder, modality, **{name: value}) for i in range(2)]
-        except (ValueError, TypeError, RuntimeError):  # HF refuses the probe items under the switch: nothing more to keep
+        except HF_REFUSALS:  # HF refuses the probe items under the switch: nothing more to keep
             continue
     keys = dict.fromkeys(key for out in alone for key in out)
     fields = []
