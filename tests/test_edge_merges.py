@@ -137,3 +137,22 @@ def test_vllms_own_gemma3_port_splits_merged_newlines_back_wrongly(tmp_path) -> 
     loud = [f for f in report.checks["tokens"].failures if f.loudness == "loud" and f.setting is None]
     assert loud and "0 prompt placeholders" in loud[0].message, report.failure_summary()
     assert "\\n" in report.probe_cases[loud[0].probe], report.probe_cases[loud[0].probe]
+
+
+def test_tags_a_processor_writes_as_text_are_added_tokens() -> None:
+    # Molmo 2 writes <low_res_im_start>, <im_patch>... as text; its checkpoints' tokenizers hold
+    # them as added tokens, so BPE never merges across them. The synthetic snapshot learns them.
+    from mmport.hf.processor import call_processor
+    from mmport.hf.wrappers import wrapped_placeholder
+    from mmport.media import make_image
+    from mmport.sources.synthetic import wrapper_texts, written_tags
+
+    processor = resolve("molmo2").load_processor()
+    tokenizer = processor.tokenizer
+    ids = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])["input_ids"][0].tolist()
+    tags = written_tags((tokenizer.decode(ids),))
+    assert len(tags) > 1, tags
+    for tag in tags:
+        encoded = tokenizer.encode(tag, add_special_tokens=False)
+        assert len(encoded) == 1 and encoded[0] in tokenizer.added_tokens_decoder, (tag, encoded)
+    assert not written_tags(wrapper_texts(processor))

@@ -56,13 +56,8 @@ def test_generated_port_matches_hf_in_real_vllm(model_type, scaffolded) -> None:
 # index), colqwen2 (HF writes the image's prompt), got_ocr2 (flat image lists),
 # video_llava (geometry set in the constructor). docs/vllm.md lists the
 # families that do not pass here yet.
-# Molmo 2's processor writes its image tags (``<low_res_im_start>``, ``<im_patch>``...) as
-# text; the synthetic tokenizer lacks them as added tokens (a real Molmo 2 tokenizer has
-# them), so BPE merges ``"><"`` across item edges, which the edge analysis cannot explain
-# under transformers 5.20. Strict: the mark must go when the snapshot learns those tags.
-MOLMO2_TAGS_AS_TEXT = pytest.mark.xfail(strict=True, reason="synthetic tokenizer lacks Molmo 2's image tags as added tokens")
 LATER_MECHANISMS = [
-    "gemma4", pytest.param("molmo2", marks=MOLMO2_TAGS_AS_TEXT), "deepseek_ocr2", "hunyuan_vl", "emu3", "minicpmv4_6", "colqwen2", "got_ocr2", "video_llava",
+    "gemma4", "molmo2", "deepseek_ocr2", "hunyuan_vl", "emu3", "minicpmv4_6", "colqwen2", "got_ocr2", "video_llava",
 ]
 
 

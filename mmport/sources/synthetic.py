@@ -33,6 +33,8 @@ from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, tokenizer_family, wr
 __all__ = ["build_synthetic", "processor_class_for", "multimodal_model_types"]
 
 _SPECIAL_SHAPE = re.compile(r"^(<[^<>\s]{1,48}>|<\|[^|\s]{1,48}\|>|\[[A-Z_]{2,32}\])$")
+# A tag inside written text: the candidates _SPECIAL_SHAPE then accepts.
+_TAG = re.compile(r"<\|[^|\s]{1,48}\|>|<[^<>\s]{1,48}>|\[[A-Z_]{2,32}\]")
 _ID_SUFFIXES = ("_token_id", "_token_index")
 
 
@@ -344,7 +346,10 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     The tokenizer is built twice: once to learn the ordinary text the processor
     writes around an item (Gemma 3's ``"\\n\\n"`` before ``<start_of_image>``),
     then with that text merged into whole tokens, as a checkpoint's vocabulary
-    holds it (see :mod:`mmport.sources.tokens`).
+    holds it (see :mod:`mmport.sources.tokens`). Tags the processor writes as
+    text (Molmo 2's ``<im_patch>``, Idefics3's ``<row_1_col_1>``) are added
+    tokens in its checkpoints' tokenizers: where the first build shows any,
+    they become added tokens and the text around them is learned again.
     """
     from transformers import CONFIG_MAPPING
 
@@ -361,6 +366,11 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     plan = TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts), family=tokenizer_family(config))
     processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
     written = wrapper_texts(processor)
+    tags = written_tags(written)
+    if tags:
+        plan = dataclasses.replace(plan, anonymous=(*plan.anonymous, *tags))
+        processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
+        written = wrapper_texts(processor)
     if written:
         processor = _write_snapshot(processor_cls, model_type, config, dataclasses.replace(plan, texts=written), directory)
     if _align_image_token_id(config, processor) | _align_media_token_ids(config, processor):
@@ -397,7 +407,8 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
         ids = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])["input_ids"][0].tolist()
     except Exception:  # the processor needs more than a placeholder: its texts stay unlearned
         return ()
-    special = set(processor.tokenizer.all_special_ids)
+    # Added tokens are never part of a text run: the tokenizer splits text at them first.
+    special = set(processor.tokenizer.all_special_ids) | set(processor.tokenizer.added_tokens_decoder)
     runs, run = [], []
     for token in [*ids, None]:
         if token is not None and token not in special:
@@ -406,6 +417,12 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
             runs.append(processor.tokenizer.decode(run))
             run = []
     return tuple(t for t in dict.fromkeys(runs) if t.strip(" \n\t") or len(t) > 8)
+
+
+def written_tags(texts: tuple[str, ...]) -> tuple[str, ...]:
+    """The special-token-shaped pieces (``<im_patch>``, ``<row_1_col_1>``) of ``texts``, in order, once each."""
+    pieces = (piece for text in texts for piece in _TAG.findall(text))
+    return tuple(dict.fromkeys(p for p in pieces if _SPECIAL_SHAPE.match(p)))
 
 
 def _align_media_token_ids(config: Any, processor: Any) -> bool:
