@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmport.edgetokens import retokenize_edges
+from mmport.hf.processor import text_boundaries
 from mmport.spec import EdgeMerges, Source
 
 __all__ = ["analyze_edge_merges"]
@@ -74,8 +75,7 @@ def analyze_edge_merges(processor: Any, modality: str, placeholder: str, placeho
     contexts (the port is judged by verify either way).
     """
     tokenizer = processor.tokenizer
-    # HF splits text at added tokens before its pre-tokenizer runs: nothing merges across them.
-    special = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
+    special = text_boundaries(tokenizer)
 
     def retokenize(window: list[int]) -> list[int]:
         text = tokenizer.decode(window, clean_up_tokenization_spaces=False)

@@ -13,6 +13,7 @@ import weakref
 from typing import Any
 
 __all__ = [
+    "text_boundaries",
     "AUDIO_PROBE_SAMPLES",
     "PROBE_SIZES",
     "VIDEO_PROBE_FRAMES",
@@ -115,6 +116,11 @@ def token_id_of(processor: Any, token_attr: str = "image_token") -> int:
     if hasattr(processor, f"{token_attr}_id"):
         return getattr(processor, f"{token_attr}_id")
     return processor.tokenizer.convert_tokens_to_ids(str(getattr(processor, token_attr)))
+
+
+def text_boundaries(tokenizer: Any) -> set[int]:
+    """Ids no text run reaches across: special tokens, and added tokens (HF splits text at them first)."""
+    return set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
 
 
 def probe_media(modality: str, index: int) -> Any:

@@ -32,9 +32,10 @@ from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, tokenizer_family, wr
 
 __all__ = ["build_synthetic", "processor_class_for", "multimodal_model_types"]
 
-_SPECIAL_SHAPE = re.compile(r"^(<[^<>\s]{1,48}>|<\|[^|\s]{1,48}\|>|\[[A-Z_]{2,32}\])$")
-# A tag inside written text: the candidates _SPECIAL_SHAPE then accepts.
-_TAG = re.compile(r"<\|[^|\s]{1,48}\|>|<[^<>\s]{1,48}>|\[[A-Z_]{2,32}\]")
+# A special token's shape (``<image>``, ``<|image|>``, ``[IMG]``); whole strings
+# are matched against _SPECIAL_SHAPE, tags inside written text found by _TAG.
+_TAG = re.compile(r"<[^<>\s]{1,48}>|<\|[^|\s]{1,48}\|>|\[[A-Z_]{2,32}\]")
+_SPECIAL_SHAPE = re.compile(rf"^(?:{_TAG.pattern})$")
 _ID_SUFFIXES = ("_token_id", "_token_index")
 
 
@@ -399,7 +400,7 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
     is the processor's own: Gemma 3's ``"\\n\\n"`` around the image block,
     Idefics3's ``"\\n"`` between tile rows.
     """
-    from mmport.hf.processor import call_processor
+    from mmport.hf.processor import call_processor, text_boundaries
     from mmport.hf.wrappers import wrapped_placeholder
     from mmport.media import make_image
 
@@ -407,8 +408,7 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
         ids = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])["input_ids"][0].tolist()
     except Exception:  # the processor needs more than a placeholder: its texts stay unlearned
         return ()
-    # Added tokens are never part of a text run: the tokenizer splits text at them first.
-    special = set(processor.tokenizer.all_special_ids) | set(processor.tokenizer.added_tokens_decoder)
+    special = text_boundaries(processor.tokenizer)
     runs, run = [], []
     for token in [*ids, None]:
         if token is not None and token not in special:
@@ -421,8 +421,7 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
 
 def written_tags(texts: tuple[str, ...]) -> tuple[str, ...]:
     """The special-token-shaped pieces (``<im_patch>``, ``<row_1_col_1>``) of ``texts``, in order, once each."""
-    pieces = (piece for text in texts for piece in _TAG.findall(text))
-    return tuple(dict.fromkeys(p for p in pieces if _SPECIAL_SHAPE.match(p)))
+    return tuple(dict.fromkeys(piece for text in texts for piece in _TAG.findall(text)))
 
 
 def _align_media_token_ids(config: Any, processor: Any) -> bool:
