@@ -8,7 +8,7 @@ import pytest
 
 from mmport.errors import BadReferenceError
 from mmport.sources import resolve
-from mmport.sources.defaults import lookup_config
+from mmport.sources.defaults import lookup_config, vocabulary_lookups
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +80,19 @@ def test_synthetic_vocabulary_holds_the_constructors_token_texts() -> None:
     tokenizer = processor.tokenizer
     assert tokenizer.tokenize(processor.image_token) == [processor.image_token]
     assert tokenizer.convert_tokens_to_ids(processor.image_token) == processor.image_token_id
+
+
+@pytest.mark.parametrize("model_type", ["glm4v", "minimax_m3_vl"])
+def test_synthetic_vocabulary_holds_what_the_processor_looks_up_by_text(model_type) -> None:
+    # GLM-4V's constructor calls convert_tokens_to_ids("<|begin_of_video|>"), MiniMax-M3-VL's
+    # convert_tokens_to_ids(self.VISION_START_TOKEN): on a checkpoint each is one token.
+    processor = resolve(model_type).load_processor()
+    tokenizer = processor.tokenizer
+    looked_up = vocabulary_lookups(type(processor))
+    assert looked_up
+    for text in looked_up:
+        assert tokenizer.tokenize(text) == [text]
+        assert tokenizer.convert_tokens_to_ids(text) != tokenizer.unk_token_id
 
 
 def test_synthetic_tokenizer_holds_tokens_the_call_appends() -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "tokenizer_self_added",
     "tokenizer_token_reads",
     "token_literals",
+    "vocabulary_lookups",
 ]
 
 # Names that checkpoints use for one concept. Policy, not per-model answers:
@@ -292,3 +293,44 @@ def token_literals(processor_cls: type) -> dict[str, str]:
             for name, text in visitor.found.items():
                 found.setdefault(name, text)
     return found
+
+
+class _VocabularyLookups(cst.CSTVisitor):
+    """Texts passed to ``<tokenizer>.convert_tokens_to_ids(...)`` anywhere in a class.
+
+    ``convert_tokens_to_ids(self.VISION_START_TOKEN)`` (MiniMax-M3-VL) resolves
+    the class constant; a list argument gives each of its texts.
+    """
+
+    def __init__(self, constants: Mapping[str, Any]) -> None:
+        self.constants = constants
+        self.found: list[str] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "convert_tokens_to_ids" and node.args):
+            return
+        arg = node.args[0].value
+        items = [e.value for e in arg.elements] if isinstance(arg, (cst.List, cst.Tuple)) else [arg]
+        for item in items:
+            named = isinstance(item, cst.Attribute) and isinstance(item.value, cst.Name) and item.value.value == "self"
+            text = _text_of(cst.Name(item.attr.value) if named else item, self.constants)
+            if text is not None:
+                self.found.append(text)
+
+
+def vocabulary_lookups(processor_cls: type) -> list[str]:
+    """Token texts the processor looks up in its tokenizer's vocabulary by text.
+
+    GLM-4V's constructor reads ``convert_tokens_to_ids("<|begin_of_video|>")``:
+    on a checkpoint that text is one token (vLLM's own port indexes the
+    vocabulary with it), so a synthetic vocabulary must hold it too. Looked up
+    in every method of the processor's transformers classes, in source order.
+    """
+    found: list[str] = []
+    for klass in processor_cls.__mro__:
+        if is_hf_code(klass.__module__, models_only=True) and klass is not object:
+            visitor = _VocabularyLookups({**vars(inspect.getmodule(klass)), **vars(klass)})
+            cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
+            found.extend(visitor.found)
+    return list(dict.fromkeys(found))

@@ -25,6 +25,7 @@ from mmport.sources.defaults import (
     tokenizer_self_added,
     token_literals,
     tokenizer_token_reads,
+    vocabulary_lookups,
 )
 from mmport.sources.measure import extra_token_params, measure_extra_tokens
 from mmport.sources.siblings import fill_from_siblings
@@ -89,6 +90,9 @@ def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
         named.pop(name, None)
         anonymous.append(text)
     anonymous.extend(literals.values())
+    # Looked up by text: special-token shaped, or named by a *_TOKEN constant (MiniMax's ']<]start of image[>[').
+    constants = {v for k, v in vars(processor_cls).items() if k.isupper() and k.endswith("_TOKEN")}
+    anonymous.extend(t for t in vocabulary_lookups(processor_cls) if _SPECIAL_SHAPE.match(t) or t in constants)
     return named, [t for t in dict.fromkeys(anonymous) if t not in named.values()]
 
 
