@@ -283,3 +283,23 @@ def test_synthetic_video_frames_feed_the_tower_images_do(model_type) -> None:
             size = getattr(part, attr, None)
             if size is not None and size.get("height") is not None:
                 assert [size["height"], size["width"]] == tower, (type(part).__name__, attr, size, tower)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "mistral3"])
+def test_synthetic_processor_patchifies_as_its_tower_embeds(model_type) -> None:
+    # Qwen3-VL's default processor is Qwen2-VL's (14 px patches) while its tower embeds
+    # 16 px ones; Mistral 3's Pixtral processor the other way round. A checkpoint pairs them.
+    snapshot = resolve(model_type)
+    processor = snapshot.load_processor()
+    tower = snapshot.config_dict["vision_config"]["patch_size"]
+    for part in (processor.image_processor, getattr(processor, "video_processor", None)):
+        patch = getattr(part, "patch_size", None)
+        if patch is not None:
+            assert (patch["height"] if isinstance(patch, dict) or hasattr(patch, "height") else patch) == tower
+
+
+def test_a_processor_patch_of_another_concept_is_left_alone() -> None:
+    # Step3p7's image processor calls its 504 px crop window `patch_size`; its tower's patch is 14.
+    snapshot = resolve("step3p7")
+    processor = snapshot.load_processor()
+    assert processor.image_processor.patch_size != snapshot.config_dict["vision_config"]["patch_size"]

@@ -222,16 +222,17 @@ def _vision_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> di
     transformers' default image processors and default model configs are
     written independently (LLaVA's crops to 224 px while its default CLIP
     tower takes 336 px); a real checkpoint pairs them. Each size setting the
-    image processor declares is set to the tower's ``image_size``.
+    image processor declares is set to the tower's ``image_size``, and its
+    patch to the tower's patch (:func:`_patch_geometry`).
     """
+    overrides = _patch_geometry(image_processor_cls, config)
     image_size = lookup_config(config, "image_size")
     if isinstance(image_size, int) and not isinstance(image_size, bool):
         height = width = image_size
     elif isinstance(image_size, list | tuple) and len(image_size) == 2 and all(isinstance(v, int) for v in image_size):
         height, width = image_size  # InternVL's [448, 448]
     else:
-        return {}
-    overrides: dict[str, Any] = {}
+        return overrides
     for attr in ("size", "crop_size"):
         size = getattr(image_processor_cls, attr, None)
         if isinstance(size, Mapping) and {"height", "width"} <= set(size):
@@ -239,6 +240,30 @@ def _vision_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> di
         elif isinstance(size, Mapping) and set(size) == {"shortest_edge"}:
             overrides[attr] = {"shortest_edge": min(height, width)}
     return overrides
+
+
+def _patch_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The tower's ``patch_size`` for an image or video processor that patchifies for it.
+
+    Qwen3-VL's default processor is Qwen2-VL's, with 14 px patches, while its
+    default tower embeds 16 px patches; a checkpoint's processor patchifies as
+    its tower embeds (the tower reshapes HF's flattened patches by its own
+    size). A processor patch more than twice the tower's, or less than half,
+    is another concept under the same name (Step3p7's 504 px crop windows)
+    and is left alone; a ``{"height", "width"}`` patch keeps its form.
+    """
+    patch = lookup_config(config, "patch_size")
+    declared = getattr(image_processor_cls, "patch_size", None)
+    if not isinstance(patch, int) or isinstance(patch, bool) or patch <= 0:
+        return {}
+    if isinstance(declared, Mapping) and set(declared) == {"height", "width"}:
+        current, value = declared["height"], {"height": patch, "width": patch}
+    elif isinstance(declared, int) and not isinstance(declared, bool):
+        current, value = declared, patch
+    else:
+        return {}
+    same_concept = 0 < current and max(current, patch) <= 2 * min(current, patch)
+    return {"patch_size": value} if same_concept and current != patch else {}
 
 
 def _processor_kwargs(processor_cls: type, config: Any, image_processor: Any) -> dict[str, Any]:
