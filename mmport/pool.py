@@ -65,7 +65,7 @@ class WorkerPool:
         self._selector = selectors.DefaultSelector()
 
     def _start(self) -> _Worker:
-        stderr = tempfile.TemporaryFile()
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as its worker; _stop closes it
         process = subprocess.Popen(
             self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=self.cwd, env=self.env, bufsize=0
         )

@@ -119,9 +119,13 @@ class _Prepends(cst.CSTVisitor):
             self.fstrings[target.value] = node.value
 
     def visit_For(self, node: cst.For) -> None:
-        if isinstance(node.target, cst.Name) and isinstance(node.iter, cst.Call):
-            if isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range":
-                self.counters.add(node.target.value)
+        if (
+            isinstance(node.target, cst.Name)
+            and isinstance(node.iter, cst.Call)
+            and isinstance(node.iter.func, cst.Name)
+            and node.iter.func.value == "range"
+        ):
+            self.counters.add(node.target.value)
 
 
 def _indexes(expr: cst.BaseExpression, name: str) -> bool:
@@ -193,9 +197,13 @@ def _without(test: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
 
 def _assigned_name(stmt: cst.SimpleStatementLine) -> tuple[str, cst.BaseExpression] | None:
     node = stmt.body[0]
-    if len(stmt.body) == 1 and isinstance(node, cst.Assign) and len(node.targets) == 1:
-        if isinstance(node.targets[0].target, cst.Name):
-            return node.targets[0].target.value, node.value
+    if (
+        len(stmt.body) == 1
+        and isinstance(node, cst.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0].target, cst.Name)
+    ):
+        return node.targets[0].target.value, node.value
     return None
 
 

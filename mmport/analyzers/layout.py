@@ -83,9 +83,13 @@ class _BosSwitch(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         target = node.targets[0].target
-        if isinstance(target, cst.Attribute) and target.attr.value == "add_bos_token":
-            if isinstance(node.value, cst.Name) and node.value.value == "False":
-                self.node = node
+        if (
+            isinstance(target, cst.Attribute)
+            and target.attr.value == "add_bos_token"
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "False"
+        ):
+            self.node = node
 
 
 def _bos_switch(processor_cls: type) -> Source | None:

@@ -16,13 +16,13 @@ from typing import Any
 
 from mmport.analyzers.callblock import CallBlock, analyze_call_block
 from mmport.analyzers.callparams import call_parameter
-from mmport.analyzers.layout import analyze_layout
-from mmport.analyzers.limits import observe_limit
-from mmport.analyzers.settings import count_settings
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
 from mmport.analyzers.imageproc import analyze_output_fields
+from mmport.analyzers.layout import analyze_layout
+from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.outputhook import analyze_output_hook
 from mmport.analyzers.owncall import own_call_reason, process_method
+from mmport.analyzers.settings import count_settings
 from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers
 from mmport.errors import AnalysisError, one_line

@@ -31,7 +31,13 @@ import libcst as cst
 import libcst.matchers as m
 
 from mmport.analyzers.sourcefile import find_method
-from mmport.analyzers.substitute import CONFIGURED, PREPROCESS_FUNCTION, ItemReadRewriter, carry_read_helpers, item_reads
+from mmport.analyzers.substitute import (
+    CONFIGURED,
+    PREPROCESS_FUNCTION,
+    ItemReadRewriter,
+    carry_read_helpers,
+    item_reads,
+)
 from mmport.analyzers.transplant import Transplanter, free_names
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule, HelperFunction, Source

@@ -186,9 +186,8 @@ def unfollowed_switches(
                 test = test.left  # ``if crop_to_patches and max_patches > 1:``
             name = test.value if isinstance(test, cst.Name) else ""
             switch = name.startswith("do_") or isinstance(getattr(sub_processor, name, None), bool)
-            if switch and name in typed and name not in followed:
-                if _guarded_geometry(node, calls):
-                    switches.setdefault(test.value, SettingSpec(test.value, parsed.source(node), typed[test.value]))
+            if switch and name in typed and name not in followed and _guarded_geometry(node, calls):
+                switches.setdefault(test.value, SettingSpec(test.value, parsed.source(node), typed[test.value]))
 
     func.visit(Ifs())
     return tuple(switches.values())

@@ -25,10 +25,10 @@ __all__ = [
     "bound_names",
     "class_assignments",
     "find_method",
-    "relative_source_path",
     "init_assignment_source",
     "names_in",
     "parse_class",
+    "relative_source_path",
 ]
 
 

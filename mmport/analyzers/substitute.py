@@ -213,9 +213,13 @@ class ItemReadRewriter(cst.CSTTransformer):
     def leave_SimpleStatementLine(self, original_node, updated_node):
         """Drop ``name = [flattened inputs["key"]]`` once its reads are rewritten."""
         node = original_node.body[0]
-        if isinstance(node, cst.Assign) and isinstance(node.targets[0].target, cst.Name):
-            if node.targets[0].target.value in self.aliases and len(original_node.body) == 1:
-                return cst.RemovalSentinel.REMOVE
+        if (
+            isinstance(node, cst.Assign)
+            and isinstance(node.targets[0].target, cst.Name)
+            and node.targets[0].target.value in self.aliases
+            and len(original_node.body) == 1
+        ):
+            return cst.RemovalSentinel.REMOVE
         return updated_node
 
     def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.BaseExpression) -> cst.BaseExpression:

@@ -67,9 +67,14 @@ def _prefixed(elt: cst.BaseExpression, sample: str) -> cst.BaseExpression | None
 
 def _starts_with(test: cst.BaseExpression, sample: str) -> cst.BaseExpression | None:
     """``sample.startswith(token)`` → ``token``."""
-    if isinstance(test, cst.Call) and isinstance(test.func, cst.Attribute) and len(test.args) == 1:
-        if test.func.attr.value == "startswith" and _is_name(test.func.value, sample):
-            return test.args[0].value
+    if (
+        isinstance(test, cst.Call)
+        and isinstance(test.func, cst.Attribute)
+        and len(test.args) == 1
+        and test.func.attr.value == "startswith"
+        and _is_name(test.func.value, sample)
+    ):
+        return test.args[0].value
     return None
 
 

@@ -31,8 +31,8 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
 from mmport.analyzers.sourcefile import find_method, relative_source_path
-from mmport.hf.code import is_hf_code
 from mmport.errors import AnalysisError
+from mmport.hf.code import is_hf_code
 from mmport.spec import HelperFunction, Source
 
 __all__ = ["Transplanter", "free_names"]
@@ -118,9 +118,13 @@ def _without_docstring(funcdef: cst.FunctionDef) -> cst.FunctionDef:
     """The port cites the HF line instead of repeating HF's docstring."""
     body = list(funcdef.body.body)
     first = body[0] if body else None
-    if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr):
-        if isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString)) and len(body) > 1:
-            return funcdef.with_changes(body=funcdef.body.with_changes(body=body[1:]))
+    if (
+        isinstance(first, cst.SimpleStatementLine)
+        and isinstance(first.body[0], cst.Expr)
+        and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        and len(body) > 1
+    ):
+        return funcdef.with_changes(body=funcdef.body.with_changes(body=body[1:]))
     return funcdef
 
 

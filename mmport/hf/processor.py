@@ -13,7 +13,6 @@ import weakref
 from typing import Any
 
 __all__ = [
-    "text_boundaries",
     "AUDIO_PROBE_SAMPLES",
     "PROBE_SIZES",
     "VIDEO_PROBE_FRAMES",
@@ -23,6 +22,7 @@ __all__ = [
     "mm_outputs",
     "probe_media",
     "run_items",
+    "text_boundaries",
     "token_id_of",
 ]
 

@@ -26,9 +26,9 @@ __all__ = [
     "image_processor_reads",
     "lookup_config",
     "none_default_params",
+    "token_literals",
     "tokenizer_self_added",
     "tokenizer_token_reads",
-    "token_literals",
     "vocabulary_lookups",
 ]
 
@@ -210,9 +210,13 @@ class _SelfTokenizerReads(cst.CSTVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         inner = node.value
-        if isinstance(inner, cst.Attribute) and inner.attr.value == "tokenizer":
-            if isinstance(inner.value, cst.Name) and inner.value.value == "self":
-                self.names.append(node.attr.value)
+        if (
+            isinstance(inner, cst.Attribute)
+            and inner.attr.value == "tokenizer"
+            and isinstance(inner.value, cst.Name)
+            and inner.value.value == "self"
+        ):
+            self.names.append(node.attr.value)
 
 
 def _method_reads(processor_cls: type) -> list[str]:

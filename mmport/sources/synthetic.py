@@ -22,8 +22,8 @@ from mmport.sources.defaults import (
     image_processor_reads,
     lookup_config,
     none_default_params,
-    tokenizer_self_added,
     token_literals,
+    tokenizer_self_added,
     tokenizer_token_reads,
     vocabulary_lookups,
 )
@@ -31,7 +31,7 @@ from mmport.sources.measure import extra_token_params, measure_extra_tokens
 from mmport.sources.siblings import fill_from_siblings
 from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, tokenizer_family, write_tokenizer
 
-__all__ = ["build_synthetic", "processor_class_for", "multimodal_model_types"]
+__all__ = ["build_synthetic", "multimodal_model_types", "processor_class_for"]
 
 # A special token's shape (``<image>``, ``<|image|>``, ``[IMG]``); whole strings
 # are matched against _SPECIAL_SHAPE, tags inside written text found by _TAG.

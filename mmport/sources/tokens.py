@@ -22,13 +22,14 @@ expects (``image_token_index`` → ``<image>``).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TokenPlan", "WHITESPACE_RUNS", "tokenizer_family", "write_tokenizer"]
+__all__ = ["WHITESPACE_RUNS", "TokenPlan", "tokenizer_family", "write_tokenizer"]
 
 # Runs of whitespace real vocabularies hold as one token (Gemma's and Qwen's hold
 # far longer runs; eight is enough for any probe's boundary).
@@ -84,7 +85,7 @@ def tokenizer_family(config: Any) -> type | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _default_backend(family: type) -> Any | None:
     """A default instance's ``tokenizers.Tokenizer``, when the class builds a BPE one from nothing."""
     try:
@@ -147,7 +148,7 @@ def _bpe_split(piece: str, ranks: Mapping[tuple[str, str], int]) -> list[str]:
     """``piece`` split as BPE splits it under ``ranks``: the lowest-ranked adjacent pair merges first."""
     symbols = list(piece)
     while len(symbols) > 1:
-        pairs = [(ranks.get((a, b)), i) for i, (a, b) in enumerate(zip(symbols, symbols[1:])) if (a, b) in ranks]
+        pairs = [(ranks.get((a, b)), i) for i, (a, b) in enumerate(itertools.pairwise(symbols)) if (a, b) in ranks]
         if not pairs:
             break
         _, at = min(pairs)

@@ -58,17 +58,17 @@ def verify_port(
     With ``serve``, the port's model class serves a tiny twin checkpoint in a real
     vLLM engine and must give HF's greedy tokens (the ``serve`` check, :mod:`mmport.serve`).
     """
+    from mmport.hf.quiet import quiet_transformers
     from mmport.runtime.backends import select_backend
     from mmport.runtime.hf_model import load_model, require_weights
     from mmport.sources import resolve
-    from mmport.hf.quiet import quiet_transformers
     from mmport.sources.health import check_reference
     from mmport.verify.curves import count_curves
-    from mmport.verify.probes import make_probes
-    from mmport.verify.model_check import ModelCheck
-    from mmport.verify.reference import HFReference
     from mmport.verify.embeds import check_embeddings
     from mmport.verify.fit import FitJudge
+    from mmport.verify.model_check import ModelCheck
+    from mmport.verify.probes import make_probes
+    from mmport.verify.reference import HFReference
     from mmport.verify.session import Session
     from mmport.verify.settings import telling_items
 

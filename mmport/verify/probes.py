@@ -21,7 +21,7 @@ from typing import Any
 
 from mmport.media import MODALITIES, make_audio, make_image, make_video, video_metadata
 
-__all__ = ["Item", "MAX_PROBE_ITEMS", "Probe", "make_probes", "media_of", "port_data"]
+__all__ = ["MAX_PROBE_ITEMS", "Item", "Probe", "make_probes", "media_of", "port_data"]
 
 WORDS = ("describe", "the", "picture", "what", "is", "shown", "here", "left", "right", "and", "a", "cat")
 # (width, height): tiny, small, square, huge, and extreme aspect ratios both ways.
@@ -186,7 +186,7 @@ def _plans(modalities: list[str], limits: Mapping[str, int | None]) -> list[dict
         return plans + [{modalities[0]: n} for n in range(1, cap[modalities[0]] + 1)]
     plans += [{m: 1} for m in modalities]
     plans += [{m: cap[m]} for m in modalities if cap[m] > 1]
-    return plans + [dict.fromkeys(modalities, 1)]
+    return [*plans, dict.fromkeys(modalities, 1)]
 
 
 def _random_plan(modalities: list[str], limits: Mapping[str, int | None], rng: random.Random) -> dict[str, int]:
