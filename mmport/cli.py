@@ -81,7 +81,7 @@ def _root(
     _debug[0] = debug
 
 
-def _fail(exc: Exception, code: int = 2):
+def _fail(exc: Exception, code: int = 2) -> NoReturn:
     """Report a user mistake as one red line and leave with ``code``."""
     from mmport.console import error
 

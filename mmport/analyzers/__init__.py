@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from mmport import __version__
 from mmport.analyzers.callblock import analyze_call_block
@@ -47,7 +48,7 @@ from mmport.spec import (
 __all__ = ["analyze"]
 
 
-def _attribute_source(processor_cls: type, attr: str) -> Source:
+def _attribute_source(processor_cls: type[Any], attr: str) -> Source:
     """Where the processor's constructor sets ``self.<attr>``."""
     source = init_assignment_source(processor_cls, attr)
     if source is None:
@@ -97,7 +98,7 @@ def _replacement(processor, geometry: GeometryRule) -> tuple[ReplacementFacts, P
         return ReplacementFacts(rule, "image_token"), None
 
 
-def _process_images_args(processor_cls: type, image_kwargs: set[str]) -> tuple[str, ...]:
+def _process_images_args(processor_cls: type[Any], image_kwargs: set[str]) -> tuple[str, ...]:
     """Processor kwargs HF's ``__call__`` hands ``_process_images`` beside the image kwargs.
 
     Lfm2Vl's ``__call__`` passes ``use_image_special_tokens`` (a processor-level

@@ -30,6 +30,8 @@ kwarg and default.
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from mmport.analyzers.sourcefile import ParsedClass, find_method
@@ -138,7 +140,7 @@ def _reads(node: cst.CSTNode) -> set[str]:
     return free_names(cst.Module([]).code_for_node(node)) - {"self"}
 
 
-def _skips_token(processor_cls: type, method: str, token_attr: str) -> bool:
+def _skips_token(processor_cls: type[Any], method: str, token_attr: str) -> bool:
     """True when ``method`` hands replacements back untouched for ``token_attr``.
 
     MiniCPM-V 4.7 numbers images but not videos::
@@ -161,7 +163,7 @@ def _skips_token(processor_cls: type, method: str, token_attr: str) -> bool:
     return bool(params) and bool(m.findall(found[1].body, m.If(test=same_token, body=returns_input)))
 
 
-def _prefix_text(processor_cls: type, method: str, position: int) -> tuple[ParsedClass, cst.FormattedString, str]:
+def _prefix_text(processor_cls: type[Any], method: str, position: int) -> tuple[ParsedClass, cst.FormattedString, str]:
     """The f-string ``method`` prepends to each replacement, and the counter it reads."""
     found = find_method(processor_cls, method)
     if found is None:
@@ -237,7 +239,7 @@ def _setup(calls: _PrefixCall, body: cst.BaseSuite, reads: set[str]) -> tuple[li
     return kept, merged
 
 
-def analyze_item_prefix(processor_cls: type, token_attr: str) -> ItemPrefix | None:
+def analyze_item_prefix(processor_cls: type[Any], token_attr: str) -> ItemPrefix | None:
     """The per-item prefix the processor's own ``__call__`` adds (see module doc), or None."""
     found = find_method(processor_cls, "__call__", models_only=True)
     if found is None:

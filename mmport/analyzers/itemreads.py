@@ -36,7 +36,7 @@ processor's source:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import libcst as cst
 import libcst.matchers as m
@@ -263,7 +263,7 @@ def _count_base(func: cst.FunctionDef, name: str) -> cst.SimpleStatementLine | N
     return next((line for line in func.body.body if isinstance(line, cst.SimpleStatementLine) and line.body[0] is base), None)
 
 
-def _patches_return(image_processor_cls: type) -> _Patches | None:
+def _patches_return(image_processor_cls: type[Any]) -> _Patches | None:
     """How ``get_number_of_image_patches`` of ``image_processor_cls`` returns its count, if it has one."""
     found = find_method(image_processor_cls, PATCHES_FUNCTION)
     if found is None:
@@ -346,7 +346,7 @@ def _method_reads(parsed: ParsedClass, func: cst.FunctionDef, patches) -> list[I
     return reads
 
 
-def analyze_item_reads(image_processor_cls: type) -> dict[str, ItemRead]:
+def analyze_item_reads(image_processor_cls: type[Any]) -> dict[str, ItemRead]:
     """Output keys of ``image_processor_cls`` that follow from the original size."""
     patches = _patches_return(image_processor_cls)
     reads: dict[str, ItemRead] = {}

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import libcst as cst
 import libcst.matchers as m
@@ -197,7 +197,7 @@ def _hook_entries(loop: cst.For) -> dict[str, tuple[int, str]]:
     return entries
 
 
-def analyze_token_api(processor_cls: type) -> TokenApi:
+def analyze_token_api(processor_cls: type[Any]) -> TokenApi:
     """The resize and the per-item image token count ``_get_num_multimodal_tokens`` computes."""
     found = find_method(processor_cls, TOKENS_API, models_only=True)
     if found is None:

@@ -32,7 +32,7 @@ def typed_kwargs(processor: Any, sub_processor: Any, modality: str) -> dict[str,
     return {name: next((s for k in classes if (s := _declared_at(k, name)) is not None), None) for name, classes in declared.items()}
 
 
-def _declared_at(klass: type, name: str) -> Source | None:
+def _declared_at(klass: type[Any], name: str) -> Source | None:
     parsed = parse_class(klass) if is_hf_code(klass.__module__) else None
     if parsed is None:
         return None

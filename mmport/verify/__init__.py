@@ -149,10 +149,10 @@ def verify_port(
         if curves:
             notify("sweeping item sizes for the count curves")
         swept = count_curves(session) if curves else {}
-    described = [(s.modality, s.describe(), s.origin) for s in settings]
+    settings_described = [(s.modality, s.describe(), s.origin) for s in settings]
     seconds = time.perf_counter() - started
     return Report(
-        ref, str(port_path), chosen.name, probes, seed, checks, seconds, cases, modalities, described,
+        ref, str(port_path), chosen.name, probes, seed, checks, seconds, cases, modalities, settings_described,
         token_windows=session.token_windows, probe_items=sizes, curves=swept,
         settings_sought=bool(processor_kwargs) or settings_per_modality > 0,
         settings_not_applicable=fits.not_applicable(), settings_undecided=fits.undecided(),

@@ -125,7 +125,7 @@ class Session:
         else:
             result.failures.append(failure)
 
-    def probe_limits(self) -> dict[str, int | None]:
+    def probe_limits(self) -> dict[str, int]:
         """Per modality HF handles: the most items a probe may carry (the port's limit, if it declares one).
 
         A modality the port does not declare is still probed: HF handles it,
