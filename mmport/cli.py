@@ -6,10 +6,9 @@ Heavy imports (torch, transformers) happen inside commands, so ``mmport
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
-
-import sys
 
 import typer
 from typer.core import TyperGroup
@@ -17,16 +16,16 @@ from typer.core import TyperGroup
 from mmport import __version__
 
 if TYPE_CHECKING:  # heavy at run time (mmport.verify pulls in the runtime); hints only
-    from mmport.verify import ModelOptions, ServeOptions
     from mmport.manifest import ManifestEntry
     from mmport.manifest.run import PortOutcome
+    from mmport.verify import ModelOptions, ServeOptions
 
 __all__ = ["app", "main"]
 
 class _OneLineErrors(TyperGroup):
     """A command group whose usage errors are one line on stderr (exit 2), as every other error."""
 
-    def main(self, *args, standalone_mode: bool = True, **kwargs):  # noqa: D401 - click's entry point
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except typer.exceptions.TyperException as exc:  # a usage error: unknown option, bad value, ...
@@ -82,7 +81,7 @@ def _root(
     _debug[0] = debug
 
 
-def _fail(exc: Exception, code: int = 2):
+def _fail(exc: Exception, code: int = 2) -> NoReturn:
     """Report a user mistake as one red line and leave with ``code``."""
     from mmport.console import error
 

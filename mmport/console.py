@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["console", "err_console", "error", "manifest_table", "spec_table", "static_table", "report_table"]
+__all__ = ["console", "err_console", "error", "manifest_table", "report_table", "spec_table", "static_table"]
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)

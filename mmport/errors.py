@@ -13,9 +13,6 @@ from collections.abc import Iterable
 __all__ = [
     "EXIT_CODES",
     "EXIT_SEVERITY",
-    "verdict_exit_code",
-    "worst_exit_code",
-    "one_line",
     "AnalysisError",
     "BadReferenceError",
     "DeviceError",
@@ -25,6 +22,9 @@ __all__ = [
     "PortLoadError",
     "RemoteCodeConsentError",
     "RenderError",
+    "one_line",
+    "verdict_exit_code",
+    "worst_exit_code",
 ]
 
 

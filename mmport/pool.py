@@ -44,10 +44,22 @@ class WorkerFailure:
 class _Worker:
     """One worker process, the job it runs (None when idle) and its unread answer bytes."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     stderr: IO[bytes]
     job: Any = None
     started: float = 0.0
+
+    @property
+    def stdin(self) -> IO[bytes]:
+        """The worker's stdin: a pipe, as :meth:`WorkerPool._start` opens it."""
+        assert self.process.stdin is not None
+        return self.process.stdin
+
+    @property
+    def stdout(self) -> IO[bytes]:
+        """The worker's stdout: a pipe, as :meth:`WorkerPool._start` opens it."""
+        assert self.process.stdout is not None
+        return self.process.stdout
     buffer: bytes = field(default=b"")
 
 
@@ -65,19 +77,19 @@ class WorkerPool:
         self._selector = selectors.DefaultSelector()
 
     def _start(self) -> _Worker:
-        stderr = tempfile.TemporaryFile()
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as its worker; _stop closes it
         process = subprocess.Popen(
             self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=self.cwd, env=self.env, bufsize=0
         )
         worker = _Worker(process, stderr)
-        self._selector.register(process.stdout, selectors.EVENT_READ, worker)
+        self._selector.register(worker.stdout, selectors.EVENT_READ, worker)
         return worker
 
     def _stop(self, worker: _Worker) -> None:
         if worker.stderr.closed:
             return  # stopped already
-        self._selector.unregister(worker.process.stdout)
-        worker.process.stdin.close()
+        self._selector.unregister(worker.stdout)
+        worker.stdin.close()
         if worker.process.poll() is None:
             worker.process.kill()
         worker.process.wait()
@@ -85,8 +97,8 @@ class WorkerPool:
 
     def _assign(self, worker: _Worker, job: Any) -> None:
         worker.job, worker.started, worker.buffer = job, time.perf_counter(), b""
-        worker.process.stdin.write((json.dumps(job) + "\n").encode())
-        worker.process.stdin.flush()
+        worker.stdin.write((json.dumps(job) + "\n").encode())
+        worker.stdin.flush()
 
     @staticmethod
     def _stderr_tail(worker: _Worker) -> str:

@@ -73,7 +73,8 @@ def _import_module(line: str) -> str:
 
 def _import_sorted(lines, stdlib: bool) -> list[str]:
     """The standard-library (or the other) import lines, merged and ordered as isort orders them."""
-    plain, names = set(), {}
+    plain: set[str] = set()
+    names: dict[str, set[str]] = {}
     for line in lines:
         if (_import_module(line).partition(".")[0] in sys.stdlib_module_names) != stdlib:
             continue

@@ -1,16 +1,21 @@
 """The layer rule of docs/architecture.md, checked on every import mmport makes.
 
-Each top-level part of ``mmport`` (a package such as ``verify/`` or a module
-such as ``media.py``) may import only the parts its row of :data:`ALLOWED`
-names, besides itself and the root package (``__version__``). Imports are
-read with the stdlib ``ast`` from every module, at module level and inside
-functions alike: a deferred import is still a dependency. Nothing may import
-another part's ``_private`` module or name.
+What each part may import is a set of import-linter contracts in pyproject.toml
+(``[tool.importlinter]``); :func:`test_mmport_keeps_its_contracts` runs them as
+``lint-imports`` does, and a copy of mmport with one import added shows they
+catch it. import-linter compares modules, not the names imported from them, so
+one rule stays here: nothing imports another part's ``_private`` module or
+name, read with the stdlib ``ast`` from every module (module level and inside
+functions alike; relative imports resolved).
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,30 +23,54 @@ from pathlib import Path
 import mmport
 
 ROOT = Path(mmport.__file__).parent
+REPO = ROOT.parent
 
-# What each part may import (itself and the root package aside). Lower parts first.
-ALLOWED: dict[str, frozenset[str]] = {
-    "errors": frozenset(),
-    # The rule a port follows at item edges: the analysis runs it, render copies its source.
-    "edgetokens": frozenset(),
-    "media": frozenset({"errors"}),
-    "spec": frozenset({"media", "errors"}),
-    "hf": frozenset({"media", "errors"}),
-    "runtime": frozenset({"hf", "media", "errors"}),
-    "pool": frozenset({"errors"}),
-    "sources": frozenset({"hf", "media", "errors", "spec"}),
-    "analyzers": frozenset({"hf", "sources", "media", "spec", "errors", "edgetokens"}),
-    "render": frozenset({"spec", "errors", "edgetokens"}),
-    "verify": frozenset({"hf", "sources", "runtime", "media", "errors", "serve"}),
-    # serve/ is verify's engine check: it reports in verify's terms (Failure, HFReference).
-    "serve": frozenset({"hf", "sources", "runtime", "media", "errors", "verify"}),
-    "manifest": frozenset({"pool", "verify", "runtime", "sources", "hf", "media", "errors"}),
-    "console": frozenset({"spec", "media", "errors"}),
-    "cli": frozenset(
-        {"analyzers", "console", "edgetokens", "errors", "hf", "manifest", "media", "pool", "render", "runtime", "serve", "sources", "spec", "verify"}
-    ),
-    "__main__": frozenset({"cli"}),
-}
+# `lint-imports`, run by this interpreter (its script may not be on PATH).
+LINT_IMPORTS = [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()"]
+
+
+def lint_imports(repo: Path) -> subprocess.CompletedProcess[str]:
+    """Run the contracts of ``repo``'s pyproject.toml on the ``mmport`` inside ``repo``."""
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    return subprocess.run(
+        [*LINT_IMPORTS, "--no-cache", "--no-logo"], cwd=repo, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_mmport_keeps_its_contracts() -> None:
+    result = lint_imports(REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def _copy(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT, repo / "mmport", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", repo)
+    return repo
+
+
+def test_a_verify_module_importing_analyzers_breaks_the_contracts(tmp_path) -> None:
+    repo = _copy(tmp_path)
+    with (repo / "mmport" / "verify" / "checks.py").open("a") as module:
+        module.write("\n\ndef _reference():\n    import mmport.analyzers  # deferred, and still a dependency\n")
+    result = lint_imports(repo)
+    assert result.returncode == 1, result.stdout + result.stderr
+    broken = result.stdout.split("Broken contracts")[1]
+    assert "verify never imports analyzers or spec" in broken
+    assert "verify may import" in broken
+    assert "mmport.verify.checks -> mmport.analyzers" in broken
+
+
+def test_a_new_part_needs_a_place_in_the_layers(tmp_path) -> None:
+    repo = _copy(tmp_path)
+    (repo / "mmport" / "newpart.py").write_text("import json\n")
+    result = lint_imports(repo)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "mmport.newpart" in result.stdout.split("Broken contracts")[1]
+
+
+# ---- private modules and names, which import-linter does not see ----
 
 
 def _private(name: str) -> bool:
@@ -84,16 +113,13 @@ def _resolved(target: str, name: str | None, root: Path) -> str:
     return target
 
 
-def violations(root: Path = ROOT) -> list[str]:
-    """Every import under ``root`` (a package directory) that breaks :data:`ALLOWED` or reaches into a private module."""
+def private_imports(root: Path = ROOT) -> list[str]:
+    """Every import under ``root`` (a package directory) of another part's private module or name."""
     found = []
     for path in sorted(root.rglob("*.py")):
         module = _module_name(path, root)
         _, below = _part(module, root)
         own = below[0] if below else ""
-        if own and own not in ALLOWED:
-            found.append(f"{path.relative_to(root.parent)}: '{own}' has no row in ALLOWED")
-            continue
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             for target, name in _imported(node, module, path.name == "__init__.py"):
@@ -102,16 +128,14 @@ def violations(root: Path = ROOT) -> list[str]:
                 if located is None:
                     continue
                 other, rest = located
-                where = f"{path.relative_to(root.parent)}:{node.lineno}"
-                if other not in ("", own) and other not in ALLOWED.get(own, ()):
-                    found.append(f"{where}: {own} imports {dotted} ({other} is not below {own})")
                 if other not in ("", own) and (any(map(_private, rest)) or (name is not None and _private(name))):
+                    where = f"{path.relative_to(root.parent)}:{node.lineno}"
                     found.append(f"{where}: {own} imports {dotted}{'.' + name if name else ''}, private to {other}")
     return list(dict.fromkeys(found))  # one line per statement and module, however many names it imports
 
 
-def test_mmport_keeps_its_layers() -> None:
-    assert violations() == []
+def test_no_part_imports_another_parts_private_module_or_name() -> None:
+    assert private_imports() == []
 
 
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -123,47 +147,26 @@ def _package(tmp_path: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def test_a_verify_module_importing_analyzers_is_caught(tmp_path) -> None:
-    root = _package(
-        tmp_path,
-        {
-            "verify/__init__.py": "",
-            "verify/reference.py": """
-                from mmport.hf.processor import call_processor
-
-                def reference():
-                    from mmport.analyzers import x  # deferred, and still a dependency
-                    return x
-            """,
-            "analyzers/__init__.py": "x = 1",
-            "hf/__init__.py": "",
-            "hf/processor.py": "",
-        },
-    )
-    found = violations(root)
-    assert len(found) == 1
-    assert "mmport/verify/reference.py:5: verify imports mmport.analyzers" in found[0]
-
-
-def test_relative_and_private_imports_are_caught(tmp_path) -> None:
+def test_private_imports_are_caught(tmp_path) -> None:
     root = _package(
         tmp_path,
         {
             "hf/__init__.py": "",
-            "hf/quiet.py": "from ..sources import snapshot\n",
+            "hf/quiet.py": "def _helper(): ...\n",
             "sources/__init__.py": "",
             "sources/_quiet.py": "",
             "sources/snapshot.py": "from ._quiet import q\n",  # its own private module: fine
-            "analyzers/__init__.py": "from mmport.sources._quiet import q\nfrom mmport.hf.quiet import _helper\n",
+            "analyzers/__init__.py": """
+                from mmport.sources._quiet import q
+                from mmport.hf.quiet import _helper
+
+                def later():
+                    from ..sources import _quiet  # deferred and relative, and still private to sources
+            """,
         },
     )
-    found = violations(root)
-    assert any("mmport/hf/quiet.py:1: hf imports mmport.sources" in f for f in found)
-    assert any("mmport/analyzers/__init__.py:1" in f and "private to sources" in f for f in found)
-    assert any("mmport/analyzers/__init__.py:2" in f and "private to hf" in f for f in found)
+    found = private_imports(root)
+    assert any("mmport/analyzers/__init__.py:2" in f and "private to sources" in f for f in found)
+    assert any("mmport/analyzers/__init__.py:3" in f and "private to hf" in f for f in found)
+    assert any("mmport/analyzers/__init__.py:6" in f and "private to sources" in f for f in found)
     assert len(found) == 3
-
-
-def test_a_new_part_needs_a_row(tmp_path) -> None:
-    root = _package(tmp_path, {"newpart.py": "import json\n"})
-    assert violations(root) == ["mmport/newpart.py: 'newpart' has no row in ALLOWED"]

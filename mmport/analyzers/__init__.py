@@ -8,21 +8,22 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from mmport import __version__
-from mmport.analyzers.settings import count_settings, unfollowed_switches, unread_geometry_factors
 from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.edgemerges import analyze_edge_merges
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
-from mmport.analyzers.limits import observe_limit
-from mmport.analyzers.media import media_spec
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
+from mmport.analyzers.limits import observe_limit
+from mmport.analyzers.media import media_spec
 from mmport.analyzers.modeling import analyze_encoder
 from mmport.analyzers.owncall import own_call_reason
 from mmport.analyzers.replacement import analyze_replacement_text, merged_image_kwargs
+from mmport.analyzers.settings import count_settings, unfollowed_switches, unread_geometry_factors
 from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers
 from mmport.errors import AnalysisError
@@ -31,12 +32,23 @@ from mmport.hf.ownprompt import writes_own_prompt
 from mmport.hf.processor import token_id_of
 from mmport.hf.wrappers import wrapped_placeholder
 from mmport.sources import Snapshot
-from mmport.spec import CountRule, EdgeMerges, EncoderSpec, GeometryRule, ModalitySpec, PortSpec, PromptUpdateSpec, SettingSpec, Source, SwitchSpec
+from mmport.spec import (
+    CountRule,
+    EdgeMerges,
+    EncoderSpec,
+    GeometryRule,
+    ModalitySpec,
+    PortSpec,
+    PromptUpdateSpec,
+    SettingSpec,
+    Source,
+    SwitchSpec,
+)
 
 __all__ = ["analyze"]
 
 
-def _attribute_source(processor_cls: type, attr: str) -> Source:
+def _attribute_source(processor_cls: type[Any], attr: str) -> Source:
     """Where the processor's constructor sets ``self.<attr>``."""
     source = init_assignment_source(processor_cls, attr)
     if source is None:
@@ -86,7 +98,7 @@ def _replacement(processor, geometry: GeometryRule) -> tuple[ReplacementFacts, P
         return ReplacementFacts(rule, "image_token"), None
 
 
-def _process_images_args(processor_cls: type, image_kwargs: set[str]) -> tuple[str, ...]:
+def _process_images_args(processor_cls: type[Any], image_kwargs: set[str]) -> tuple[str, ...]:
     """Processor kwargs HF's ``__call__`` hands ``_process_images`` beside the image kwargs.
 
     Lfm2Vl's ``__call__`` passes ``use_image_special_tokens`` (a processor-level

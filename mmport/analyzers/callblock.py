@@ -24,6 +24,7 @@ every item the same count.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 
@@ -129,7 +130,7 @@ def _uses(node: cst.CSTNode, names: set[str]) -> bool:
     return bool(visitor.names & names)
 
 
-def analyze_call_block(processor_cls: type, modality: str = "image") -> CallBlock:
+def analyze_call_block(processor_cls: type[Any], modality: str = "image") -> CallBlock:
     """Read the block of ``<modality>_token`` a model's own ``__call__`` inserts (see module doc)."""
     token_attr = f"{modality}_token"
     found = find_method(processor_cls, "__call__", models_only=True)

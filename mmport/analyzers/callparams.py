@@ -10,6 +10,7 @@ HF's source the parameter and the sub-processor call are.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from mmport.analyzers.sourcefile import find_method
 from mmport.hf.calls import forwards_settings, items_parameter, takes_usual_parameter
@@ -19,7 +20,7 @@ __all__ = ["call_parameter"]
 
 
 @lru_cache(maxsize=256)
-def call_parameter(processor_cls: type, modality: str) -> CallParameter | None:
+def call_parameter(processor_cls: type[Any], modality: str) -> CallParameter | None:
     """Where ``processor_cls.__call__`` takes ``modality``'s items, if not by the usual name (see module doc).
 
     None when the call has the usual parameter (``videos``), or defines no

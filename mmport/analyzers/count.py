@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 
@@ -96,7 +97,7 @@ def _check_free_names(
 
 
 def analyze_replacement(
-    processor_cls: type, modality: str = "image", image_processor_cls: type | None = None
+    processor_cls: type[Any], modality: str = "image", image_processor_cls: type[Any] | None = None
 ) -> ReplacementFacts:
     """Read ``replace_<modality>_token`` of ``processor_cls`` (or a base class).
 

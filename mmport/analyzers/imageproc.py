@@ -10,6 +10,8 @@ whatever the snapshot's image processor config says.
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method, parse_class
@@ -19,7 +21,7 @@ from mmport.spec import FieldSpec, GeometryRule, Source
 __all__ = ["analyze_geometry", "analyze_output_fields"]
 
 
-def _init_assignments(image_processor_cls: type) -> dict[str, tuple]:
+def _init_assignments(image_processor_cls: type[Any]) -> dict[str, tuple]:
     """``self.<name> = ...`` lines of the constructor: older image processors set defaults there."""
     found = find_method(image_processor_cls, "__init__")
     if found is None:
@@ -30,7 +32,7 @@ def _init_assignments(image_processor_cls: type) -> dict[str, tuple]:
     return {name: (parsed, node) for name, node in visitor.nodes.items()}
 
 
-def analyze_geometry(image_processor_cls: type) -> GeometryRule:
+def analyze_geometry(image_processor_cls: type[Any]) -> GeometryRule:
     """How a fixed-size image processor sizes every item."""
     attrs = {**_init_assignments(image_processor_cls), **class_assignments(image_processor_cls)}
     if "crop_size" in attrs and "do_center_crop" in attrs:
@@ -59,7 +61,7 @@ class _BatchFeatureKeys(cst.CSTVisitor):
                         self.keys.append((element.key.evaluated_value, element.key))
 
 
-def analyze_output_fields(image_processor_cls: type, modality: str = "image") -> tuple[FieldSpec, ...]:
+def analyze_output_fields(image_processor_cls: type[Any], modality: str = "image") -> tuple[FieldSpec, ...]:
     """Output keys of the image processor; each item is one slice (``batched``)."""
     for klass in transformers_classes(image_processor_cls):
         parsed = parse_class(klass)

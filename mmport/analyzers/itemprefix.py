@@ -30,6 +30,8 @@ kwarg and default.
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from mmport.analyzers.sourcefile import ParsedClass, find_method
@@ -119,9 +121,13 @@ class _Prepends(cst.CSTVisitor):
             self.fstrings[target.value] = node.value
 
     def visit_For(self, node: cst.For) -> None:
-        if isinstance(node.target, cst.Name) and isinstance(node.iter, cst.Call):
-            if isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range":
-                self.counters.add(node.target.value)
+        if (
+            isinstance(node.target, cst.Name)
+            and isinstance(node.iter, cst.Call)
+            and isinstance(node.iter.func, cst.Name)
+            and node.iter.func.value == "range"
+        ):
+            self.counters.add(node.target.value)
 
 
 def _indexes(expr: cst.BaseExpression, name: str) -> bool:
@@ -134,7 +140,7 @@ def _reads(node: cst.CSTNode) -> set[str]:
     return free_names(cst.Module([]).code_for_node(node)) - {"self"}
 
 
-def _skips_token(processor_cls: type, method: str, token_attr: str) -> bool:
+def _skips_token(processor_cls: type[Any], method: str, token_attr: str) -> bool:
     """True when ``method`` hands replacements back untouched for ``token_attr``.
 
     MiniCPM-V 4.7 numbers images but not videos::
@@ -157,7 +163,7 @@ def _skips_token(processor_cls: type, method: str, token_attr: str) -> bool:
     return bool(params) and bool(m.findall(found[1].body, m.If(test=same_token, body=returns_input)))
 
 
-def _prefix_text(processor_cls: type, method: str, position: int) -> tuple[ParsedClass, cst.FormattedString, str]:
+def _prefix_text(processor_cls: type[Any], method: str, position: int) -> tuple[ParsedClass, cst.FormattedString, str]:
     """The f-string ``method`` prepends to each replacement, and the counter it reads."""
     found = find_method(processor_cls, method)
     if found is None:
@@ -193,9 +199,13 @@ def _without(test: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
 
 def _assigned_name(stmt: cst.SimpleStatementLine) -> tuple[str, cst.BaseExpression] | None:
     node = stmt.body[0]
-    if len(stmt.body) == 1 and isinstance(node, cst.Assign) and len(node.targets) == 1:
-        if isinstance(node.targets[0].target, cst.Name):
-            return node.targets[0].target.value, node.value
+    if (
+        len(stmt.body) == 1
+        and isinstance(node, cst.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0].target, cst.Name)
+    ):
+        return node.targets[0].target.value, node.value
     return None
 
 
@@ -229,7 +239,7 @@ def _setup(calls: _PrefixCall, body: cst.BaseSuite, reads: set[str]) -> tuple[li
     return kept, merged
 
 
-def analyze_item_prefix(processor_cls: type, token_attr: str) -> ItemPrefix | None:
+def analyze_item_prefix(processor_cls: type[Any], token_attr: str) -> ItemPrefix | None:
     """The per-item prefix the processor's own ``__call__`` adds (see module doc), or None."""
     found = find_method(processor_cls, "__call__", models_only=True)
     if found is None:

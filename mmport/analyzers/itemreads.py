@@ -36,7 +36,7 @@ processor's source:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import libcst as cst
 import libcst.matchers as m
@@ -45,7 +45,7 @@ from mmport.analyzers.sourcefile import ParsedClass, find_method, parse_class
 from mmport.hf.code import transformers_classes
 from mmport.spec import Source
 
-__all__ = ["ItemRead", "PATCHES_FUNCTION", "analyze_item_reads"]
+__all__ = ["PATCHES_FUNCTION", "ItemRead", "analyze_item_reads"]
 
 # The image processor method HF keeps for vLLM: patches of one image from its size.
 PATCHES_FUNCTION = "get_number_of_image_patches"
@@ -131,9 +131,13 @@ class _OutputKeys(cst.CSTVisitor):
 
     def visit_List(self, node: cst.List) -> None:
         values = [el.value for el in node.elements]
-        if len(values) == 3 and isinstance(values[0], cst.Integer) and values[0].value == "1":
-            if all(isinstance(v, cst.Name) for v in values[1:]):
-                self.grids.append(node)
+        if (
+            len(values) == 3
+            and isinstance(values[0], cst.Integer)
+            and values[0].value == "1"
+            and all(isinstance(v, cst.Name) for v in values[1:])
+        ):
+            self.grids.append(node)
 
 
 def _named_entries(value: cst.BaseExpression) -> dict[str, str]:
@@ -259,7 +263,7 @@ def _count_base(func: cst.FunctionDef, name: str) -> cst.SimpleStatementLine | N
     return next((line for line in func.body.body if isinstance(line, cst.SimpleStatementLine) and line.body[0] is base), None)
 
 
-def _patches_return(image_processor_cls: type) -> _Patches | None:
+def _patches_return(image_processor_cls: type[Any]) -> _Patches | None:
     """How ``get_number_of_image_patches`` of ``image_processor_cls`` returns its count, if it has one."""
     found = find_method(image_processor_cls, PATCHES_FUNCTION)
     if found is None:
@@ -280,9 +284,13 @@ def _return_shape(parsed: ParsedClass, func: cst.FunctionDef) -> _Patches | None
     last = func.body.body[-1]
     ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) else None
     value = ret.value if isinstance(ret, cst.Return) else None
-    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
-        if isinstance(value.left, cst.Name) and isinstance(value.right, cst.Name):
-            return _Patches("product", (value.left.value, value.right.value), parsed.source(func))
+    if (
+        isinstance(value, cst.BinaryOperation)
+        and isinstance(value.operator, cst.Multiply)
+        and isinstance(value.left, cst.Name)
+        and isinstance(value.right, cst.Name)
+    ):
+        return _Patches("product", (value.left.value, value.right.value), parsed.source(func))
     if isinstance(value, cst.Tuple) and len(value.elements) == 2:
         return _Patches("pair", (), parsed.source(func))
     if isinstance(value, cst.Tuple) and any(isinstance(el.value, cst.Name) for el in value.elements):
@@ -338,7 +346,7 @@ def _method_reads(parsed: ParsedClass, func: cst.FunctionDef, patches) -> list[I
     return reads
 
 
-def analyze_item_reads(image_processor_cls: type) -> dict[str, ItemRead]:
+def analyze_item_reads(image_processor_cls: type[Any]) -> dict[str, ItemRead]:
     """Output keys of ``image_processor_cls`` that follow from the original size."""
     patches = _patches_return(image_processor_cls)
     reads: dict[str, ItemRead] = {}

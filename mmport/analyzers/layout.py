@@ -14,6 +14,7 @@ tokenized without special tokens.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import libcst as cst
 
@@ -83,12 +84,16 @@ class _BosSwitch(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         target = node.targets[0].target
-        if isinstance(target, cst.Attribute) and target.attr.value == "add_bos_token":
-            if isinstance(node.value, cst.Name) and node.value.value == "False":
-                self.node = node
+        if (
+            isinstance(target, cst.Attribute)
+            and target.attr.value == "add_bos_token"
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "False"
+        ):
+            self.node = node
 
 
-def _bos_switch(processor_cls: type) -> Source | None:
+def _bos_switch(processor_cls: type[Any]) -> Source | None:
     """Where the constructor turns its tokenizer's BOS off, if it does."""
     found = find_method(processor_cls, "__init__", models_only=True)
     if found is None:
@@ -98,7 +103,7 @@ def _bos_switch(processor_cls: type) -> Source | None:
     return found[0].source(visitor.node) if visitor.node is not None else None
 
 
-def _text_defaults_switch(processor_cls: type) -> Source | None:
+def _text_defaults_switch(processor_cls: type[Any]) -> Source | None:
     """Where the processor's kwargs defaults tokenize text without special tokens.
 
     5.x declares them as a ``text_kwargs = {...}`` class attribute of the
@@ -136,7 +141,7 @@ class _SuffixStrings(cst.CSTVisitor):
             self.found.append((node, tuple(attrs)))
 
 
-def _appended_tokens(processor_cls: type) -> tuple[tuple[str, ...], Source] | None:
+def _appended_tokens(processor_cls: type[Any]) -> tuple[tuple[str, ...], Source] | None:
     """Tokenizer tokens the processor's own ``__call__`` appends to every prompt.
 
     Chameleon (chat mode, its default) does
@@ -154,7 +159,7 @@ def _appended_tokens(processor_cls: type) -> tuple[tuple[str, ...], Source] | No
 
 
 def analyze_layout(
-    processor_cls: type, placeholder_source: Source, inserted: PromptUpdateSpec | None = None
+    processor_cls: type[Any], placeholder_source: Source, inserted: PromptUpdateSpec | None = None
 ) -> PromptUpdateSpec:
     """Replacement of the placeholder, unless the processor inserts items itself.
 
@@ -177,7 +182,7 @@ def analyze_layout(
     return spec
 
 
-def _analyze_layout(processor_cls: type, placeholder_source: Source) -> PromptUpdateSpec:
+def _analyze_layout(processor_cls: type[Any], placeholder_source: Source) -> PromptUpdateSpec:
     # Only a model's own layout can build the prompt; the base class's is generic.
     found = find_method(processor_cls, "prepare_inputs_layout", models_only=True)
     if found is not None:

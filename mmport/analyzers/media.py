@@ -16,13 +16,13 @@ from typing import Any
 
 from mmport.analyzers.callblock import CallBlock, analyze_call_block
 from mmport.analyzers.callparams import call_parameter
-from mmport.analyzers.layout import analyze_layout
-from mmport.analyzers.limits import observe_limit
-from mmport.analyzers.settings import count_settings
 from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
 from mmport.analyzers.imageproc import analyze_output_fields
+from mmport.analyzers.layout import analyze_layout
+from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.outputhook import analyze_output_hook
 from mmport.analyzers.owncall import own_call_reason, process_method
+from mmport.analyzers.settings import count_settings
 from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers
 from mmport.errors import AnalysisError, one_line
@@ -35,7 +35,7 @@ from mmport.spec import CountRule, FieldSpec, GeometryRule, ModalitySpec, Prompt
 __all__ = ["media_spec"]
 
 
-def _attribute_source(processor_cls: type, attr: str) -> Source:
+def _attribute_source(processor_cls: type[Any], attr: str) -> Source:
     """Where the processor's constructor (or class body) sets ``attr``."""
     source = init_assignment_source(processor_cls, attr)
     if source is not None:
@@ -176,7 +176,7 @@ def _follows_content(processor: Any, placeholder: str) -> bool:
     return lengths[0] != lengths[1]
 
 
-def takes_merged_kwargs(processor_cls: type, modality: str) -> bool:
+def takes_merged_kwargs(processor_cls: type[Any], modality: str) -> bool:
     """True when HF's ``_process_<modality>`` reads its scope out of the whole merged kwargs.
 
     ``self.video_processor(videos, **kwargs["videos_kwargs"])`` (omni-modal
@@ -287,7 +287,7 @@ def _renamed(fields: tuple[FieldSpec, ...], taken: set[str], modality: str) -> t
     return tuple(renamed), renames
 
 
-def _update(processor_cls: type, placeholder_source: Source, token_attr: str) -> PromptUpdateSpec:
+def _update(processor_cls: type[Any], placeholder_source: Source, token_attr: str) -> PromptUpdateSpec:
     """The placeholder is replaced; the prompt-level facts (special tokens, a prefix or suffix HF adds) hold as read."""
     from mmport.analyzers.itemprefix import analyze_item_prefix
 
@@ -298,7 +298,7 @@ def _update(processor_cls: type, placeholder_source: Source, token_attr: str) ->
     )
 
 
-def _call_block(processor_cls: type, modality: str) -> CallBlock | None:
+def _call_block(processor_cls: type[Any], modality: str) -> CallBlock | None:
     """The block of item tokens HF's own ``__call__`` inserts, where the model code has no hook for ``modality``."""
     if find_method(processor_cls, f"replace_{modality}_token", models_only=True) is not None:
         return None

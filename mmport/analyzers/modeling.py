@@ -60,7 +60,7 @@ class _Names(cst.CSTVisitor):
         return False
 
 
-def _constructor(cls: type) -> tuple[ParsedClass, dict[str, cst.Assign]]:
+def _constructor(cls: type[Any]) -> tuple[ParsedClass, dict[str, cst.Assign]]:
     found = find_method(cls, "__init__", models_only=True)
     if found is None:
         raise AnalysisError(f"{cls.__name__} has no constructor in transformers' models")
@@ -69,7 +69,7 @@ def _constructor(cls: type) -> tuple[ParsedClass, dict[str, cst.Assign]]:
     return found[0], visitor.nodes
 
 
-def _inner_model(outer: type) -> tuple[type, str, dict[str, cst.Assign], ParsedClass]:
+def _inner_model(outer: type[Any]) -> tuple[type, str, dict[str, cst.Assign], ParsedClass]:
     """The class that defines the features method, and the outer attribute holding it."""
     parsed, assigns = _constructor(outer)
     if FEATURES_METHOD in vars(outer) or not assigns:
@@ -140,7 +140,7 @@ def _lm_head(outer_assigns: dict[str, cst.Assign]) -> str:
     return ""
 
 
-def _encoder_modules(inner: type, reads: list[str]) -> tuple[list[EncoderModule], list[tuple[str, str]], list[str]]:
+def _encoder_modules(inner: type[Any], reads: list[str]) -> tuple[list[EncoderModule], list[tuple[str, str]], list[str]]:
     """The modules, imports and borrowed methods behind the ``self.`` reads of the feature path."""
     parsed, assigns = _constructor(inner)
     local_assigns = _LocalAssignments()
@@ -165,7 +165,7 @@ def _encoder_modules(inner: type, reads: list[str]) -> tuple[list[EncoderModule]
     return modules, imports, borrowed
 
 
-def _rope_index(inner: type) -> tuple[Any, list[str]]:
+def _rope_index(inner: type[Any]) -> tuple[Any, list[str]]:
     """HF's ``get_rope_index`` (its source) and the helper methods it calls on ``self``."""
     found = find_method(inner, ROPE_INDEX_METHOD)
     if found is None:
@@ -177,7 +177,7 @@ def _rope_index(inner: type) -> tuple[Any, list[str]]:
     return parsed.source(method), helpers
 
 
-def _language_architecture(architecture_cls: type) -> tuple[str, str]:
+def _language_architecture(architecture_cls: type[Any]) -> tuple[str, str]:
     """A CausalLM architecture for the text config, when its model_type has none of its own.
 
     transformers builds a CausalLM from ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``;
@@ -198,7 +198,7 @@ def _language_architecture(architecture_cls: type) -> tuple[str, str]:
     return "", ""
 
 
-def analyze_encoder(architecture_cls: type) -> EncoderSpec:
+def analyze_encoder(architecture_cls: type[Any]) -> EncoderSpec:
     """Read ``architecture_cls`` and its inner model into an :class:`EncoderSpec`."""
     inner, outer_attr, outer_assigns, _ = _inner_model(architecture_cls)
     found = find_method(inner, FEATURES_METHOD)

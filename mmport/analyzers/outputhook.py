@@ -30,6 +30,7 @@ refuses, and the port delegates to HF visibly.
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -46,7 +47,7 @@ __all__ = ["METADATA_KEY", "analyze_output_hook"]
 METADATA_KEY = "video_metadata"
 
 
-def _read_keys(func: cst.FunctionDef, inputs: str, processor_cls: type | None = None, seen: frozenset[str] = frozenset()) -> list[str]:
+def _read_keys(func: cst.FunctionDef, inputs: str, processor_cls: type[Any] | None = None, seen: frozenset[str] = frozenset()) -> list[str]:
     """Literal keys ``func`` reads from ``inputs`` (``inputs["k"]``, ``inputs.get("k")``).
 
     ``inputs`` handed whole to another method of the processor
@@ -91,7 +92,7 @@ def _handoffs(func: cst.FunctionDef, inputs: str, handed: dict[str, list[str]]) 
     return sum(1 for method, _ in _handoff_calls(func, inputs) if method in handed)
 
 
-def _handed_on(func: cst.FunctionDef, inputs: str, processor_cls: type | None, seen: frozenset[str]) -> dict[str, list[str]]:
+def _handed_on(func: cst.FunctionDef, inputs: str, processor_cls: type[Any] | None, seen: frozenset[str]) -> dict[str, list[str]]:
     """Per method ``inputs`` is handed to whole: the keys that method reads from it."""
     if processor_cls is None:
         return {}
@@ -157,7 +158,7 @@ def _defines(stmt: cst.CSTNode) -> set[str]:
 
 
 def _completion(
-    processor_cls: type, modality: str, missing: list[str], kept: set[str], attrs: set[str]
+    processor_cls: type[Any], modality: str, missing: list[str], kept: set[str], attrs: set[str]
 ) -> tuple[ParsedClass, cst.FunctionDef, list[cst.CSTNode], str, str | None, str | None]:
     """The lines of HF's ``_process_<modality>`` that compute ``missing`` keys (and ``self`` attributes).
 
@@ -209,7 +210,7 @@ def _sub_attr(stmt: cst.CSTNode) -> str:
     return stmt.body[0].value.func.attr.value
 
 
-def _computed_in_process(processor_cls: type, modality: str, key: str) -> bool:
+def _computed_in_process(processor_cls: type[Any], modality: str, key: str) -> bool:
     """Does the model's own ``_process_<modality>`` assign ``key`` (then it is a completion's to compute)?"""
     name = process_method(modality)
     found = find_method(processor_cls, name, models_only=True)
@@ -219,7 +220,7 @@ def _computed_in_process(processor_cls: type, modality: str, key: str) -> bool:
     return any(t.target.slice[0].slice.value.evaluated_value == key for t in targets)
 
 
-def _hook_attributes(func: cst.FunctionDef, processor_cls: type) -> set[str]:
+def _hook_attributes(func: cst.FunctionDef, processor_cls: type[Any]) -> set[str]:
     """``self`` attributes the hook reads that the processor sets only while processing (not in ``__init__``)."""
     read = {node.attr.value for node in m.findall(func.body, m.Attribute(value=m.Name("self")))}
     init = find_method(processor_cls, "__init__")
@@ -261,7 +262,7 @@ def _port_function(func: cst.FunctionDef, name: str) -> cst.FunctionDef:
     return func.with_changes(name=cst.Name(name), decorators=(), params=params, returns=None, body=func.body.with_changes(body=body))
 
 
-def analyze_output_hook(processor_cls: type, modality: str, kept: set[str], sub_kept: set[str] = frozenset()) -> OutputRule:
+def analyze_output_hook(processor_cls: type[Any], modality: str, kept: set[str], sub_kept: set[str] = frozenset()) -> OutputRule:
     """``replace_<modality>_token`` of ``processor_cls`` as a port function of the item's outputs.
 
     ``kept`` are the output keys HF returns for an item alone (observed);
@@ -308,7 +309,7 @@ def analyze_output_hook(processor_cls: type, modality: str, kept: set[str], sub_
 
 
 def _completion_function(
-    processor_cls: type, modality: str, missing: list[str], kept: set[str], attrs: set[str], transplant: Transplanter
+    processor_cls: type[Any], modality: str, missing: list[str], kept: set[str], attrs: set[str], transplant: Transplanter
 ) -> tuple[HelperFunction, bool, bool]:
     """``def complete_<modality>_inputs(processor, <inputs>[, <raw items>][, **kwargs])``: HF's lines that add what the hook reads.
 

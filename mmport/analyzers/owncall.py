@@ -28,6 +28,8 @@ by :mod:`mmport.analyzers.callblock` before this is asked.
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from mmport.analyzers.sourcefile import find_method
@@ -40,7 +42,7 @@ def process_method(modality: str) -> str:
     return "_process_audio" if modality == "audio" else f"_process_{modality}s"
 
 
-def own_call_reason(processor_cls: type, modality: str) -> str | None:
+def own_call_reason(processor_cls: type[Any], modality: str) -> str | None:
     """Why only HF's own ``__call__`` can expand ``modality``'s placeholder, or None where the base call can.
 
     None when the model code defines no ``__call__`` (the base one drives

@@ -26,12 +26,19 @@ hook still reading the processed item after the rewrite refuses the transplant.
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
 
 from mmport.analyzers.sourcefile import find_method
-from mmport.analyzers.substitute import CONFIGURED, PREPROCESS_FUNCTION, ItemReadRewriter, carry_read_helpers, item_reads
+from mmport.analyzers.substitute import (
+    CONFIGURED,
+    PREPROCESS_FUNCTION,
+    ItemReadRewriter,
+    carry_read_helpers,
+    item_reads,
+)
 from mmport.analyzers.transplant import Transplanter, free_names
 from mmport.errors import AnalysisError
 from mmport.spec import CountRule, HelperFunction, Source
@@ -77,7 +84,7 @@ PREPROCESS_IMPORTS = (
 )
 
 
-def _carry_preprocessing(transplant: Transplanter, processor_cls: type) -> Source:
+def _carry_preprocessing(transplant: Transplanter, processor_cls: type[Any]) -> Source:
     """Queue the port's blank-image preprocessing, cited at HF's call of its image processor."""
     found = find_method(processor_cls, "_process_images")
     call = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("image_processor")))
@@ -106,7 +113,7 @@ def _rewritten_hook(func: cst.FunctionDef, reads: ItemReadRewriter) -> cst.Funct
     return func.with_changes(name=cst.Name(HOOK), params=params, returns=returns, decorators=(), body=body)
 
 
-def analyze_replacement_text(processor_cls: type, image_processor_cls: type) -> CountRule:
+def analyze_replacement_text(processor_cls: type[Any], image_processor_cls: type[Any]) -> CountRule:
     """The replacement hook of ``processor_cls`` as a port function of the item's size."""
     # ProcessorMixin's own hook only raises NotImplementedError; the model's must define it.
     found = find_method(processor_cls, HOOK, models_only=True)

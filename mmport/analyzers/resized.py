@@ -34,7 +34,8 @@ processor methods they call transplanted beside it.
 from __future__ import annotations
 
 import inspect
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import libcst as cst
 import libcst.matchers as m
@@ -63,9 +64,9 @@ class TokenApi(NamedTuple):
     """What ``_get_num_multimodal_tokens`` gives a port: the resize, the item's image token count,
     and the entries of the one-item inputs it hands the hook (by output key)."""
 
-    resized: "ResizedSize | None"
-    count: "ResizedSize | None"
-    entries: "dict[str, ResizedSize]" = {}
+    resized: ResizedSize | None
+    count: ResizedSize | None
+    entries: Mapping[str, ResizedSize] = {}
 
 
 class ResizedSize:
@@ -113,9 +114,14 @@ class _SizeIndex(cst.CSTTransformer):
 
     def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.Subscript) -> cst.BaseExpression:
         index = original_node.slice[0].slice
-        if isinstance(original_node.value, cst.Name) and original_node.value.value == self.name and isinstance(index, cst.Index):
-            if isinstance(index.value, cst.Integer) and index.value.value in ("0", "1"):
-                return cst.Name("height" if index.value.value == "0" else "width")
+        if (
+            isinstance(original_node.value, cst.Name)
+            and original_node.value.value == self.name
+            and isinstance(index, cst.Index)
+            and isinstance(index.value, cst.Integer)
+            and index.value.value in ("0", "1")
+        ):
+            return cst.Name("height" if index.value.value == "0" else "width")
         return updated_node
 
     def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg | cst.FlattenSentinel[cst.Arg]:
@@ -167,9 +173,15 @@ def _appended_count(loop: cst.For) -> tuple[int, cst.BaseExpression] | None:
     for index, stmt in enumerate(loop.body.body):
         node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
         call = node.value if isinstance(node, cst.Expr) else None
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append":
-            if isinstance(call.func.value, cst.Name) and call.func.value.value == TOKENS_LIST and call.args:
-                return index, call.args[0].value
+        if (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "append"
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == TOKENS_LIST
+            and call.args
+        ):
+            return index, call.args[0].value
     return None
 
 
@@ -185,7 +197,7 @@ def _hook_entries(loop: cst.For) -> dict[str, tuple[int, str]]:
     return entries
 
 
-def analyze_token_api(processor_cls: type) -> TokenApi:
+def analyze_token_api(processor_cls: type[Any]) -> TokenApi:
     """The resize and the per-item image token count ``_get_num_multimodal_tokens`` computes."""
     found = find_method(processor_cls, TOKENS_API, models_only=True)
     if found is None:

@@ -12,6 +12,7 @@ import textwrap
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -25,10 +26,10 @@ __all__ = [
     "bound_names",
     "class_assignments",
     "find_method",
-    "relative_source_path",
     "init_assignment_source",
     "names_in",
     "parse_class",
+    "relative_source_path",
 ]
 
 
@@ -71,7 +72,7 @@ def relative_source_path(path: Path | str) -> str:
 
 
 @lru_cache(maxsize=128)
-def parse_class(klass: type) -> ParsedClass | None:
+def parse_class(klass: type[Any]) -> ParsedClass | None:
     """Parse ``klass``'s source with position metadata (cached per class)."""
     try:
         lines, first_line = inspect.getsourcelines(klass)
@@ -86,7 +87,7 @@ def parse_class(klass: type) -> ParsedClass | None:
     return ParsedClass(relative_source_path(filename), classdef, wrapper.module, positions, first_line)
 
 
-def find_method(cls: type, name: str, *, models_only: bool = False) -> tuple[ParsedClass, cst.FunctionDef] | None:
+def find_method(cls: type[Any], name: str, *, models_only: bool = False) -> tuple[ParsedClass, cst.FunctionDef] | None:
     """The first definition of method ``name`` along ``cls``'s MRO, parsed (see :func:`mmport.hf.code.defining_class`)."""
     klass = defining_class(cls, name, models_only=models_only)
     parsed = parse_class(klass) if klass is not None else None
@@ -95,7 +96,7 @@ def find_method(cls: type, name: str, *, models_only: bool = False) -> tuple[Par
     return parsed, parsed.methods()[name]
 
 
-def class_assignments(cls: type) -> dict[str, tuple[ParsedClass, cst.Assign]]:
+def class_assignments(cls: type[Any]) -> dict[str, tuple[ParsedClass, cst.Assign]]:
     """Class-level ``name = value`` lines along the MRO (nearest class wins)."""
     found: dict[str, tuple[ParsedClass, cst.Assign]] = {}
     for klass in transformers_classes(cls):
@@ -132,7 +133,7 @@ class _Names(cst.CSTVisitor):
         self.names.add(node.value)
 
 
-def init_assignment_source(cls: type, attr: str) -> Source | None:
+def init_assignment_source(cls: type[Any], attr: str) -> Source | None:
     """Where ``cls``'s own ``__init__`` (a model's, not a base class of transformers') sets ``self.<attr>``."""
     found = find_method(cls, "__init__", models_only=True)
     if found is None:

@@ -26,6 +26,7 @@ import dataclasses
 import inspect
 import json
 import re
+from typing import Any
 
 import libcst as cst
 
@@ -73,13 +74,13 @@ def _switched_read(read: ItemRead, kwargs: str) -> cst.BaseExpression:
     return cst.parse_expression(f"({processed}[{json.dumps(read.key)}][0] if {switched} else {read.value})")
 
 
-def _token_count_keys(image_processor_cls: type | None) -> list[str]:
+def _token_count_keys(image_processor_cls: type[Any] | None) -> list[str]:
     """Outputs named as a per-item token count (``num_soft_tokens_per_image``, ``num_img_tokens``)."""
     names = getattr(image_processor_cls, "model_input_names", None) or []
     return [n for n in names if re.fullmatch(r"num_\w*(tokens?|toks?)(_per_image)?", n)]
 
 
-def item_reads(processor_cls: type, image_processor_cls: type | None) -> tuple[dict[str, ItemRead], TokenApi]:
+def item_reads(processor_cls: type[Any], image_processor_cls: type[Any] | None) -> tuple[dict[str, ItemRead], TokenApi]:
     """What the per-item outputs follow from: the image processor's own code, else the processor's token API.
 
     ``image_sizes`` the image processor returns after resizing is the resize
@@ -100,7 +101,7 @@ def item_reads(processor_cls: type, image_processor_cls: type | None) -> tuple[d
     return derived | reads, api
 
 
-def carry_read_helpers(transplant: Transplanter, used: dict[str, ItemRead], image_processor_cls: type, api: TokenApi) -> None:
+def carry_read_helpers(transplant: Transplanter, used: dict[str, ItemRead], image_processor_cls: type[Any], api: TokenApi) -> None:
     """Transplant the functions the rewritten reads call."""
     kinds = {read.kind for read in used.values()}
     if kinds - {"size", "constant", "resized", "tokens", "entry"}:
@@ -130,7 +131,7 @@ class _ReturnSize(cst.CSTTransformer):
         return updated_node.with_changes(name=cst.Name(self.name), returns=returns, body=updated_node.body.with_changes(body=body))
 
 
-def _carry_patches_resize(transplant: Transplanter, image_processor_cls: type) -> None:
+def _carry_patches_resize(transplant: Transplanter, image_processor_cls: type[Any]) -> None:
     """``resized_image_size(image_processor, height, width, images_kwargs)``: the patch function up to its resize.
 
     ``get_number_of_image_patches`` resizes ``height`` and ``width`` before it
@@ -213,9 +214,13 @@ class ItemReadRewriter(cst.CSTTransformer):
     def leave_SimpleStatementLine(self, original_node, updated_node):
         """Drop ``name = [flattened inputs["key"]]`` once its reads are rewritten."""
         node = original_node.body[0]
-        if isinstance(node, cst.Assign) and isinstance(node.targets[0].target, cst.Name):
-            if node.targets[0].target.value in self.aliases and len(original_node.body) == 1:
-                return cst.RemovalSentinel.REMOVE
+        if (
+            isinstance(node, cst.Assign)
+            and isinstance(node.targets[0].target, cst.Name)
+            and node.targets[0].target.value in self.aliases
+            and len(original_node.body) == 1
+        ):
+            return cst.RemovalSentinel.REMOVE
         return updated_node
 
     def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.BaseExpression) -> cst.BaseExpression:

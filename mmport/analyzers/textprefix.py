@@ -22,6 +22,7 @@ named special tokens count; prepending anything else is another rule.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import libcst as cst
 
@@ -67,9 +68,14 @@ def _prefixed(elt: cst.BaseExpression, sample: str) -> cst.BaseExpression | None
 
 def _starts_with(test: cst.BaseExpression, sample: str) -> cst.BaseExpression | None:
     """``sample.startswith(token)`` → ``token``."""
-    if isinstance(test, cst.Call) and isinstance(test.func, cst.Attribute) and len(test.args) == 1:
-        if test.func.attr.value == "startswith" and _is_name(test.func.value, sample):
-            return test.args[0].value
+    if (
+        isinstance(test, cst.Call)
+        and isinstance(test.func, cst.Attribute)
+        and len(test.args) == 1
+        and test.func.attr.value == "startswith"
+        and _is_name(test.func.value, sample)
+    ):
+        return test.args[0].value
     return None
 
 
@@ -146,7 +152,7 @@ def _tokenizer_attrs(
     return ()
 
 
-def _constructor_values(processor_cls: type) -> dict[str, cst.BaseExpression]:
+def _constructor_values(processor_cls: type[Any]) -> dict[str, cst.BaseExpression]:
     """``self.<name> = <value>`` of the processor's constructor, by name."""
     found = find_method(processor_cls, "__init__", models_only=True)
     if found is None:
@@ -176,7 +182,7 @@ def _reads_add_special_tokens(test: cst.BaseExpression) -> bool:
     return "add_special_tokens" in visitor.words
 
 
-def analyze_text_prefix(processor_cls: type) -> TextPrefix | None:
+def analyze_text_prefix(processor_cls: type[Any]) -> TextPrefix | None:
     """The special token the processor prepends to each prompt string, if it does (see module doc)."""
     from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 

@@ -26,13 +26,14 @@ import sys
 import textwrap
 import types
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
 from mmport.analyzers.sourcefile import find_method, relative_source_path
-from mmport.hf.code import is_hf_code
 from mmport.errors import AnalysisError
+from mmport.hf.code import is_hf_code
 from mmport.spec import HelperFunction, Source
 
 __all__ = ["Transplanter", "free_names"]
@@ -118,9 +119,13 @@ def _without_docstring(funcdef: cst.FunctionDef) -> cst.FunctionDef:
     """The port cites the HF line instead of repeating HF's docstring."""
     body = list(funcdef.body.body)
     first = body[0] if body else None
-    if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr):
-        if isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString)) and len(body) > 1:
-            return funcdef.with_changes(body=funcdef.body.with_changes(body=body[1:]))
+    if (
+        isinstance(first, cst.SimpleStatementLine)
+        and isinstance(first.body[0], cst.Expr)
+        and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        and len(body) > 1
+    ):
+        return funcdef.with_changes(body=funcdef.body.with_changes(body=body[1:]))
     return funcdef
 
 
@@ -138,7 +143,7 @@ class Transplanter:
         # Import functions of transformers' shared utilities instead of transplanting them.
         self.import_shared = import_shared
 
-    def code(self, node: cst.CSTNode, owner_cls: type, owner: str) -> str:
+    def code(self, node: cst.CSTNode, owner_cls: type[Any], owner: str) -> str:
         """Port code for ``node`` (part of a method of ``owner_cls``), helpers queued."""
         rewrite = _Rewrite(owner, _methods(owner_cls))
         code = cst.Module([]).code_for_node(node.visit(rewrite)).strip()
@@ -173,7 +178,7 @@ class Transplanter:
             elif name not in self.helpers:
                 raise AnalysisError(f"{where} reads `{name}`, which mmport cannot carry into a port")
 
-    def method(self, owner_cls: type, name: str, owner: str) -> None:
+    def method(self, owner_cls: type[Any], name: str, owner: str) -> None:
         """Transplant method ``name`` of ``owner_cls`` as ``def name(owner, ...)``."""
         found = find_method(owner_cls, name)
         if found is None:
@@ -309,7 +314,7 @@ def _from_stdlib(value: object, name: str) -> bool:
     return top in sys.stdlib_module_names and not top.startswith("_") and getattr(sys.modules.get(module), name, None) is value
 
 
-def _methods(cls: type) -> dict[str, bool]:
+def _methods(cls: type[Any]) -> dict[str, bool]:
     """Methods of ``cls`` by name, each with whether it is a staticmethod."""
     found = {}
     for name in dir(cls):

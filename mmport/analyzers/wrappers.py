@@ -9,6 +9,7 @@ HF's source that demands it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from mmport.analyzers.sourcefile import find_method
 from mmport.hf.wrappers import wrapper_call
@@ -26,7 +27,7 @@ class PlaceholderWrappers:
     source: Source
 
 
-def analyze_placeholder_wrappers(processor_cls: type, token_attr: str = "image_token") -> PlaceholderWrappers | None:
+def analyze_placeholder_wrappers(processor_cls: type[Any], token_attr: str = "image_token") -> PlaceholderWrappers | None:
     """The wrapper tokens ``validate_inputs`` demands around ``token_attr``, if any."""
     found = find_method(processor_cls, "validate_inputs", models_only=True)
     if found is None:

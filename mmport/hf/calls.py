@@ -84,18 +84,18 @@ def forwards_settings(call: cst.Call | None) -> bool:
     return call is None or any(arg.star == "**" for arg in call.args)
 
 
-def takes_usual_parameter(processor_cls: type, modality: str) -> bool:
+def takes_usual_parameter(processor_cls: type[Any], modality: str) -> bool:
     """True when ``processor_cls.__call__`` has the usual parameter for ``modality`` (``videos``)."""
     return USUAL_PARAMETERS[modality] in inspect.signature(processor_cls.__call__).parameters
 
 
 @lru_cache(maxsize=256)
-def items_call(processor_cls: type, modality: str) -> tuple[str, bool]:
+def items_call(processor_cls: type[Any], modality: str) -> tuple[str, bool]:
     """``(parameter, forwards settings)``: how ``processor_cls.__call__`` takes ``modality``'s items (see module doc)."""
     usual = (USUAL_PARAMETERS[modality], True)
     if takes_usual_parameter(processor_cls, modality):
         return usual
-    func: Any = method_node(processor_cls, "__call__", models_only=True)
+    func: Any = method_node(processor_cls, "__call__", models_only=True)  # type: ignore[arg-type]  # a class is hashable; mypy misreads type[...] against Hashable
     found = items_parameter(func, modality) if func is not None else None
     if found is None:
         return usual

@@ -26,18 +26,18 @@ def is_hf_code(module: str, *, models_only: bool = False) -> bool:
     return module.startswith(REMOTE_CODE_PACKAGE + ".") or module.startswith("transformers.models." if models_only else "transformers.")
 
 
-def transformers_classes(cls: type, *, models_only: bool = False) -> list[type]:
+def transformers_classes(cls: type[Any], *, models_only: bool = False) -> list[type]:
     """``cls``'s MRO restricted to transformers (optionally its ``models/``) classes."""
     return [k for k in cls.__mro__ if is_hf_code(k.__module__, models_only=models_only) or k is cls]
 
 
-def defining_class(cls: type, name: str, *, models_only: bool = False) -> type | None:
+def defining_class(cls: type[Any], name: str, *, models_only: bool = False) -> type[Any] | None:
     """The first class along :func:`transformers_classes` whose body defines ``name``."""
     return next((k for k in transformers_classes(cls, models_only=models_only) if name in vars(k)), None)
 
 
 @lru_cache(maxsize=256)
-def method_node(cls: type, name: str, *, models_only: bool = False) -> Any:
+def method_node(cls: type[Any], name: str, *, models_only: bool = False) -> Any:
     """The libcst ``FunctionDef`` of method ``name`` where :func:`defining_class` defines it, or None.
 
     Only the method's own source is parsed, without positions: what HF's

@@ -10,10 +10,10 @@ plumbing, not analysis.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
-    "text_boundaries",
     "AUDIO_PROBE_SAMPLES",
     "PROBE_SIZES",
     "VIDEO_PROBE_FRAMES",
@@ -23,6 +23,7 @@ __all__ = [
     "mm_outputs",
     "probe_media",
     "run_items",
+    "text_boundaries",
     "token_id_of",
 ]
 
@@ -46,8 +47,8 @@ def call_processor(
     prompt: str | None,
     images: list,
     *,
-    videos: list = (),
-    audios: list = (),
+    videos: Sequence[Any] = (),
+    audios: Sequence[Any] = (),
     sampling_rate: int | None = None,
     **settings: Any,
 ) -> Any:
@@ -95,11 +96,11 @@ def call_processor(
             return processor(text=[prompt], images=list(images), **media, return_tensors="pt")
 
 
-def _video_arguments(processor: Any, videos: list) -> dict[str, Any]:
+def _video_arguments(processor: Any, videos: Sequence[Any]) -> dict[str, Any]:
     """HF's call arguments for ``(frames, metadata)`` videos, under the parameter its ``__call__`` takes them by."""
     from mmport.hf.calls import items_call
 
-    parameter, forwards = items_call(type(processor), "video")
+    parameter, forwards = items_call(type(processor), "video")  # type: ignore[arg-type]  # a class is hashable; mypy misreads type[...] against Hashable
     arguments: dict[str, Any] = {parameter: [frames for frames, _ in videos]}
     if forwards:
         arguments["video_metadata"] = [{k: v for k, v in meta.items() if k != "do_sample_frames"} for _, meta in videos]

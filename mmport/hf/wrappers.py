@@ -51,9 +51,9 @@ def wrapper_call(validate_inputs: cst.FunctionDef, token_attr: str) -> tuple[str
     return visitor.found
 
 
-def placeholder_wrappers(processor_cls: type, token_attr: str = "image_token") -> tuple[str, str] | None:
+def placeholder_wrappers(processor_cls: type[Any], token_attr: str = "image_token") -> tuple[str, str] | None:
     """The attributes naming the tokens HF demands before and after ``token_attr``, if any."""
-    func = method_node(processor_cls, "validate_inputs", models_only=True)
+    func = method_node(processor_cls, "validate_inputs", models_only=True)  # type: ignore[arg-type]  # a class is hashable; mypy misreads type[...] against Hashable
     found = wrapper_call(func, token_attr) if func is not None else None
     return found[:2] if found else None
 

@@ -118,7 +118,7 @@ def _entry(manifest: Path, index: int, item: Any) -> ManifestEntry:
     )
 
 
-def _type_name(kind: type) -> str:
+def _type_name(kind: type[Any]) -> str:
     return {str: "string", dict: "table", bool: "boolean (true or false)"}[kind]
 
 

@@ -18,6 +18,7 @@ would have given on its own, and the run's code is the worst of them::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -230,21 +231,20 @@ def combined_json(outcomes: list[PortOutcome]) -> str:
 
 def _warm_up(threads: int, backend: str) -> None:
     """What every port needs, imported once per worker (verify_port imports these lazily)."""
+    # Imported for their cost, paid here once, not for their names.
     import torch
     import transformers  # noqa: F401
 
-    import mmport.sources  # noqa: F401
-    import mmport.verify.embeds  # noqa: F401
-    import mmport.verify.model_check  # noqa: F401
-    import mmport.verify.reference  # noqa: F401
+    import mmport.sources
+    import mmport.verify.embeds
+    import mmport.verify.model_check
+    import mmport.verify.reference
     import mmport.verify.session  # noqa: F401
     from mmport.runtime.backends import select_backend
 
     torch.set_num_threads(threads)
-    try:
+    with contextlib.suppress(Exception):  # a bad backend: the first job reports it, as its own error
         select_backend(backend)  # imports vLLM, when it is the backend
-    except Exception:  # the first job reports a bad backend, as its own error
-        pass
 
 
 def main() -> None:

@@ -52,7 +52,7 @@ _NOT_IDENT = re.compile(r"\W")
 _STUBBED_ARCHS: set[str] = set()
 
 
-def _pick_class(module: ModuleType, base: type) -> type | str:
+def _pick_class(module: ModuleType, base: type[Any]) -> type[Any] | str:
     """The one concrete subclass of ``base`` the module defines, or a line saying what is wrong."""
     defined = [
         obj
@@ -99,6 +99,7 @@ class Backend(ABC):
         name = f"mmport_port_{_NOT_IDENT.sub('_', path.stem)}_{next(_module_counter)}"
         # A source loader of its own: the file is Python whatever its name ends in.
         spec = importlib.util.spec_from_loader(name, importlib.machinery.SourceFileLoader(name, str(path)))
+        assert spec is not None and spec.loader is not None  # a spec from a loader given: never None
         module = importlib.util.module_from_spec(spec)
         # Registered before running, as a normal import would (dataclasses need it).
         sys.modules[name] = module
@@ -250,7 +251,7 @@ def _vllm_architectures() -> set[str]:
     return set(ModelRegistry.get_supported_archs()) - _STUBBED_ARCHS
 
 
-def _processing_stub(arch: str, port: PortClasses) -> type:
+def _processing_stub(arch: str, port: PortClasses) -> type[Any]:
     """An ``nn.Module`` class named ``arch`` that passes vLLM's model checks but refuses to run."""
     import torch.nn as nn
     from vllm.model_executor.models.interfaces import SupportsMultiModal

@@ -42,7 +42,7 @@ class ModelOptions:
         return placement(self.device, self.dtype)
 
 
-def model_class(config: Any) -> type:
+def model_class(config: Any) -> type[Any]:
     """The HF model class the config names (``architectures``), else the image-text-to-text class for it."""
     import transformers
 
@@ -52,7 +52,7 @@ def model_class(config: Any) -> type:
     from transformers import AutoModelForImageTextToText
 
     try:
-        return AutoModelForImageTextToText._model_mapping[type(config)]
+        return AutoModelForImageTextToText._model_mapping[type(config)]  # type: ignore[return-value]  # transformers types the lazy mapping's values as (slow, fast) pairs; model mappings hold one class
     except KeyError:
         raise BadReferenceError(
             f"{type(config).__name__} names no model class transformers has ({config.architectures}); "
@@ -70,7 +70,7 @@ def require_weights(snapshot: Any) -> None:
         raise BadReferenceError(f"snapshot '{snapshot.ref}' holds no weights (*.safetensors, *.bin) at {snapshot.path}")
 
 
-def _check_fits(cls: type, config: Any, target: Placement) -> None:
+def _check_fits(cls: type[Any], config: Any, target: Placement) -> None:
     """Refuse (exit 2) a model whose parameters alone exceed the free memory."""
     import torch
 

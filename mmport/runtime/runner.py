@@ -22,9 +22,9 @@ __all__ = ["PortClasses", "PortOutput", "PortPlaceholder", "PortRunner"]
 class PortClasses:
     """The three classes a port file defines, and the module name it was loaded under."""
 
-    info: type
-    dummy_inputs: type
-    processor: type
+    info: type[Any]
+    dummy_inputs: type[Any]
+    processor: type[Any]
     module_name: str
     path: Path | None = None
 

@@ -91,11 +91,11 @@ def _compare(probe: str, hf: Any, served: dict, label: str) -> list:
     from mmport.verify.report import Failure
 
     if tuple(served["prompt_ids"]) != hf.prompt_ids:
-        at = next((i for i, (a, b) in enumerate(zip(hf.prompt_ids, served["prompt_ids"])) if a != b), None)
+        at = next((i for i, (a, b) in enumerate(zip(hf.prompt_ids, served["prompt_ids"], strict=False)) if a != b), None)
         return [Failure(probe, f"{label}: the engine's prompt ids differ from HF's ({len(hf.prompt_ids)} vs "
                         f"{len(served['prompt_ids'])} ids)", at, loudness="silent")]
     if tuple(served["tokens"]) != hf.tokens:
-        at = next((i for i, (a, b) in enumerate(zip(hf.tokens, served["tokens"])) if a != b), min(len(hf.tokens), len(served["tokens"])))
+        at = next((i for i, (a, b) in enumerate(zip(hf.tokens, served["tokens"], strict=False)) if a != b), min(len(hf.tokens), len(served["tokens"])))
         return [Failure(probe, f"{label}: greedy tokens differ from HF generate's", at, str(list(hf.tokens)), str(served["tokens"]), loudness="silent")]
     if hf.first_logprob is not None and not math.isclose(hf.first_logprob, served["first_logprob"], abs_tol=LOGPROB_ATOL):
         return [Failure(probe, f"{label}: first-step logprob of the chosen token differs (atol {LOGPROB_ATOL})", 0,
@@ -128,7 +128,7 @@ def _control(python: Path, request: dict, probes: list, reference: list, label: 
     control = _run_engine(python, {**request, "port_dir": None, "module": None}, Path(request["workdir"]), timeout_s)
     if "error" in control:
         return f"{label}: vLLM's own {request['architecture']} fails: {_short(control['error'])}", True
-    failures = [f for p, h, s in zip(probes, reference, control["outputs"]) for f in _compare(p.name, h, s, label)]
+    failures = [f for p, h, s in zip(probes, reference, control["outputs"], strict=False) for f in _compare(p.name, h, s, label)]
     said = f"fails: {failures[0].describe()}" if failures else "gives HF's tokens"
     return f"{label}: vLLM's own {request['architecture']} {said}", False
 
@@ -166,8 +166,8 @@ def _serve_layout(
         where = f" (at {answer['port_frame']})" if answer.get("port_frame") else ""
         return [Failure(probes[0].name, f"{label}: the port did not serve{shared}: {_short(answer['error'])}{where}", loudness="loud")], notes, {}
     outputs = answer["outputs"]
-    failures = [f for p, h, s in zip(probes, reference, outputs) for f in _compare(p.name, h, s, label)]
-    gaps = [abs(h.first_logprob - s["first_logprob"]) for h, s in zip(reference, outputs) if h.first_logprob is not None]
+    failures = [f for p, h, s in zip(probes, reference, outputs, strict=False) for f in _compare(p.name, h, s, label)]
+    gaps = [abs(h.first_logprob - s["first_logprob"]) for h, s in zip(reference, outputs, strict=False) if h.first_logprob is not None]
     compared = sum(len(h.tokens) for h in reference)
     notes.append(f"{label}: {len(probes)} prompts, {compared} greedy tokens compared (vLLM {answer['vllm_version']})")
     return failures, notes, {f"{key}_max_logprob_gap": max(gaps, default=0.0)}

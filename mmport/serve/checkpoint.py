@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Layout", "TwinCheckpoint", "build_checkpoint", "hub_names", "snapshot_checkpoint", "SERVABLE_HEAD_DIMS"]
+__all__ = ["SERVABLE_HEAD_DIMS", "Layout", "TwinCheckpoint", "build_checkpoint", "hub_names", "snapshot_checkpoint"]
 
 # Head sizes vLLM's CPU attention kernels take (shared/recipes/vllm-cpu-serve-env.sh).
 SERVABLE_HEAD_DIMS = (64, 128)
@@ -39,7 +39,7 @@ _MIN_POSITIONS = 8192
 _WEIGHTS = "model.safetensors"
 
 
-class Layout(str, Enum):
+class Layout(StrEnum):
     """The weight-name layout a checkpoint is written in."""
 
     SAVED = "saved"
@@ -128,9 +128,9 @@ def _rekey_to_hub(model: Any, path: Path) -> None:
 
 def build_checkpoint(snapshot: Any, directory: Path, *, layout: Layout = Layout.SAVED, seed: int = 0) -> TwinCheckpoint:
     """Write a servable tiny twin of ``snapshot`` to ``directory`` (see the module docstring)."""
+    from mmport.hf.tiny import twin_dict
     from mmport.runtime.device import seeded
     from mmport.runtime.hf_model import model_class
-    from mmport.hf.tiny import twin_dict
 
     config = snapshot.load_config()
     twin = twin_dict(config.to_dict())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 __all__ = ["Generation", "ServeProbe", "hf_generate", "make_serve_probes"]
 

@@ -21,7 +21,7 @@ def cache_root() -> Path:
 
 
 def _looks_like_path(ref: str) -> bool:
-    return ref.startswith((".", "/", "~")) or ref.endswith("/") or os.sep in ref and Path(ref).parent.exists()
+    return ref.startswith((".", "/", "~")) or ref.endswith("/") or (os.sep in ref and Path(ref).parent.exists())
 
 
 def _local(ref: str, trust_remote_code: bool = False) -> Snapshot:

@@ -26,9 +26,9 @@ __all__ = [
     "image_processor_reads",
     "lookup_config",
     "none_default_params",
+    "token_literals",
     "tokenizer_self_added",
     "tokenizer_token_reads",
-    "token_literals",
     "vocabulary_lookups",
 ]
 
@@ -87,7 +87,7 @@ def lookup_config(config: Mapping[str, Any], name: str) -> Any | None:
     return derive(config) if derive is not None else None
 
 
-def none_default_params(processor_cls: type) -> list[str]:
+def none_default_params(processor_cls: type[Any]) -> list[str]:
     """Constructor parameters of ``processor_cls`` whose default is ``None``."""
     params = inspect.signature(processor_cls.__init__).parameters.values()
     return [
@@ -188,7 +188,7 @@ class _AttributeReads(cst.CSTVisitor):
         return None
 
 
-def _constructor_reads(processor_cls: type, owner: str) -> _AttributeReads:
+def _constructor_reads(processor_cls: type[Any], owner: str) -> _AttributeReads:
     """What the constructors of ``processor_cls`` (and model bases) read off ``owner``."""
     visitor = _AttributeReads(owner, vars(inspect.getmodule(processor_cls)))
     for klass in processor_cls.__mro__:
@@ -197,7 +197,7 @@ def _constructor_reads(processor_cls: type, owner: str) -> _AttributeReads:
     return visitor
 
 
-def image_processor_reads(processor_cls: type) -> list[str]:
+def image_processor_reads(processor_cls: type[Any]) -> list[str]:
     """Attributes the processor's constructor reads off its image processor."""
     return list(dict.fromkeys(_constructor_reads(processor_cls, "image_processor").names))
 
@@ -210,12 +210,16 @@ class _SelfTokenizerReads(cst.CSTVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         inner = node.value
-        if isinstance(inner, cst.Attribute) and inner.attr.value == "tokenizer":
-            if isinstance(inner.value, cst.Name) and inner.value.value == "self":
-                self.names.append(node.attr.value)
+        if (
+            isinstance(inner, cst.Attribute)
+            and inner.attr.value == "tokenizer"
+            and isinstance(inner.value, cst.Name)
+            and inner.value.value == "self"
+        ):
+            self.names.append(node.attr.value)
 
 
-def _method_reads(processor_cls: type) -> list[str]:
+def _method_reads(processor_cls: type[Any]) -> list[str]:
     """What the methods of ``processor_cls`` (and model bases) read off ``self.tokenizer``.
 
     Chameleon's ``__call__`` appends ``self.tokenizer.sep_token`` to every
@@ -228,7 +232,7 @@ def _method_reads(processor_cls: type) -> list[str]:
     return visitor.names
 
 
-def tokenizer_token_reads(processor_cls: type) -> dict[str, str | None]:
+def tokenizer_token_reads(processor_cls: type[Any]) -> dict[str, str | None]:
     """Named special tokens (``boi_token``) the processor reads off its tokenizer.
 
     Maps each name to the literal text the constructor falls back to, if any.
@@ -245,7 +249,7 @@ def tokenizer_token_reads(processor_cls: type) -> dict[str, str | None]:
     return tokens
 
 
-def tokenizer_self_added(processor_cls: type) -> dict[str, str]:
+def tokenizer_self_added(processor_cls: type[Any]) -> dict[str, str]:
     """Tokens the constructor adds to a tokenizer that does not name them.
 
     BLIP-2 does ``if not hasattr(tokenizer, "image_token"): tokenizer.add_tokens(...)``
@@ -277,7 +281,7 @@ class _TokenLiterals(cst.CSTVisitor):
             self.found.setdefault(target.attr.value, text)
 
 
-def token_literals(processor_cls: type) -> dict[str, str]:
+def token_literals(processor_cls: type[Any]) -> dict[str, str]:
     """Token texts the constructor sets outright, by attribute name.
 
     Qwen-style processors write ``self.image_token = "<|IMAGE_PAD|>"`` and
@@ -319,7 +323,7 @@ class _VocabularyLookups(cst.CSTVisitor):
                 self.found.append(text)
 
 
-def vocabulary_lookups(processor_cls: type) -> list[str]:
+def vocabulary_lookups(processor_cls: type[Any]) -> list[str]:
     """Token texts the processor looks up in its tokenizer's vocabulary by text.
 
     GLM-4V's constructor reads ``convert_tokens_to_ids("<|begin_of_video|>")``:

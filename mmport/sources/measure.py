@@ -20,7 +20,7 @@ __all__ = ["extra_token_params", "measure_extra_tokens"]
 _EXTRA_PREFIX, _EXTRA_SUFFIX = "num_additional_", "_tokens"
 
 
-def extra_token_params(processor_cls: type) -> list[str]:
+def extra_token_params(processor_cls: type[Any]) -> list[str]:
     """Constructor settings of ``processor_cls`` that count a tower's extra tokens."""
     params = inspect.signature(processor_cls.__init__).parameters.values()
     return [p.name for p in params if p.name.startswith(_EXTRA_PREFIX) and p.name.endswith(_EXTRA_SUFFIX)]

@@ -99,7 +99,7 @@ def _model_classes(obj: Any) -> list[type]:
     return [k for k in type(obj).__mro__ if k is type(obj) or is_hf_code(k.__module__, models_only=True)]
 
 
-def _visit(klass: type, visitor: cst.CSTVisitor) -> None:
+def _visit(klass: type[Any], visitor: cst.CSTVisitor) -> None:
     try:
         source = textwrap.dedent(inspect.getsource(klass))
     except (OSError, TypeError):

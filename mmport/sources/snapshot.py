@@ -86,8 +86,9 @@ class Snapshot:
         :class:`BadReferenceError` naming the files to look at.
         """
         if "processor" not in self._cache:
-            from mmport.hf.quiet import quiet_transformers
             from transformers import AutoProcessor, ProcessorMixin
+
+            from mmport.hf.quiet import quiet_transformers
 
             try:
                 with quiet_transformers():

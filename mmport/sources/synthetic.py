@@ -22,8 +22,8 @@ from mmport.sources.defaults import (
     image_processor_reads,
     lookup_config,
     none_default_params,
-    tokenizer_self_added,
     token_literals,
+    tokenizer_self_added,
     tokenizer_token_reads,
     vocabulary_lookups,
 )
@@ -31,7 +31,7 @@ from mmport.sources.measure import extra_token_params, measure_extra_tokens
 from mmport.sources.siblings import fill_from_siblings
 from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, tokenizer_family, write_tokenizer
 
-__all__ = ["build_synthetic", "processor_class_for", "multimodal_model_types"]
+__all__ = ["build_synthetic", "multimodal_model_types", "processor_class_for"]
 
 # A special token's shape (``<image>``, ``<|image|>``, ``[IMG]``); whole strings
 # are matched against _SPECIAL_SHAPE, tags inside written text found by _TAG.
@@ -47,7 +47,7 @@ def multimodal_model_types() -> list[str]:
     return sorted(PROCESSOR_MAPPING_NAMES)
 
 
-def processor_class_for(model_type: str) -> type:
+def processor_class_for(model_type: str) -> type[Any]:
     """The HF processor class for ``model_type``, or a BadReferenceError."""
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
 
@@ -60,7 +60,7 @@ def processor_class_for(model_type: str) -> type:
     return processor_class_from_name(name)
 
 
-def _special_tokens(processor_cls: type) -> tuple[dict[str, str], list[str]]:
+def _special_tokens(processor_cls: type[Any]) -> tuple[dict[str, str], list[str]]:
     """Named and anonymous special-token strings the processor's code uses.
 
     Named tokens come from ``*_token`` constructor defaults, ``*_TOKEN``
@@ -111,7 +111,7 @@ def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str,
     return fixed
 
 
-def _backend_class(mapping: Mapping[str, Any], keys: list[str], load) -> type | None:
+def _backend_class(mapping: Mapping[str, Any], keys: list[str], load) -> type[Any] | None:
     """The class a (backend → name) mapping gives for the first known key."""
     has_torchvision = importlib.util.find_spec("torchvision") is not None
     order = ("torchvision", "pil") if has_torchvision else ("pil",)
@@ -125,7 +125,7 @@ def _backend_class(mapping: Mapping[str, Any], keys: list[str], load) -> type | 
     return None
 
 
-def _processor_families(processor_cls: type) -> list[str]:
+def _processor_families(processor_cls: type[Any]) -> list[str]:
     """The model folders the processor class and its transformers bases live in.
 
     A variant that borrows another family's processor (``glm4v_moe`` uses
@@ -155,7 +155,7 @@ def _sub_config_families(sub_type: str) -> list[str]:
     return [sub_type, *families, *([stem] if stem != sub_type else [])]
 
 
-def _lookup_keys(model_type: str, config: Mapping[str, Any], processor_cls: type | None = None) -> list[str]:
+def _lookup_keys(model_type: str, config: Mapping[str, Any], processor_cls: type[Any] | None = None) -> list[str]:
     """The model_type, the processor's own families, then each sub-config's (vision tower first)."""
     subs = [v["model_type"] for v in config.values() if isinstance(v, Mapping) and "model_type" in v]
     families = _processor_families(processor_cls) if processor_cls is not None else []
@@ -163,7 +163,7 @@ def _lookup_keys(model_type: str, config: Mapping[str, Any], processor_cls: type
     return list(dict.fromkeys([model_type, *families, *nested]))
 
 
-def _image_processor(model_type: str, config: Mapping[str, Any], processor_cls: type | None = None) -> Any:
+def _image_processor(model_type: str, config: Mapping[str, Any], processor_cls: type[Any] | None = None) -> Any:
     """The default image processor, torchvision-backed when that is installed."""
     from transformers.models.auto.image_processing_auto import (
         IMAGE_PROCESSOR_MAPPING_NAMES,
@@ -180,7 +180,7 @@ def _image_processor(model_type: str, config: Mapping[str, Any], processor_cls: 
     return cls(**_vision_geometry(cls, config))
 
 
-def _other_processor(attribute: str, model_type: str, config: Mapping[str, Any], processor_cls: type | None = None) -> Any | None:
+def _other_processor(attribute: str, model_type: str, config: Mapping[str, Any], processor_cls: type[Any] | None = None) -> Any | None:
     """A default video processor or feature extractor for ``attribute``, if transformers maps one."""
     from transformers.models.auto import feature_extraction_auto, video_processing_auto
 
@@ -199,7 +199,7 @@ def _other_processor(attribute: str, model_type: str, config: Mapping[str, Any],
     return cls(**_audio_geometry(cls, config)) if attribute != "video_processor" else cls(**_vision_geometry(cls, config))
 
 
-def _audio_geometry(feature_extractor_cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
+def _audio_geometry(feature_extractor_cls: type[Any], config: Mapping[str, Any]) -> dict[str, Any]:
     """The mel bins that make the feature extractor feed the configured audio tower.
 
     As with image sizes (:func:`_vision_geometry`), transformers' default
@@ -216,7 +216,7 @@ def _audio_geometry(feature_extractor_cls: type, config: Mapping[str, Any]) -> d
     return {"feature_size": num_mel_bins}
 
 
-def _vision_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
+def _vision_geometry(image_processor_cls: type[Any], config: Mapping[str, Any]) -> dict[str, Any]:
     """Size settings that make the image processor feed the configured tower.
 
     transformers' default image processors and default model configs are
@@ -242,7 +242,7 @@ def _vision_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> di
     return overrides
 
 
-def _patch_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
+def _patch_geometry(image_processor_cls: type[Any], config: Mapping[str, Any]) -> dict[str, Any]:
     """The tower's ``patch_size`` for an image or video processor that patchifies for it.
 
     Qwen3-VL's default processor is Qwen2-VL's, with 14 px patches, while its
@@ -262,11 +262,11 @@ def _patch_geometry(image_processor_cls: type, config: Mapping[str, Any]) -> dic
         current, value = declared, patch
     else:
         return {}
-    same_concept = 0 < current and max(current, patch) <= 2 * min(current, patch)
+    same_concept = current > 0 and max(current, patch) <= 2 * min(current, patch)
     return {"patch_size": value} if same_concept and current != patch else {}
 
 
-def _processor_kwargs(processor_cls: type, config: Any, image_processor: Any) -> dict[str, Any]:
+def _processor_kwargs(processor_cls: type[Any], config: Any, image_processor: Any) -> dict[str, Any]:
     """Settings a checkpoint would carry, derived from the config (see defaults and measure)."""
     kwargs = {}
     extra = extra_token_params(processor_cls)
@@ -285,7 +285,7 @@ def _processor_kwargs(processor_cls: type, config: Any, image_processor: Any) ->
     return kwargs
 
 
-def _sub_processors(processor_cls: type, model_type: str, config: Mapping[str, Any], tokenizer: Any) -> dict[str, Any]:
+def _sub_processors(processor_cls: type[Any], model_type: str, config: Mapping[str, Any], tokenizer: Any) -> dict[str, Any]:
     """One default object per attribute the processor is built from."""
     parts: dict[str, Any] = {}
     for attribute in processor_cls.get_attributes():
@@ -300,7 +300,7 @@ def _sub_processors(processor_cls: type, model_type: str, config: Mapping[str, A
     return parts
 
 
-def _return_metadata_if_read(processor_cls: type, video_processor: Any) -> None:
+def _return_metadata_if_read(processor_cls: type[Any], video_processor: Any) -> None:
     """Have the video processor return metadata where the processor's video hook reads it.
 
     Some hooks read ``video_inputs["video_metadata"]`` unconditionally while the
@@ -318,7 +318,7 @@ def _return_metadata_if_read(processor_cls: type, video_processor: Any) -> None:
         video_processor.return_metadata = True
 
 
-def optional_sub_configs(config_cls: type) -> dict[str, dict[str, Any]]:
+def optional_sub_configs(config_cls: type[Any]) -> dict[str, dict[str, Any]]:
     """Each optional sub-config the config class declares, as its defaults would build it.
 
     A composite config may leave a tower's sub-config off by default
@@ -407,7 +407,7 @@ def build_synthetic(model_type: str, directory: Path) -> None:
         config.save_pretrained(directory)
 
 
-def _write_snapshot(processor_cls: type, model_type: str, config: Any, plan: TokenPlan, directory: Path) -> Any:
+def _write_snapshot(processor_cls: type[Any], model_type: str, config: Any, plan: TokenPlan, directory: Path) -> Any:
     """Write the tokenizer, the config and the processor built on them; returns the processor."""
     from transformers import AutoTokenizer
 

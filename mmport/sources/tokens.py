@@ -22,13 +22,14 @@ expects (``image_token_index`` → ``<image>``).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TokenPlan", "WHITESPACE_RUNS", "tokenizer_family", "write_tokenizer"]
+__all__ = ["WHITESPACE_RUNS", "TokenPlan", "tokenizer_family", "write_tokenizer"]
 
 # Runs of whitespace real vocabularies hold as one token (Gemma's and Qwen's hold
 # far longer runs; eight is enough for any probe's boundary).
@@ -56,7 +57,7 @@ class TokenPlan:
     anonymous: tuple[str, ...]
     fixed_ids: Mapping[str, int]
     texts: tuple[str, ...] = ()
-    family: type | None = None
+    family: type[Any] | None = None
 
     def all_specials(self) -> list[str]:
         """Every special token text, base tokens first, without duplicates."""
@@ -64,7 +65,7 @@ class TokenPlan:
         return list(dict.fromkeys(ordered))
 
 
-def tokenizer_family(config: Any) -> type | None:
+def tokenizer_family(config: Any) -> type[Any] | None:
     """The tokenizer class transformers maps the text model (else the model) to, when it is a BPE class.
 
     ``Qwen2VLConfig`` → ``Qwen2Tokenizer`` (no BOS, Qwen's pre-tokenizer);
@@ -80,12 +81,12 @@ def tokenizer_family(config: Any) -> type | None:
             family = tokenizer_class_from_name(name)
             if family is None or family is TokenizersBackend or not issubclass(family, TokenizersBackend):
                 return None
-            return family if _default_backend(family) is not None else None
+            return family if _default_backend(family) is not None else None  # type: ignore[arg-type]  # a class is hashable; mypy misreads type[...] against Hashable
     return None
 
 
-@functools.lru_cache(maxsize=None)
-def _default_backend(family: type) -> Any | None:
+@functools.cache
+def _default_backend(family: type[Any]) -> Any | None:
     """A default instance's ``tokenizers.Tokenizer``, when the class builds a BPE one from nothing."""
     try:
         backend = family()._tokenizer
@@ -122,10 +123,10 @@ class _Pipeline:
         return [f"<0x{b:02X}>" for b in range(256)] + printable
 
 
-def _pipeline(family: type | None) -> _Pipeline:
+def _pipeline(family: type[Any] | None) -> _Pipeline:
     from tokenizers import decoders, pre_tokenizers
 
-    backend = _default_backend(family) if family is not None else None
+    backend = _default_backend(family) if family is not None else None  # type: ignore[arg-type]  # a class is hashable; mypy misreads type[...] against Hashable
     if backend is None:
         # Llama-style: byte-level, and a BOS before every prompt.
         return _Pipeline(None, pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel(), True, False, True)
@@ -136,7 +137,7 @@ def _pipeline(family: type | None) -> _Pipeline:
     )
 
 
-def _family_bos_default(family: type) -> Any:
+def _family_bos_default(family: type[Any]) -> Any:
     import inspect
 
     parameter = inspect.signature(family.__init__).parameters.get("bos_token")
@@ -147,7 +148,7 @@ def _bpe_split(piece: str, ranks: Mapping[tuple[str, str], int]) -> list[str]:
     """``piece`` split as BPE splits it under ``ranks``: the lowest-ranked adjacent pair merges first."""
     symbols = list(piece)
     while len(symbols) > 1:
-        pairs = [(ranks.get((a, b)), i) for i, (a, b) in enumerate(zip(symbols, symbols[1:])) if (a, b) in ranks]
+        pairs = [(ranks.get((a, b)), i) for i, (a, b) in enumerate(itertools.pairwise(symbols)) if (a, b) in ranks]
         if not pairs:
             break
         _, at = min(pairs)

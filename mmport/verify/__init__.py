@@ -58,17 +58,17 @@ def verify_port(
     With ``serve``, the port's model class serves a tiny twin checkpoint in a real
     vLLM engine and must give HF's greedy tokens (the ``serve`` check, :mod:`mmport.serve`).
     """
+    from mmport.hf.quiet import quiet_transformers
     from mmport.runtime.backends import select_backend
     from mmport.runtime.hf_model import load_model, require_weights
     from mmport.sources import resolve
-    from mmport.hf.quiet import quiet_transformers
     from mmport.sources.health import check_reference
     from mmport.verify.curves import count_curves
-    from mmport.verify.probes import make_probes
-    from mmport.verify.model_check import ModelCheck
-    from mmport.verify.reference import HFReference
     from mmport.verify.embeds import check_embeddings
     from mmport.verify.fit import FitJudge
+    from mmport.verify.model_check import ModelCheck
+    from mmport.verify.probes import make_probes
+    from mmport.verify.reference import HFReference
     from mmport.verify.session import Session
     from mmport.verify.settings import telling_items
 
@@ -149,10 +149,10 @@ def verify_port(
         if curves:
             notify("sweeping item sizes for the count curves")
         swept = count_curves(session) if curves else {}
-    described = [(s.modality, s.describe(), s.origin) for s in settings]
+    settings_described = [(s.modality, s.describe(), s.origin) for s in settings]
     seconds = time.perf_counter() - started
     return Report(
-        ref, str(port_path), chosen.name, probes, seed, checks, seconds, cases, modalities, described,
+        ref, str(port_path), chosen.name, probes, seed, checks, seconds, cases, modalities, settings_described,
         token_windows=session.token_windows, probe_items=sizes, curves=swept,
         settings_sought=bool(processor_kwargs) or settings_per_modality > 0,
         settings_not_applicable=fits.not_applicable(), settings_undecided=fits.undecided(),

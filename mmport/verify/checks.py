@@ -18,13 +18,13 @@ import torch
 from mmport.verify.report import CheckResult, Failure, TokenWindow
 
 __all__ = [
-    "compare_items",
-    "port_key",
     "check_cache",
     "check_fields",
     "check_placeholders",
     "check_tokens",
+    "compare_items",
     "first_divergence",
+    "port_key",
     "token_window",
 ]
 
@@ -34,7 +34,7 @@ WINDOW = 12
 
 def first_divergence(expected: list[int], actual: list[int]) -> int | None:
     """The first index where two sequences differ (length included), or None."""
-    for index, (a, b) in enumerate(zip(expected, actual)):
+    for index, (a, b) in enumerate(zip(expected, actual, strict=False)):
         if a != b:
             return index
     return None if len(expected) == len(actual) else min(len(expected), len(actual))
@@ -87,12 +87,12 @@ def check_placeholders(
     """
     result.runs += 1
     for modality in dict.fromkeys(item.modality for item in items):
-        wanted = [count for item, count in zip(items, counts) if item.modality == modality]
+        wanted = [count for item, count in zip(items, counts, strict=False) if item.modality == modality]
         ranges = placeholders.get(modality, [])
         if len(ranges) != len(wanted):
             result.failures.append(Failure(probe, f"number of {modality} placeholder ranges", None, str(len(wanted)), str(len(ranges)), loudness="loud"))
             return
-        for index, (count, ph) in enumerate(zip(wanted, ranges)):
+        for index, (count, ph) in enumerate(zip(wanted, ranges, strict=False)):
             if ph.num_embeds != count:
                 message = f"{modality} {index}: number of embedding positions in the placeholder"
                 result.failures.append(Failure(probe, message, ph.offset, str(count), str(ph.num_embeds), loudness="loud"))
@@ -177,7 +177,7 @@ def _equal_or_padded(want: torch.Tensor, got: torch.Tensor) -> bool:
         return torch.equal(got, want)
     if got.dim() != want.dim() or got.dtype != want.dtype:
         return False
-    longer = [axis for axis, (g, w) in enumerate(zip(got.shape, want.shape)) if g != w]
+    longer = [axis for axis, (g, w) in enumerate(zip(got.shape, want.shape, strict=True)) if g != w]
     if len(longer) != 1 or got.shape[longer[0]] < want.shape[longer[0]]:
         return False
     axis = longer[0]
@@ -201,12 +201,12 @@ def check_fields(result: CheckResult, probe: str, hf_mm: dict, items: Sequence[A
         per_item = {key for single in singles for key in single}
         named = {key for key in hf_mm if port_key(key, carried) is not None}
         # A key carried under another name holds HF's value for an item alone.
-        named |= {key for single, item in zip(singles, port_items) for key in single if port_key(key, item, single[key]) is not None}
+        named |= {key for single, item in zip(singles, port_items, strict=False) for key in single if port_key(key, item, single[key]) is not None}
         missing = sorted(key for key in hf_mm if key in per_item and key not in named)
         if missing:
             result.failures.append(Failure(probe, f"HF returns {missing} but the port's field config drops them", loudness="loud"))
             return
-    for index, (item, single, port_item) in enumerate(zip(items, singles, port_items)):
+    for index, (item, single, port_item) in enumerate(zip(items, singles, port_items, strict=False)):
         diff = compare_items(single, port_item)
         if diff is not None:
             key, want, got = diff
@@ -234,7 +234,7 @@ def check_cache(result: CheckResult, probe: str, items: Sequence[Any], together,
     """Items processed one by one equal the same items processed together."""
     result.runs += 1
     together_items = _items_in_order(items, together)
-    for index, (item, solo) in enumerate(zip(items, alone)):
+    for index, (item, solo) in enumerate(zip(items, alone, strict=False)):
         position = _index_in_modality(items, index)
         ranges = together.placeholders.get(item.modality, [])
         solo_embeds = solo.placeholders[item.modality][0].num_embeds

@@ -52,7 +52,7 @@ def _sized(item: Item, embeds: torch.Tensor, expected: HFOutput, sampling_rate: 
     metadata = [key for key, role in EMBEDDING_FIELDS[item.modality] if role == "metadata"]
     values = _item_size(item, sampling_rate)
     dtypes = {"video_fps": torch.float32}
-    sized = {key: torch.tensor([value], dtype=dtypes.get(key, torch.int64)) for key, value in zip(metadata, values)}
+    sized = {key: torch.tensor([value], dtype=dtypes.get(key, torch.int64)) for key, value in zip(metadata, values, strict=False)}
     return {f"{item.modality}_embeds": [embeds], **sized}
 
 

@@ -75,13 +75,13 @@ def _side_pair(value: Any) -> tuple[int, int] | None:
     return None
 
 
-def _tower_class(sub_config: Any) -> type | None:
+def _tower_class(sub_config: Any) -> type[Any] | None:
     """The model class transformers builds for a sub-config (``CLIPVisionConfig`` → ``CLIPVisionModel``)."""
     import transformers
     from transformers import AutoModel
 
     if type(sub_config) in AutoModel._model_mapping:
-        return AutoModel._model_mapping[type(sub_config)]
+        return AutoModel._model_mapping[type(sub_config)]  # type: ignore[return-value]  # transformers types the lazy mapping's values as (slow, fast) pairs; model mappings hold one class
     # Towers AutoModel does not map (Blip2VisionConfig) are named after their config.
     found = getattr(transformers, type(sub_config).__name__.removesuffix("Config") + "Model", None)
     return found if isinstance(found, type) else None

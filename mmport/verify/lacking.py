@@ -94,10 +94,11 @@ def snapshot_lacks(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     """``exc``, then what it was raised from or during, each once."""
     seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
 
 
 def _innermost(tb: TracebackType | None) -> TracebackType | None:
@@ -111,9 +112,11 @@ def _raising_node(tb: TracebackType) -> ast.AST | None:
     code = tb.tb_frame.f_code
     positions = list(code.co_positions()) if hasattr(code, "co_positions") else []
     index = tb.tb_lasti // 2  # one position per 2-byte code unit
-    if index >= len(positions) or None in positions[index]:
+    if index >= len(positions):
         return None
     line, end_line, column, end_column = positions[index]
+    if line is None or end_line is None or column is None or end_column is None:
+        return None
     lines = _source_lines(code.co_filename, line, end_line)
     if not any(lines):
         return None
@@ -153,7 +156,7 @@ def _missing_key(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
         return None
     tb = _innermost(exc.__traceback__)
     node = _raising_node(tb) if tb is not None else None
-    if not isinstance(node, ast.Subscript):
+    if tb is None or not isinstance(node, ast.Subscript):
         return None
     container = node.value
     if isinstance(container, ast.Call) and isinstance(container.func, ast.Attribute) and container.func.attr == "get_vocab":
@@ -186,7 +189,7 @@ def _missing_attribute(exc: BaseException, facts: SnapshotFacts) -> Lacking | No
     tb = _innermost(exc.__traceback__)
     node = _raising_node(tb) if tb is not None else None
     # ``<owner>.<attr>.<name>`` where ``<owner>.<attr>`` gave the None.
-    if not (isinstance(node, ast.Attribute) and node.attr == exc.name and isinstance(node.value, ast.Attribute)):
+    if tb is None or not (isinstance(node, ast.Attribute) and node.attr == exc.name and isinstance(node.value, ast.Attribute)):
         return None
     attr = node.value.attr
     found, owner = _resolve(node.value.value, tb.tb_frame)

@@ -68,7 +68,7 @@ class ModelCheck:
         self.result.runs += 1
         try:
             for modality in dict.fromkeys(modalities):
-                alone = [single for single, m in zip(singles, modalities) if m == modality]
+                alone = [single for single, m in zip(singles, modalities, strict=False) if m == modality]
                 if not self._check_items(probe, modality, alone, actual):
                     return
             self._check_logits(probe, expected, actual, positions, reference)

@@ -21,7 +21,7 @@ from typing import Any
 
 from mmport.media import MODALITIES, make_audio, make_image, make_video, video_metadata
 
-__all__ = ["Item", "MAX_PROBE_ITEMS", "Probe", "make_probes", "media_of", "port_data"]
+__all__ = ["MAX_PROBE_ITEMS", "Item", "Probe", "make_probes", "media_of", "port_data"]
 
 WORDS = ("describe", "the", "picture", "what", "is", "shown", "here", "left", "right", "and", "a", "cat")
 # (width, height): tiny, small, square, huge, and extreme aspect ratios both ways.
@@ -180,19 +180,20 @@ def _draw(modality: str, rng: random.Random, seed: int, frames: int | None = Non
 
 def _plans(modalities: list[str], limits: Mapping[str, int | None]) -> list[dict[str, int]]:
     """The deterministic first probes: nothing, one item per modality, several per modality, all together."""
-    cap = {m: MAX_PROBE_ITEMS if limits.get(m) is None else max(1, min(MAX_PROBE_ITEMS, limits[m])) for m in modalities}
+    cap = {m: MAX_PROBE_ITEMS if (limit := limits.get(m)) is None else max(1, min(MAX_PROBE_ITEMS, limit)) for m in modalities}
     plans: list[dict[str, int]] = [{}]
     if len(modalities) == 1:
         return plans + [{modalities[0]: n} for n in range(1, cap[modalities[0]] + 1)]
     plans += [{m: 1} for m in modalities]
     plans += [{m: cap[m]} for m in modalities if cap[m] > 1]
-    return plans + [dict.fromkeys(modalities, 1)]
+    return [*plans, dict.fromkeys(modalities, 1)]
 
 
 def _random_plan(modalities: list[str], limits: Mapping[str, int | None], rng: random.Random) -> dict[str, int]:
     plan = {}
     for modality in modalities:
-        cap = MAX_PROBE_ITEMS if limits.get(modality) is None else min(MAX_PROBE_ITEMS, limits[modality])
+        limit = limits.get(modality)
+        cap = MAX_PROBE_ITEMS if limit is None else min(MAX_PROBE_ITEMS, limit)
         plan[modality] = rng.randint(0, max(0, cap))
     return plan
 

@@ -125,7 +125,7 @@ class Session:
         else:
             result.failures.append(failure)
 
-    def probe_limits(self) -> dict[str, int | None]:
+    def probe_limits(self) -> dict[str, int]:
         """Per modality HF handles: the most items a probe may carry (the port's limit, if it declares one).
 
         A modality the port does not declare is still probed: HF handles it,
@@ -175,7 +175,7 @@ class Session:
         for item in probe.items:
             self.judged[item.modality] = self.judged.get(item.modality, 0) + 1
         if setting is None:
-            for item, count in zip(probe.items, counts):
+            for item, count in zip(probe.items, counts, strict=False):
                 self.max_count[item.modality] = max(self.max_count.get(item.modality, 0), count)
         in_company = self._in_company(probe, expected, counts)
         try:
@@ -208,7 +208,7 @@ class Session:
         except Exception as exc:  # HF rejects this input (or an item alone)
             self._rejected(probe, exc, setting)
             return None
-        counts = [s.input_ids.count(self.hf.modalities[i.modality].embed_id) for s, i in zip(singles, probe.items)]
+        counts = [s.input_ids.count(self.hf.modalities[i.modality].embed_id) for s, i in zip(singles, probe.items, strict=True)]
         empty = {index for index, count in enumerate(counts) if count == 0}
         if not empty:
             return probe, expected, singles, counts
@@ -233,7 +233,7 @@ class Session:
     def _in_company(self, probe: Probe, expected: HFOutput, counts: list[int]) -> bool:
         """True when HF counts some item differently beside the probe's others than alone (LLaVA-OneVision)."""
         for embed_id in dict.fromkeys(self.hf.modalities[i.modality].embed_id for i in probe.items):
-            alone = [c for i, c in zip(probe.items, counts) if self.hf.modalities[i.modality].embed_id == embed_id]
+            alone = [c for i, c in zip(probe.items, counts, strict=False) if self.hf.modalities[i.modality].embed_id == embed_id]
             together = expected.input_ids.count(embed_id)
             if len(alone) > 1 and together != sum(alone):
                 # vLLM processes (and caches) each item alone, so no port can match HF's prompt here.

@@ -36,7 +36,7 @@ def nice_ticks(low: float, high: float, count: int = 5, min_step: float = 0.0) -
     power = 10 ** math.floor(math.log10(raw))
     step = max(min_step, next(m * power for m in (1, 2, 5, 10) if m * power >= raw))
     first = math.floor(low / step) * step
-    return [first + i * step for i in range(int(math.ceil((high - first) / step - 1e-9)) + 1)]
+    return [first + i * step for i in range(math.ceil((high - first) / step - 1e-9) + 1)]
 
 
 def _label(value: float) -> str:

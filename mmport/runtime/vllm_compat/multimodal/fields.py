@@ -18,7 +18,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from typing import Any, TypeAlias
 
 import torch
@@ -202,7 +202,7 @@ class MultiModalFieldConfig:
             raise ValueError(f"size_per_item should be a 1-D tensor, but found shape: {size_per_item.shape}")
         bounds = [0, *accumulate(int(n) for n in size_per_item)]
         lead = (slice(None),) * dim
-        slices = [lead + (slice(start, end),) for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
+        slices = [(*lead, slice(start, end)) for start, end in pairwise(bounds)]
         return MultiModalFieldConfig.flat(modality, slices, dim=dim, keep_on_cpu=keep_on_cpu)
 
     @staticmethod

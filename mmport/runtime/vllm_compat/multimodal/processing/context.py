@@ -117,7 +117,7 @@ def _tokenizer_given(tokenizer: Any) -> Iterator[None]:
         yield
         return
 
-    def load(cls: type, sub_processor_type: str, *args: Any, **kwargs: Any) -> Any:
+    def load(cls: type[Any], sub_processor_type: str, *args: Any, **kwargs: Any) -> Any:
         if sub_processor_type == "tokenizer" and "tokenizer" in inspect.signature(cls.__init__).parameters:
             return tokenizer
         return original.__func__(cls, sub_processor_type, *args, **kwargs)
@@ -166,7 +166,7 @@ class InputProcessingContext:
             raise ValueError("You cannot pass text prompts when `skip_tokenizer_init=True`")
         return self.tokenizer
 
-    def get_hf_config(self, typ: type | tuple[type, ...] | None = None, /) -> Any:
+    def get_hf_config(self, typ: type[Any] | tuple[type, ...] | None = None, /) -> Any:
         """The HF config, checked to be an instance of ``typ`` (``TypeError`` if not)."""
         if typ is None:
             from transformers import PreTrainedConfig as typ
@@ -193,7 +193,7 @@ class InputProcessingContext:
         scoped = {k for s in _KWARG_SCOPES if isinstance(merged.get(s), Mapping) for k in merged[s]}
         return {k: v for k, v in merged.items() if k in _KWARG_SCOPES or k not in scoped}
 
-    def get_hf_processor(self, typ: type | tuple[type, ...] | None = None, /, **kwargs: object) -> Any:
+    def get_hf_processor(self, typ: type[Any] | tuple[type, ...] | None = None, /, **kwargs: object) -> Any:
         """The HF processor built with ``kwargs`` (built once per distinct kwargs).
 
         With a concrete processor class ``typ`` it is built by that class,
