@@ -9,6 +9,7 @@ is imported once), except the pytest-xdist run, which is marked slow.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -135,7 +136,7 @@ def test_three_ports_one_failing(project: pytest.Pytester) -> None:
     assert {check for (_, check), outcome in cases.items() if outcome == "skipped"} == SKIPPED
     result.assert_outcomes(passed=27 - len(WRONG_FAILS) - 3 * len(SKIPPED), failed=len(WRONG_FAILS), skipped=3 * len(SKIPPED))
     # The failing item shows mmport's first difference: the token counts one apart.
-    result.stdout.fnmatch_lines(["*_ ports/wrong/llava_processing.py::placeholders _*", "first difference: *HF 576, port 577*"])
+    result.stdout.fnmatch_lines(["*_ placeholders check of ports/wrong/llava_processing.py _*", "first difference: *HF 576, port 577*"])
     result.stdout.fnmatch_lines([f"FAILED pyproject.toml::{WRONG}::tokens - first difference*"])
     # Each port's time is recorded for the next shard split.
     durations = json.loads((project.path / ".pytest_cache" / "v" / "mmport" / "durations").read_text())
@@ -200,6 +201,17 @@ def test_a_broken_manifest_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*plugin_args(), "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "non-empty list 'ports'" in result.stderr.str()
+
+
+def test_the_ci_doc_matrix_runs_one_shard_per_machine() -> None:
+    yaml = pytest.importorskip("yaml")
+    block = re.search(r"```yaml\n(# \.github/workflows/mmport-pytest\.yml.*?)```", (ROOT / "docs" / "ci.md").read_text(), re.DOTALL)
+    assert block, "docs/ci.md lost its pytest matrix workflow"
+    job = yaml.safe_load(block.group(1))["jobs"]["ports"]
+    shards = job["strategy"]["matrix"]["shard"]
+    run = next(step["run"] for step in job["steps"] if "--mmport-shard" in step.get("run", ""))
+    assert shards == list(range(1, len(shards) + 1))
+    assert f"--mmport-shard ${{{{ matrix.shard }}}}/{len(shards)}" in run and "--junitxml" in run and "-n 2 --dist loadscope" in run
 
 
 @pytest.mark.parametrize(

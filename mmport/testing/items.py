@@ -152,8 +152,12 @@ class CheckItem(pytest.Item):
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        """Where the item comes from: the manifest, and the port and check."""
-        return self.path, None, f"{self.parent.name}::{self.name}"
+        """Where the item comes from: the manifest, and the check and port (the heading of its failure).
+
+        Not ``PORT::CHECK``: pytest reads a domain the node id ends with as a
+        dotted Python name and would print the port's ``.py`` as ``::py``.
+        """
+        return self.path, None, f"{self.name} check of {self.parent.name}"
 
 
 def _port_collectors(parent: pytest.Collector, plugin: ManifestPlugin) -> Iterator[PortCollector]:
