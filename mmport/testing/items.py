@@ -1,0 +1,171 @@
+"""The collection tree of a manifest: manifest → port → check.
+
+A :class:`PortCollector` verifies its port once, in its ``setup`` (pytest
+sets a collector up before its first item runs, and keeps it until its last
+item is done); each :class:`CheckItem` then reads its own check from that
+one :class:`~mmport.verify.Report`:
+
+======================  ==========================================================
+check status            pytest outcome
+======================  ==========================================================
+``pass``                passed
+``fail``                failed; the report shows the check's failures, first difference first
+``skip``                skipped, with the reason (``model``/``serve`` unless asked for)
+``cannot_judge``        skipped, reason ``cannot judge: the snapshot lacks ...``
+======================  ==========================================================
+
+``cannot judge`` is a skip rather than an xfail: an xfail says a failure was
+expected, while here no verdict exists either way (the snapshot, not the port,
+is short), which is also how ``mmport verify --junit`` reports it. A port that
+cannot be verified at all (bad input: exit code 2 of ``mmport verify``) errors
+every one of its items with mmport's one-line message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from mmport.manifest import ManifestEntry
+    from mmport.testing.plugin import ManifestPlugin
+    from mmport.verify import CheckResult, Report
+
+__all__ = ["PORT_PROPERTY", "CheckFailed", "CheckItem", "ManifestDirectory", "ManifestFile", "PortCollector"]
+
+# The user property naming each item's port: timings are summed per port from it (under xdist too).
+PORT_PROPERTY = "mmport_port"
+# Failures listed under a failing check's first difference; the rest are counted.
+SHOWN_FAILURES = 5
+
+
+class ManifestFile(pytest.File):
+    """A ``pyproject.toml`` manifest: one :class:`PortCollector` per port of this run's shard."""
+
+    def __init__(self, *, plugin: ManifestPlugin, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.plugin = plugin
+
+    def collect(self) -> Iterator[PortCollector]:
+        """The ports, in the manifest's order."""
+        return _port_collectors(self, self.plugin)
+
+
+class ManifestDirectory(pytest.Directory):
+    """A directory of generated ports given as the manifest: its ports instead of its Python files."""
+
+    def __init__(self, *, plugin: ManifestPlugin, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.plugin = plugin
+
+    def collect(self) -> Iterator[PortCollector]:
+        """The ports, in the order of their paths."""
+        return _port_collectors(self, self.plugin)
+
+
+class PortCollector(pytest.Collector):
+    """One port of the manifest: its checks as items, verified once for all of them."""
+
+    def __init__(self, *, entry: ManifestEntry, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.entry = entry
+        self.report: Report | None = None
+        # ``-k llava`` selects a port by its ref too, not only by its path.
+        self.extra_keyword_matches.add(_ref_keyword(entry.ref))
+        self.add_marker("mmport")
+
+    def collect(self) -> Iterator[CheckItem]:
+        """One item per check verify reports, in the report's order."""
+        from mmport.verify.report import CHECKS
+
+        for check in CHECKS:
+            yield CheckItem.from_parent(self, name=check)
+
+    def setup(self) -> None:
+        """Verify the port (once: its items read the report); bad input fails every item with mmport's message."""
+        from mmport.errors import MmportError
+
+        try:
+            self.report = self._verify()
+        except MmportError as exc:
+            pytest.fail(f"mmport could not verify {self.entry.label} against {self.entry.ref}: {exc}", pytrace=False)
+
+    def _verify(self) -> Report:
+        """``mmport verify REF --port PORT`` with the manifest entry's and the command line's options."""
+        from mmport.verify import ModelOptions, verify_port
+
+        option = self.config.getoption
+        return verify_port(
+            self.entry.ref,
+            self.entry.port,
+            probes=option("mmport_probes"),
+            seed=option("mmport_seed"),
+            backend=option("mmport_backend"),
+            model=ModelOptions() if self.entry.model else None,
+            processor_kwargs=self.entry.processor_kwargs,
+            settings_per_modality=option("mmport_settings"),
+            trust_remote_code=self.entry.trust_remote_code,
+        )
+
+
+class CheckFailed(Exception):
+    """A check of a port failed; its repr is the check's failures, first difference first."""
+
+    def __init__(self, label: str, ref: str, result: CheckResult) -> None:
+        super().__init__(result.detail())
+        self.label, self.ref, self.result = label, ref, result
+
+    def describe(self) -> str:
+        """The failure as pytest shows it: which port and check, then each failure (the first is the first difference)."""
+        failures = self.result.failures
+        # The first line is the one pytest's short summary (-ra) keeps.
+        lines = [f"first difference: {failures[0].describe()}"]
+        lines.append(f"the {self.result.name} check of {self.label} (against {self.ref}) failed {len(failures)} time(s):")
+        lines += [f"  {failure.describe()}" for failure in failures[:SHOWN_FAILURES]]
+        if len(failures) > SHOWN_FAILURES:
+            lines.append(f"  ... and {len(failures) - SHOWN_FAILURES} more (mmport verify --html shows them all)")
+        return "\n".join(lines)
+
+
+class CheckItem(pytest.Item):
+    """One check of one port: passes, fails or skips as the port's report says."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.user_properties.append((PORT_PROPERTY, self.parent.name))
+
+    def runtest(self) -> None:
+        """Read this check's status from the port's report."""
+        port = self.parent
+        result = port.report.checks[self.name]
+        if result.status == "fail":
+            raise CheckFailed(port.entry.label, port.entry.ref, result)
+        if result.status in ("skip", "cannot_judge"):
+            pytest.skip(result.detail() or "no probe exercised this check")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        """mmport's own account of a failed check; a traceback only for a fault of mmport's."""
+        if isinstance(excinfo.value, CheckFailed):
+            return excinfo.value.describe()
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        """Where the item comes from: the manifest, and the check and port (the heading of its failure).
+
+        Not ``PORT::CHECK``: pytest reads a domain the node id ends with as a
+        dotted Python name and would print the port's ``.py`` as ``::py``.
+        """
+        return self.path, None, f"{self.name} check of {self.parent.name}"
+
+
+def _port_collectors(parent: pytest.Collector, plugin: ManifestPlugin) -> Iterator[PortCollector]:
+    """A collector per port this run verifies (this shard's), under ``parent``."""
+    for name, entry in plugin.ports():
+        yield PortCollector.from_parent(parent, name=name, entry=entry)
+
+
+def _ref_keyword(ref: str) -> str:
+    """The word ``-k`` matches a ref by: a model_type or hub id as written, a snapshot directory by its name."""
+    return ref.rstrip("/").rsplit("/", 1)[-1]
