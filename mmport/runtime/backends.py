@@ -25,6 +25,7 @@ import json
 import re
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from functools import cache
 from pathlib import Path
@@ -126,6 +127,13 @@ class Backend(ABC):
             "run where vLLM 0.33 is importable (see docs/vllm.md) or pass a port file"
         )
 
+    def chat_placeholders(self, snapshot_dir: Path, modalities: Iterable[str]) -> dict[str, str]:
+        """Modality → the text this vLLM writes for one item in a chat prompt of the snapshot's model.
+
+        The bundled runtime registers no model classes, so it knows none (docs/vllm.md).
+        """
+        return {}
+
     def build(self, port: PortClasses, snapshot_dir: Path, *, trust_remote_code: bool = False) -> PortRunner:
         """Instantiate the port's classes on a context for ``snapshot_dir``."""
         with self.activate():
@@ -205,6 +213,37 @@ class RealVllmBackend(Backend):
 
     def load_registered(self, snapshot_dir: Path) -> PortClasses:
         """The three classes vLLM registers for the snapshot's architecture, as vLLM resolves it."""
+        model_cls, arch = self._registered_model(snapshot_dir)
+        factories = getattr(model_cls, "_processor_factory", None)
+        if factories is None:
+            raise PortLoadError(f"{self.name} registers {arch} without a multimodal processor; it is not a multimodal model there")
+        return PortClasses(
+            factories.info, factories.dummy_inputs, factories.processor, module_name=model_cls.__module__, path=None
+        )
+
+    def chat_placeholders(self, snapshot_dir: Path, modalities: Iterable[str]) -> dict[str, str]:
+        """``get_placeholder_str`` of the model class vLLM registers: what its chat prompts write per item.
+
+        vLLM's chat front end writes this text for each item of a message whose
+        template takes text (:mod:`mmport.hf.layout`); a model vLLM does not
+        register, or a modality its class does not name, gives nothing.
+        """
+        try:
+            model_cls, _ = self._registered_model(snapshot_dir)
+        except MmportError:
+            return {}
+        layouts = {}
+        for modality in modalities:
+            try:
+                text = model_cls.get_placeholder_str(modality, 1)
+            except Exception:  # the class refuses the modality (ValueError) or names none: nothing to follow
+                continue
+            if isinstance(text, str) and text:
+                layouts[modality] = text
+        return layouts
+
+    def _registered_model(self, snapshot_dir: Path) -> tuple[type[Any], str]:
+        """The model class vLLM resolves for the snapshot's architecture, and that architecture."""
         config = json.loads((Path(snapshot_dir) / "config.json").read_text())
         architectures = config.get("architectures") or []
         with self.activate():
@@ -220,12 +259,7 @@ class RealVllmBackend(Backend):
                 raise
             except Exception as exc:
                 raise PortLoadError(f"{self.name} cannot load its model class for {known[0]}: {one_line(exc)}") from exc
-        factories = getattr(model_cls, "_processor_factory", None)
-        if factories is None:
-            raise PortLoadError(f"{self.name} registers {arch} without a multimodal processor; it is not a multimodal model there")
-        return PortClasses(
-            factories.info, factories.dummy_inputs, factories.processor, module_name=model_cls.__module__, path=None
-        )
+        return model_cls, arch
 
     def _stub_unknown_architectures(self, snapshot_dir: Path, port: PortClasses) -> None:
         """Register a processing-only stand-in for each architecture vLLM does not know.

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mmport.errors import MmportError
+from mmport.media import MODALITIES
 from mmport.runtime.hf_model import ModelOptions
 from mmport.serve import ServeOptions
 from mmport.verify.report import CHECKS, CheckResult, Failure, ItemSize, Report
@@ -88,7 +89,7 @@ def verify_port(
         checks = {name: CheckResult(name) for name in CHECKS}
         notify("learning the HF reference")
         check_reference(snapshot)
-        hf = HFReference(snapshot)
+        hf = HFReference(snapshot, chat_layouts=chosen.chat_placeholders(snapshot.path, MODALITIES))
         model_check = None
         if model is None:
             checks["model"].skipped = "pass --model to check the port against the HF model"

@@ -9,12 +9,14 @@ embedding positions alone.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from mmport.errors import BadReferenceError
+from mmport.hf.layout import template_layouts, usable_layout
 from mmport.hf.modalities import SUB_PROCESSORS, handled_modalities, most_written, refused_modalities
 from mmport.hf.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.hf.processor import call_processor, mm_outputs, token_id_of
@@ -62,8 +64,12 @@ def sampling_rate_of(processor: Any) -> int | None:
 class HFReference:
     """Calls the snapshot's HF processor; learns its placeholder convention per modality."""
 
-    def __init__(self, snapshot: Snapshot, base_setting: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, snapshot: Snapshot, base_setting: dict[str, Any] | None = None, chat_layouts: Mapping[str, str] | None = None
+    ) -> None:
         self.snapshot = snapshot
+        # What vLLM's chat front end writes per item for this model (its registered class), if known.
+        self.chat_layouts = dict(chat_layouts or {})
         # Settings every call carries (``--processor-kwargs``), as an engine started with them would.
         self.base_setting = dict(base_setting or {})
         self.processor = snapshot.load_processor()
@@ -115,12 +121,32 @@ class HFReference:
         configured = self.snapshot.model_token_id(modality)
         own_id = token_id_of(self.processor, token_attr) if getattr(self.processor, token_attr, None) is not None else None
         placeholder = None if self._inserts(modality, item, configured, own_id) else wrapped_placeholder(self.processor, token_attr)
+        placeholder = self._chat_layout(modality, placeholder, item)
         embed_id = configured if configured is not None else own_id
         if modality != "image":
             # HF may write another token for the item than the config names for it
             # (GLM-4.1V embeds video frames at the image token): the one it writes most.
             embed_id = self._expanded_id(placeholder, item, embed_id)
         return ModalityRef(modality, token_attr, placeholder, embed_id)
+
+    def _chat_layout(self, modality: str, placeholder: str | None, item: Item) -> str | None:
+        """The item's text as a chat prompt writes it, where HF takes it; else ``placeholder``.
+
+        The checkpoint's chat template first, then what vLLM writes for the
+        model (:mod:`mmport.hf.layout`): probes are the prompts vLLM hands a port.
+        """
+        token = getattr(self.processor, f"{modality}_token", None)
+        from_template = template_layouts(self.processor, {modality: str(token)}) if token is not None else {}
+        for layout in (from_template.get(modality), self.chat_layouts.get(modality)):
+            layout = usable_layout(layout, placeholder)
+            if layout is None:
+                continue
+            try:
+                self.run(layout, [item])
+            except Exception:  # HF refuses the layout: the placeholder HF takes stays
+                continue
+            return layout
+        return placeholder
 
     def _inserts(self, modality: str, item: Item, configured: int | None, own_id: int | None) -> bool:
         """True when HF puts the item's tokens in a prompt that has no placeholder.
