@@ -7,8 +7,9 @@ Heavy imports (torch, transformers) happen inside commands, so ``mmport
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -25,9 +26,13 @@ __all__ = ["app", "main"]
 class _OneLineErrors(TyperGroup):
     """A command group whose usage errors are one line on stderr (exit 2), as every other error."""
 
-    def main(self, *args, standalone_mode: bool = True, **kwargs):
+    def main(
+        self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+        standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any,
+    ) -> Any:
+        # click's own parameters, so that standalone_mode is never passed twice.
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except typer.exceptions.TyperException as exc:  # a usage error: unknown option, bad value, ...
             if type(exc).__name__ == "NoArgsIsHelpError":  # `mmport` alone: the help, as asked
                 typer.echo(exc.format_message())

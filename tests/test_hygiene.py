@@ -1,7 +1,8 @@
-"""The project's own code held to the standard it holds generated ports to: ruff finds nothing in mmport/.
+"""The project's own code held to the standard it holds generated ports to: ruff and mypy find nothing in mmport/.
 
-The rules are pyproject.toml's ``[tool.ruff.lint]``; ruff is a dependency of
-mmport (it formats generated ports), so the check runs wherever mmport does.
+The rules are pyproject.toml's ``[tool.ruff.lint]`` and ``[tool.mypy]``; ruff is a
+dependency of mmport (it formats generated ports), so its check runs wherever
+mmport does; mypy's runs where mypy is installed (the test extra).
 """
 
 from __future__ import annotations
@@ -24,3 +25,11 @@ def test_ruff_finds_nothing_in_mmport() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_finds_nothing_in_mmport(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = pytest.importorskip("mypy.api", reason="mypy is not installed")
+    # From the repository root, so mypy reads pyproject.toml's [tool.mypy] (files = ["mmport"]).
+    monkeypatch.chdir(REPO)
+    stdout, stderr, status = api.run([])
+    assert status == 0, stdout + stderr

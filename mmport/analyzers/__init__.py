@@ -110,7 +110,10 @@ def _process_images_args(processor_cls: type[Any], image_kwargs: set[str]) -> tu
     """
     import inspect
 
+    import libcst as cst
     import libcst.matchers as m
+
+    from mmport.hf.syntax import find_all, string_value
 
     params = list(inspect.signature(processor_cls._process_images).parameters.values())[2:]
     named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
@@ -118,7 +121,7 @@ def _process_images_args(processor_cls: type[Any], image_kwargs: set[str]) -> tu
     found = find_method(processor_cls, "_process_images")
     if star is not None and found is not None:
         pop = m.Call(func=m.Attribute(value=m.Name(star), attr=m.Name("pop")), args=[m.Arg(m.SimpleString())])
-        named += [call.args[0].value.evaluated_value for call in m.findall(found[1], pop)]
+        named += [key for call in find_all(found[1], pop, cst.Call) if (key := string_value(call.args[0].value)) is not None]
     return tuple(name for name in named if name not in image_kwargs)
 
 

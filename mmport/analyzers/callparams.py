@@ -29,8 +29,8 @@ def call_parameter(processor_cls: type[Any], modality: str) -> CallParameter | N
     if takes_usual_parameter(processor_cls, modality):
         return None
     found = find_method(processor_cls, "__call__", models_only=True)
-    located = found and items_parameter(found[1], modality)
-    if not located:
+    located = items_parameter(found[1], modality) if found else None
+    if found is None or not located:
         return None
     parsed, (param, call) = found[0], located
     if call is None:  # the items reach the sub-processor some other way: settings are routed as usual

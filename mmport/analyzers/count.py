@@ -23,6 +23,7 @@ rewritten to the item's size, see the request's settings through
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from mmport.analyzers.sourcefile import ParsedClass, bound_names, find_method, n
 from mmport.analyzers.substitute import SIZE, ItemReadRewriter, carry_read_helpers, is_dead_list_guard, item_reads
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
+from mmport.hf.syntax import rewritten
 from mmport.spec import CountRule
 
 __all__ = ["ReplacementFacts", "analyze_replacement", "port_code"]
@@ -77,12 +79,23 @@ class _SelfToProcessor(cst.CSTTransformer):
 
 def port_code(parsed: ParsedClass, node: cst.CSTNode) -> str:
     """``node``'s code as a port runs it: ``self`` becomes ``processor``."""
-    return parsed.module.code_for_node(node.visit(_SelfToProcessor())).strip()
+    return parsed.module.code_for_node(rewritten(node, _SelfToProcessor())).strip()
 
 
-def _rewrite(node: cst.CSTNode, rewrites: list[cst.CSTTransformer]) -> cst.CSTNode:
+def _rewrite(node: cst.CSTNode, rewrites: Sequence[cst.CSTTransformer]) -> cst.CSTNode | cst.RemovalSentinel:
+    """``node`` through each rewrite in turn; the sentinel where one removes it (an alias line)."""
     for rewrite in rewrites:
-        node = node.visit(rewrite)
+        visited = node.visit(rewrite)
+        if isinstance(visited, cst.RemovalSentinel):
+            return visited
+        assert isinstance(visited, cst.CSTNode), "the rewrites replace a node, never flatten it"
+        node = visited
+    return node
+
+
+def _rewrite_expression(node: cst.BaseExpression, rewrites: Sequence[cst.CSTTransformer]) -> cst.BaseExpression:
+    for rewrite in rewrites:
+        node = rewritten(node, rewrite)
     return node
 
 
@@ -122,7 +135,8 @@ def analyze_replacement(
     reads = ItemReadRewriter(inputs_param, index_param, known)
     transplant = Transplanter()
     namespace = vars(inspect.getmodule(next(k for k in processor_cls.__mro__ if hook in vars(k))))
-    statements, uses_geometry, tuples = [], False, set()
+    statements: list[str] = []
+    uses_geometry, tuples = False, set[str]()
     tainted = {inputs_param}  # names that hold the processed item
     star = func.params.star_kwarg.name.value if func.params.star_kwarg else ""
     rewrites = [reads]
@@ -137,9 +151,10 @@ def analyze_replacement(
             tainted |= bound_names(stmt)
             uses_geometry |= bool(bound_names(stmt) & GEOMETRY_NAMES)
             continue
-        tuples |= {_bound_tuple(stmt)} - {None}
+        if (bound := _bound_tuple(stmt)) is not None:
+            tuples.add(bound)
         statements.append(transplant.code(stmt, processor_cls, "processor"))
-    result = transplant.code(_rewrite(count_expr, rewrites), processor_cls, "processor")
+    result = transplant.code(_rewrite_expression(count_expr, rewrites), processor_cls, "processor")
     read: set[str] = set()
     for code in (*statements, result):
         read |= names_in(cst.parse_module(code))

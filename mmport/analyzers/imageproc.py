@@ -16,6 +16,7 @@ import libcst as cst
 
 from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method, parse_class
 from mmport.hf.code import transformers_classes
+from mmport.hf.syntax import string_value
 from mmport.spec import FieldSpec, GeometryRule, Source
 
 __all__ = ["analyze_geometry", "analyze_output_fields"]
@@ -57,17 +58,18 @@ class _BatchFeatureKeys(cst.CSTVisitor):
         for arg in node.args:
             if isinstance(arg.value, cst.Dict) and (arg.keyword is None or arg.keyword.value == "data"):
                 for element in arg.value.elements:
-                    if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
-                        self.keys.append((element.key.evaluated_value, element.key))
+                    if isinstance(element, cst.DictElement) and (key := string_value(element.key)) is not None:
+                        self.keys.append((key, element.key))
 
 
 def analyze_output_fields(image_processor_cls: type[Any], modality: str = "image") -> tuple[FieldSpec, ...]:
     """Output keys of the image processor; each item is one slice (``batched``)."""
     for klass in transformers_classes(image_processor_cls):
         parsed = parse_class(klass)
+        if parsed is None:
+            continue
         visitor = _BatchFeatureKeys()
-        if parsed is not None:
-            parsed.classdef.visit(visitor)
+        parsed.classdef.visit(visitor)
         if visitor.keys:
             return tuple(FieldSpec(key, "batched", parsed.source(node)) for key, node in dict(visitor.keys).items())
     return (FieldSpec("pixel_values", "batched", Source("(default)", 0)),)

@@ -37,6 +37,7 @@ import libcst as cst
 from mmport.analyzers.sourcefile import ParsedClass, find_method
 from mmport.analyzers.transplant import free_names
 from mmport.errors import AnalysisError
+from mmport.hf.syntax import rewritten
 from mmport.spec import ItemPrefix
 
 __all__ = ["analyze_item_prefix"]
@@ -59,7 +60,7 @@ class _Rename(cst.CSTTransformer):
 
 
 def _code(parsed: ParsedClass, node: cst.CSTNode, names: dict[str, str]) -> str:
-    return parsed.module.code_for_node(node.visit(_Rename(names))).strip()
+    return parsed.module.code_for_node(rewritten(node, _Rename(names))).strip()
 
 
 def _is_self_attr(expr: cst.BaseExpression, attr: str) -> bool:
@@ -220,7 +221,8 @@ def _setup(calls: _PrefixCall, body: cst.BaseSuite, reads: set[str]) -> tuple[li
     Only plain ``name = value`` lines of the method's own body qualify; the
     slice must end at ``self`` and the merged kwargs, which the port rebuilds.
     """
-    needed, kept, merged = set(reads), [], ""
+    needed, merged = set(reads), ""
+    kept: list[cst.SimpleStatementLine] = []
     top = set(map(id, body.body))
     for stmt in reversed(calls.statements):
         bound = _assigned_name(stmt)
@@ -253,7 +255,7 @@ def analyze_item_prefix(processor_cls: type[Any], token_attr: str) -> ItemPrefix
     if _skips_token(processor_cls, method, token_attr):
         return None
     helper, fstring, counter = _prefix_text(processor_cls, method, position)
-    condition = _without(guard.test, assign.targets[0].target.value)
+    condition = _without(guard.test, cst.ensure_type(assign.targets[0].target, cst.Name).value)  # _PrefixCall finds only such assigns
     setup, merged = _setup(calls, func.body, _reads(condition) if condition is not None else set())
     rename = {"self": "processor"}
     return ItemPrefix(

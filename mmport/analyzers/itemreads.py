@@ -43,6 +43,7 @@ import libcst.matchers as m
 
 from mmport.analyzers.sourcefile import ParsedClass, find_method, parse_class
 from mmport.hf.code import transformers_classes
+from mmport.hf.syntax import string_value
 from mmport.spec import Source
 
 __all__ = ["PATCHES_FUNCTION", "ItemRead", "analyze_item_reads"]
@@ -126,8 +127,9 @@ class _OutputKeys(cst.CSTVisitor):
         target = node.targets[0].target
         if isinstance(target, cst.Subscript) and isinstance(node.value, cst.Name):
             key = target.slice[0].slice
-            if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
-                self.keys.setdefault(key.value.evaluated_value, node.value.value)
+            value = string_value(key.value) if isinstance(key, cst.Index) else None
+            if value is not None:
+                self.keys.setdefault(value, node.value.value)
 
     def visit_List(self, node: cst.List) -> None:
         values = [el.value for el in node.elements]
@@ -145,9 +147,9 @@ def _named_entries(value: cst.BaseExpression) -> dict[str, str]:
     if not isinstance(value, cst.Dict):
         return {}
     return {
-        el.key.evaluated_value: el.value.value
+        key: el.value.value
         for el in value.elements
-        if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and isinstance(el.value, cst.Name)
+        if isinstance(el, cst.DictElement) and (key := string_value(el.key)) is not None and isinstance(el.value, cst.Name)
     }
 
 
@@ -247,11 +249,11 @@ class _Patches(NamedTuple):
     resize: Source | None = None  # ``height, width = smart_resize(height, width, ...)`` before counting
 
 
-def _count_base(func: cst.FunctionDef, name: str) -> cst.SimpleStatementLine | None:
-    """``name = <int>`` among ``func``'s top-level statements, where every later write to ``name`` is ``+=``."""
-    base = None
+def _count_base(func: cst.FunctionDef, name: str) -> tuple[cst.SimpleStatementLine, int] | None:
+    """``name = <int>`` among ``func``'s top-level statements, where every later write to ``name`` is ``+=``: the line and the int."""
+    base: cst.Assign | None = None
     for stmt in m.findall(func.body, m.Assign() | m.AugAssign()):
-        targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [stmt.target]
+        targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [cst.ensure_type(stmt, cst.AugAssign).target]
         if not any(m.matches(t, m.Name(name)) for t in targets):
             continue
         if isinstance(stmt, cst.AugAssign) and isinstance(stmt.operator, cst.AddAssign) and base is not None:
@@ -260,7 +262,10 @@ def _count_base(func: cst.FunctionDef, name: str) -> cst.SimpleStatementLine | N
             base = stmt
             continue
         return None
-    return next((line for line in func.body.body if isinstance(line, cst.SimpleStatementLine) and line.body[0] is base), None)
+    if base is None:
+        return None
+    line = next((line for line in func.body.body if isinstance(line, cst.SimpleStatementLine) and line.body[0] is base), None)
+    return (line, int(cst.ensure_type(base.value, cst.Integer).value)) if line is not None else None
 
 
 def _patches_return(image_processor_cls: type[Any]) -> _Patches | None:
@@ -283,7 +288,9 @@ def _patches_return(image_processor_cls: type[Any]) -> _Patches | None:
 def _return_shape(parsed: ParsedClass, func: cst.FunctionDef) -> _Patches | None:
     last = func.body.body[-1]
     ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) else None
-    value = ret.value if isinstance(ret, cst.Return) else None
+    if not isinstance(ret, cst.Return):
+        return None
+    value = ret.value
     if (
         isinstance(value, cst.BinaryOperation)
         and isinstance(value.operator, cst.Multiply)
@@ -299,7 +306,7 @@ def _return_shape(parsed: ParsedClass, func: cst.FunctionDef) -> _Patches | None
     if isinstance(value, cst.Name):
         base = _count_base(func, value.value)
         if base is not None:
-            return _Patches("count", (value.value,), parsed.source(ret), int(base.body[0].value.value), parsed.source(base))
+            return _Patches("count", (value.value,), parsed.source(ret), base[1], parsed.source(base[0]))
         return _Patches("count", (value.value,), parsed.source(ret))
     return None
 
@@ -340,7 +347,7 @@ def _method_reads(parsed: ParsedClass, func: cst.FunctionDef, patches) -> list[I
             reads.append(ItemRead(key, "size", parsed.source(visitor.sizes[variable])))
         elif visitor.grids and patches is not None and variable in _flows_from(visitor, visitor.grids[0]):
             grid = visitor.grids[0]
-            names = tuple(el.value.value for el in grid.elements[1:])
+            names = tuple(cst.ensure_type(el.value, cst.Name).value for el in grid.elements[1:])  # visit_List keeps only such grids
             if patches.kind == "pair" or set(patches.names) == set(names):
                 reads.append(ItemRead(key, "grid" if patches.kind == "pair" else "patches", parsed.source(grid)))
     return reads

@@ -60,7 +60,7 @@ def _insertion_from(parsed: ParsedClass, fstring: cst.FormattedString) -> Prompt
             if seen_prompt:
                 suffix += part.value.encode().decode("unicode_escape")
             continue
-        attr = _tokenizer_attr(part.expression)
+        attr = _tokenizer_attr(cst.ensure_type(part, cst.FormattedStringExpression).expression)  # an f-string's other kind of part
         if attr and not seen_prompt:
             trailing.append(attr)
         elif attr is None:
@@ -118,7 +118,7 @@ def _text_defaults_switch(processor_cls: type[Any]) -> Source | None:
             return found[0].source(found[1])
     kwargs_cls = getattr(processor_cls, "valid_processor_kwargs", None)
     defaults = getattr(kwargs_cls, "_defaults", None) or {}
-    if defaults.get("text_kwargs", {}).get("add_special_tokens") is False:
+    if kwargs_cls is not None and defaults.get("text_kwargs", {}).get("add_special_tokens") is False:
         lines, first = inspect.getsourcelines(kwargs_cls)
         offset = next((i for i, line in enumerate(lines) if "add_special_tokens" in line), 0)
         file = inspect.getsourcefile(kwargs_cls) or ""
@@ -137,8 +137,9 @@ class _SuffixStrings(cst.CSTVisitor):
         if not (isinstance(first, cst.FormattedStringExpression) and isinstance(first.expression, cst.Name)):
             return
         attrs = [_tokenizer_attr(p.expression) if isinstance(p, cst.FormattedStringExpression) else None for p in rest]
-        if rest and all(attrs):
-            self.found.append((node, tuple(attrs)))
+        named = [attr for attr in attrs if attr]
+        if rest and len(named) == len(attrs):
+            self.found.append((node, tuple(named)))
 
 
 def _appended_tokens(processor_cls: type[Any]) -> tuple[tuple[str, ...], Source] | None:

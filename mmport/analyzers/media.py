@@ -83,7 +83,7 @@ def _id_attributes(obj: Any) -> list[str]:
     return found
 
 
-def _expanded_id(processor: Any, modality: str, placeholder: str, token_id: int, named: set[int] = frozenset()) -> int | None:
+def _expanded_id(processor: Any, modality: str, placeholder: str, token_id: int, named: set[int] | frozenset[int] = frozenset()) -> int | None:
     """``token_id`` where HF writes it for one item, else the id HF writes most."""
     try:
         ids = call_processor(processor, placeholder, **media_kwargs(processor, modality, [probe_media(modality, 0)]))["input_ids"][0].tolist()
@@ -112,6 +112,7 @@ def _count(
         if own_call is not None:
             # Only HF's own __call__ gives an item's replacement (see mmport.analyzers.owncall).
             call = find_method(type(processor), "__call__", models_only=True)
+            assert call is not None, "own_call_reason found it"
             hook = find_method(type(processor), f"replace_{modality}_token", models_only=True)
             reason = own_call if hook is None else f"{own_call}; its hook is not derived either ({exc})"
             return CountRule((), "", False, "delegated", call[0].source(call[1]), reason, via_call=True)
@@ -272,7 +273,7 @@ def _limit(processor: Any, modality: str, placeholder: str) -> int | None:
     return None
 
 
-def _renamed(fields: tuple[FieldSpec, ...], taken: set[str], modality: str) -> tuple[tuple[FieldSpec, ...], tuple[tuple[str, str], ...]]:
+def _renamed(fields: tuple[FieldSpec, ...], taken: set[str] | frozenset[str], modality: str) -> tuple[tuple[FieldSpec, ...], tuple[tuple[str, str], ...]]:
     """Fields under names no earlier modality uses: ``pixel_values`` of videos becomes ``pixel_values_videos``."""
     renames = tuple((f.key, f"{f.key}_{modality}s") for f in fields if f.key in taken)
     if not renames:
@@ -325,7 +326,7 @@ def _hook_count(
     return count, fields
 
 
-def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = frozenset()) -> ModalitySpec:
+def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] | frozenset[str] = frozenset()) -> ModalitySpec:
     """Everything a port needs for the ``video`` or ``audio`` side of ``processor``.
 
     ``taken`` are the output names earlier modalities' fields use; this
@@ -334,7 +335,7 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] = f
     tokens per prompt in its own ``__call__`` (:mod:`mmport.analyzers.callblock`):
     that block fixes the count and the update, and HF supports one item a prompt.
     """
-    processor_cls = type(processor)
+    processor_cls: type = type(processor)
     token_attr = f"{modality}_token"
     token_text = str(getattr(processor, token_attr))
     token_id = token_id_of(processor, token_attr)

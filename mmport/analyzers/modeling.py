@@ -144,7 +144,9 @@ def _encoder_modules(inner: type[Any], reads: list[str]) -> tuple[list[EncoderMo
     """The modules, imports and borrowed methods behind the ``self.`` reads of the feature path."""
     parsed, assigns = _constructor(inner)
     local_assigns = _LocalAssignments()
-    find_method(inner, "__init__", models_only=True)[1].visit(local_assigns)
+    init = find_method(inner, "__init__", models_only=True)
+    assert init is not None, "_constructor found it"
+    init[1].visit(local_assigns)
     locals_ = {name: _code(node.value).strip() for name, node in local_assigns.found.items()}
     modules, imports, borrowed = [], [], []
     order = list(assigns)

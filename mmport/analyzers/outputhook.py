@@ -39,6 +39,7 @@ from mmport.analyzers.owncall import process_method
 from mmport.analyzers.sourcefile import ParsedClass, bound_names, find_method, names_in
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
+from mmport.hf.syntax import find_all, statements, string_value
 from mmport.spec import HelperFunction, OutputRule
 
 __all__ = ["METADATA_KEY", "analyze_output_hook"]
@@ -55,17 +56,19 @@ def _read_keys(func: cst.FunctionDef, inputs: str, processor_cls: type[Any] | No
     the keys that method reads from it; any other whole use refuses.
     """
     keys: list[str] = []
-    subscripts = m.findall(func.body, m.Subscript(value=m.Name(inputs)))
+    subscripts = find_all(func.body, m.Subscript(value=m.Name(inputs)), cst.Subscript)
     for node in subscripts:
         index = node.slice[0].slice if len(node.slice) == 1 else None
-        if not (isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)):
+        key = string_value(index.value) if isinstance(index, cst.Index) else None
+        if key is None:
             raise AnalysisError(f"the hook reads `{inputs}` by a computed key")
-        keys.append(index.value.evaluated_value)
-    gets = m.findall(func.body, m.Call(func=m.Attribute(value=m.Name(inputs), attr=m.Name("get"))))
-    for node in gets:
-        if not (node.args and isinstance(node.args[0].value, cst.SimpleString)):
+        keys.append(key)
+    gets = find_all(func.body, m.Call(func=m.Attribute(value=m.Name(inputs), attr=m.Name("get"))), cst.Call)
+    for call in gets:
+        key = string_value(call.args[0].value) if call.args else None
+        if key is None:
             raise AnalysisError(f"the hook reads `{inputs}` by a computed key")
-        keys.append(node.args[0].value.evaluated_value)
+        keys.append(key)
     # ``"video_metadata" in video_inputs``: a key test, which the batch of one answers too.
     tests = m.findall(func.body, m.ComparisonTarget(operator=m.In() | m.NotIn(), comparator=m.Name(inputs)))
     handed = _handed_on(func, inputs, processor_cls, seen)
@@ -80,10 +83,11 @@ def _read_keys(func: cst.FunctionDef, inputs: str, processor_cls: type[Any] | No
 def _handoff_calls(func: cst.FunctionDef, inputs: str) -> list[tuple[str, int]]:
     """``(method, position)`` of each ``self.method(..., inputs, ...)`` call in ``func``."""
     calls = []
-    for call in m.findall(func.body, m.Call(func=m.Attribute(value=m.Name("self")))):
+    for call in find_all(func.body, m.Call(func=m.Attribute(value=m.Name("self"))), cst.Call):
+        method = cst.ensure_type(call.func, cst.Attribute).attr.value  # the matcher's ``self.method``
         for position, arg in enumerate(call.args):
             if arg.keyword is None and m.matches(arg.value, m.Name(inputs)):
-                calls.append((call.func.attr.value, position))
+                calls.append((method, position))
     return calls
 
 
@@ -113,9 +117,8 @@ def _assigned_key(stmt: cst.CSTNode, variable: str) -> str | None:
     if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
         return None
     target = node.targets[0].target
-    if m.matches(target, m.Subscript(value=m.Name(variable))) and isinstance(target.slice[0].slice, cst.Index):
-        key = target.slice[0].slice.value
-        return key.evaluated_value if isinstance(key, cst.SimpleString) else None
+    if isinstance(target, cst.Subscript) and m.matches(target.value, m.Name(variable)) and isinstance(target.slice[0].slice, cst.Index):
+        return string_value(target.slice[0].slice.value)
     return None
 
 
@@ -135,7 +138,7 @@ def _self_attribute(stmt: cst.CSTNode) -> str | None:
     node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
     if isinstance(node, cst.Assign) and len(node.targets) == 1:
         target = node.targets[0].target
-        if m.matches(target, m.Attribute(value=m.Name("self"))):
+        if isinstance(target, cst.Attribute) and m.matches(target, m.Attribute(value=m.Name("self"))):
             return target.attr.value
     return None
 
@@ -145,21 +148,23 @@ _MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "setdefaul
 
 def _mutated(stmt: cst.CSTNode) -> set[str]:
     """Names a statement fills in place (``x.append(...)``)."""
-    calls = m.findall(stmt, m.Call(func=m.Attribute(value=m.Name(), attr=m.OneOf(*(m.Name(n) for n in _MUTATORS)))))
-    return {node.func.value.value for node in calls}
+    matcher = m.Attribute(value=m.Name(), attr=m.OneOf(*(m.Name(n) for n in _MUTATORS)))
+    calls = find_all(stmt, m.Call(func=matcher), cst.Call)
+    return {node.func.value.value for node in calls if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)}
 
 
 def _defines(stmt: cst.CSTNode) -> set[str]:
     """Names a statement binds or fills in place (``x = ...``, ``x: list = []``, ``x.append(...)``, ``x[k] = ...``)."""
     names = set(bound_names(stmt))
-    for node in m.findall(stmt, m.AnnAssign(target=m.Name())):
-        names.add(node.target.value)
+    for node in find_all(stmt, m.AnnAssign(target=m.Name()), cst.AnnAssign):
+        if isinstance(node.target, cst.Name):
+            names.add(node.target.value)
     return names | _mutated(stmt)
 
 
 def _completion(
     processor_cls: type[Any], modality: str, missing: list[str], kept: set[str], attrs: set[str]
-) -> tuple[ParsedClass, cst.FunctionDef, list[cst.CSTNode], str, str | None, str | None]:
+) -> tuple[ParsedClass, cst.FunctionDef, list[cst.BaseStatement], str, str | None, str | None]:
     """The lines of HF's ``_process_<modality>`` that compute ``missing`` keys (and ``self`` attributes).
 
     They may read the item's kept outputs, the raw items (AudioFlamingo 3 cuts
@@ -176,12 +181,13 @@ def _completion(
     if found is None:
         raise AnalysisError(f"the hook reads {missing or sorted(attrs)}, which HF drops and computes nowhere mmport can read")
     parsed, func = found
-    body = list(func.body.body)
-    start = next((i for i, s in enumerate(body) if _sub_processor_call(s)), None)
-    if start is None:
+    body = statements(func.body)
+    start, variable = next(((i, v) for i, s in enumerate(body) if (v := _sub_processor_call(s))), (None, None))
+    if start is None or variable is None:
         raise AnalysisError(f"{name} does not bind its sub-processor's output to a name")
-    variable = _sub_processor_call(body[start])
-    needed_keys, needed_attrs, needed_names, chosen = set(missing), set(attrs), set(), []
+    needed_keys, needed_attrs = set(missing), set(attrs)
+    needed_names: set[str] = set()
+    chosen: list[cst.BaseStatement] = []
     for stmt in reversed(body[:start] + body[start + 1 :]):
         key, attr = _assigned_key(stmt, variable), _self_attribute(stmt)
         defines = _defines(stmt) if key is None and attr is None else set()
@@ -207,7 +213,10 @@ def _completion(
 
 def _sub_attr(stmt: cst.CSTNode) -> str:
     """``feature_extractor`` for ``audio_inputs = self.feature_extractor(...)``."""
-    return stmt.body[0].value.func.attr.value
+    node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+    call = node.value if isinstance(node, cst.Assign) else None
+    assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute), "a statement _sub_processor_call names"
+    return call.func.attr.value
 
 
 def _computed_in_process(processor_cls: type[Any], modality: str, key: str) -> bool:
@@ -216,35 +225,43 @@ def _computed_in_process(processor_cls: type[Any], modality: str, key: str) -> b
     found = find_method(processor_cls, name, models_only=True)
     if found is None:
         return False
-    targets = m.findall(found[1], m.AssignTarget(target=m.Subscript(slice=[m.SubscriptElement(m.Index(m.SimpleString()))])))
-    return any(t.target.slice[0].slice.value.evaluated_value == key for t in targets)
+    targets = find_all(found[1], m.AssignTarget(target=m.Subscript(slice=[m.SubscriptElement(m.Index(m.SimpleString()))])), cst.AssignTarget)
+    return any(_literal_key(t.target) == key for t in targets)
+
+
+def _literal_key(node: cst.BaseExpression) -> str | None:
+    """``"k"`` for ``x["k"]`` (its first subscript), else None."""
+    if isinstance(node, cst.Subscript) and isinstance(node.slice[0].slice, cst.Index):
+        return string_value(node.slice[0].slice.value)
+    return None
 
 
 def _hook_attributes(func: cst.FunctionDef, processor_cls: type[Any]) -> set[str]:
     """``self`` attributes the hook reads that the processor sets only while processing (not in ``__init__``)."""
-    read = {node.attr.value for node in m.findall(func.body, m.Attribute(value=m.Name("self")))}
+    read = {node.attr.value for node in find_all(func.body, m.Attribute(value=m.Name("self")), cst.Attribute)}
     init = find_method(processor_cls, "__init__")
     set_in_init = set()
     if init is not None:
-        set_in_init = {n.attr.value for n in m.findall(init[1], m.AssignTarget(target=m.Attribute(value=m.Name("self")))) for n in [n.target]}
+        set_in_init = _self_targets(init[1])
     process = [find_method(processor_cls, n, models_only=True) for n in ("_process_audio", "_process_videos", "_process_images")]
-    set_while_processing = {
-        node.target.attr.value
-        for found in process if found is not None
-        for node in m.findall(found[1], m.AssignTarget(target=m.Attribute(value=m.Name("self"))))
-    }
+    set_while_processing = {attr for found in process if found is not None for attr in _self_targets(found[1])}
     return (read & set_while_processing) - set_in_init
+
+
+def _self_targets(func: cst.FunctionDef) -> set[str]:
+    """``x`` for each ``self.x = ...`` in ``func``."""
+    targets = find_all(func, m.AssignTarget(target=m.Attribute(value=m.Name("self"))), cst.AssignTarget)
+    return {t.target.attr.value for t in targets if isinstance(t.target, cst.Attribute)}
 
 
 def _subscript_keys(stmt: cst.CSTNode, variable: str) -> list[str]:
     keys = []
-    for node in m.findall(stmt, m.Subscript(value=m.Name(variable))):
-        index = node.slice[0].slice
-        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
-            keys.append(index.value.evaluated_value)
-    for node in m.findall(stmt, m.Call(func=m.Attribute(value=m.Name(variable), attr=m.Name("pop")))):
-        if node.args and isinstance(node.args[0].value, cst.SimpleString):
-            keys.append(node.args[0].value.evaluated_value)
+    for node in find_all(stmt, m.Subscript(value=m.Name(variable)), cst.Subscript):
+        if (key := _literal_key(node)) is not None:
+            keys.append(key)
+    for call in find_all(stmt, m.Call(func=m.Attribute(value=m.Name(variable), attr=m.Name("pop"))), cst.Call):
+        if call.args and (key := string_value(call.args[0].value)) is not None:
+            keys.append(key)
     return keys
 
 
@@ -262,7 +279,7 @@ def _port_function(func: cst.FunctionDef, name: str) -> cst.FunctionDef:
     return func.with_changes(name=cst.Name(name), decorators=(), params=params, returns=None, body=func.body.with_changes(body=body))
 
 
-def analyze_output_hook(processor_cls: type[Any], modality: str, kept: set[str], sub_kept: set[str] = frozenset()) -> OutputRule:
+def analyze_output_hook(processor_cls: type[Any], modality: str, kept: set[str], sub_kept: set[str] | frozenset[str] = frozenset()) -> OutputRule:
     """``replace_<modality>_token`` of ``processor_cls`` as a port function of the item's outputs.
 
     ``kept`` are the output keys HF returns for an item alone (observed);

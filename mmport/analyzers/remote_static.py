@@ -178,7 +178,7 @@ def inspect_statically(directory: Path, model_type: str) -> StaticReport:
     """Read the snapshot's own modules and configs without running them (see the module docstring)."""
     facts = _json_facts(directory, "config.json", ("model_type",), ())[:1]
     parsed: dict[str, _Module | None] = {}
-    first = {}
+    first: dict[str, tuple[str, str]] = {}
     for auto, module_name, class_name in auto_references(directory):
         first.setdefault(auto, (module_name, class_name))  # a [slow, fast] pair: the first
     for auto, (module_name, class_name) in sorted(first.items()):

@@ -41,6 +41,7 @@ from mmport.analyzers.substitute import (
 )
 from mmport.analyzers.transplant import Transplanter, free_names
 from mmport.errors import AnalysisError
+from mmport.hf.syntax import rewritten
 from mmport.spec import CountRule, HelperFunction, Source
 
 __all__ = ["HOOK", "analyze_replacement_text", "merged_image_kwargs"]
@@ -89,7 +90,7 @@ def _carry_preprocessing(transplant: Transplanter, processor_cls: type[Any]) -> 
     found = find_method(processor_cls, "_process_images")
     call = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("image_processor")))
     calls = m.findall(found[1], call) if found else []
-    if not calls:
+    if found is None or not calls:
         raise AnalysisError(f"{processor_cls.__name__} does not call its image processor in _process_images")
     source = found[0].source(calls[0])
     transplant.helpers[PREPROCESS_FUNCTION] = HelperFunction(PREPROCESS_FUNCTION, PREPROCESS_CODE, source, f"`{source.code}`")
@@ -99,7 +100,7 @@ def _carry_preprocessing(transplant: Transplanter, processor_cls: type[Any]) -> 
 
 def _rewritten_hook(func: cst.FunctionDef, reads: ItemReadRewriter) -> cst.FunctionDef:
     """The hook with item reads rewritten, its signature the port's."""
-    body = func.body.visit(reads)
+    body = rewritten(func.body, reads)
     statements = list(body.body)
     first = statements[0] if statements else None
     if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr) and len(statements) > 1:

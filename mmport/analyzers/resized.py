@@ -35,13 +35,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
 
 from mmport.analyzers.itemreads import ItemRead
 from mmport.analyzers.sourcefile import bound_names, find_method, names_in
+from mmport.hf.syntax import find_all, rewritten, statements, string_value
 from mmport.spec import HelperFunction
 
 __all__ = ["COUNT_FUNCTION", "RESIZED_FUNCTION", "RESIZED_KEY", "ResizedSize", "TokenApi", "analyze_token_api"]
@@ -60,13 +62,14 @@ def _entry_function(key: str) -> str:
     return f"{key}_of_image"
 
 
-class TokenApi(NamedTuple):
+@dataclass(frozen=True)
+class TokenApi:
     """What ``_get_num_multimodal_tokens`` gives a port: the resize, the item's image token count,
     and the entries of the one-item inputs it hands the hook (by output key)."""
 
     resized: ResizedSize | None
     count: ResizedSize | None
-    entries: Mapping[str, ResizedSize] = {}
+    entries: Mapping[str, ResizedSize] = field(default_factory=dict)
 
 
 class ResizedSize:
@@ -146,7 +149,7 @@ class _ImageProcessorCalls(cst.CSTTransformer):
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         owner = m.Attribute(value=m.Name("processor"), attr=m.Name("image_processor"))
-        if m.matches(original_node.func, m.Attribute(value=owner)):
+        if isinstance(original_node.func, cst.Attribute) and m.matches(original_node.func, m.Attribute(value=owner)):
             self.called.append(original_node.func.attr.value)
             return updated_node.with_changes(func=cst.Name(original_node.func.attr.value), args=(cst.Arg(original_node.func.value), *updated_node.args))
         return updated_node
@@ -155,9 +158,7 @@ class _ImageProcessorCalls(cst.CSTTransformer):
 def _is_merge_kwargs(stmt: cst.CSTNode) -> bool:
     """``images_kwargs = self._merge_kwargs(**kwargs)["images_kwargs"]`` (or through ``merged["images_kwargs"]``)."""
     assign = _assign(stmt)
-    return assign is not None and any(
-        isinstance(s.evaluated_value, str) and s.evaluated_value == "images_kwargs" for s in m.findall(assign.value, m.SimpleString())
-    )
+    return assign is not None and any(string_value(s) == "images_kwargs" for s in m.findall(assign.value, m.SimpleString()))
 
 
 class _Rename(cst.CSTTransformer):
@@ -170,7 +171,7 @@ class _Rename(cst.CSTTransformer):
 
 def _appended_count(loop: cst.For) -> tuple[int, cst.BaseExpression] | None:
     """``num_image_tokens.append(expr)`` in the loop body: its index and ``expr``."""
-    for index, stmt in enumerate(loop.body.body):
+    for index, stmt in enumerate(statements(loop.body)):
         node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
         call = node.value if isinstance(node, cst.Expr) else None
         if (
@@ -189,12 +190,21 @@ def _hook_entries(loop: cst.For) -> dict[str, tuple[int, str]]:
     """``self.replace_image_token({"key": [name]}, image_idx=0)`` in the loop body: key → (index, name)."""
     entries = {}
     one_item = m.Dict([m.DictElement(key=m.SimpleString(), value=m.List([m.Element(m.Name())]))])
-    for index, stmt in enumerate(loop.body.body):
-        for call in m.findall(stmt, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(HOOK)))):
-            if call.args and m.matches(call.args[0].value, one_item):
-                element = call.args[0].value.elements[0]
-                entries[element.key.evaluated_value] = (index, element.value.elements[0].value.value)
+    for index, stmt in enumerate(statements(loop.body)):
+        for call in find_all(stmt, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(HOOK))), cst.Call):
+            entry = _one_item_entry(call.args[0].value) if call.args and m.matches(call.args[0].value, one_item) else None
+            if entry is not None:
+                entries[entry[0]] = (index, entry[1])
     return entries
+
+
+def _one_item_entry(node: cst.BaseExpression) -> tuple[str, str] | None:
+    """``("key", "name")`` for ``{"key": [name]}``."""
+    element = node.elements[0] if isinstance(node, cst.Dict) else None
+    if not (isinstance(element, cst.DictElement) and isinstance(element.value, cst.List)):
+        return None
+    key, item = string_value(element.key), element.value.elements[0].value
+    return (key, item.value) if key is not None and isinstance(item, cst.Name) else None
 
 
 def analyze_token_api(processor_cls: type[Any]) -> TokenApi:
@@ -206,26 +216,27 @@ def analyze_token_api(processor_cls: type[Any]) -> TokenApi:
     owner = next(k for k in processor_cls.__mro__ if TOKENS_API in vars(k))
     namespace = vars(inspect.getmodule(owner))
     origin = f"{owner.__name__}.{TOKENS_API}, for one image"  # shown beside the HF line
-    top = list(func.body.body)
+    top = statements(func.body)
     for position, stmt in enumerate(top):
-        block = list(stmt.body.body) if isinstance(stmt, cst.If) else [stmt]
+        block = statements(stmt.body) if isinstance(stmt, cst.If) else [stmt]
         located = _size_loop(block)
         if located is None:
             continue
         index, loop, rename = located
         before = top[:position] + block[:index]
-        body = list(loop.body.body)
-        resize = next((s for s in body if (a := _assign(s)) and _pair(a.targets[0].target) and {"height", "width"} & names_in(a.value.visit(rename))), None)
+        body = statements(loop.body)
+        sized = ((s, a) for s in body if (a := _assign(s)) and _pair(a.targets[0].target))
+        resize, assign = next(((s, a) for s, a in sized if {"height", "width"} & names_in(rewritten(a.value, rename))), (None, None))
         resized = None
-        if resize is not None:
-            value = _assign(resize).value.visit(rename)
+        if resize is not None and assign is not None:
+            value = rewritten(assign.value, rename)
             code = _function_code(before, [], value, rename, RESIZED_FUNCTION, "tuple[int, int]")
             resized = ResizedSize(ItemRead(RESIZED_KEY, "resized", parsed.source(resize)), HelperFunction(RESIZED_FUNCTION, code, parsed.source(resize), origin), namespace)
         count = None
         appended = _appended_count(loop)
         if appended is not None:
             at, value = appended
-            code = _function_code(before, body[:at], value.visit(rename), rename, COUNT_FUNCTION, "int")
+            code = _function_code(before, body[:at], rewritten(value, rename), rename, COUNT_FUNCTION, "int")
             count = ResizedSize(ItemRead("", "tokens", parsed.source(body[at])), HelperFunction(COUNT_FUNCTION, code, parsed.source(body[at]), origin), namespace)
         entries = {}
         for key, (at, name) in _hook_entries(loop).items():
@@ -248,8 +259,9 @@ def _function_code(
     ``calls``, where given, rewrites the kept lines further (image processor method calls).
     """
     kwargs_name = "images_kwargs"
-    needed, kept = names_in(value), []
-    for stmt in reversed([s.visit(rename) for s in (*before, *loop_body)]):
+    needed = names_in(value)
+    kept: list[cst.BaseStatement] = []
+    for stmt in reversed([rewritten(s, rename) for s in (*before, *loop_body)]):
         if _is_merge_kwargs(stmt):
             kwargs_name = next(iter(bound_names(stmt)))  # HF passes the merged image kwargs to the hook already
             needed.discard(kwargs_name)
@@ -260,9 +272,10 @@ def _function_code(
     if kept:  # HF's blank line before the first kept statement has no place here
         kept[0] = kept[0].with_changes(leading_lines=())
     if calls is not None:
-        kept = [stmt.visit(calls) for stmt in kept]
+        kept = [rewritten(stmt, calls) for stmt in kept]
     annotation = f" -> {returns}" if returns else ""
     header = f"def {name}(processor, height: int, width: int, {kwargs_name}: dict){annotation}:\n    pass\n"
     funcdef = cst.parse_statement(header)
+    assert isinstance(funcdef, cst.FunctionDef)  # the header is a def
     body = [*kept, cst.SimpleStatementLine([cst.Return(value)])]
     return cst.Module([]).code_for_node(funcdef.with_changes(body=funcdef.body.with_changes(body=body))).strip()

@@ -32,7 +32,7 @@ def typed_kwargs(processor: Any, sub_processor: Any, modality: str) -> dict[str,
     return {name: next((s for k in classes if (s := _declared_at(k, name)) is not None), None) for name, classes in declared.items()}
 
 
-def _declared_at(klass: type[Any], name: str) -> Source | None:
+def _declared_at(klass: type, name: str) -> Source | None:
     parsed = parse_class(klass) if is_hf_code(klass.__module__) else None
     if parsed is None:
         return None
@@ -187,7 +187,7 @@ def unfollowed_switches(
             name = test.value if isinstance(test, cst.Name) else ""
             switch = name.startswith("do_") or isinstance(getattr(sub_processor, name, None), bool)
             if switch and name in typed and name not in followed and _guarded_geometry(node, calls):
-                switches.setdefault(test.value, SettingSpec(test.value, parsed.source(node), typed[test.value]))
+                switches.setdefault(name, SettingSpec(name, parsed.source(node), typed[name]))
 
     func.visit(Ifs())
     return tuple(switches.values())

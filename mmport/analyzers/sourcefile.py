@@ -96,9 +96,9 @@ def find_method(cls: type[Any], name: str, *, models_only: bool = False) -> tupl
     return parsed, parsed.methods()[name]
 
 
-def class_assignments(cls: type[Any]) -> dict[str, tuple[ParsedClass, cst.Assign]]:
-    """Class-level ``name = value`` lines along the MRO (nearest class wins)."""
-    found: dict[str, tuple[ParsedClass, cst.Assign]] = {}
+def class_assignments(cls: type[Any]) -> dict[str, tuple[ParsedClass, cst.Assign | cst.AnnAssign]]:
+    """Class-level ``name = value`` (or ``name: T = value``) lines along the MRO (nearest class wins)."""
+    found: dict[str, tuple[ParsedClass, cst.Assign | cst.AnnAssign]] = {}
     for klass in transformers_classes(cls):
         parsed = parse_class(klass)
         if parsed is None:

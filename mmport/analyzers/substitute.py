@@ -33,6 +33,8 @@ import libcst as cst
 from mmport.analyzers.itemreads import PATCHES_FUNCTION, ItemRead, analyze_item_reads
 from mmport.analyzers.resized import COUNT_FUNCTION, RESIZED_FUNCTION, RESIZED_KEY, TokenApi, analyze_token_api
 from mmport.analyzers.transplant import Transplanter
+from mmport.errors import AnalysisError
+from mmport.hf.syntax import string_value
 
 __all__ = ["CONFIGURED", "PREPROCESS_FUNCTION", "ItemReadRewriter", "carry_read_helpers", "is_dead_list_guard", "item_reads"]
 
@@ -101,21 +103,28 @@ def item_reads(processor_cls: type[Any], image_processor_cls: type[Any] | None) 
     return derived | reads, api
 
 
-def carry_read_helpers(transplant: Transplanter, used: dict[str, ItemRead], image_processor_cls: type[Any], api: TokenApi) -> None:
+def carry_read_helpers(transplant: Transplanter, used: dict[str, ItemRead], image_processor_cls: type[Any] | None, api: TokenApi) -> None:
     """Transplant the functions the rewritten reads call."""
     kinds = {read.kind for read in used.values()}
     if kinds - {"size", "constant", "resized", "tokens", "entry"}:
-        transplant.method(image_processor_cls, PATCHES_FUNCTION, "image_processor")
+        transplant.method(_given(image_processor_cls, PATCHES_FUNCTION), PATCHES_FUNCTION, "image_processor")
     if any(read.kind == "resized" and read.value == PATCHES_FUNCTION for read in used.values()):
-        _carry_patches_resize(transplant, image_processor_cls)
+        _carry_patches_resize(transplant, _given(image_processor_cls, PATCHES_FUNCTION))
         kinds.discard("resized")
     found_by_kind = [("resized", api.resized), ("tokens", api.count)]
     found_by_kind += [("entry", api.entries[r.key]) for r in used.values() if r.kind == "entry"]
     for kind, found in found_by_kind:
         if kind in kinds and found is not None:
             for method in found.calls:
-                transplant.method(image_processor_cls, method, "image_processor")
+                transplant.method(_given(image_processor_cls, method), method, "image_processor")
             transplant.add(found.function, found.namespace)
+
+
+def _given(image_processor_cls: type[Any] | None, method: str) -> type[Any]:
+    """The image processor class whose ``method`` the reads call; mmport must have been given it."""
+    if image_processor_cls is None:
+        raise AnalysisError(f"the item reads call the image processor's {method}, but no image processor class was given")
+    return image_processor_cls
 
 
 class _ReturnSize(cst.CSTTransformer):
@@ -186,9 +195,8 @@ class ItemReadRewriter(cst.CSTTransformer):
         if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == self.inputs):
             return None
         key = node.slice[0].slice
-        if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
-            return self.reads.get(key.value.evaluated_value)
-        return None
+        value = string_value(key.value) if isinstance(key, cst.Index) else None
+        return self.reads.get(value) if value is not None else None
 
     def _read(self, node: cst.BaseExpression) -> ItemRead | None:
         """The fact for ``inputs["key"][index]``, if ``node`` is such a read."""

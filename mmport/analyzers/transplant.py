@@ -25,8 +25,9 @@ import inspect
 import sys
 import textwrap
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
@@ -34,6 +35,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 from mmport.analyzers.sourcefile import find_method, relative_source_path
 from mmport.errors import AnalysisError
 from mmport.hf.code import is_hf_code
+from mmport.hf.syntax import rewritten
 from mmport.spec import HelperFunction, Source
 
 __all__ = ["Transplanter", "free_names"]
@@ -146,7 +148,7 @@ class Transplanter:
     def code(self, node: cst.CSTNode, owner_cls: type[Any], owner: str) -> str:
         """Port code for ``node`` (part of a method of ``owner_cls``), helpers queued."""
         rewrite = _Rewrite(owner, _methods(owner_cls))
-        code = cst.Module([]).code_for_node(node.visit(rewrite)).strip()
+        code = cst.Module([]).code_for_node(rewritten(node, rewrite)).strip()
         for name in rewrite.called:
             self.method(owner_cls, name, owner)
         return code
@@ -167,14 +169,14 @@ class Transplanter:
                 self._function_or_import(value, name)
             elif _from_installed_package(value, name):
                 self.imports.add(f"from {value.__module__} import {name}")
-            elif _is_module_logger(value, namespace, name):
+            elif (logger_line := _module_logger_line(value, namespace, name)) is not None:
                 # HF's own idiom, so `logger.warning_once` works as in HF.
                 self.imports.add("from transformers.utils import logging")
-                self.helpers.setdefault(name, HelperFunction(name, f"{name} = logging.get_logger(__name__)", _logger_line(namespace, name)))
+                self.helpers.setdefault(name, HelperFunction(name, f"{name} = logging.get_logger(__name__)", logger_line))
             elif _is_transformers_utility_class(value, name):
                 self.imports.add(f"from {value.__module__} import {name}")
-            elif name not in self.helpers and _constant_line(namespace, name):
-                self.helpers[name] = HelperFunction(name, f"{name} = {value!r}", _constant_line(namespace, name))
+            elif name not in self.helpers and (constant_line := _constant_line(namespace, name)):
+                self.helpers[name] = HelperFunction(name, f"{name} = {value!r}", constant_line)
             elif name not in self.helpers:
                 raise AnalysisError(f"{where} reads `{name}`, which mmport cannot carry into a port")
 
@@ -191,24 +193,24 @@ class Transplanter:
         self.helpers[name] = HelperFunction(name, "", parsed.source(funcdef), f"{owner_cls.__name__}.{name}")
         klass = next(k for k in owner_cls.__mro__ if name in vars(k))
         # A staticmethod becomes a plain function; its decorator has no meaning there.
-        code = self.code(_without_docstring(funcdef).with_changes(decorators=()).visit(_BuiltinAnnotations()), owner_cls, owner)
+        code = self.code(rewritten(_without_docstring(funcdef).with_changes(decorators=()), _BuiltinAnnotations()), owner_cls, owner)
         self.resolve(code, vars(inspect.getmodule(klass)), f"{owner_cls.__name__}.{name}")
         static = _methods(owner_cls).get(name, False)
         self._add(HelperFunction(name, code, parsed.source(funcdef), f"{owner_cls.__name__}.{name}", not static))
 
-    def function(self, func: types.FunctionType) -> None:
+    def function(self, func: Callable[..., Any]) -> None:
         """Transplant a module-level transformers function verbatim (with its cache decorator, if any)."""
-        func = inspect.unwrap(func)
-        name = func.__name__
+        plain: types.FunctionType = inspect.unwrap(func)  # a transformers function, as _is_transformers_function found
+        name = plain.__name__
         if name in self.helpers:
             return
-        funcdef, source = _parse_function(func)
+        funcdef, source = _parse_function(plain)
         self.helpers[name] = HelperFunction(name, "", source)
-        code = cst.Module([]).code_for_node(_without_docstring(funcdef).visit(_BuiltinAnnotations())).strip()
-        self.resolve(code, func.__globals__, name)
+        code = cst.Module([]).code_for_node(rewritten(_without_docstring(funcdef), _BuiltinAnnotations())).strip()
+        self.resolve(code, plain.__globals__, name)
         self._add(HelperFunction(name, code, source))
 
-    def _function_or_import(self, func: types.FunctionType, name: str) -> None:
+    def _function_or_import(self, func: Callable[..., Any], name: str) -> None:
         """Transplant ``func``; a shared transformers utility that cannot be carried is imported instead.
 
         Model code is always transplanted (it is what the port must show);
@@ -237,7 +239,7 @@ class Transplanter:
         self.helpers[helper.name] = helper
 
 
-def _is_transformers_function(value: object) -> bool:
+def _is_transformers_function(value: object) -> TypeGuard[Callable[..., Any]]:
     """A plain transformers function, or one behind ``functools.lru_cache``."""
     func = inspect.unwrap(value) if callable(value) else value
     return isinstance(func, types.FunctionType) and is_hf_code(func.__module__)
@@ -252,18 +254,18 @@ def _from_installed_package(value: object, name: str) -> bool:
     return (inspect.isfunction(value) or inspect.isclass(value)) and getattr(sys.modules.get(module), name, None) is value
 
 
-def _is_shared_utility(value: object, name: str) -> bool:
+def _is_shared_utility(value: Callable[..., Any], name: str) -> bool:
     """A function of transformers' shared utilities (``image_utils``, ``video_utils``), not of one model."""
     func = inspect.unwrap(value)
     module = func.__module__
     return not is_hf_code(module, models_only=True) and getattr(sys.modules.get(module), name, None) is value
 
 
-def _is_module_logger(value: object, namespace: dict, name: str) -> bool:
-    """The HF module's ``logger = logging.get_logger(__name__)``."""
+def _module_logger_line(value: object, namespace: dict, name: str) -> Source | None:
+    """Where the HF module sets ``logger = logging.get_logger(__name__)``, if ``value`` is that logger."""
     import logging
 
-    return isinstance(value, logging.Logger) and _logger_line(namespace, name) is not None
+    return _logger_line(namespace, name) if isinstance(value, logging.Logger) else None
 
 
 def _logger_line(namespace: dict, name: str) -> Source | None:
@@ -298,7 +300,7 @@ def _constant_line(namespace: dict, name: str) -> Source | None:
     filename = namespace.get("__file__") or ""
     for node in ast.parse(Path(filename).read_text()).body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(node.value, ast.Constant):
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant):
             return Source(relative_source_path(filename), node.lineno, f"{name} = {value!r}")
     return None
 

@@ -7,6 +7,7 @@ call kwargs (:mod:`mmport.hf.kwargs`), the placeholder text it demands
 (:mod:`mmport.hf.wrappers`), the parameter its ``__call__`` takes items by
 (:mod:`mmport.hf.calls`), processors that write their own prompt
 (:mod:`mmport.hf.ownprompt`), which code is HF's (:mod:`mmport.hf.code`),
+typed reads of that code as libcst parses it (:mod:`mmport.hf.syntax`),
 tiny twins of configs (:mod:`mmport.hf.tiny`) and quieting transformers
 (:mod:`mmport.hf.quiet`).
 

@@ -31,7 +31,7 @@ def transformers_classes(cls: type[Any], *, models_only: bool = False) -> list[t
     return [k for k in cls.__mro__ if is_hf_code(k.__module__, models_only=models_only) or k is cls]
 
 
-def defining_class(cls: type[Any], name: str, *, models_only: bool = False) -> type[Any] | None:
+def defining_class(cls: type[Any], name: str, *, models_only: bool = False) -> type | None:
     """The first class along :func:`transformers_classes` whose body defines ``name``."""
     return next((k for k in transformers_classes(cls, models_only=models_only) if name in vars(k)), None)
 
@@ -47,6 +47,8 @@ def method_node(cls: type[Any], name: str, *, models_only: bool = False) -> Any:
 
     klass = defining_class(cls, name, models_only=models_only)
     function = vars(klass).get(name) if klass is not None else None
+    if function is None:
+        return None
     try:
         source = inspect.getsource(function)
     except (OSError, TypeError):  # no source to read (a builtin, a class built at run time)

@@ -62,7 +62,7 @@ def sub_processor(processor: Any, modality: str) -> tuple[str, Any]:
     raise AnalysisError(f"{type(processor).__name__} has no {modality} processor")
 
 
-def most_written(ids: list[int], bare: set[int], named: set[int]) -> int | None:
+def most_written(ids: list[int], bare: set[int], named: set[int] | frozenset[int]) -> int | None:
     """The id written most for an item (not in the bare prompt), preferring ids the config names.
 
     A video's expansion holds timestamps and frame markers beside its

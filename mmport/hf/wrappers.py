@@ -40,8 +40,9 @@ class _WrappedCalls(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         names = [_self_token(arg.value) for arg in node.args]
         for i in range(1, len(names) - 1):
-            if names[i] == self.token_attr and names[i - 1] and names[i + 1] and self.found is None:
-                self.found = (names[i - 1], names[i + 1], node)
+            before, after = names[i - 1], names[i + 1]
+            if names[i] == self.token_attr and before and after and self.found is None:
+                self.found = (before, after, node)
 
 
 def wrapper_call(validate_inputs: cst.FunctionDef, token_attr: str) -> tuple[str, str, cst.Call] | None:

@@ -118,7 +118,8 @@ class Backend(ABC):
                 f"{path}: {'; '.join(problems)}; a port defines exactly one concrete subclass of each of "
                 f"{', '.join(_BASE_NAMES)}"
             )
-        return PortClasses(*picked, module_name=name, path=path)
+        info, dummy_inputs, processor = (p for p in picked if not isinstance(p, str))
+        return PortClasses(info, dummy_inputs, processor, module_name=name, path=path)
 
     def load_registered(self, snapshot_dir: Path) -> PortClasses:
         """The processor vLLM itself registers for the snapshot's architecture (``--port vllm``)."""
@@ -161,7 +162,7 @@ class BundledBackend(Backend):
 
         ctx = InputProcessingContext.from_directory(snapshot_dir, trust_remote_code=trust_remote_code)
         # As an engine started with --enable-mm-embeds: verify gives ports embeddings too.
-        ctx.model_config.multimodal_config.enable_mm_embeds = True
+        ctx.get_mm_config().enable_mm_embeds = True
         return ctx
 
 

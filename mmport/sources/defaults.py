@@ -19,6 +19,7 @@ from typing import Any
 import libcst as cst
 
 from mmport.hf.code import is_hf_code
+from mmport.hf.syntax import string_value
 
 __all__ = [
     "CONCEPT_ALIASES",
@@ -123,7 +124,7 @@ def _text_of(expr: cst.BaseExpression, constants: Mapping[str, Any]) -> str | No
         if isinstance(call.func, cst.Name) and call.func.value == "AddedToken" and call.args:
             return _text_of(call.args[0].value, constants)
     if isinstance(expr, cst.SimpleString):
-        return expr.evaluated_value
+        return string_value(expr)
     if isinstance(expr, cst.Name) and isinstance(constants.get(expr.value), str):
         return constants[expr.value]
     return None
@@ -151,7 +152,7 @@ class _AttributeReads(cst.CSTVisitor):
         if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
             return
         name = self._guarded_name(test.expression)
-        body = cst.Module(body=[node.body]).code
+        body = cst.Module(body=[]).code_for_node(node.body)
         adds = f"{self.owner}.add_tokens(" in body or f"{self.owner}.add_special_tokens(" in body
         texts = [_text_of(arg, self.constants) for arg in _added_token_args(node.body)]
         if name and adds and texts and texts[0] is not None:
@@ -167,16 +168,18 @@ class _AttributeReads(cst.CSTVisitor):
     def visit_IfExp(self, node: cst.IfExp) -> None:
         name = self._guarded_name(node.test.expression if isinstance(node.test, cst.UnaryOperation) else node.test)
         for branch in (node.body, node.orelse):
-            if name and isinstance(branch, cst.SimpleString):
-                self.defaults.setdefault(name, branch.evaluated_value)
+            text = string_value(branch)
+            if name and text is not None:
+                self.defaults.setdefault(name, text)
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self._guarded_name(node)
         if name is None:
             return
         self.names.append(name)
-        if len(node.args) == 3 and isinstance(node.args[2].value, cst.SimpleString):
-            self.defaults.setdefault(name, node.args[2].value.evaluated_value)
+        text = string_value(node.args[2].value) if len(node.args) == 3 else None
+        if text is not None:
+            self.defaults.setdefault(name, text)
 
     def _guarded_name(self, node: cst.BaseExpression) -> str | None:
         """``hasattr(owner, "name")`` / ``getattr(owner, "name", ...)`` → ``name``."""
@@ -184,7 +187,7 @@ class _AttributeReads(cst.CSTVisitor):
             return None
         target, attr = node.args[0].value, node.args[1].value
         if node.func.value in {"hasattr", "getattr"} and isinstance(target, cst.Name) and target.value == self.owner:
-            return attr.evaluated_value if isinstance(attr, cst.SimpleString) else None
+            return string_value(attr)
         return None
 
 
@@ -318,7 +321,7 @@ class _VocabularyLookups(cst.CSTVisitor):
         items = [e.value for e in arg.elements] if isinstance(arg, (cst.List, cst.Tuple)) else [arg]
         for item in items:
             named = isinstance(item, cst.Attribute) and isinstance(item.value, cst.Name) and item.value.value == "self"
-            text = _text_of(cst.Name(item.attr.value) if named else item, self.constants)
+            text = _text_of(cst.Name(item.attr.value) if named and isinstance(item, cst.Attribute) else item, self.constants)
             if text is not None:
                 self.found.append(text)
 

@@ -40,6 +40,14 @@ def _file_of(module: str) -> Path | None:
     return None
 
 
+def _existing_file(module: str) -> Path:
+    """:func:`_file_of` a module that has one: one :func:`_imports` found, or the root named."""
+    path = _file_of(module)
+    if path is None:
+        raise FileNotFoundError(f"mmport module {module!r} has no source file")
+    return path
+
+
 def _resolve_from(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     """The absolute module a (possibly relative) ``from X import ...`` names."""
     if not node.level:
@@ -75,7 +83,7 @@ def builder_modules(root: str = BUILDER) -> frozenset[str]:
         if module in seen:
             continue
         seen.add(module)
-        pending.extend(_imports(module, _file_of(module)) - seen)
+        pending.extend(_imports(module, _existing_file(module)) - seen)
     return frozenset(seen)
 
 
@@ -84,5 +92,5 @@ def builder_fingerprint(root: str = BUILDER) -> str:
     """A short hash of the source of every module :func:`builder_modules` lists."""
     digest = hashlib.sha1()
     for module in sorted(builder_modules(root)):
-        digest.update(module.encode() + b"\0" + _file_of(module).read_bytes())
+        digest.update(module.encode() + b"\0" + _existing_file(module).read_bytes())
     return digest.hexdigest()[:10]

@@ -53,6 +53,7 @@ def check_reference(snapshot: Any) -> None:
             if embed_id in ids:
                 return
     if not answered:
+        assert rejection is not None, "every attempt raised"
         raise BadReferenceError(
             f"{snapshot.path}: the HF processor rejects an ordinary {HEALTH_SIZES[0][0]}×{HEALTH_SIZES[0][1]} image "
             f"({one_line(rejection)}); check the processor settings in processor_config.json"

@@ -26,6 +26,7 @@ from typing import Any
 import libcst as cst
 
 from mmport.hf.code import is_hf_code
+from mmport.hf.syntax import string_value
 
 __all__ = ["call_time_reads", "constructor_aliases", "fill_from_siblings"]
 
@@ -52,8 +53,8 @@ def _kwarg_key(call: cst.BaseExpression, method: str) -> tuple[str, cst.Call] | 
         return None
     if not (isinstance(call.func.value, cst.Name) and call.func.value.value == "kwargs" and call.args):
         return None
-    key = call.args[0].value
-    return (key.evaluated_value, call) if isinstance(key, cst.SimpleString) else None
+    key = string_value(call.args[0].value)
+    return (key, call) if key is not None else None
 
 
 class _KwargAliases(cst.CSTVisitor):
@@ -75,8 +76,9 @@ class _KwargAliases(cst.CSTVisitor):
             sub = target.target
             if isinstance(sub, cst.Subscript) and isinstance(sub.value, cst.Name) and sub.value.value == "kwargs":
                 index = sub.slice[0].slice if len(sub.slice) == 1 else None
-                if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
-                    self._alias(index.value.evaluated_value, node.value)
+                key = string_value(index.value) if isinstance(index, cst.Index) else None
+                if key is not None:
+                    self._alias(key, node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
         found = _kwarg_key(node, "setdefault")

@@ -185,6 +185,7 @@ def _other_processor(attribute: str, model_type: str, config: Mapping[str, Any],
     from transformers.models.auto import feature_extraction_auto, video_processing_auto
 
     keys = _lookup_keys(model_type, config, processor_cls)
+    mapping: Mapping[str, Any]
     if attribute == "video_processor":
         mapping = video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES
         cls = _backend_class(mapping, keys, video_processing_auto.video_processor_class_from_name)
@@ -256,6 +257,7 @@ def _patch_geometry(image_processor_cls: type[Any], config: Mapping[str, Any]) -
     declared = getattr(image_processor_cls, "patch_size", None)
     if not isinstance(patch, int) or isinstance(patch, bool) or patch <= 0:
         return {}
+    value: int | dict[str, int]
     if isinstance(declared, Mapping) and set(declared) == {"height", "width"}:
         current, value = declared["height"], {"height": patch, "width": patch}
     elif isinstance(declared, int) and not isinstance(declared, bool):
@@ -384,7 +386,7 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     from transformers import CONFIG_MAPPING
 
     processor_cls = processor_class_for(model_type)
-    config_cls = CONFIG_MAPPING[model_type]
+    config_cls: type[Any] = CONFIG_MAPPING[model_type]  # a model's own config class, with its own sub-config kwargs
     config = config_cls(**optional_sub_configs(config_cls))
     # Real checkpoints name their model class; vLLM resolves models by it.
     architecture = _architecture(model_type)

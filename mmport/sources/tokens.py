@@ -123,11 +123,11 @@ class _Pipeline:
         return [f"<0x{b:02X}>" for b in range(256)] + printable
 
 
-def _pipeline(family: type[Any] | None) -> _Pipeline:
+def _pipeline(family: type | None) -> _Pipeline:
     from tokenizers import decoders, pre_tokenizers
 
-    backend = _default_backend(family) if family is not None else None  # type: ignore[arg-type]  # a class is hashable; mypy misreads type[...] against Hashable
-    if backend is None:
+    backend = _default_backend(family) if family is not None else None
+    if family is None or backend is None:
         # Llama-style: byte-level, and a BOS before every prompt.
         return _Pipeline(None, pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel(), True, False, True)
     byte_level = "ByteLevel" in repr(backend.pre_tokenizer) + repr(backend.decoder)

@@ -94,6 +94,7 @@ def verify_port(
         if model is None:
             checks["model"].skipped = "pass --model to check the port against the HF model"
         else:
+            assert target is not None, "model.placement() above"
             notify(f"building the HF model on {target.device.type}…")
             hf_model = load_model(snapshot, target, tiny=model.tiny, weights=model.weights, seed=seed)
             model_check = ModelCheck(hf_model, {m: ref.embed_id for m, ref in hf.modalities.items()}, checks["model"])

@@ -119,14 +119,14 @@ def fixed_inputs(config: Any) -> list[FixedInput]:
         sub = getattr(config, name, None)
         size = _side_pair(getattr(sub, "image_size", None))
         tower = _tower_class(sub) if size else None
-        if tower is not None and _interpolation_default(tower.forward) in (False, None):
+        if size is not None and tower is not None and _interpolation_default(tower.forward) in (False, None):
             fixed.append(FixedInput(name, tower.__name__, size, _source(tower.forward)))
     return fixed
 
 
 def _pixel_sides(output: HFOutput) -> dict[str, tuple[int, int]]:
     """(height, width) of each image-like tensor HF returned: floating, ``(..., channels, height, width)``."""
-    return {key: tuple(v.shape[-2:]) for key, v in output.mm.items() if v.is_floating_point() and v.ndim >= 4}
+    return {key: (v.shape[-2], v.shape[-1]) for key, v in output.mm.items() if v.is_floating_point() and v.ndim >= 4}
 
 
 def static_misfit(towers: list[FixedInput], default: HFOutput, under: HFOutput, item: str, described: str) -> str:

@@ -146,7 +146,7 @@ class ModelCheck:
             inputs.pop(key)
         segments = {}
         for key in expected.mm:
-            values = [item[key] for items in actual.items.values() for item in items if key in item]
+            values: list[Any] = [item[key] for items in actual.items.values() for item in items if key in item]  # the port's tensors
             if not values:
                 continue  # the port drops this key; the forward shows whether HF needed it
             layout = rebatch(values, expected.mm[key])

@@ -106,6 +106,8 @@ class HFReference:
     def spell(self, ids: list[int]) -> list[str]:
         """The tokenizer's text for each id (``<image>``, ``▁cat``), or nothing when it cannot say."""
         tokenizer = getattr(self.processor, "tokenizer", None)
+        if tokenizer is None:
+            return []
         try:
             return [str(token) for token in tokenizer.convert_ids_to_tokens(list(ids))]
         except Exception:  # no tokenizer, or ids it does not know: the ids alone still show the difference
@@ -127,6 +129,12 @@ class HFReference:
             # HF may write another token for the item than the config names for it
             # (GLM-4.1V embeds video frames at the image token): the one it writes most.
             embed_id = self._expanded_id(placeholder, item, embed_id)
+        if embed_id is None:
+            # No id marks the item's positions, so no check could find them: the snapshot is at fault.
+            raise BadReferenceError(
+                f"{self.snapshot.path}: no token marks a {modality} item: the config names no {modality}_token_id "
+                f"and {type(self.processor).__name__} has no {token_attr}; name the token in config.json"
+            )
         return ModalityRef(modality, token_attr, placeholder, embed_id)
 
     def _chat_layout(self, modality: str, placeholder: str | None, item: Item) -> str | None:

@@ -149,7 +149,7 @@ class Session:
 
     def _beyond_limits(self, probe: Probe) -> bool:
         return any(
-            self.limits.get(m) is not None and len(probe.of(m)) > self.limits[m] for m in dict.fromkeys(i.modality for i in probe.items)
+            (limit := self.limits.get(m)) is not None and len(probe.of(m)) > limit for m in dict.fromkeys(i.modality for i in probe.items)
         )
 
     def run_probe(self, probe: Probe, checks: dict[str, CheckResult], setting: Setting | None = None) -> None:
@@ -392,7 +392,7 @@ class Session:
     def check_limits(self, result: CheckResult) -> None:
         """The port declares every modality HF handles, and HF accepts as many items as each limit allows."""
         result.runs += 1
-        if self.limits_error:
+        if self.limits_raised is not None:  # set with limits_error, by _port_limits
             self._raised(result, "limits", self.limits_raised, self.limits_error)
             return
         missing = [m for m in self.hf.modalities if m not in self.limits and m not in self.unsupported]

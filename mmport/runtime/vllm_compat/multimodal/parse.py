@@ -418,7 +418,8 @@ class MultiModalDataParser:
             or (isinstance(data, tuple) and len(data) == 2)
             or (isinstance(data, (np.ndarray, torch.Tensor)) and data.ndim == 4)
         )
-        videos, metadata = [], []
+        videos: list[Any] = []
+        metadata: list[Any] = []
         for item in [data] if one_video else _as_item_list(data, single_ndim=4):
             frames, meta = item if isinstance(item, tuple) else (item, None)
             # Frame lists become one array per video, as vLLM stacks them.

@@ -122,12 +122,13 @@ def _tokenizer_given(tokenizer: Any) -> Iterator[None]:
             return tokenizer
         return original.__func__(cls, sub_processor_type, *args, **kwargs)
 
+    patched: Any = ProcessorMixin  # its classmethod is swapped for the block, not called through this name
     with _PATCH_LOCK:
-        ProcessorMixin._load_tokenizer_from_pretrained = classmethod(load)
+        patched._load_tokenizer_from_pretrained = classmethod(load)
         try:
             yield
         finally:
-            ProcessorMixin._load_tokenizer_from_pretrained = original
+            patched._load_tokenizer_from_pretrained = original
 
 
 def _to_model_dtype(value: Any, dtype: torch.dtype | None) -> Any:
@@ -169,7 +170,9 @@ class InputProcessingContext:
     def get_hf_config(self, typ: type[Any] | tuple[type, ...] | None = None, /) -> Any:
         """The HF config, checked to be an instance of ``typ`` (``TypeError`` if not)."""
         if typ is None:
-            from transformers import PreTrainedConfig as typ
+            from transformers import PreTrainedConfig
+
+            typ = PreTrainedConfig
         hf_config = self.model_config.hf_config
         if not isinstance(hf_config, typ):
             raise TypeError(
@@ -190,7 +193,7 @@ class InputProcessingContext:
         dropped from the flat namespace, so the scoped value wins.
         """
         merged = self.get_mm_config().merge_mm_processor_kwargs(kwargs)
-        scoped = {k for s in _KWARG_SCOPES if isinstance(merged.get(s), Mapping) for k in merged[s]}
+        scoped = {k for s in _KWARG_SCOPES if isinstance(scope := merged.get(s), Mapping) for k in scope}
         return {k: v for k, v in merged.items() if k in _KWARG_SCOPES or k not in scoped}
 
     def get_hf_processor(self, typ: type[Any] | tuple[type, ...] | None = None, /, **kwargs: object) -> Any:
@@ -205,7 +208,7 @@ class InputProcessingContext:
         merged = self.get_merged_mm_kwargs(kwargs)
         merged.pop("tokenizer", None)
         use_auto = isinstance(typ, tuple) or typ is ProcessorMixin or not hasattr(typ, "from_pretrained")
-        factory = AutoProcessor.from_pretrained if use_auto else typ.from_pretrained
+        factory = AutoProcessor.from_pretrained if use_auto or isinstance(typ, tuple) else typ.from_pretrained
         if merged:
             # As vLLM: kwargs HF takes per call are left to the call, not built in.
             dynamic = _call_kwarg_names(self.get_hf_processor(typ))

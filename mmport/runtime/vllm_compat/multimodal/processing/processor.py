@@ -126,9 +126,11 @@ class BaseMultiModalProcessor(PromptUpdateSteps, ABC, Generic[_I]):
         """Tokenize a text prompt with the default parameters, then :meth:`apply`."""
         if isinstance(prompt, str):
             encode_kwargs = self.info.default_tok_params.get_encode_kwargs()
-            prompt = self.info.get_tokenizer().encode(prompt, **encode_kwargs)
+            prompt_ids: list[int] = self.info.get_tokenizer().encode(prompt, **encode_kwargs)
+        else:
+            prompt_ids = prompt
         inputs = ProcessorInputs(
-            prompt, mm_items, mm_uuid_items, hf_processor_mm_kwargs=hf_processor_mm_kwargs or {}, cache=cache
+            prompt_ids, mm_items, mm_uuid_items, hf_processor_mm_kwargs=hf_processor_mm_kwargs or {}, cache=cache
         )
         return self.apply(inputs, TimingContext(enabled=False))
 
