@@ -134,11 +134,17 @@ class CheckItem(pytest.Item):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.user_properties.append((PORT_PROPERTY, self.parent.name))
+        self.user_properties.append((PORT_PROPERTY, self.port.name))
+
+    @property
+    def port(self) -> PortCollector:
+        """The port this check belongs to (its parent node, by construction)."""
+        return _port_of(self)
 
     def runtest(self) -> None:
         """Read this check's status from the port's report."""
-        port = self.parent
+        port = self.port
+        assert port.report is not None, "the port's setup verified it before any check runs"
         result = port.report.checks[self.name]
         if result.status == "fail":
             raise CheckFailed(port.entry.label, port.entry.ref, result)
@@ -157,7 +163,7 @@ class CheckItem(pytest.Item):
         Not ``PORT::CHECK``: pytest reads a domain the node id ends with as a
         dotted Python name and would print the port's ``.py`` as ``::py``.
         """
-        return self.path, None, f"{self.name} check of {self.parent.name}"
+        return self.path, None, f"{self.name} check of {self.port.name}"
 
 
 def _port_collectors(parent: pytest.Collector, plugin: ManifestPlugin) -> Iterator[PortCollector]:
@@ -169,3 +175,10 @@ def _port_collectors(parent: pytest.Collector, plugin: ManifestPlugin) -> Iterat
 def _ref_keyword(ref: str) -> str:
     """The word ``-k`` matches a ref by: a model_type or hub id as written, a snapshot directory by its name."""
     return ref.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _port_of(item: pytest.Item) -> PortCollector:
+    """A check item's port collector: every check is collected under one."""
+    parent = item.parent
+    assert isinstance(parent, PortCollector), "check items are collected under their port"
+    return parent

@@ -68,7 +68,7 @@ class ManifestPlugin:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Add the phase's time to its port's (setup holds the verify run; under xdist, reports arrive here from the workers)."""
         port = dict(report.user_properties).get(PORT_PROPERTY)
-        if port is not None:
+        if isinstance(port, str):
             self.seconds[port] += report.duration
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
