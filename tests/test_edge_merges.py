@@ -139,17 +139,19 @@ def test_vllms_own_gemma3_port_splits_merged_newlines_back_wrongly(tmp_path) -> 
     assert "\\n" in report.probe_cases[loud[0].probe], report.probe_cases[loud[0].probe]
 
 
-def test_tags_a_processor_writes_as_text_are_added_tokens() -> None:
+@pytest.mark.parametrize(("model_type", "size"), [("molmo2", (64, 64)), ("step3p7", (1600, 1200))])
+def test_tags_a_processor_writes_as_text_are_added_tokens(model_type, size) -> None:
     # Molmo 2 writes <low_res_im_start>, <im_patch>... as text; its checkpoints' tokenizers hold
-    # them as added tokens, so BPE never merges across them. The synthetic snapshot learns them.
+    # them as added tokens, so BPE never merges across them. The synthetic snapshot learns them,
+    # those written only for an image the processor tiles too (Step3p7's <patch_start>).
     from mmport.hf.processor import call_processor
     from mmport.hf.wrappers import wrapped_placeholder
     from mmport.media import make_image
     from mmport.sources.synthetic import wrapper_texts, written_tags
 
-    processor = resolve("molmo2").load_processor()
+    processor = resolve(model_type).load_processor()
     tokenizer = processor.tokenizer
-    ids = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])["input_ids"][0].tolist()
+    ids = call_processor(processor, wrapped_placeholder(processor), [make_image(*size, 0)])["input_ids"][0].tolist()
     tags = written_tags((tokenizer.decode(ids),))
     assert len(tags) > 1, tags
     for tag in tags:

@@ -38,6 +38,8 @@ __all__ = ["build_synthetic", "multimodal_model_types", "processor_class_for"]
 _TAG = re.compile(r"<[^<>\s]{1,48}>|<\|[^|\s]{1,48}\|>|\[[A-Z_]{2,32}\]")
 _SPECIAL_SHAPE = re.compile(rf"^(?:{_TAG.pattern})$")
 _ID_SUFFIXES = ("_token_id", "_token_index")
+# Images whose expansions show the text a processor writes: one it keeps whole, one it tiles.
+_WRAPPER_IMAGE_SIZES = ((64, 64), (1600, 1200))
 
 
 def multimodal_model_types() -> list[str]:
@@ -429,24 +431,29 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
 
     The prompt holds only the placeholder, so every text run in HF's ids
     is the processor's own: Gemma 3's ``"\\n\\n"`` around the image block,
-    Idefics3's ``"\\n"`` between tile rows.
+    Idefics3's ``"\\n"`` between tile rows. A small image and a large one:
+    some processors write text only for an image they tile (Step3p7's
+    ``<patch_start>`` before each crop).
     """
     from mmport.hf.processor import call_processor, text_boundaries
     from mmport.hf.wrappers import wrapped_placeholder
     from mmport.media import make_image
 
-    try:
-        ids = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])["input_ids"][0].tolist()
-    except Exception:  # the processor needs more than a placeholder: its texts stay unlearned
-        return ()
     special = text_boundaries(processor.tokenizer)
-    runs, run = [], []
-    for token in [*ids, None]:
-        if token is not None and token not in special:
-            run.append(token)
-        elif run:
-            runs.append(processor.tokenizer.decode(run))
-            run = []
+    runs: list[str] = []
+    for width, height in _WRAPPER_IMAGE_SIZES:
+        try:
+            image = make_image(width, height, 0)
+            ids = call_processor(processor, wrapped_placeholder(processor), [image])["input_ids"][0].tolist()
+        except Exception:  # the processor needs more than a placeholder: its texts stay unlearned
+            continue
+        run: list[int] = []
+        for token in [*ids, None]:
+            if token is not None and token not in special:
+                run.append(token)
+            elif run:
+                runs.append(processor.tokenizer.decode(run))
+                run = []
     return tuple(t for t in dict.fromkeys(runs) if t.strip(" \n\t") or len(t) > 8)
 
 
