@@ -111,12 +111,32 @@ def _bpe_family(name: str) -> type[Any] | None:
 
 @functools.cache
 def _default_backend(family: type[Any]) -> Any | None:
-    """A default instance's ``tokenizers.Tokenizer``, when the class builds a BPE one from nothing."""
+    """A default instance's ``tokenizers.Tokenizer``, when the class builds a BPE one mmport can imitate.
+
+    A synthetic vocabulary holds whole pieces and the family's BOS/EOS, no
+    more: a class whose BPE marks word ends (CLIP's ``</w>``) or whose
+    post-processor writes more than a BOS and an EOS around every text
+    (Whisper's task prefix) would turn the synthetic text into unknown tokens, so it lends nothing.
+    """
     try:
         backend = family()._tokenizer
     except Exception:  # a class that needs its files to exist: it lends nothing
         return None
-    return backend if type(backend.model).__name__ == "BPE" else None
+    if type(backend.model).__name__ != "BPE" or getattr(backend.model, "end_of_word_suffix", None):
+        return None
+    return backend if _adds_bos_eos_only(backend.post_processor) else None
+
+
+def _adds_bos_eos_only(post_processor: Any) -> bool:
+    """True for no post-processor, or one that puts at most a BOS and an EOS around a text (Roberta's ``<s>…</s>``)."""
+    if post_processor is None:
+        return True
+    state = json.loads(post_processor.__getstate__())
+    if state.get("type") in ("RobertaProcessing", "BertProcessing"):
+        return True
+    if state.get("type") != "TemplateProcessing":
+        return False
+    return sum("SpecialToken" in piece for piece in state.get("single", [])) <= 2
 
 
 @dataclass(frozen=True)
