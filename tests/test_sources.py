@@ -43,6 +43,22 @@ def test_synthetic_vocabulary_holds_newlines(llava) -> None:
         assert len(ids) == 1 and tokenizer.decode(ids) == text
 
 
+def test_synthetic_tokenizer_splits_as_its_ancestor_familys() -> None:
+    # transformers maps no tokenizer to gemma4; its modular file derives its text model
+    # from Gemma 3's, so its synthetic tokenizer keeps "\n\n" whole, as Gemma 3's does.
+    gemma4, gemma3 = (resolve(model_type).load_processor().tokenizer for model_type in ("gemma4", "gemma3"))
+    text = "\n\n00:00"
+
+    def first_token(tokenizer) -> str:
+        return tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)[:1])
+
+    assert first_token(gemma4) == first_token(gemma3)
+    assert type(gemma4).__name__ == type(gemma3).__name__
+    # The family's BOS rule comes along.
+    starts = [tokenizer.encode(text)[0] == tokenizer.bos_token_id for tokenizer in (gemma4, gemma3)]
+    assert starts[0] == starts[1]
+
+
 def test_synthetic_snapshot_is_built_once(llava) -> None:
     stamp = (llava.path / "config.json").stat().st_mtime_ns
     assert (resolve("llava").path / "config.json").stat().st_mtime_ns == stamp

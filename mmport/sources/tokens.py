@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,33 +66,77 @@ class TokenPlan:
 
 
 def tokenizer_family(config: Any) -> type[Any] | None:
-    """The tokenizer class transformers maps the text model (else the model) to, when it is a BPE class.
+    """The BPE tokenizer class of the text model's family, or None when it has none to lend.
 
-    ``Qwen2VLConfig`` → ``Qwen2Tokenizer`` (no BOS, Qwen's pre-tokenizer);
-    ``Gemma3Config`` → ``GemmaTokenizer``; a Llama text model maps to the
-    generic backend, which has no pipeline of its own to lend (None).
+    transformers' ``TOKENIZER_MAPPING_NAMES`` is read for the text model, then
+    the model: ``Qwen2VLConfig`` → ``Qwen2Tokenizer`` (no BOS, Qwen's
+    pre-tokenizer); ``Gemma3Config`` → ``GemmaTokenizer``. Where both map to
+    nothing or to the generic ``TokenizersBackend``, the family is the nearest
+    ancestor's in the model's modular file (:mod:`mmport.sources.ancestry`):
+    ``Gemma4Config`` maps nothing, but ``class Gemma4TextModel(Gemma3TextModel)``
+    (``models/gemma4/modular_gemma4.py:1280`` in 5.24) makes it ``gemma3``'s, so
+    ``GemmaTokenizer``. The first tokenizer class named decides: a class that
+    builds no BPE (WordPiece, or one that needs its files) lends nothing. A
+    Llama text model maps to nothing and derives from nothing (None).
     """
-    from transformers import TokenizersBackend
-    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES, tokenizer_class_from_name
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
 
-    for model_type in (config.get_text_config().model_type, config.model_type):
+    for model_type in _family_model_types(config):
         name = TOKENIZER_MAPPING_NAMES.get(model_type)
-        if name:
-            family = tokenizer_class_from_name(name)
-            if family is None or family is TokenizersBackend or not issubclass(family, TokenizersBackend):
-                return None
-            return family if _default_backend(family) is not None else None  # type: ignore[arg-type]  # a class is hashable; mypy misreads type[...] against Hashable
+        if name and name != "TokenizersBackend":
+            return _bpe_family(name)
     return None
+
+
+def _family_model_types(config: Any) -> Iterator[str]:
+    """The text model's model_type, the model's, then each modular ancestor's, nearest first."""
+    from mmport.sources.ancestry import ancestor_model_types, text_model_ancestry
+
+    text_config = config.get_text_config()
+    yield from (text_config.model_type, config.model_type)
+    for step in text_model_ancestry(text_config):
+        yield from ancestor_model_types(step)
+
+
+def _bpe_family(name: str) -> type[Any] | None:
+    """Tokenizer class ``name``, when it builds a BPE tokenizer of its own (see :func:`_default_backend`)."""
+    from transformers import TokenizersBackend
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+    family = tokenizer_class_from_name(name)
+    if family is None or family is TokenizersBackend or not issubclass(family, TokenizersBackend):
+        return None
+    return family if _default_backend(family) is not None else None  # type: ignore[arg-type]  # a class is hashable; mypy misreads type[...] against Hashable
 
 
 @functools.cache
 def _default_backend(family: type[Any]) -> Any | None:
-    """A default instance's ``tokenizers.Tokenizer``, when the class builds a BPE one from nothing."""
+    """A default instance's ``tokenizers.Tokenizer``, when the class builds a BPE one mmport can imitate.
+
+    A synthetic vocabulary holds whole pieces and the family's BOS/EOS, no
+    more: a class whose BPE marks word ends (CLIP's ``</w>``) or whose
+    post-processor writes more than a BOS and an EOS around every text
+    (Whisper's task prefix) would turn the synthetic text into unknown tokens, so it lends nothing.
+    """
     try:
         backend = family()._tokenizer
     except Exception:  # a class that needs its files to exist: it lends nothing
         return None
-    return backend if type(backend.model).__name__ == "BPE" else None
+    if type(backend.model).__name__ != "BPE" or getattr(backend.model, "end_of_word_suffix", None):
+        return None
+    return backend if _adds_bos_eos_only(backend.post_processor) else None
+
+
+def _adds_bos_eos_only(post_processor: Any) -> bool:
+    """True for no post-processor, or one that puts at most a BOS and an EOS around a text (Roberta's ``<s>…</s>``)."""
+    if post_processor is None:
+        return True
+    state = json.loads(post_processor.__getstate__())
+    if state.get("type") in ("RobertaProcessing", "BertProcessing"):
+        return True
+    if state.get("type") != "TemplateProcessing":
+        return False
+    return sum("SpecialToken" in piece for piece in state.get("single", [])) <= 2
 
 
 @dataclass(frozen=True)
