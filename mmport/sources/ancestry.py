@@ -23,7 +23,7 @@ declares its config in full, so only its model says where it comes from).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -31,8 +31,6 @@ from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
-
-from mmport.spec import Source
 
 __all__ = [
     "MAX_DEPTH",
@@ -55,10 +53,26 @@ class Derivation:
     name: str
     base: str
     ancestor: str
-    source: Source
+    source: Where
 
     def __str__(self) -> str:
         return f"{self.name}({self.base}) from {self.ancestor}, {self.source}"
+
+
+@dataclass(frozen=True)
+class Where:
+    """A line of transformers' source: ``models/gemma4/modular_gemma4.py:1280`` and its code.
+
+    Its own small type, not :class:`mmport.spec.Source`: sources sit below the
+    PortSpec, which verify must never reach (docs/architecture.md).
+    """
+
+    file: str
+    line: int
+    code: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
 
 
 class _ModularVisitor(cst.CSTVisitor):
@@ -135,7 +149,7 @@ def derivation(folder: str, name: str) -> Derivation | None:
     if base not in modular.imported:  # defined here, or from a module outside the models
         return None
     ancestor, base_there = modular.imported[base]
-    return Derivation(name, base_there, ancestor, Source(modular.relpath, line, modular.lines[line - 1].strip()))
+    return Derivation(name, base_there, ancestor, Where(modular.relpath, line, modular.lines[line - 1].strip()))
 
 
 def modular_ancestry(folder: str, name: str, depth: int = MAX_DEPTH) -> tuple[Derivation, ...]:
@@ -166,7 +180,7 @@ def _model_classes(config_name: str) -> Iterator[str]:
         yield from _as_tuple(MODEL_MAPPING_NAMES.get(model_type, ()))
 
 
-def _as_tuple(names: str | tuple[str, ...]) -> tuple[str, ...]:
+def _as_tuple(names: str | Sequence[str]) -> tuple[str, ...]:
     """A model mapping's value: one class name, or several."""
     return (names,) if isinstance(names, str) else tuple(names)
 
