@@ -319,3 +319,13 @@ def test_a_processor_patch_of_another_concept_is_left_alone() -> None:
     snapshot = resolve("step3p7")
     processor = snapshot.load_processor()
     assert processor.image_processor.patch_size != snapshot.config_dict["vision_config"]["patch_size"]
+
+
+def test_a_processor_that_writes_the_bos_gets_a_tokenizer_that_adds_none() -> None:
+    # Emu3's processor prepends tokenizer.bos_token to every prompt: its checkpoints'
+    # tokenizer adds no BOS of its own, or each prompt would open twice.
+    processor = resolve("emu3").load_processor()
+    tokenizer = processor.tokenizer
+    ids = processor(text=["hi"], return_tensors="pt")["input_ids"][0].tolist()
+    assert ids[0] == tokenizer.bos_token_id and ids[1] != tokenizer.bos_token_id
+    assert tokenizer("hi")["input_ids"][0] != tokenizer.bos_token_id

@@ -399,6 +399,9 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     texts = {**BASE_SPECIALS, **token_literals(processor_cls), **tokenizer_self_added(processor_cls), **named}
     plan = TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts), family=tokenizer_family(config))
     processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
+    if _writes_its_own_bos(processor):
+        plan = dataclasses.replace(plan, adds_bos=False)
+        processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
     written = wrapper_texts(processor)
     tags = written_tags(written)
     if tags:
@@ -455,6 +458,25 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
                 runs.append(processor.tokenizer.decode(run))
                 run = []
     return tuple(t for t in dict.fromkeys(runs) if t.strip(" \n\t") or len(t) > 8)
+
+
+def _writes_its_own_bos(processor: Any) -> bool:
+    """True when HF's ids for a plain text open with two BOS: the processor writes one, the tokenizer adds one.
+
+    Emu3's processor prepends ``tokenizer.bos_token`` to every prompt; its
+    checkpoints' tokenizer adds none, or every prompt would open twice.
+    """
+    from mmport.hf.processor import call_processor
+
+    tokenizer = getattr(processor, "tokenizer", None)
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return False
+    try:
+        ids = call_processor(processor, "hi", [])["input_ids"][0].tolist()
+    except Exception:  # a processor that takes no text alone: nothing to tell
+        return False
+    return ids[:2] == [bos, bos]
 
 
 def written_tags(texts: tuple[str, ...]) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ expects (``image_token_index`` → ``<image>``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -50,7 +51,9 @@ class TokenPlan:
     ``anonymous`` are further special strings the processor uses;
     ``fixed_ids`` pins token texts to ids the model config names;
     ``texts`` is ordinary text the processor writes around items (merged into
-    whole tokens); ``family`` the text model's tokenizer class, if it has one.
+    whole tokens); ``family`` the text model's tokenizer class, if it has one;
+    ``adds_bos`` overrides the family's BOS rule (a processor that writes the
+    BOS itself, as Emu3's does, comes with a tokenizer that adds none).
     """
 
     named: Mapping[str, str]
@@ -58,6 +61,8 @@ class TokenPlan:
     fixed_ids: Mapping[str, int]
     texts: tuple[str, ...] = ()
     family: type[Any] | None = None
+    # Whether the tokenizer puts a BOS before every text; None: as the family does.
+    adds_bos: bool | None = None
 
     def all_specials(self) -> list[str]:
         """Every special token text, base tokens first, without duplicates."""
@@ -257,6 +262,8 @@ def _build(plan: TokenPlan, pipeline: _Pipeline) -> Any:
 def write_tokenizer(plan: TokenPlan, directory: Path) -> None:
     """Write ``tokenizer.json`` and ``tokenizer_config.json`` into ``directory``."""
     pipeline = _pipeline(plan.family)
+    if plan.adds_bos is not None:
+        pipeline = dataclasses.replace(pipeline, adds_bos=plan.adds_bos)
     _build(plan, pipeline).save(str(directory / "tokenizer.json"))
     standard = {name: text for name, text in plan.named.items() if name in STANDARD_SPECIALS}
     extra = {name: text for name, text in plan.named.items() if name not in STANDARD_SPECIALS}
@@ -269,6 +276,6 @@ def write_tokenizer(plan: TokenPlan, directory: Path) -> None:
         **standard,
         "extra_special_tokens": extra,
     }
-    if not pipeline.adds_bos:
+    if not pipeline.adds_bos and plan.adds_bos is None:
         config["bos_token"] = None  # Qwen-style: the family names no BOS
     (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
