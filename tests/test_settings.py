@@ -13,7 +13,7 @@ from conftest import failed_checks, invoke, mutated_port, verify_report
 from mmport.analyzers import analyze
 from mmport.sources import resolve
 from mmport.verify.reference import HFReference
-from mmport.verify.settings import SETTINGS_PER_MODALITY, Setting, count_changing_settings, typed_call_kwargs
+from mmport.verify.settings import SETTINGS_PER_MODALITY, Setting, count_changing_settings, telling_items, typed_call_kwargs
 
 slow = pytest.mark.slow
 
@@ -113,8 +113,9 @@ def _judged_under_grid_setting(ref: str, name: str, scaffolded, **options) -> di
     """verify's report for the generated port pinned to the grid setting, which must change HF's count."""
     setting = _grid_setting(ref, name)
     hf = HFReference(resolve(ref))
-    item = hf.reference_items("image")[-1]
-    assert hf.item_count(item, Setting(setting)) != hf.item_count(item), "the setting must matter, or this test could not fail"
+    told = telling_items(hf, Setting(setting))
+    assert told, "the setting must matter, or this test could not fail"
+    item = told[0]
     from mmport.errors import MmportError
 
     try:

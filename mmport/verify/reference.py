@@ -219,6 +219,16 @@ class HFReference:
             self._counts[key] = self.single(item, setting).input_ids.count(self.modalities[item.modality].embed_id)
         return self._counts[key]
 
+    def telling_candidates(self, modality: str) -> list[Item]:
+        """The reference items, and for images one of an odd size, smallest first: items a setting may count differently.
+
+        The odd-sized image fits no patch grid: a setting that reshapes the
+        grid (Video-LLaMA-3's ``merge_size`` on 16 px patches) may leave the
+        counts of grid-aligned images as they were and change only its.
+        """
+        items = self.reference_items(modality)
+        return [items[0], Item("image", (333, 517)), *items[1:]] if modality == "image" else items
+
     def reference_items(self, modality: str) -> list[Item]:
         """Items whose counts show whether a setting changes HF's count: a small and a large one, of two shapes."""
         return {

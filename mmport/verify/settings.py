@@ -166,7 +166,7 @@ def telling_items(hf: Any, setting: Setting) -> list:
     told = []
     for modality in hf.modalities:
         if setting.modality in ("", modality):
-            for item in hf.reference_items(modality):
+            for item in hf.telling_candidates(modality):
                 try:
                     if hf.item_count(item, setting) != hf.item_count(item):
                         told.append(item)
