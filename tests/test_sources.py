@@ -329,3 +329,21 @@ def test_a_processor_that_writes_the_bos_gets_a_tokenizer_that_adds_none() -> No
     ids = processor(text=["hi"], return_tensors="pt")["input_ids"][0].tolist()
     assert ids[0] == tokenizer.bos_token_id and ids[1] != tokenizer.bos_token_id
     assert tokenizer("hi")["input_ids"][0] != tokenizer.bos_token_id
+
+
+def test_an_id_the_processor_looks_up_by_text_is_where_the_config_names_it() -> None:
+    # GLM-4V keeps `self.video_start_id = convert_tokens_to_ids("<|begin_of_video|>")`; its config
+    # names the same id `video_start_token_id`, and vLLM's port reads the config's.
+    from mmport.sources.defaults import looked_up_ids
+    from mmport.sources.synthetic import processor_class_for
+
+    snapshot = resolve("glm4v")
+    tokenizer = snapshot.load_processor().tokenizer
+    config = snapshot.load_config()
+    pinned = 0
+    for attribute, text in looked_up_ids(processor_class_for("glm4v")).items():
+        key = attribute.removesuffix("_id") + "_token_id"
+        if getattr(config, key, None) is not None:
+            assert tokenizer.convert_tokens_to_ids(text) == getattr(config, key), (attribute, text)
+            pinned += 1
+    assert pinned

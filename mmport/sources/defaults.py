@@ -25,6 +25,7 @@ __all__ = [
     "CONCEPT_ALIASES",
     "DERIVED_CONCEPTS",
     "image_processor_reads",
+    "looked_up_ids",
     "lookup_config",
     "none_default_params",
     "token_literals",
@@ -312,6 +313,17 @@ class _VocabularyLookups(cst.CSTVisitor):
     def __init__(self, constants: Mapping[str, Any]) -> None:
         self.constants = constants
         self.found: list[str] = []
+        # ``self.<attribute> = ...convert_tokens_to_ids(<one text>)``: the attribute each id is kept in.
+        self.kept_in: dict[str, str] = {}
+        self._target: str | None = None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target if len(node.targets) == 1 else None
+        is_self = isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+        self._target = target.attr.value if is_self and isinstance(target, cst.Attribute) else None
+
+    def leave_Assign(self, original_node: cst.Assign) -> None:
+        self._target = None
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -324,6 +336,24 @@ class _VocabularyLookups(cst.CSTVisitor):
             text = _text_of(cst.Name(item.attr.value) if named and isinstance(item, cst.Attribute) else item, self.constants)
             if text is not None:
                 self.found.append(text)
+                if self._target is not None and len(items) == 1:
+                    self.kept_in.setdefault(self._target, text)
+
+
+def looked_up_ids(processor_cls: type[Any]) -> dict[str, str]:
+    """Attribute → text for ids the processor keeps from a lookup by text (``video_start_id`` → ``<|begin_of_video|>``).
+
+    A config names the same id (``video_start_token_id``); on a checkpoint the
+    text sits at that id, so a synthetic vocabulary pins it there.
+    """
+    kept: dict[str, str] = {}
+    for klass in processor_cls.__mro__:
+        if is_hf_code(klass.__module__, models_only=True) and klass is not object:
+            visitor = _VocabularyLookups({**vars(inspect.getmodule(klass)), **vars(klass)})
+            cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
+            for attribute, text in visitor.kept_in.items():
+                kept.setdefault(attribute, text)
+    return kept
 
 
 def vocabulary_lookups(processor_cls: type[Any]) -> list[str]:

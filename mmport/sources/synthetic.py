@@ -20,6 +20,7 @@ from typing import Any
 from mmport.errors import BadReferenceError
 from mmport.sources.defaults import (
     image_processor_reads,
+    looked_up_ids,
     lookup_config,
     none_default_params,
     token_literals,
@@ -40,6 +41,8 @@ _SPECIAL_SHAPE = re.compile(rf"^(?:{_TAG.pattern})$")
 _ID_SUFFIXES = ("_token_id", "_token_index")
 # Images whose expansions show the text a processor writes: one it keeps whole, one it tiles.
 _WRAPPER_IMAGE_SIZES = ((64, 64), (1600, 1200))
+# Processor settings that size the vision tower's token grid, as configs name them too.
+_GRID_SETTINGS = ("patch_size", "spatial_merge_size", "merge_size", "temporal_patch_size")
 
 
 def multimodal_model_types() -> list[str]:
@@ -266,8 +269,34 @@ def _patch_geometry(image_processor_cls: type[Any], config: Mapping[str, Any]) -
         current, value = declared, patch
     else:
         return {}
-    same_concept = current > 0 and max(current, patch) <= 2 * min(current, patch)
-    return {"patch_size": value} if same_concept and current != patch else {}
+    return {"patch_size": value} if _same_scale(current, patch) and current != patch else {}
+
+
+def _grid_params(processor_cls: type[Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's patch and merge sizes for processor settings of those names that default otherwise.
+
+    Pixtral's processor (Mistral 3's) counts ``[IMG]`` tokens by its own
+    ``patch_size`` (16) and ``spatial_merge_size`` (1), while Mistral 3's default
+    config has 14 px patches merged 2×2; a checkpoint's processor config
+    carries its model's values. Settings named for the grid
+    (:data:`_GRID_SETTINGS`) take the config's value; a patch of another scale
+    is another concept (:func:`_same_scale`).
+    """
+    import inspect
+
+    params = inspect.signature(processor_cls.__init__).parameters
+    found: dict[str, Any] = {}
+    for name in _GRID_SETTINGS:
+        default = params[name].default if name in params else None
+        value = lookup_config(config, name)
+        if isinstance(default, int) and isinstance(value, int) and value != default and _same_scale(default, value):
+            found[name] = value
+    return found
+
+
+def _same_scale(a: int, b: int) -> bool:
+    """Two sizes of one concept: neither more than twice the other."""
+    return min(a, b) > 0 and max(a, b) <= 2 * min(a, b)
 
 
 def _processor_kwargs(processor_cls: type[Any], config: Any, image_processor: Any) -> dict[str, Any]:
@@ -281,6 +310,7 @@ def _processor_kwargs(processor_cls: type[Any], config: Any, image_processor: An
         value = lookup_config(config, name)
         if value is not None:
             kwargs[name] = value
+    kwargs.update(_grid_params(processor_cls, config))
     for name in image_processor_reads(processor_cls):
         if getattr(image_processor, name, None) is None:
             value = lookup_config(config, name)
@@ -397,6 +427,9 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     named, anonymous = _special_tokens(processor_cls)
     # Tokens the processor adds itself still sit at the id the config names.
     texts = {**BASE_SPECIALS, **token_literals(processor_cls), **tokenizer_self_added(processor_cls), **named}
+    # An id kept from a lookup by text (``self.video_start_id``) is the config's ``video_start_token_id``.
+    looked_up = {f"{attr.removesuffix('_id').removesuffix('_token')}_token": text for attr, text in looked_up_ids(processor_cls).items()}
+    texts = {**looked_up, **texts}
     plan = TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts), family=tokenizer_family(config))
     processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
     if _writes_its_own_bos(processor):
