@@ -340,6 +340,15 @@ class _VocabularyLookups(cst.CSTVisitor):
                     self.kept_in.setdefault(self._target, text)
 
 
+def _lookup_visitors(processor_cls: type[Any]) -> Iterator[_VocabularyLookups]:
+    """One visitor per transformers class of the processor, having read that class's source."""
+    for klass in processor_cls.__mro__:
+        if is_hf_code(klass.__module__, models_only=True) and klass is not object:
+            visitor = _VocabularyLookups({**vars(inspect.getmodule(klass)), **vars(klass)})
+            cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
+            yield visitor
+
+
 def looked_up_ids(processor_cls: type[Any]) -> dict[str, str]:
     """Attribute → text for ids the processor keeps from a lookup by text (``video_start_id`` → ``<|begin_of_video|>``).
 
@@ -347,12 +356,9 @@ def looked_up_ids(processor_cls: type[Any]) -> dict[str, str]:
     text sits at that id, so a synthetic vocabulary pins it there.
     """
     kept: dict[str, str] = {}
-    for klass in processor_cls.__mro__:
-        if is_hf_code(klass.__module__, models_only=True) and klass is not object:
-            visitor = _VocabularyLookups({**vars(inspect.getmodule(klass)), **vars(klass)})
-            cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
-            for attribute, text in visitor.kept_in.items():
-                kept.setdefault(attribute, text)
+    for visitor in _lookup_visitors(processor_cls):
+        for attribute, text in visitor.kept_in.items():
+            kept.setdefault(attribute, text)
     return kept
 
 
@@ -364,10 +370,4 @@ def vocabulary_lookups(processor_cls: type[Any]) -> list[str]:
     vocabulary with it), so a synthetic vocabulary must hold it too. Looked up
     in every method of the processor's transformers classes, in source order.
     """
-    found: list[str] = []
-    for klass in processor_cls.__mro__:
-        if is_hf_code(klass.__module__, models_only=True) and klass is not object:
-            visitor = _VocabularyLookups({**vars(inspect.getmodule(klass)), **vars(klass)})
-            cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
-            found.extend(visitor.found)
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(text for visitor in _lookup_visitors(processor_cls) for text in visitor.found))
