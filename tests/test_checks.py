@@ -27,3 +27,18 @@ def test_a_value_carried_under_the_ports_own_name_is_found_by_value() -> None:
     assert compare_items(alone, {"images": alone["pixel_values"][0]}) is None
     key, _, got = compare_items(alone, {"images": torch.rand(3, 8, 8)})
     assert (key, got) == ("pixel_values", "missing")
+
+
+def test_ids_under_positions_vllm_overwrites_are_noted_not_failed() -> None:
+    # InternVL's video frames: HF writes the image context token where vLLM's port writes the
+    # video token; both put an embedding there, which replaces the id before the model reads it.
+    from mmport.verify.checks import check_tokens
+    from mmport.verify.report import CheckResult
+
+    hf, port = [1, 5, 9, 9, 6], [1, 5, 7, 7, 6]
+    passed = CheckResult("tokens")
+    assert check_tokens(passed, "probe0", hf, port, overwritten=frozenset({2, 3})) is None
+    assert not passed.failures and "vLLM overwrites" in passed.summary
+    failed = CheckResult("tokens")
+    assert check_tokens(failed, "probe0", hf, port, overwritten=frozenset({2})) == 3
+    assert failed.failures[0].position == 3

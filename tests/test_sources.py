@@ -347,3 +347,36 @@ def test_an_id_the_processor_looks_up_by_text_is_where_the_config_names_it() -> 
             assert tokenizer.convert_tokens_to_ids(text) == getattr(config, key), (attribute, text)
             pinned += 1
     assert pinned
+
+
+@pytest.mark.parametrize("model_type", ["glm4v", "qwen2_vl", "internvl"])
+def test_every_token_id_the_config_names_is_a_token_and_video_tags_are_whole(model_type) -> None:
+    # A checkpoint's config and vocabulary agree: each `*_token_id` holds a token, and a tag
+    # HF writes around each video frame (GLM-4V's <|begin_of_image|>) is one token, not its characters.
+    from mmport.hf.processor import call_processor
+    from mmport.media import make_video, video_metadata
+    from mmport.sources.synthetic import written_tags
+
+    snapshot = resolve(model_type)
+    processor, config = snapshot.load_processor(), snapshot.config_dict
+    tokenizer = processor.tokenizer
+    layers = [config, *[v for v in config.values() if isinstance(v, dict) and "model_type" in v]]
+    named = {k: v for layer in layers for k, v in layer.items() if k.endswith("_token_id") and isinstance(v, int)}
+    assert named
+    for key, value in named.items():
+        assert tokenizer.convert_ids_to_tokens(value) is not None, (key, value)
+    video = (make_video(4, 64, 64, 0), video_metadata(4, 64, 64, fps=2.0))
+    ids = call_processor(processor, processor.video_token, [], videos=[video])["input_ids"][0].tolist()
+    for tag in written_tags((tokenizer.decode(ids),)):
+        assert len(tokenizer(tag, add_special_tokens=False)["input_ids"]) == 1, tag
+
+
+def test_a_tag_written_as_text_sits_at_the_config_id_whose_name_spells_it() -> None:
+    # GLM-4V writes <|begin_of_image|> before each video frame; its config calls that id
+    # image_start_token_id. On a checkpoint they agree, and vLLM's port writes the config's id.
+    snapshot = resolve("glm4v")
+    tokenizer, config = snapshot.load_processor().tokenizer, snapshot.load_config()
+    for key in ("image_start_token_id", "image_end_token_id"):
+        spelt = tokenizer.convert_ids_to_tokens(getattr(config, key))
+        words = set(key.removesuffix("_token_id").split("_"))
+        assert {"start" if w == "begin" else w for w in spelt.strip("<|>").split("_")} - {"of"} == words, (key, spelt)

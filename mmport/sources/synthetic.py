@@ -13,7 +13,7 @@ import dataclasses
 import importlib.util
 import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,8 @@ _SPECIAL_SHAPE = re.compile(rf"^(?:{_TAG.pattern})$")
 _ID_SUFFIXES = ("_token_id", "_token_index")
 # Images whose expansions show the text a processor writes: one it keeps whole, one it tiles.
 _WRAPPER_IMAGE_SIZES = ((64, 64), (1600, 1200))
+# Frames in the video whose expansion shows the text written per frame (two temporal groups).
+_WRAPPER_VIDEO_FRAMES = 4
 # Processor settings that size the vision tower's token grid, as configs name them too.
 _GRID_SETTINGS = ("patch_size", "spatial_merge_size", "merge_size", "temporal_patch_size")
 
@@ -114,6 +116,73 @@ def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str,
             if text and text not in fixed and value not in fixed.values():
                 fixed[text] = value
     return fixed
+
+
+# Words a token's text and a config key spell differently for the same thing.
+_SAME_WORD = {"begin": "start", "bos": "start", "img": "image", "vid": "video", "eos": "end", "aud": "audio"}
+# Words that tell nothing about which token is meant.
+_FILLER_WORDS = frozenset({"of", "the", "token", "id", "index"})
+
+
+def _words(text: str) -> frozenset[str]:
+    """The words of a token text or config key, spelt one way (``<|begin_of_image|>`` → {start, image})."""
+    return frozenset(_SAME_WORD.get(w, w) for w in re.findall(r"[a-z]+", text.lower()) if w not in _FILLER_WORDS)
+
+
+def _fixed_by_words(config: Mapping[str, Any], tags: Sequence[str], fixed: Mapping[str, int]) -> dict[str, int]:
+    """Pin tags the processor writes as text to the config ids whose names spell the same words.
+
+    GLM-4V writes ``<|begin_of_image|>`` before each video frame, and its
+    config names that token's id ``image_start_token_id``: on a checkpoint the
+    two agree, and vLLM's port writes the id where HF writes the text. Only an
+    id no token holds yet, and a tag and id that pair one to one.
+    """
+    taken = set(fixed.values())
+    layers = [config, *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v]]
+    free = {
+        key: value
+        for layer in layers
+        for key, value in layer.items()
+        if key.endswith(_ID_SUFFIXES) and isinstance(value, int) and not isinstance(value, bool) and value not in taken
+    }
+    pinned: dict[str, int] = {}
+    for tag in tags:
+        if tag in fixed:
+            continue
+        matches = {value for key, value in free.items() if _words(key) == _words(tag)}
+        unique = not any(_words(other) == _words(tag) for other in tags if other != tag)
+        if len(matches) == 1 and unique and (value := matches.pop()) not in pinned.values():
+            pinned[tag] = value
+    return pinned
+
+
+def _tokens_for_unheld_ids(config: Mapping[str, Any], processor: Any, pinned: Mapping[str, int]) -> dict[str, int]:
+    """A token for each id a config ``*_token_id`` names that no token holds, named after its key.
+
+    Qwen2-VL's config names ``vision_start_token_id`` and its chat template
+    writes ``<|vision_start|>`` around each image; a checkpoint's vocabulary
+    holds the token at that id, and vLLM's placeholder text names it. The text
+    takes the shape of the processor's own image token (``<|...|>``, ``<...>``
+    or ``[...]``).
+    """
+    tokenizer = processor.tokenizer
+    shape = str(getattr(processor, "image_token", None) or getattr(tokenizer, "image_token", None) or "<x>")
+    taken = set(pinned.values())
+    layers = [config, *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v]]
+    made: dict[str, int] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            suffix = next((s for s in _ID_SUFFIXES if key.endswith(s)), None)
+            if suffix is None or not isinstance(value, int) or isinstance(value, bool) or value < 0 or value in taken:
+                continue
+            if tokenizer.convert_ids_to_tokens(value) is not None:
+                continue
+            name = key[: -len(suffix)]
+            text = f"<|{name}|>" if shape.startswith("<|") else f"[{name.upper()}]" if shape.startswith("[") else f"<{name}>"
+            if text not in made and text not in pinned:
+                made[text] = value
+                taken.add(value)
+    return made
 
 
 def _backend_class(mapping: Mapping[str, Any], keys: list[str], load) -> type[Any] | None:
@@ -437,8 +506,11 @@ def build_synthetic(model_type: str, directory: Path) -> None:
         processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
     written = wrapper_texts(processor)
     tags = written_tags(written)
-    if tags:
-        plan = dataclasses.replace(plan, anonymous=(*plan.anonymous, *tags))
+    pinned = {**plan.fixed_ids, **_fixed_by_words(config_dict, tags, plan.fixed_ids)}
+    unheld = _tokens_for_unheld_ids(config_dict, processor, pinned)
+    if tags or unheld:
+        pinned = {**pinned, **unheld}
+        plan = dataclasses.replace(plan, anonymous=(*plan.anonymous, *tags, *unheld), fixed_ids=pinned)
         processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
         written = wrapper_texts(processor)
     if written:
@@ -476,11 +548,12 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
     from mmport.media import make_image
 
     special = text_boundaries(processor.tokenizer)
+    calls = [(wrapped_placeholder(processor), [make_image(width, height, 0)], {}) for width, height in _WRAPPER_IMAGE_SIZES]
+    calls += _video_wrapper_call(processor)
     runs: list[str] = []
-    for width, height in _WRAPPER_IMAGE_SIZES:
+    for prompt, images, media in calls:
         try:
-            image = make_image(width, height, 0)
-            ids = call_processor(processor, wrapped_placeholder(processor), [image])["input_ids"][0].tolist()
+            ids = call_processor(processor, prompt, images, **media)["input_ids"][0].tolist()
         except Exception:  # the processor needs more than a placeholder: its texts stay unlearned
             continue
         run: list[int] = []
@@ -491,6 +564,19 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
                 runs.append(processor.tokenizer.decode(run))
                 run = []
     return tuple(t for t in dict.fromkeys(runs) if t.strip(" \n\t") or len(t) > 8)
+
+
+def _video_wrapper_call(processor: Any) -> list[tuple[str, list, dict[str, Any]]]:
+    """One short video under the processor's video token, where it has one: per-frame text
+    (GLM-4V's ``<|begin_of_image|>`` and timestamps) is written only for videos."""
+    from mmport.media import make_video, video_metadata
+
+    token = getattr(processor, "video_token", None)
+    if not isinstance(token, str) or getattr(processor, "video_processor", None) is None:
+        return []
+    frames, size = _WRAPPER_VIDEO_FRAMES, _WRAPPER_IMAGE_SIZES[0]
+    video = (make_video(frames, *size, 0), video_metadata(frames, *size, fps=2.0))
+    return [(token, [], {"videos": [video]})]
 
 
 def _writes_its_own_bos(processor: Any) -> bool:
