@@ -13,7 +13,7 @@ import dataclasses
 import importlib.util
 import inspect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -548,12 +548,15 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
     from mmport.media import make_image
 
     special = text_boundaries(processor.tokenizer)
-    calls = [(wrapped_placeholder(processor), [make_image(width, height, 0)], {}) for width, height in _WRAPPER_IMAGE_SIZES]
-    calls += _video_wrapper_call(processor)
+    def image_call(width: int, height: int) -> Callable[[], Any]:
+        return lambda: call_processor(processor, wrapped_placeholder(processor), [make_image(width, height, 0)])
+
+    calls = [image_call(width, height) for width, height in _WRAPPER_IMAGE_SIZES]
+    calls += _video_wrapper_calls(processor)
     runs: list[str] = []
-    for prompt, images, media in calls:
+    for call in calls:
         try:
-            ids = call_processor(processor, prompt, images, **media)["input_ids"][0].tolist()
+            ids = call()["input_ids"][0].tolist()
         except Exception:  # the processor needs more than a placeholder: its texts stay unlearned
             continue
         run: list[int] = []
@@ -566,9 +569,10 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
     return tuple(t for t in dict.fromkeys(runs) if t.strip(" \n\t") or len(t) > 8)
 
 
-def _video_wrapper_call(processor: Any) -> list[tuple[str, list, dict[str, Any]]]:
-    """One short video under the processor's video token, where it has one: per-frame text
+def _video_wrapper_calls(processor: Any) -> list[Callable[[], Any]]:
+    """HF on one short video under the processor's video token, where it has one: per-frame text
     (GLM-4V's ``<|begin_of_image|>`` and timestamps) is written only for videos."""
+    from mmport.hf.processor import call_processor
     from mmport.media import make_video, video_metadata
 
     token = getattr(processor, "video_token", None)
@@ -576,7 +580,7 @@ def _video_wrapper_call(processor: Any) -> list[tuple[str, list, dict[str, Any]]
         return []
     frames, size = _WRAPPER_VIDEO_FRAMES, _WRAPPER_IMAGE_SIZES[0]
     video = (make_video(frames, *size, 0), video_metadata(frames, *size, fps=2.0))
-    return [(token, [], {"videos": [video]})]
+    return [lambda: call_processor(processor, token, [], videos=[video])]
 
 
 def _writes_its_own_bos(processor: Any) -> bool:
@@ -632,7 +636,7 @@ def _align_image_token_id(config: Any, processor: Any) -> bool:
     is not in the synthetic vocabulary; the id the processor writes most for
     one image is. Returns whether the config changed.
     """
-    from mmport.hf.processor import call_processor
+    from mmport.hf.processor import call_processor, text_boundaries
     from mmport.hf.wrappers import wrapped_placeholder
     from mmport.media import make_image
 
@@ -643,7 +647,14 @@ def _align_image_token_id(config: Any, processor: Any) -> bool:
         ids = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])["input_ids"][0].tolist()
     except Exception:  # the processor needs more than a placeholder: leave the config as it is
         return False
-    if current in ids or not ids:
+    # The embedding token is the one HF repeats: Llama 4 writes <|image|> once per image
+    # and embeds at each <|patch|>, which its config names.
+    special = text_boundaries(processor.tokenizer)
+    counts = collections.Counter(t for t in ids if t in special) or collections.Counter(ids)
+    if not counts:
         return False
-    config.image_token_id = collections.Counter(ids).most_common(1)[0][0]
+    repeated, times = counts.most_common(1)[0]
+    if ids.count(current) >= times:
+        return False
+    config.image_token_id = repeated
     return True

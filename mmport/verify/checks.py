@@ -61,8 +61,7 @@ def check_tokens(
     if position is not None:
         message = f"token ids differ (HF {len(expected)} tokens, port {len(actual)})"
         result.failures.append(Failure(probe, message, position, _at(expected, position), _at(actual, position), loudness="silent"))
-    elif first_divergence(expected, actual) is not None:
-        index = first_divergence(expected, actual)
+    elif (index := first_divergence(expected, actual)) is not None:
         note = f"{probe}: ids under embedding positions differ (from position {index}: HF {_at(expected, index)}, port {_at(actual, index)}); vLLM overwrites them"
         if note not in (result.summary or ""):
             result.summary = "; ".join(filter(None, [result.summary, note]))
