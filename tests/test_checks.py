@@ -42,3 +42,26 @@ def test_ids_under_positions_vllm_overwrites_are_noted_not_failed() -> None:
     failed = CheckResult("tokens")
     assert check_tokens(failed, "probe0", hf, port, overwritten=frozenset({2})) == 3
     assert failed.failures[0].position == 3
+
+
+def test_a_count_of_the_prompts_items_and_a_mask_hiding_nothing_may_be_dropped() -> None:
+    # LLaVA-OneVision's batch_num_images ([1] alone, [n] for the prompt) and a mask of all ones
+    # for each item alone: vLLM's model gets items one by one and needs neither.
+    from types import SimpleNamespace
+
+    from mmport.verify.checks import check_fields
+    from mmport.verify.report import CheckResult
+
+    items = [SimpleNamespace(modality="image")] * 2
+    pixels = [torch.rand(3, 4, 4), torch.rand(3, 4, 4)]
+    singles = [{"pixel_values": p[None], "batch_num_images": torch.tensor([1]), "pixel_mask": torch.ones(1, 4, 4, dtype=torch.bool)} for p in pixels]
+    hf_mm = {"pixel_values": torch.stack(pixels), "batch_num_images": torch.tensor([2]), "pixel_mask": torch.ones(2, 4, 4, dtype=torch.bool)}
+    port = SimpleNamespace(items={"image": [{"pixel_values": p[None]} for p in pixels]})
+    passed = CheckResult("fields")
+    check_fields(passed, "probe0", hf_mm, items, singles, port)
+    assert not passed.failures, passed.failures
+    # A per-item value of 1 for each item is the item's own (one per item, not the prompt's count).
+    singles = [{**single, "image_num_patches": torch.tensor([1])} for single in singles]
+    failed = CheckResult("fields")
+    check_fields(failed, "probe0", {**hf_mm, "image_num_patches": torch.tensor([1, 1])}, items, singles, port)
+    assert "image_num_patches" in failed.failures[0].message

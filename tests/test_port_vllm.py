@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import invoke
 
 
@@ -40,3 +39,37 @@ def test_an_architecture_vllm_does_not_register_is_one_line():
         pytest.skip(f"this vLLM registers {architectures}")
     with pytest.raises(PortLoadError, match="registers no model for"):
         select_backend("vllm").load_registered(snapshot.path)
+
+
+@pytest.mark.vllm
+def test_vllms_qwen2_vl_dummy_video_length_is_its_profile_not_a_failure():
+    # vLLM's Qwen2-VL profiles at most 14 frames per video on purpose; HF would give a
+    # 28-frame video more positions. Its frames are the largest HF counts, so dummy passes, noted.
+    from mmport.verify import verify_port
+
+    report = verify_port("qwen2_vl", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0)
+    dummy = report.checks["dummy"]
+    assert dummy.runs and not dummy.failures, dummy.failures
+    assert "profiles videos of" in dummy.summary
+
+
+@pytest.mark.vllm
+def test_vllms_internvl_video_ids_under_embeddings_are_noted_not_failed():
+    # HF repeats the image context token for video frames; vLLM's port writes <video> there,
+    # at positions it fills with embeddings (the model never reads those ids).
+    from mmport.verify import verify_port
+
+    report = verify_port("internvl", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0)
+    tokens = report.checks["tokens"]
+    assert not [f for f in tokens.failures if f.probe == "probe2"], tokens.failures
+    assert "vLLM overwrites them" in tokens.summary
+
+
+@pytest.mark.vllm
+def test_vllms_glm4v_port_agrees_on_the_tags_hf_writes_per_video_frame():
+    # The synthetic vocabulary holds <|begin_of_image|> at the config's image_start_token_id,
+    # as GLM-4.1V's checkpoints do; vLLM's port writes that id where HF writes the text.
+    from mmport.verify import verify_port
+
+    report = verify_port("glm4v", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0)
+    assert report.checks["tokens"].runs and not report.checks["tokens"].failures, report.checks["tokens"].failures

@@ -101,7 +101,7 @@ def verify_port(
         notify("building the port")
         session = Session(hf, chosen.build(port, snapshot.path, trust_remote_code=trust_remote_code), model_check)
         cases, modalities, sizes = {}, {}, {}
-        for probe in make_probes(probes, seed, limits=session.probe_limits()):
+        for probe in make_probes(probes, seed, limits=session.probe_limits(), audio_seconds=hf.kept_audio_seconds()):
             modalities[probe.name] = [item.modality for item in probe.items]
             sizes[probe.name] = [ItemSize.of(item) for item in probe.items]
             notify(f"{probe.name}: {len(probe.items)} item(s)")
@@ -122,7 +122,7 @@ def verify_port(
             if setting.origin == "pinned" and not told:
                 session.outside_contract.append(f"HF counts no reference item differently under {setting.describe()}")
             # The first carries that item alone: HF cannot batch items some settings leave ragged.
-            for index, probe in enumerate(make_probes(SETTING_PROBES, seed + 1, limits=limits)):
+            for index, probe in enumerate(make_probes(SETTING_PROBES, seed + 1, limits=limits, audio_seconds=hf.kept_audio_seconds())):
                 if told:
                     probe = probe.leading(told[index % len(told)], session.limits.get(told[index % len(told)].modality))
                 probe = dataclasses.replace(probe, name=f"{probe.name} [{setting.describe()}]")

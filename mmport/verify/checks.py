@@ -217,7 +217,9 @@ def check_fields(result: CheckResult, probe: str, hf_mm: dict, items: Sequence[A
         named = {key for key in hf_mm if port_key(key, carried) is not None}
         # A key carried under another name holds HF's value for an item alone.
         named |= {key for single, item in zip(singles, port_items, strict=False) for key in single if port_key(key, item, single[key]) is not None}
-        missing = sorted(key for key in hf_mm if key in per_item and key not in named)
+        idle = {key for key in hf_mm if key in per_item and _carries_nothing(key, hf_mm[key], singles, _item_counts(items))}
+        singles = [{k: v for k, v in single.items() if k not in idle} for single in singles]
+        missing = sorted(key for key in hf_mm if key in per_item and key not in named and key not in idle)
         if missing:
             result.failures.append(Failure(probe, f"HF returns {missing} but the port's field config drops them", loudness="loud"))
             return
@@ -228,6 +230,37 @@ def check_fields(result: CheckResult, probe: str, hf_mm: dict, items: Sequence[A
             message = f"{item.modality} {_index_in_modality(items, index)} field '{key}' differs from HF on that item alone"
             result.failures.append(Failure(probe, message, None, want, got, loudness="silent"))
             return
+
+
+def _item_counts(items: Sequence[Any]) -> set[int]:
+    """How many items the probe has, in all and of each modality."""
+    modalities = [item.modality for item in items]
+    return {len(items), *(modalities.count(m) for m in modalities)}
+
+
+def _carries_nothing(key: str, together: Any, singles: list[dict], counts: set[int]) -> bool:
+    """True for an HF output no item needs from the port: vLLM hands its model each item as HF gives it alone.
+
+    Two kinds, told by value: a count of the prompt's items (LLaVA-OneVision's
+    ``batch_num_images``: ``[1]`` for every item alone, ``[n]`` for the prompt),
+    which vLLM's model knows from the items it gets; and a mask that hides
+    nothing of any item alone (Granite Speech's ``input_features_mask``), which
+    marks only the padding HF adds when it batches items of different sizes.
+    """
+    try:
+        values = [torch.as_tensor(single[key]) for single in singles if key in single]
+    except (TypeError, ValueError, RuntimeError):
+        return False  # not numbers: an item's own data
+    if not values:
+        return False
+    if all(v.numel() == 1 and int(v.reshape(-1)[0]) == 1 for v in values):
+        try:
+            whole = torch.as_tensor(together).reshape(-1)
+        except (TypeError, ValueError, RuntimeError):
+            return False
+        return whole.numel() == 1 and int(whole[0]) in counts
+    is_mask = all(v.dtype == torch.bool for v in values) or "mask" in key
+    return is_mask and all(bool((v != 0).all()) for v in values)
 
 
 def _index_in_modality(items: Sequence[Any], index: int) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mmport.media import MODALITIES, make_audio, make_image, make_video, video_metadata
@@ -199,9 +199,16 @@ def _random_plan(modalities: list[str], limits: Mapping[str, int | None], rng: r
 
 
 def make_probes(
-    count: int, seed: int, max_items: int = MAX_PROBE_ITEMS, limits: Mapping[str, int | None] | None = None
+    count: int,
+    seed: int,
+    max_items: int = MAX_PROBE_ITEMS,
+    limits: Mapping[str, int | None] | None = None,
+    audio_seconds: float | None = None,
 ) -> list[Probe]:
     """``count`` probes over the modalities of ``limits`` (modality → the port's item limit, None: unlimited).
+
+    ``audio_seconds`` caps an audio's length at what HF keeps of it (one
+    feature-extractor window), where it cuts longer audio.
 
     Without ``limits`` probes carry images only, at most ``max_items`` each.
     Several videos in one probe share a frame count: HF stacks one sample's
@@ -222,6 +229,8 @@ def make_probes(
             for modality in modalities
             for n in range(plan.get(modality, 0))
         ]
+        if audio_seconds is not None:
+            items = [replace(i, seconds=min(i.seconds, audio_seconds)) if i.modality == "audio" else i for i in items]
         rng.shuffle(items)  # modalities interleaved in the prompt
         # Text before, between and after items: one piece more than items.
         pieces = _pieces(rng, len(items), edges=index < len(plans))

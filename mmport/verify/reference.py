@@ -219,6 +219,28 @@ class HFReference:
             self._counts[key] = self.single(item, setting).input_ids.count(self.modalities[item.modality].embed_id)
         return self._counts[key]
 
+    def kept_audio_seconds(self) -> float | None:
+        """The longest audio HF keeps whole, where its feature extractor cuts longer ones to one window; else None.
+
+        Whisper-style extractors pad or cut every audio to ``n_samples`` (30 s):
+        HF counts a 45 s audio as it counts 30 s of it. What lies past the
+        window is not what a request gets processed, and vLLM's ports may
+        handle it otherwise (chunked, refused); probes stay within it.
+        """
+        if "audio" not in self.modalities or self.sampling_rate is None:
+            return None
+        if not hasattr(self, "_kept_audio"):
+            self._kept_audio: float | None = None
+            samples = next((getattr(getattr(self.processor, a, None), "n_samples", None) for a in ("feature_extractor", "audio_processor")), None)
+            if isinstance(samples, int) and samples > 0:
+                window = samples / self.sampling_rate
+                try:
+                    cut = self.item_count(Item("audio", seconds=window * 1.5)) == self.item_count(Item("audio", seconds=window))
+                except Exception:  # HF refuses the longer audio: it keeps no more than the window either
+                    cut = True
+                self._kept_audio = window if cut else None
+        return self._kept_audio
+
     def telling_candidates(self, modality: str) -> list[Item]:
         """The reference items, and for images one of an odd size, smallest first: items a setting may count differently.
 
