@@ -380,3 +380,19 @@ def test_a_tag_written_as_text_sits_at_the_config_id_whose_name_spells_it() -> N
         spelt = tokenizer.convert_ids_to_tokens(getattr(config, key))
         words = set(key.removesuffix("_token_id").split("_"))
         assert {"start" if w == "begin" else w for w in spelt.strip("<|>").split("_")} - {"of"} == words, (key, spelt)
+
+
+@pytest.mark.parametrize("model_type", ["idefics3", "smolvlm"])
+def test_a_fixed_size_tower_takes_the_tiles_its_processor_cuts(model_type) -> None:
+    # The default Idefics3 processor cuts 364 px tiles of 169 positions; the default tower
+    # (224 px, 32 px patches) refuses them. The snapshot's tower takes the processor's tiles,
+    # so HF's own (tiny) model runs an ordinary image, as a checkpoint's does.
+    from mmport.runtime.device import placement
+    from mmport.runtime.hf_model import load_model
+    from mmport.verify.reference import HFReference
+
+    hf = HFReference(resolve(model_type))
+    tiles = hf.single(hf.reference_items("image")[0]).inputs["pixel_values"]
+    assert hf.snapshot.config_dict["vision_config"]["image_size"] == tiles.shape[-1]
+    twin = load_model(hf.snapshot, placement("cpu", "float32"), tiny=True, weights=False, seed=0)
+    twin.logits(hf.single(hf.reference_items("image")[0]).inputs)

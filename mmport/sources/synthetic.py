@@ -515,7 +515,7 @@ def build_synthetic(model_type: str, directory: Path) -> None:
         written = wrapper_texts(processor)
     if written:
         processor = _write_snapshot(processor_cls, model_type, config, dataclasses.replace(plan, texts=written), directory)
-    if _align_image_token_id(config, processor) | _align_media_token_ids(config, processor):
+    if _align_image_token_id(config, processor) | _align_media_token_ids(config, processor) | _tower_fits_tiles(config, processor):
         config.save_pretrained(directory)
 
 
@@ -624,6 +624,47 @@ def _align_media_token_ids(config: Any, processor: Any) -> bool:
             setattr(config, mismatch[0], mismatch[2])
             changed = True
     return changed
+
+
+# Config settings that merge a tower's patches into fewer positions, by name.
+_MERGE_SETTINGS = ("scale_factor", "spatial_merge_size", "merge_size")
+
+
+def _tower_fits_tiles(config: Any, processor: Any) -> bool:
+    """Point a fixed-size tower at the square tiles HF's processor cuts, where its defaults disagree.
+
+    Idefics3's default processor cuts 364 px tiles and writes 169 positions
+    each (13 × 13 after merging 2 × 2), while its default tower takes 224 px
+    in 32 px patches, a grid it cannot even merge: no checkpoint pairs them,
+    and HF's own model refuses every image. The tower takes the tile's side,
+    and the patch that gives HF's positions per tile under the config's merge
+    factor. Returns whether the config changed.
+    """
+    import math
+
+    from mmport.hf.processor import call_processor
+    from mmport.hf.wrappers import wrapped_placeholder
+    from mmport.media import make_image
+
+    vision = getattr(config, "vision_config", None)
+    size, patch, token = getattr(vision, "image_size", None), getattr(vision, "patch_size", None), getattr(config, "image_token_id", None)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (size, patch, token)):
+        return False
+    try:
+        out = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])
+        pixels, ids = out["pixel_values"], out["input_ids"][0].tolist()
+    except Exception:  # the processor needs more than a placeholder, or gives no pixels: leave the config
+        return False
+    if getattr(pixels, "ndim", 0) < 4 or pixels.shape[-1] != pixels.shape[-2] or pixels.shape[-1] == size:
+        return False
+    side, tiles = int(pixels.shape[-1]), math.prod(pixels.shape[:-3])
+    per_tile, rest = divmod(ids.count(token), tiles)
+    grid = math.isqrt(per_tile)
+    merge = next((v for v in (lookup_config(config.to_dict(), n) for n in _MERGE_SETTINGS) if isinstance(v, int) and v > 0), 1)
+    if vision is None or rest or grid == 0 or grid * grid != per_tile or side % (grid * merge):
+        return False
+    vision.image_size, vision.patch_size = side, side // (grid * merge)
+    return True
 
 
 def _align_image_token_id(config: Any, processor: Any) -> bool:
