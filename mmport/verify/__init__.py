@@ -20,8 +20,12 @@ from mmport.verify.report import CHECKS, CheckResult, Failure, ItemSize, Report
 from mmport.verify.settings import SETTINGS_PER_MODALITY, Setting
 
 if TYPE_CHECKING:
+    from mmport.sources.snapshot import Snapshot
     from mmport.verify.fit import FitJudge
+    from mmport.verify.model_check import ModelCheck
+    from mmport.verify.probes import Probe
     from mmport.verify.reference import HFReference
+    from mmport.verify.session import Session
 
 __all__ = ["CheckResult", "Failure", "ModelOptions", "Report", "ServeOptions", "verify_port"]
 
@@ -61,17 +65,8 @@ def verify_port(
     """
     from mmport.hf.quiet import quiet_transformers
     from mmport.runtime.backends import select_backend
-    from mmport.runtime.hf_model import load_model, require_weights
-    from mmport.sources import resolve
-    from mmport.sources.health import check_reference
     from mmport.verify.curves import count_curves
-    from mmport.verify.embeds import check_embeddings
     from mmport.verify.fit import FitJudge
-    from mmport.verify.model_check import ModelCheck
-    from mmport.verify.probes import make_probes
-    from mmport.verify.reference import HFReference
-    from mmport.verify.session import Session
-    from mmport.verify.settings import telling_items
 
     started = time.perf_counter()
     notify = progress or (lambda message: None)
@@ -79,86 +74,158 @@ def verify_port(
     target = model.placement() if model else None
     with quiet_transformers():
         notify(f"resolving {ref}")
-        own_weights = bool(model and model.weights) or bool(serve and serve.weights)
-        snapshot = resolve(ref, weights=own_weights, trust_remote_code=trust_remote_code)
-        if serve and serve.weights:
-            require_weights(snapshot)  # before any slow work
+        snapshot = _resolved(ref, model, serve, trust_remote_code)
         chosen = select_backend(backend)
-        notify("loading the port")
-        port = chosen.load_registered(snapshot.path) if str(port_path) == VLLM_PORT else chosen.load_port(Path(port_path))
         checks = {name: CheckResult(name) for name in CHECKS}
-        notify("learning the HF reference")
-        check_reference(snapshot)
-        hf = HFReference(snapshot, chat_layouts=chosen.chat_placeholders(snapshot.path, MODALITIES))
-        model_check = None
-        if model is None:
-            checks["model"].skipped = "pass --model to check the port against the HF model"
-        else:
-            assert target is not None, "model.placement() above"
-            notify(f"building the HF model on {target.device.type}…")
-            hf_model = load_model(snapshot, target, tiny=model.tiny, weights=model.weights, seed=seed)
-            model_check = ModelCheck(hf_model, {m: ref.embed_id for m, ref in hf.modalities.items()}, checks["model"])
-        notify("building the port")
-        session = Session(hf, chosen.build(port, snapshot.path, trust_remote_code=trust_remote_code), model_check)
-        cases, modalities, sizes = {}, {}, {}
-        for probe in make_probes(probes, seed, limits=session.probe_limits(), audio_seconds=hf.kept_audio_seconds()):
-            modalities[probe.name] = [item.modality for item in probe.items]
-            sizes[probe.name] = [ItemSize.of(item) for item in probe.items]
-            notify(f"{probe.name}: {len(probe.items)} item(s)")
-            written = " (HF writes the request's prompt around it)" if hf.writes_own_prompt else ""
-            described = ", ".join(item.describe() for item in probe.items) or "no items"
-            cases[probe.name] = f"{described}; prompt {probe.prompt(hf.placeholders())!r}{written}"
-            session.run_probe(probe, checks)
+        session = _session(snapshot, chosen, port_path, trust_remote_code, model, target, checks["model"], seed, notify)
+        hf, model_check = session.hf, session.model_check
+        log = ProbeLog()
+        _run_default_probes(session, probes, seed, checks, log, notify)
         # One judge per run: the tiny twin it may build, and each setting's fit, are cached in it.
         fits = FitJudge(hf, model_check.model if model_check else None, seed=seed)
         settings = _request_settings(hf, fits, processor_kwargs, seed, settings_per_modality, notify)
-        for setting in settings:
-            if setting.modality in session.unsupported:
-                continue  # the port declares the modality unsupported: nothing of it is probed
-            limits = session.probe_limits()
-            limits = {setting.modality: limits[setting.modality]} if setting.modality in limits else limits
-            # Each probe leads with an item HF counts differently under the setting, so a port ignoring it shows.
-            told = telling_items(hf, setting)
-            if setting.origin == "pinned" and not told:
-                session.outside_contract.append(f"HF counts no reference item differently under {setting.describe()}")
-            # The first carries that item alone: HF cannot batch items some settings leave ragged.
-            for index, probe in enumerate(make_probes(SETTING_PROBES, seed + 1, limits=limits, audio_seconds=hf.kept_audio_seconds())):
-                if told:
-                    probe = probe.leading(told[index % len(told)], session.limits.get(told[index % len(told)].modality))
-                probe = dataclasses.replace(probe, name=f"{probe.name} [{setting.describe()}]")
-                modalities[probe.name] = [item.modality for item in probe.items]
-                sizes[probe.name] = [ItemSize.of(item) for item in probe.items]
-                notify(f"{probe.name}: {len(probe.items)} item(s)")
-                described = ", ".join(item.describe() for item in probe.items)
-                cases[probe.name] = f"{described}; prompt {probe.prompt(hf.placeholders())!r}; request settings {setting.describe()}"
-                session.run_probe(probe, checks, setting)
-        if processor_kwargs and session.under_settings["media"] and not session.under_settings["compared"]:
-            # Nothing under the user's settings could be compared: the settings, not the port, are at fault.
-            said = (session.rejected or session.outside_contract or list(session.refused_settings.values()) or ["no reason given"])[-1]
-            raise MmportError(f"the HF processor rejects every probe under --processor-kwargs (or gives it nothing to compare): {said}")
+        _run_setting_probes(session, settings, seed, checks, log, notify)
+        if processor_kwargs:
+            _refuse_unjudged_kwargs(session)
         notify("embedding inputs, dummy inputs and limits")
-        hidden_size = getattr(snapshot.load_config().get_text_config(), "hidden_size", None)
-        if hidden_size is None:
-            checks["embeds"].skipped = "the config names no text hidden size to shape embeddings by"
-        else:
-            check_embeddings(session, checks["embeds"], hidden_size)
-        session.check_dummy(checks["dummy"])
-        session.check_limits(checks["limits"])
-        session.finish(checks)
+        _check_whole_port(session, checks)
         if model_check is not None:
             model_check.summarize()
         _check_serve(snapshot, port_path, checks["serve"], serve, seed, notify)
         if curves:
             notify("sweeping item sizes for the count curves")
         swept = count_curves(session) if curves else {}
-    settings_described = [(s.modality, s.describe(), s.origin) for s in settings]
-    seconds = time.perf_counter() - started
     return Report(
-        ref, str(port_path), chosen.name, probes, seed, checks, seconds, cases, modalities, settings_described,
-        token_windows=session.token_windows, probe_items=sizes, curves=swept,
+        ref, str(port_path), chosen.name, probes, seed, checks,
+        seconds=time.perf_counter() - started,
+        probe_cases=log.cases,
+        probe_modalities=log.modalities,
+        settings=[(s.modality, s.describe(), s.origin) for s in settings],
+        token_windows=session.token_windows, probe_items=log.sizes, curves=swept,
         settings_sought=bool(processor_kwargs) or settings_per_modality > 0,
         settings_not_applicable=fits.not_applicable(), settings_undecided=fits.undecided(),
     )
+
+
+def _session(
+    snapshot: Snapshot, chosen, port_path: Path, trust_remote_code: bool, model: ModelOptions | None, target, result: CheckResult, seed: int,
+    notify: Callable[[str], None],
+) -> Session:
+    """The port loaded and built, beside the HF reference learned from the snapshot (and HF's model, with ``--model``)."""
+    from mmport.sources.health import check_reference
+    from mmport.verify.reference import HFReference
+    from mmport.verify.session import Session
+
+    notify("loading the port")
+    port = chosen.load_registered(snapshot.path) if str(port_path) == VLLM_PORT else chosen.load_port(Path(port_path))
+    notify("learning the HF reference")
+    check_reference(snapshot)
+    hf = HFReference(snapshot, chat_layouts=chosen.chat_placeholders(snapshot.path, MODALITIES))
+    model_check = _model_check(hf, model, target, result, seed, notify)
+    notify("building the port")
+    return Session(hf, chosen.build(port, snapshot.path, trust_remote_code=trust_remote_code), model_check)
+
+
+@dataclasses.dataclass
+class ProbeLog:
+    """What each probe held, by name, for the report: described in words, its items' modalities and sizes."""
+
+    cases: dict[str, str] = dataclasses.field(default_factory=dict)
+    modalities: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    sizes: dict[str, list[ItemSize]] = dataclasses.field(default_factory=dict)
+
+    def record(self, probe: Probe, described: str, notify: Callable[[str], None]) -> None:
+        """Log ``probe`` under its name and say it is running."""
+        self.modalities[probe.name] = [item.modality for item in probe.items]
+        self.sizes[probe.name] = [ItemSize.of(item) for item in probe.items]
+        self.cases[probe.name] = described
+        notify(f"{probe.name}: {len(probe.items)} item(s)")
+
+
+def _resolved(ref: str, model: ModelOptions | None, serve: ServeOptions | None, trust_remote_code: bool) -> Snapshot:
+    """The snapshot ``ref`` names, with its weights where the model or serve checks need the checkpoint's own."""
+    from mmport.runtime.hf_model import require_weights
+    from mmport.sources import resolve
+
+    own_weights = bool(model and model.weights) or bool(serve and serve.weights)
+    snapshot = resolve(ref, weights=own_weights, trust_remote_code=trust_remote_code)
+    if serve and serve.weights:
+        require_weights(snapshot)  # before any slow work
+    return snapshot
+
+
+def _model_check(hf: HFReference, model: ModelOptions | None, target, result: CheckResult, seed: int, notify: Callable[[str], None]) -> ModelCheck | None:
+    """The HF model checking the port alongside the processor (``--model``), or None with the check skipped."""
+    from mmport.runtime.hf_model import load_model
+    from mmport.verify.model_check import ModelCheck
+
+    if model is None:
+        result.skipped = "pass --model to check the port against the HF model"
+        return None
+    assert target is not None, "model.placement() ran first"
+    notify(f"building the HF model on {target.device.type}…")
+    hf_model = load_model(hf.snapshot, target, tiny=model.tiny, weights=model.weights, seed=seed)
+    return ModelCheck(hf_model, {m: ref.embed_id for m, ref in hf.modalities.items()}, result)
+
+
+def _run_default_probes(session: Session, count: int, seed: int, checks: dict[str, CheckResult], log: ProbeLog, notify: Callable[[str], None]) -> None:
+    """The seeded probes, under the processor's defaults."""
+    from mmport.verify.probes import make_probes
+
+    hf = session.hf
+    written = " (HF writes the request's prompt around it)" if hf.writes_own_prompt else ""
+    for probe in make_probes(count, seed, limits=session.probe_limits(), audio_seconds=hf.kept_audio_seconds()):
+        described = ", ".join(item.describe() for item in probe.items) or "no items"
+        log.record(probe, f"{described}; prompt {probe.prompt(hf.placeholders())!r}{written}", notify)
+        session.run_probe(probe, checks)
+
+
+def _run_setting_probes(
+    session: Session, settings: list[Setting], seed: int, checks: dict[str, CheckResult], log: ProbeLog, notify: Callable[[str], None]
+) -> None:
+    """A few probes under each request setting, each led by an item HF counts differently under it, so a port ignoring it shows."""
+    from mmport.verify.probes import make_probes
+    from mmport.verify.settings import telling_items
+
+    hf = session.hf
+    for setting in settings:
+        if setting.modality in session.unsupported:
+            continue  # the port declares the modality unsupported: nothing of it is probed
+        limits = session.probe_limits()
+        limits = {setting.modality: limits[setting.modality]} if setting.modality in limits else limits
+        told = telling_items(hf, setting)
+        if setting.origin == "pinned" and not told:
+            session.outside_contract.append(f"HF counts no reference item differently under {setting.describe()}")
+        # The first carries that item alone: HF cannot batch items some settings leave ragged.
+        for index, probe in enumerate(make_probes(SETTING_PROBES, seed + 1, limits=limits, audio_seconds=hf.kept_audio_seconds())):
+            if told:
+                lead = told[index % len(told)]
+                probe = probe.leading(lead, session.limits.get(lead.modality))
+            probe = dataclasses.replace(probe, name=f"{probe.name} [{setting.describe()}]")
+            described = ", ".join(item.describe() for item in probe.items)
+            log.record(probe, f"{described}; prompt {probe.prompt(hf.placeholders())!r}; request settings {setting.describe()}", notify)
+            session.run_probe(probe, checks, setting)
+
+
+def _refuse_unjudged_kwargs(session: Session) -> None:
+    """Raise when nothing under the user's ``--processor-kwargs`` could be compared: the settings, not the port, are at fault."""
+    if session.under_settings["media"] and not session.under_settings["compared"]:
+        said = (session.rejected or session.outside_contract or list(session.refused_settings.values()) or ["no reason given"])[-1]
+        raise MmportError(f"the HF processor rejects every probe under --processor-kwargs (or gives it nothing to compare): {said}")
+
+
+def _check_whole_port(session: Session, checks: dict[str, CheckResult]) -> None:
+    """The checks of the port as a whole: embedding inputs, dummy inputs, limits; then close the per-probe checks."""
+    from mmport.verify.embeds import check_embeddings
+
+    hidden_size = getattr(session.hf.snapshot.load_config().get_text_config(), "hidden_size", None)
+    if hidden_size is None:
+        checks["embeds"].skipped = "the config names no text hidden size to shape embeddings by"
+    else:
+        check_embeddings(session, checks["embeds"], hidden_size)
+    session.check_dummy(checks["dummy"])
+    session.check_limits(checks["limits"])
+    session.finish(checks)
 
 
 def _request_settings(
