@@ -148,6 +148,24 @@ def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]
     return "image_token_id", found[0].source(found[1]) if found else Source(type(config).__name__, 0)
 
 
+def _image_fields(processor, placeholder: str | None, sources: dict, flipped, own_prompt) -> tuple[tuple, str, str]:
+    """The image fields, how they were found (``derived`` or ``per_item``) and why not derived.
+
+    Observed across items where HF batches them; item by item where it cannot
+    (its outputs do not split) or where it writes its own prompt (one image a
+    request: each key's single row is that image's, see ownprompt).
+    """
+    try:
+        if not own_prompt:
+            return tuple(observe_fields(processor, placeholder, sources, switches=flipped)), "derived", ""
+        fields = per_item_fields(processor, placeholder, sources, switches=flipped)
+        if any(f.rows for f in fields):
+            return tuple(fields), "per_item", "an image's output has rows of its own (tiles)"
+        return tuple(fields), "derived", ""
+    except (AnalysisError, RuntimeError) as exc:
+        return tuple(per_item_fields(processor, placeholder, sources, switches=flipped)), "per_item", str(exc).splitlines()[0]
+
+
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     processor_cls = type(processor)
     geometry = analyze_geometry(type(processor.image_processor))
@@ -170,18 +188,7 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     unfollowed, counted_by_hf, tiling = _request_switches(processor, facts.count, settings)
     # The fields must split HF's outputs under each switch a request may flip, as by default.
     flipped = _flipped_switches(processor, [s.name for s in (*settings, *tiling)])
-    fields_strategy, fields_reason = "derived", ""
-    try:
-        if own_prompt:
-            # One image per request: each key's single row is that image's (see ownprompt).
-            fields = per_item_fields(processor, placeholder, sources, switches=flipped)
-            if any(f.rows for f in fields):
-                fields_strategy, fields_reason = "per_item", "an image's output has rows of its own (tiles)"
-        else:
-            fields = observe_fields(processor, placeholder, sources, switches=flipped)
-    except (AnalysisError, RuntimeError) as exc:
-        fields_strategy, fields_reason = "per_item", str(exc).splitlines()[0]
-        fields = per_item_fields(processor, placeholder, sources, switches=flipped)
+    fields, fields_strategy, fields_reason = _image_fields(processor, placeholder, sources, flipped, own_prompt)
     return ModalitySpec(
         modality="image",
         placeholder=token_text,

@@ -109,6 +109,34 @@ def _check_free_names(
     transplant.resolve(code, namespace, hook)
 
 
+def _count_statements(
+    body: Sequence[cst.CSTNode], rewrites: list, transplant: Transplanter, processor_cls: type[Any], inputs_param: str
+) -> tuple[list[str], set[str], bool]:
+    """The hook's statements before its return, as the count's code: (statements, names holding the item, reads its geometry).
+
+    Statements that read the processed item are dropped (they may only learn
+    its height and width: the names they bind are tainted); dead list guards
+    go too; the rest are transplanted from ``self`` to ``processor``.
+    """
+    statements: list[str] = []
+    uses_geometry, tuples = False, set[str]()
+    tainted = {inputs_param}  # names that hold the processed item
+    for stmt in (_rewrite(s, rewrites) for s in body):
+        if isinstance(stmt, cst.RemovalSentinel):  # an alias of an output the rewrite now reads directly
+            continue
+        if is_dead_list_guard(stmt, tuples):
+            continue
+        if names_in(stmt) & (tainted - GEOMETRY_NAMES):
+            # Reads the processed item: allowed only to learn its height and width.
+            tainted |= bound_names(stmt)
+            uses_geometry |= bool(bound_names(stmt) & GEOMETRY_NAMES)
+            continue
+        if (bound := _bound_tuple(stmt)) is not None:
+            tuples.add(bound)
+        statements.append(transplant.code(stmt, processor_cls, "processor"))
+    return statements, tainted, uses_geometry
+
+
 def analyze_replacement(
     processor_cls: type[Any], modality: str = "image", image_processor_cls: type[Any] | None = None
 ) -> ReplacementFacts:
@@ -135,25 +163,9 @@ def analyze_replacement(
     reads = ItemReadRewriter(inputs_param, index_param, known)
     transplant = Transplanter()
     namespace = vars(inspect.getmodule(next(k for k in processor_cls.__mro__ if hook in vars(k))))
-    statements: list[str] = []
-    uses_geometry, tuples = False, set[str]()
-    tainted = {inputs_param}  # names that hold the processed item
     star = func.params.star_kwarg.name.value if func.params.star_kwarg else ""
     rewrites = [reads]
-    for stmt in (_rewrite(s, rewrites) for s in body[:-1]):
-        if isinstance(stmt, cst.RemovalSentinel):  # an alias of an output the rewrite now reads directly
-            continue
-        names = names_in(stmt)
-        if is_dead_list_guard(stmt, tuples):
-            continue
-        if names & (tainted - GEOMETRY_NAMES):
-            # Reads the processed item: allowed only to learn its height and width.
-            tainted |= bound_names(stmt)
-            uses_geometry |= bool(bound_names(stmt) & GEOMETRY_NAMES)
-            continue
-        if (bound := _bound_tuple(stmt)) is not None:
-            tuples.add(bound)
-        statements.append(transplant.code(stmt, processor_cls, "processor"))
+    statements, tainted, uses_geometry = _count_statements(body[:-1], rewrites, transplant, processor_cls, inputs_param)
     result = transplant.code(_rewrite_expression(count_expr, rewrites), processor_cls, "processor")
     read: set[str] = set()
     for code in (*statements, result):

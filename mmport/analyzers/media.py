@@ -326,6 +326,20 @@ def _hook_count(
     return count, fields
 
 
+def _needs_metadata(processor: Any, sub: Any, modality: str, placeholder: str, count: Any, parameter: Any) -> bool:
+    """Whether vLLM must keep a video's metadata beside its frames for HF's call, if that call can take it at all.
+
+    It must where the hook reads the metadata, where HF samples frames by
+    default (vLLM's loader says in the metadata whether it did), or where HF's
+    outputs follow the frame rate.
+    """
+    return modality == "video" and (parameter is None or parameter.forwards_settings) and (
+        bool(count.outputs and count.outputs.reads_metadata)
+        or bool(getattr(sub, "do_sample_frames", False))
+        or _follows_metadata(processor, placeholder)
+    )
+
+
 def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] | frozenset[str] = frozenset()) -> ModalitySpec:
     """Everything a port needs for the ``video`` or ``audio`` side of ``processor``.
 
@@ -357,14 +371,6 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] | f
         count, fields = _hook_count(processor, modality, placeholder, fields, renamed_keys, sources)
         update = _update(processor_cls, placeholder_source, token_attr)
     parameter = call_parameter(processor_cls, modality)
-    # The hook reads a video's metadata, HF samples frames by default (vLLM's loader
-    # says in the metadata whether it did), or HF's outputs follow the frame rate:
-    # vLLM must keep the metadata beside the frames, if HF's call can take it at all.
-    needs_metadata = modality == "video" and (parameter is None or parameter.forwards_settings) and (
-        bool(count.outputs and count.outputs.reads_metadata)
-        or bool(getattr(sub, "do_sample_frames", False))
-        or _follows_metadata(processor, placeholder)
-    )
     return ModalitySpec(
         modality=modality,
         placeholder=token_text,
@@ -388,7 +394,7 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] | f
         placeholder_wrappers=(wrappers.before, wrappers.after) if wrappers else (),
         wrappers_source=wrappers.source if wrappers else None,
         sub_processor=sub_attr,
-        needs_metadata=needs_metadata,
+        needs_metadata=_needs_metadata(processor, sub, modality, placeholder, count, parameter),
         follows_content=modality == "video" and _follows_content(processor, placeholder),
         renamed_keys=renamed_keys,
         merged_kwargs=takes_merged_kwargs(processor_cls, modality),
