@@ -37,8 +37,7 @@ __all__ = ["Session"]
 def _larger_than(dummy, modality: str, sampling_rate: int | None) -> list[Item]:
     """Items a step larger than the port's dummy item: twice the frames, twice the sides, twice the length."""
     if modality == "video":
-        frames = dummy[0] if isinstance(dummy, tuple) else dummy
-        count, height, width = len(frames), frames.shape[1], frames.shape[2]
+        count, height, width = _video_geometry(dummy)
         larger = [Item("video", (width * 2, height * 2), count, 2.0)] if max(width, height) * 2 <= WORST_CASE_SIDE else []
         if count * 2 <= WORST_CASE_FRAMES:
             larger.insert(0, Item("video", (width, height), count * 2, 2.0))
@@ -47,10 +46,21 @@ def _larger_than(dummy, modality: str, sampling_rate: int | None) -> list[Item]:
     seconds = 2 * len(audio) / (sampling_rate or 16_000)
     return [Item("audio", seconds=seconds)] if seconds <= WORST_CASE_SECONDS else []
 
+def _video_geometry(dummy) -> tuple[int, int, int]:
+    """A dummy video's frame count, height and width: an array of frames, a list of frames (arrays or
+    PIL images, as MiniCPM-V's dummy builder gives), either with its metadata as a ``(frames, metadata)`` pair."""
+    frames = dummy[0] if isinstance(dummy, tuple) else dummy
+    if hasattr(frames, "shape"):
+        return len(frames), frames.shape[1], frames.shape[2]
+    first = frames[0]
+    width, height = (first.shape[1], first.shape[0]) if hasattr(first, "shape") else first.size
+    return len(frames), height, width
+
+
 def _only_longer(item: Item, dummy) -> bool:
     """True when ``item`` is the dummy video with more frames and frames of the same size."""
-    frames = dummy[0] if isinstance(dummy, tuple) else dummy
-    return item.size == (frames.shape[2], frames.shape[1]) and (item.frames or 0) > len(frames)
+    count, height, width = _video_geometry(dummy)
+    return item.size == (width, height) and (item.frames or 0) > count
 
 
 # Items asked of the port's dummy builder, and the item count probed for
@@ -410,7 +420,7 @@ class Session:
         an item larger than its encoder cache loudly; the bound is worth
         knowing, so it is noted in the summary, not failed.
         """
-        frames = len(dummy[0] if isinstance(dummy, tuple) else dummy)
+        frames = _video_geometry(dummy)[0]
         note = (
             f"the port profiles videos of {frames} frames ({embeds} positions); HF gives {item.describe()} "
             f"{count}: longer videos run beyond the port's profile (vLLM refuses one over its encoder cache, loudly)"
