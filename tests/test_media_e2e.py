@@ -99,8 +99,6 @@ MEDIA_MUTATIONS = [
     ("qwen2_audio", "(((l - 1) // 2 + 1) - 2) // 2 + 1", "((l // 2 + 1) - 2) // 2 + 1", "tokens"),
     # Dummy videos with fewer frames than the worst case.
     ("qwen2_vl", "DUMMY_FRAMES = (2, 3, 4, 5, 8, 9, 16, 17, 32)", "DUMMY_FRAMES = (2,)", "dummy"),
-    # A port that handles the family's images but drops its videos.
-    ("qwen2_vl", 'return {"image": None, "video": None}', 'return {"image": None}', "limits"),
     # A block of one frame's query tokens (BLIP-2's image count) in place of four frames'.
     ("instructblipvideo", "processor.num_query_tokens * 4", "processor.num_query_tokens", "tokens"),
     # A port that hands HF its videos as `videos`, which its __call__ does not read.

@@ -310,6 +310,12 @@ def test_a_modality_the_port_declares_unsupported_is_named_not_failed(scaffolded
     assert code == 0, report
     assert "video not judged: the port declares it unsupported" in report["checks"]["tokens"]["summary"], report["checks"]["tokens"]
     assert not any("video" in described for described in report["probe_cases"].values()), report["probe_cases"]
+    # A modality left out of the limits is one vLLM allows "at most 0" of: the same declaration.
+    (tmp_path / "omitted").mkdir()
+    omitted = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", limits, 'return {"image": None}', tmp_path / "omitted")
+    code, report = verify_report("qwen2_vl", omitted, probes=4, settings_per_modality=0)
+    assert code == 0, report
+    assert "video not judged: the port declares it unsupported" in report["checks"]["tokens"]["summary"], report["checks"]["tokens"]
     # Every modality unsupported: nothing is compared, and that fails closed.
     (tmp_path / "none").mkdir()
     none = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", limits, 'return {"image": 0, "video": 0}', tmp_path / "none")

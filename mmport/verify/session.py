@@ -110,9 +110,11 @@ class Session:
         self.settings_of: dict[str, str] = {}  # probe name -> the request settings it ran under
         self.limits_raised: Exception | None = None
         self.limits, self.limits_error = self._port_limits()
-        # Modalities the port declares it does not support (a limit of 0, vLLM's way of
-        # saying so): vLLM refuses such items loudly, so they are named, not probed.
-        self.unsupported = [m for m in self.hf.modalities if self.limits.get(m) == 0]
+        # Modalities the port declares it does not support (a limit of 0, or none at all:
+        # vLLM allows "at most 0" of a modality the port leaves out): vLLM refuses such
+        # items loudly, so they are named, not probed.
+        loaded = self.limits_raised is None
+        self.unsupported = [m for m in self.hf.modalities if self.limits.get(m) == 0 or (loaded and m not in self.limits)]
         self.limits = {m: limit for m, limit in self.limits.items() if m not in self.unsupported}
 
     def _port_limits(self) -> tuple[dict[str, int | None], str]:
@@ -310,7 +312,7 @@ class Session:
         """Name what was not compared, and fail closed: a check that compared nothing fails."""
         notes = [f"{modality} not judged: {reason}" for modality, reason in self.hf.refused.items()]
         notes += [
-            f"{modality} not judged: the port declares it unsupported (a limit of 0), so vLLM refuses such requests loudly"
+            f"{modality} not judged: the port declares it unsupported (a limit of 0, or none), so vLLM refuses such requests loudly"
             for modality in self.unsupported
         ]
         if self.rejected:
