@@ -20,6 +20,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from mmport.sources.remote import auto_references, shipped_modules
+from mmport.sources.requirements import missing_packages
 from mmport.spec import Source
 
 __all__ = ["StaticFact", "StaticReport", "inspect_statically"]
@@ -199,4 +200,11 @@ def inspect_statically(directory: Path, model_type: str) -> StaticReport:
     facts += _json_facts(directory, "config.json", ("architectures",), ("_token_id", "_token_index"))
     for name in ("processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json"):
         facts += _json_facts(directory, name, _GEOMETRY, ("_token", "_token_id"))
+    facts += _missing_package_facts(directory)
     return StaticReport(model_type, tuple(shipped_modules(directory)), tuple(facts))
+
+
+def _missing_package_facts(directory: Path) -> list[StaticFact]:
+    """Packages the snapshot's code imports that are not installed: running it would stop there."""
+    missing = missing_packages(directory, shipped_modules(directory))
+    return [StaticFact("needs package", f"`{m.package}`, not installed (pip install {m.package})", Source(m.file, m.line, m.code)) for m in missing]

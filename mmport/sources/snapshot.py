@@ -114,7 +114,7 @@ class Snapshot:
 
         if not self.trust_remote_code and shipped_modules(self.path) and "custom code" in str(exc):
             raise consent_error(self.path, what) from None
-        problem = import_problem(exc) if self.trust_remote_code else None
+        problem = import_problem(exc, self.path) if self.trust_remote_code else None
         if problem:
             raise BadReferenceError(f"{self.path}: {problem}") from None
 
