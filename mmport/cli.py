@@ -118,7 +118,7 @@ def _run(action):
         _fail(RuntimeError(f"internal error while {_step[0]}: {one_line(exc)}; re-run with --debug for the traceback"), 3)
 
 
-def _analyze(ref: str, trust_remote_code: bool = False):
+def _analyze(ref: str, trust_remote_code: bool = False, processor_code: Path | None = None):
     from mmport.analyzers import analyze
     from mmport.console import err_console
     from mmport.sources import resolve
@@ -126,19 +126,19 @@ def _analyze(ref: str, trust_remote_code: bool = False):
     # Progress goes to stderr so that `inspect --json` output stays clean.
     with err_console.status(f"resolving {ref}…") as status:
         _progress(f"resolving {ref}")
-        snapshot = resolve(ref, trust_remote_code=trust_remote_code)
+        snapshot = resolve(ref, trust_remote_code=trust_remote_code, processor_code=processor_code)
         _progress(f"analysing {snapshot.model_type}")
         status.update(f"analysing {snapshot.model_type}…")
         return analyze(snapshot)
 
 
-def _inspect_statically(ref: str):
-    """The static read of a snapshot that ships its own code: nothing of that code runs."""
+def _inspect_statically(ref: str, processor_code: Path | None = None):
+    """The static read of a snapshot that ships its own code (or of --processor-code's): nothing of that code runs."""
     from mmport.analyzers.remote_static import inspect_statically
     from mmport.sources import resolve
 
-    snapshot = resolve(ref)
-    return inspect_statically(snapshot.path, snapshot.model_type)
+    snapshot = resolve(ref, processor_code=processor_code)
+    return inspect_statically(snapshot.path, snapshot.model_type, snapshot.processor_code)
 
 
 TrustOption = Annotated[
@@ -148,6 +148,15 @@ TrustOption = Annotated[
         help="Let the code a snapshot ships (auto_map: processing_*.py, ...) run; without it none of it is imported.",
     ),
 ]
+ProcessorCodeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--processor-code",
+        metavar="PATH",
+        help="A directory or package holding the processor class when the snapshot does not ship it (DeepSeek-VL2); "
+        "used in place of AutoProcessor's, and run only with --trust-remote-code.",
+    ),
+]
 
 
 @app.command()
@@ -155,6 +164,7 @@ def inspect(
     ref: RefArg,
     json_out: Annotated[bool, typer.Option("--json", help="Print the PortSpec as JSON.")] = False,
     trust_remote_code: TrustOption = False,
+    processor_code: ProcessorCodeOption = None,
 ) -> None:
     """Report what a port needs, each fact with the HF source line it came from.
 
@@ -167,10 +177,10 @@ def inspect(
 
     def action():
         try:
-            return _analyze(ref, trust_remote_code)
+            return _analyze(ref, trust_remote_code, processor_code)
         except RemoteCodeConsentError:
             _progress(f"reading {ref}'s own code without running it")
-            return _inspect_statically(ref)
+            return _inspect_statically(ref, processor_code)
 
     spec = _run(action)
     from mmport.analyzers.remote_static import StaticReport
@@ -188,12 +198,13 @@ def scaffold(
     output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write the port into.")],
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
     trust_remote_code: TrustOption = False,
+    processor_code: ProcessorCodeOption = None,
 ) -> None:
     """Render a complete vLLM port (processing, model, parity test) into DIR."""
     from mmport.render import render_port, write_files
 
     def action():
-        spec = _analyze(ref, trust_remote_code)
+        spec = _analyze(ref, trust_remote_code, processor_code)
         _progress(f"rendering the port of {spec.model_type}")
         return write_files(render_port(spec), output, force=force)
 
@@ -265,6 +276,7 @@ def verify(
         int, typer.Option("--settings", min=0, help="Request settings drawn per modality from those that change HF's counts (0: defaults only).")
     ] = 3,
     trust_remote_code: TrustOption = False,
+    processor_code: ProcessorCodeOption = None,
     serve: Annotated[
         bool,
         typer.Option(
@@ -288,6 +300,7 @@ def verify(
             "--processor-kwargs": processor_kwargs is not None,
             "--html": html_path is not None,
             "--trust-remote-code": trust_remote_code,
+            "--processor-code": processor_code is not None,
             "--settings": settings != 3,
             "--model": model or tiny or weights or device != "auto" or dtype != "auto",
             "--serve": serve,
@@ -313,7 +326,7 @@ def verify(
     options = ModelOptions(device, dtype, tiny, weights) if model else None
     served = ServeOptions(weights=weights) if serve else None
     reports = {"json": json_path, "junit": junit_path, "html": html_path}
-    _verify_one(ref, port, probes, seed, backend, options, processor_kwargs, reports, settings, trust_remote_code, served)
+    _verify_one(ref, port, probes, seed, backend, options, processor_kwargs, reports, settings, trust_remote_code, served, processor_code)
 
 
 def _refuse_with_manifest(given: list[str]) -> None:
@@ -334,6 +347,7 @@ def _verify_one(
     settings: int,
     trust_remote_code: bool,
     serve: ServeOptions | None = None,
+    processor_code: Path | None = None,
 ) -> NoReturn:
     """``verify REF --port PORT``: the check table, the reports (``reports``: json, junit, html paths), exit 0, 1 or 4."""
     from mmport.console import console, err_console, report_table
@@ -361,6 +375,7 @@ def _verify_one(
                 curves=reports["html"] is not None,
                 trust_remote_code=trust_remote_code,
                 serve=serve,
+                processor_code=processor_code,
             )
         )
     console.print(report_table(report))

@@ -183,7 +183,9 @@ def static_table(report) -> Table:
         table.add_row(escape(fact.fact), escape(fact.value), escape(str(fact.source or "")))
     for unsettled in report.unsettled:
         table.add_row("not settled", escape(unsettled), "needs the snapshot's code to run: --trust-remote-code")
-    table.caption = f"the snapshot's own modules: {', '.join(report.modules)}; none of them was run"
+    read = [f"the snapshot's own modules: {', '.join(report.modules)}"] if report.modules else []
+    read += [f"--processor-code: {', '.join(report.outside)}"] if report.outside else []
+    table.caption = f"{'; '.join(read)}; none of them was run"
     return table
 
 

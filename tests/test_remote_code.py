@@ -99,6 +99,69 @@ def test_a_module_that_does_not_import_is_named_in_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+# A package no one installs: the snapshot's code imports it in its own module (transformers'
+# check_imports stops there, before any of the code runs) or in a sibling module it imports
+# (the import fails while the code runs).
+ABSENT = "mmport_absent_pkg_for_test"
+
+
+def _needs_absent_package(snapshot: Path, where: str) -> tuple[str, int]:
+    """Make the snapshot's processing module need :data:`ABSENT` (``where``: ``"module"`` or ``"sibling"``); the importing file and line."""
+    module = snapshot / "processing_acme_llava.py"
+    if where == "module":
+        module.write_text(module.read_text() + f"\nimport {ABSENT}\n")
+        return module.name, len(module.read_text().splitlines())
+    module.write_text(module.read_text() + "\nfrom .acme_helpers import to_pair\n")
+    (snapshot / "acme_helpers.py").write_text(f'"""Helpers."""\n\nfrom {ABSENT}.layers import to_2tuple as to_pair\n')
+    return "acme_helpers.py", 3
+
+
+@pytest.mark.parametrize("where", ["module", "sibling"])
+def test_a_package_the_code_needs_but_lacks_is_named_in_one_line(where, scaffolded, tmp_path):
+    snapshot = remote_snapshot("llava", tmp_path / "needy", tmp_path / "ran.txt")
+    file, line = _needs_absent_package(snapshot, where)
+    out = tmp_path / "out"
+    port = scaffolded("llava") / "llava_processing.py"
+    commands = (
+        ("inspect", str(snapshot), "--trust-remote-code"),
+        ("scaffold", str(snapshot), "-o", str(out), "--trust-remote-code"),
+        ("verify", str(snapshot), "--port", str(port), "--trust-remote-code"),
+    )
+    for args in commands:
+        result = invoke(*args)
+        assert result.returncode == 2, result.stdout + result.stderr
+        said = result.stderr.strip()
+        assert len(said.splitlines()) == 1 and "Traceback" not in result.stdout + result.stderr, said
+        assert f"{file}:{line} needs the package `{ABSENT}`, which is not installed (pip install {ABSENT})" in said
+    assert not out.exists()
+
+
+def test_without_the_flag_inspect_names_the_package_the_code_lacks(tmp_path):
+    snapshot = remote_snapshot("llava", tmp_path / "needy", tmp_path / "ran.txt")
+    file, line = _needs_absent_package(snapshot, "sibling")
+    result = invoke("inspect", str(snapshot), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    needs = [f for f in report["facts"] if f["fact"] == "needs package"]
+    assert [(f["source"]["file"], f["source"]["line"]) for f in needs] == [(file, line)]
+    assert ABSENT in needs[0]["value"]
+    assert any(f["fact"] == "processor" for f in report["facts"]), "the rest of the static read still comes"
+    assert _ran(tmp_path / "ran.txt") == []
+
+
+def test_a_name_an_installed_package_lacks_names_that_package(tmp_path):
+    snapshot = remote_snapshot("llava", tmp_path / "old", tmp_path / "ran.txt")
+    module = snapshot / "processing_acme_llava.py"
+    # As code written against another numpy: the package is there, the name is not.
+    module.write_text(module.read_text() + "\nfrom numpy import NoSuchHelper\n")
+    result = invoke("scaffold", str(snapshot), "-o", str(tmp_path / "out"), "--trust-remote-code")
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = result.stderr.strip()
+    assert len(said.splitlines()) == 1 and "Traceback" not in said
+    assert "processing_acme_llava.py" in said and "no `NoSuchHelper` in `numpy`" in said
+    assert "install the numpy release" in said and "pip install" not in said
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", [*FAMILIES, "old-style"])
 def test_remote_code_family_ports_and_verifies(kind, tmp_path):

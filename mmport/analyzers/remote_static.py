@@ -19,7 +19,9 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from mmport.sources.processor_code import ProcessorCode
 from mmport.sources.remote import auto_references, shipped_modules
+from mmport.sources.requirements import missing_packages
 from mmport.spec import Source
 
 __all__ = ["StaticFact", "StaticReport", "inspect_statically"]
@@ -55,6 +57,7 @@ class StaticReport:
     modules: tuple[str, ...]
     facts: tuple[StaticFact, ...]
     unsettled: tuple[str, ...] = UNSETTLED
+    outside: tuple[str, ...] = ()  # the module of --processor-code read, if given
 
     def to_json(self) -> str:
         """The report as JSON (``inspect --json``)."""
@@ -174,14 +177,35 @@ def _flatten(data: object, prefix: str = ""):
 _ROLES = {"AutoProcessor": "processor", "AutoConfig": "config", "AutoImageProcessor": "image processor", "AutoVideoProcessor": "video processor", "AutoFeatureExtractor": "feature extractor"}
 
 
-def inspect_statically(directory: Path, model_type: str) -> StaticReport:
-    """Read the snapshot's own modules and configs without running them (see the module docstring)."""
+def inspect_statically(directory: Path, model_type: str, processor_code: ProcessorCode | None = None) -> StaticReport:
+    """Read the snapshot's own modules and configs without running them (see the module docstring).
+
+    With ``processor_code`` (``--processor-code``), its processor class is read
+    too, in place of the one ``auto_map`` names.
+    """
     facts = _json_facts(directory, "config.json", ("model_type",), ())[:1]
+    facts += _auto_map_facts(directory, skip=("AutoProcessor",) if processor_code else ())
+    if processor_code is not None:
+        facts += _processor_code_facts(processor_code)
+    facts += _json_facts(directory, "config.json", ("architectures",), ("_token_id", "_token_index"))
+    for name in ("processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json"):
+        facts += _json_facts(directory, name, _GEOMETRY, ("_token", "_token_id"))
+    facts += _missing_package_facts(directory, processor_code)
+    modules = tuple(shipped_modules(directory))
+    outside = (str(processor_code.root / processor_code.module_file),) if processor_code else ()
+    return StaticReport(model_type, modules, tuple(facts), outside=outside)
+
+
+def _auto_map_facts(directory: Path, skip: tuple[str, ...]) -> list[StaticFact]:
+    """The classes ``auto_map`` names (but those of the auto classes in ``skip``), read from the snapshot's modules."""
+    facts: list[StaticFact] = []
     parsed: dict[str, _Module | None] = {}
     first: dict[str, tuple[str, str]] = {}
     for auto, module_name, class_name in auto_references(directory):
         first.setdefault(auto, (module_name, class_name))  # a [slow, fast] pair: the first
     for auto, (module_name, class_name) in sorted(first.items()):
+        if auto in skip:
+            continue
         if module_name not in parsed:
             try:
                 parsed[module_name] = _Module(directory, module_name)
@@ -196,7 +220,20 @@ def inspect_statically(directory: Path, model_type: str) -> StaticReport:
             facts.append(StaticFact(auto, f"{class_name} is not defined at the top level of {module_name}"))
             continue
         facts += _class_facts(module, classdef, _ROLES.get(auto, auto))
-    facts += _json_facts(directory, "config.json", ("architectures",), ("_token_id", "_token_index"))
-    for name in ("processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json"):
-        facts += _json_facts(directory, name, _GEOMETRY, ("_token", "_token_id"))
-    return StaticReport(model_type, tuple(shipped_modules(directory)), tuple(facts))
+    return facts
+
+
+def _processor_code_facts(code: ProcessorCode) -> list[StaticFact]:
+    """``--processor-code``'s processor class, read as the snapshot's own are."""
+    try:
+        module = _Module(code.root, code.module_file)
+    except (OSError, cst.ParserSyntaxError) as exc:
+        return [StaticFact("processor module", f"{code.module_file} cannot be read ({type(exc).__name__})")]
+    return _class_facts(module, module.classes[code.class_name], "processor")
+
+
+def _missing_package_facts(directory: Path, code: ProcessorCode | None) -> list[StaticFact]:
+    """Packages the code imports that are not installed: running it would stop there."""
+    missing = missing_packages(directory, shipped_modules(directory))
+    missing += missing_packages(code.root, [code.module_file]) if code else []
+    return [StaticFact("needs package", f"`{m.package}`, not installed (pip install {m.package})", Source(m.file, m.line, m.code)) for m in missing]

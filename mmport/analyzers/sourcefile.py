@@ -17,7 +17,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from mmport.hf.code import REMOTE_CODE_PACKAGE, defining_class, transformers_classes
+from mmport.hf.code import REMOTE_CODE_PACKAGE, defining_class, outside_code_path, transformers_classes
 from mmport.spec import Source
 
 __all__ = [
@@ -60,13 +60,16 @@ class ParsedClass:
 
 
 def relative_source_path(path: Path | str) -> str:
-    """Provenance path: under transformers' package, or a snapshot's own file by name."""
+    """Provenance path: under transformers' package, a snapshot's own file by name, or under ``--processor-code``."""
     import transformers
 
     path = Path(path)
     if REMOTE_CODE_PACKAGE in path.parts:
         # HF copies the snapshot's files unchanged (same names, same lines).
         return path.name
+    outside = outside_code_path(path)
+    if outside is not None:
+        return outside
     root = Path(transformers.__file__).parent
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 

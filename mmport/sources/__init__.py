@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import shutil
@@ -63,16 +64,30 @@ def _synthetic(model_type: str) -> Snapshot:
     return Snapshot(ref=model_type, path=target, origin="synthetic", model_type=model_type)
 
 
-def resolve(ref: str, *, weights: bool = False, trust_remote_code: bool = False) -> Snapshot:
+def resolve(ref: str, *, weights: bool = False, trust_remote_code: bool = False, processor_code: Path | None = None) -> Snapshot:
     """Resolve ``ref``: an existing directory, a hub id ``org/name``, or a model_type.
 
     ``weights`` also fetches a hub snapshot's weights (``verify --model --weights``).
     ``trust_remote_code`` lets transformers run the code a snapshot ships
     (``auto_map``); without it nothing from the snapshot is ever imported.
+    ``processor_code`` is a directory or package holding the processor class
+    when the snapshot does not ship it (:mod:`mmport.sources.processor_code`):
+    found here by reading, run only under ``trust_remote_code``.
 
     Raises :class:`BadReferenceError` with a one-line message saying what to do
     when the reference cannot be resolved.
     """
+    snapshot = _resolve(ref, weights, trust_remote_code)
+    if processor_code is None:
+        return snapshot
+    from mmport.sources.processor_code import find_processor_code
+
+    found = find_processor_code(processor_code, snapshot.path)
+    # The consent asked of a snapshot's code is asked of PATH's too, whatever the snapshot ships.
+    return dataclasses.replace(snapshot, processor_code=found, trust_remote_code=trust_remote_code, _cache={})
+
+
+def _resolve(ref: str, weights: bool, trust_remote_code: bool) -> Snapshot:
     if Path(ref).expanduser().exists() or _looks_like_path(ref):
         return _local(ref, trust_remote_code)
     if "/" in ref:

@@ -10,13 +10,12 @@ mmport asks for ``--trust-remote-code`` before anything does.
 from __future__ import annotations
 
 import json
-import re
-import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
-from mmport.errors import RemoteCodeConsentError, one_line
+from mmport.errors import RemoteCodeConsentError
 from mmport.hf.code import REMOTE_CODE_PACKAGE
+from mmport.sources.requirements import missing_packages, not_installed, raised_at, unimportable
 
 __all__ = ["CONFIG_FILES", "auto_references", "consent_error", "import_problem", "shipped_modules"]
 
@@ -72,24 +71,17 @@ def consent_error(directory: Path, what: str) -> RemoteCodeConsentError:
     )
 
 
-def import_problem(exc: BaseException) -> str | None:
-    """For an import error raised inside a snapshot's own module: which module, and which name it lacks."""
+def import_problem(exc: BaseException, directory: Path) -> str | None:
+    """For an import error of the snapshot's own code in ``directory``: which module and line, and what it lacks.
+
+    Raised while a module ran: its frame says where. Raised by transformers'
+    ``check_imports`` before any of it ran: reading the modules finds the
+    imports of packages that are not installed.
+    """
     if not isinstance(exc, ImportError):
         return None
-    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if REMOTE_CODE_PACKAGE in Path(frame.filename).parts]
-    if not frames:
-        return None
-    # "cannot import name 'X' from 'Y'" (Y in exc.name), or "No module named 'Y'".
-    name = re.search(r"cannot import name '([^']+)'", str(exc))
-    missing = f"no `{name[1]}` in `{exc.name}`" if name else f"no module `{exc.name}`" if exc.name else one_line(exc)
-    where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}"
-    return (
-        f"the snapshot's {where} does not import under transformers {_transformers_version()}: {missing}; "
-        "install the transformers release the snapshot was written for, or update its code"
-    )
-
-
-def _transformers_version() -> str:
-    import transformers
-
-    return transformers.__version__
+    frame = raised_at(exc, lambda path: REMOTE_CODE_PACKAGE in path.parts)
+    if frame is not None:
+        return unimportable(exc, f"the snapshot's {Path(frame.filename).name}:{frame.lineno}")
+    missing = missing_packages(directory, shipped_modules(directory))
+    return not_installed(missing, "the snapshot's ") if missing else None

@@ -6,9 +6,13 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmport.errors import BadReferenceError, one_line
+from mmport.sources.processor_code import ProcessorCode
+
+if TYPE_CHECKING:  # transformers loads lazily, inside the methods that need it
+    from transformers import ProcessorMixin
 
 __all__ = ["Snapshot", "configured_token_id", "named_token_ids", "read_config_json"]
 
@@ -56,6 +60,8 @@ class Snapshot:
     origin: str
     model_type: str
     trust_remote_code: bool = False
+    # ``--processor-code``: the processor class kept outside the snapshot, used in place of AutoProcessor's.
+    processor_code: ProcessorCode | None = None
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
@@ -80,7 +86,7 @@ class Snapshot:
         return self._cache["config"]
 
     def load_processor(self) -> Any:
-        """The HF processor (``AutoProcessor``) of this snapshot, built once.
+        """The HF processor (``AutoProcessor``, or ``--processor-code``'s class) of this snapshot, built once.
 
         A processor that does not load, or is not a multimodal processor, is a
         :class:`BadReferenceError` naming the files to look at.
@@ -90,9 +96,10 @@ class Snapshot:
 
             from mmport.hf.quiet import quiet_transformers
 
+            factory = self._outside_processor_class() if self.processor_code else AutoProcessor
             try:
                 with quiet_transformers():
-                    processor = AutoProcessor.from_pretrained(self.path, trust_remote_code=self.trust_remote_code)
+                    processor = factory.from_pretrained(self.path, trust_remote_code=self.trust_remote_code)
             except Exception as exc:
                 self._raise_for_remote_code(exc, "its processor")
                 raise BadReferenceError(
@@ -108,13 +115,22 @@ class Snapshot:
             self._cache["processor"] = processor
         return self._cache["processor"]
 
+    def _outside_processor_class(self) -> type[ProcessorMixin]:
+        """``--processor-code``'s processor class, imported once the user consents to run it."""
+        from mmport.sources.processor_code import import_processor_class
+
+        assert self.processor_code is not None, "called for --processor-code only"
+        if not self.trust_remote_code:
+            raise self.processor_code.consent_error(self.path)
+        return import_processor_class(self.processor_code)
+
     def _raise_for_remote_code(self, exc: Exception, what: str) -> None:
         """A load that failed for the snapshot's own code: one line saying so (no consent, or an import it lacks)."""
         from mmport.sources.remote import consent_error, import_problem, shipped_modules
 
         if not self.trust_remote_code and shipped_modules(self.path) and "custom code" in str(exc):
             raise consent_error(self.path, what) from None
-        problem = import_problem(exc) if self.trust_remote_code else None
+        problem = import_problem(exc, self.path) if self.trust_remote_code else None
         if problem:
             raise BadReferenceError(f"{self.path}: {problem}") from None
 

@@ -50,6 +50,7 @@ def verify_port(
     curves: bool = False,
     trust_remote_code: bool = False,
     serve: ServeOptions | None = None,
+    processor_code: Path | None = None,
 ) -> Report:
     """Verify the port in ``port_path`` against the HF processor of ``ref``.
 
@@ -59,7 +60,9 @@ def verify_port(
     ``processor_kwargs`` when given: a request's ``mm_processor_kwargs``.
     With ``curves``, HF's and the port's counts over a sweep of item sizes
     are recorded too (:mod:`mmport.verify.curves`, for the HTML report).
-    ``trust_remote_code`` lets the snapshot's own code run (HF's and the port's processor).
+    ``trust_remote_code`` lets the snapshot's own code run (HF's and the port's processor),
+    and ``processor_code``'s: a directory or package holding the processor class
+    when the snapshot does not ship it (:mod:`mmport.sources.processor_code`).
     With ``serve``, the port's model class serves a tiny twin checkpoint in a real
     vLLM engine and must give HF's greedy tokens (the ``serve`` check, :mod:`mmport.serve`).
     """
@@ -74,7 +77,7 @@ def verify_port(
     target = model.placement() if model else None
     with quiet_transformers():
         notify(f"resolving {ref}")
-        snapshot = _resolved(ref, model, serve, trust_remote_code)
+        snapshot = _resolved(ref, model, serve, trust_remote_code, processor_code)
         chosen = select_backend(backend)
         checks = {name: CheckResult(name) for name in CHECKS}
         session = _session(snapshot, chosen, port_path, trust_remote_code, model, target, checks["model"], seed, notify)
@@ -142,13 +145,15 @@ class ProbeLog:
         notify(f"{probe.name}: {len(probe.items)} item(s)")
 
 
-def _resolved(ref: str, model: ModelOptions | None, serve: ServeOptions | None, trust_remote_code: bool) -> Snapshot:
+def _resolved(
+    ref: str, model: ModelOptions | None, serve: ServeOptions | None, trust_remote_code: bool, processor_code: Path | None
+) -> Snapshot:
     """The snapshot ``ref`` names, with its weights where the model or serve checks need the checkpoint's own."""
     from mmport.runtime.hf_model import require_weights
     from mmport.sources import resolve
 
     own_weights = bool(model and model.weights) or bool(serve and serve.weights)
-    snapshot = resolve(ref, weights=own_weights, trust_remote_code=trust_remote_code)
+    snapshot = resolve(ref, weights=own_weights, trust_remote_code=trust_remote_code, processor_code=processor_code)
     if serve and serve.weights:
         require_weights(snapshot)  # before any slow work
     return snapshot
