@@ -1,4 +1,4 @@
-"""Benchmarks: CLI start-up, static analysis, verify's overhead over HF, test lanes.
+"""Benchmarks: static analysis, verify's overhead over HF, test lanes.
 
     python benchmarks/bench.py            # print the figures
     python benchmarks/bench.py --write    # also rewrite docs/performance.md
@@ -21,6 +21,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from startup import current_section
+
 MODELS = ("llava", "paligemma", "qwen2_vl", "idefics3", "llava_next_video", "qwen2_audio")
 ROOT = Path(__file__).resolve().parents[1]
 # verify --model: default configs where they run, real geometry where the
@@ -31,16 +33,6 @@ MODEL_PROBES = 4
 
 def _median(times: list[float]) -> float:
     return statistics.median(times)
-
-
-def bench_help(repeats: int = 5) -> float:
-    """Wall time of ``mmport --help`` in a fresh interpreter."""
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "mmport", "--help"], check=True, capture_output=True)
-        times.append(time.perf_counter() - started)
-    return _median(times)
 
 
 def bench_analysis(model_type: str, repeats: int = 5) -> tuple[float, float]:
@@ -249,7 +241,7 @@ def main() -> None:
         f"Python {platform.python_version()}, transformers {transformers.__version__}, "
         f"{__import__('os').cpu_count()} cores. Medians; synthetic snapshots already built.",
         "",
-        f"- `mmport --help`: {bench_help():.3f} s (imports neither torch nor transformers).",
+        "- `mmport --help`: see *Start-up* below (`python benchmarks/startup.py --write`).",
         _coverage_line(),
         "",
         "| model | analyze, cold (s) | analyze, warm (s) | render + format (s) | verify 8 probes (s) | in HF processor calls (s) | HF calls | verify's own time / HF's |",
@@ -292,6 +284,8 @@ def main() -> None:
     lines += [
         *model_lines(args.model_device),
     ]
+    if current_section():  # startup.py's section, kept as it last wrote it
+        lines += [current_section().rstrip("\n"), ""]
     text = "\n".join(lines)
     print(text)
     if args.write:

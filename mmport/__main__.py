@@ -1,5 +1,5 @@
 """``python -m mmport``."""
 
-from mmport.cli import main
+from mmport.launch import main
 
 main()

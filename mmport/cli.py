@@ -1,7 +1,8 @@
 """The ``mmport`` command line: thin typer commands over the library.
 
 Heavy imports (torch, transformers) happen inside commands, so ``mmport
---help`` stays fast.
+--help`` stays fast; its pages are printed by :mod:`mmport.launch` without
+importing this module at all.
 """
 
 from __future__ import annotations
@@ -463,5 +464,5 @@ def _verify_with_progress(entries: list[ManifestEntry], workers: int, probes: in
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Run the app on ``sys.argv`` (:func:`mmport.launch.main` calls it for all but the help pages)."""
     app()

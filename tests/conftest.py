@@ -22,7 +22,7 @@ os.environ["COLUMNS"] = "200"
 
 
 def pytest_addoption(parser) -> None:
-    parser.addoption("--update-golden", action="store_true", help="Rewrite tests/golden from the current templates.")
+    parser.addoption("--update-golden", action="store_true", help="Rewrite tests/golden from the current templates, and mmport/launch/pages.py from the CLI.")
 
 
 def pytest_configure(config) -> None:
