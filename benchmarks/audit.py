@@ -38,10 +38,14 @@ class Verdict:
     synthetic snapshot lacks what a probe needs) or error (it did not run), and why."""
 
     verdict: str  # "pass", "fail", "cannot judge" or "error"
-    checks: list[str] = field(default_factory=list)  # the failing checks (or, for cannot judge, those that cannot)
+    checks: list[str] = field(
+        default_factory=list
+    )  # the failing checks (or, for cannot judge, those that cannot)
     detail: str = ""
     seconds: float = 0.0
-    reproducer: str = ""  # for a fail: the markdown of docs/findings/audit/<model_type>.md
+    reproducer: str = (
+        ""  # for a fail: the markdown of docs/findings/audit/<model_type>.md
+    )
 
 
 @dataclass
@@ -65,9 +69,18 @@ def _verify(model_type: str, port: Path | str) -> Verdict:
 
     started = time.perf_counter()
     try:
-        report = verify_port(model_type, Path(port), probes=PROBES, seed=0, backend="vllm", settings_per_modality=SETTINGS)
+        report = verify_port(
+            model_type,
+            Path(port),
+            probes=PROBES,
+            seed=0,
+            backend="vllm",
+            settings_per_modality=SETTINGS,
+        )
     except Exception as exc:
-        return Verdict("error", detail=one_line(exc)[:300], seconds=time.perf_counter() - started)
+        return Verdict(
+            "error", detail=one_line(exc)[:300], seconds=time.perf_counter() - started
+        )
     return _verdict_of(report, time.perf_counter() - started)
 
 
@@ -79,11 +92,30 @@ def _verdict_of(report, seconds: float) -> Verdict:
     named = [c for c in report.checks.values() if c.status == report.verdict]
     first = named[0].detail()
     reproducer = reproducer_of(report, named[0]) if report.verdict == "fail" else ""
-    return Verdict(report.verdict.replace("_", " "), [c.name for c in named], f"{named[0].name}: {first}"[:300], seconds, reproducer)
+    return Verdict(
+        report.verdict.replace("_", " "),
+        [c.name for c in named],
+        f"{named[0].name}: {first}"[:300],
+        seconds,
+        reproducer,
+    )
 
 
 # Names of the snapshot's values that decide an item's count: the geometry a reproducer states.
-GEOMETRY_WORDS = ("size", "pixels", "patch", "crop", "tile", "split", "pinpoints", "seq_length", "merge", "tokens", "frames", "fps")
+GEOMETRY_WORDS = (
+    "size",
+    "pixels",
+    "patch",
+    "crop",
+    "tile",
+    "split",
+    "pinpoints",
+    "seq_length",
+    "merge",
+    "tokens",
+    "frames",
+    "fps",
+)
 
 
 def snapshot_geometry(model_type: str) -> dict[str, object]:
@@ -94,16 +126,32 @@ def snapshot_geometry(model_type: str) -> dict[str, object]:
     geometry: dict[str, object] = {}
     config = snapshot.load_config().to_dict()
     for section, values in config.items():
-        if isinstance(values, dict) and section.endswith("_config") and section != "text_config":
-            geometry |= {f"{section}.{k}": v for k, v in values.items() if k in ("image_size", "patch_size", "spatial_merge_size")}
+        if (
+            isinstance(values, dict)
+            and section.endswith("_config")
+            and section != "text_config"
+        ):
+            geometry |= {
+                f"{section}.{k}": v
+                for k, v in values.items()
+                if k in ("image_size", "patch_size", "spatial_merge_size")
+            }
     processor = snapshot.load_processor()
     for key, value in vars(processor).items():
-        if any(word in key for word in GEOMETRY_WORDS) and isinstance(value, int | float | str) and not key.startswith("_"):
+        if (
+            any(word in key for word in GEOMETRY_WORDS)
+            and isinstance(value, int | float | str)
+            and not key.startswith("_")
+        ):
             geometry[f"processor.{key}"] = value
     for part in ("image_processor", "video_processor", "feature_extractor"):
         sub = getattr(processor, part, None)
         for key, value in (sub.to_dict() if sub is not None else {}).items():
-            if any(word in key for word in GEOMETRY_WORDS) and value is not None and not key.startswith("_"):
+            if (
+                any(word in key for word in GEOMETRY_WORDS)
+                and value is not None
+                and not key.startswith("_")
+            ):
                 geometry[f"{part}.{key}"] = value
     return geometry
 
@@ -125,8 +173,10 @@ def reproducer_of(report, check) -> str:
     ]
     window = report.token_windows.get(failure.probe)
     if window is not None:
-        lines.append(f"- **Around the first difference** (from position {window.start}): HF {list(window.hf_tokens or window.hf)}, "
-                     f"vLLM {list(window.port_tokens or window.port)}")
+        lines.append(
+            f"- **Around the first difference** (from position {window.start}): HF {list(window.hf_tokens or window.hf)}, "
+            f"vLLM {list(window.port_tokens or window.port)}"
+        )
     others = [f.describe() for f in check.failures[1:4]]
     if others:
         lines += ["- **Also**: " + "; ".join(others)]
@@ -183,10 +233,21 @@ def audit_one(model_type: str) -> Audit:
     try:
         architecture = _registered_architecture(model_type)
     except Exception as exc:
-        return Audit(model_type, "", note=f"no synthetic snapshot: {one_line(exc)}"[:200])
+        return Audit(
+            model_type, "", note=f"no synthetic snapshot: {one_line(exc)}"[:200]
+        )
     if architecture is None:
-        return Audit(model_type, "", note="vLLM 0.33 registers none of the snapshot's architectures")
-    return Audit(model_type, architecture, _verify(model_type, "vllm"), _generated_port(model_type))
+        return Audit(
+            model_type,
+            "",
+            note="vLLM 0.33 registers none of the snapshot's architectures",
+        )
+    return Audit(
+        model_type,
+        architecture,
+        _verify(model_type, "vllm"),
+        _generated_port(model_type),
+    )
 
 
 def _warm_up() -> None:
@@ -201,7 +262,11 @@ def _warm_up() -> None:
 
 def _from_answer(model_type: str, answer: dict | WorkerFailure) -> Audit:
     if isinstance(answer, WorkerFailure):
-        return Audit(model_type, "", note=f"the audit's worker {answer.kind}: {answer.detail}"[:200])
+        return Audit(
+            model_type,
+            "",
+            note=f"the audit's worker {answer.kind}: {answer.detail}"[:200],
+        )
     answer = dict(answer)
     for key in ("vllm", "mmport"):
         answer[key] = Verdict(**answer[key]) if answer[key] else None
@@ -210,16 +275,37 @@ def _from_answer(model_type: str, answer: dict | WorkerFailure) -> Audit:
 
 def run_all(model_types: list[str], jobs: int, time_limit: float) -> list[Audit]:
     """Every family through the worker pool, with a progress bar on stderr."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    pool = WorkerPool([sys.executable, __file__, "--worker"], jobs=jobs, time_limit=time_limit, cwd=str(ROOT))
+    pool = WorkerPool(
+        [sys.executable, __file__, "--worker"],
+        jobs=jobs,
+        time_limit=time_limit,
+        cwd=str(ROOT),
+    )
     audits: dict[str, Audit] = {}
-    columns = (TextColumn("audit"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
+    columns = (
+        TextColumn("audit"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
     with Progress(*columns) as progress:
         task = progress.add_task("", total=len(model_types))
         for model_type, answer in pool.run(model_types):
             audit = audits[model_type] = _from_answer(model_type, answer)
-            progress.update(task, advance=1, description=f"{model_type}: {audit.vllm.verdict if audit.vllm else 'not audited'}")
+            progress.update(
+                task,
+                advance=1,
+                description=f"{model_type}: {audit.vllm.verdict if audit.vllm else 'not audited'}",
+            )
     return [audits[name] for name in model_types]
 
 
@@ -227,16 +313,21 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(audits: list[Audit], versions: str, seconds: float, jobs: int) -> str:
+def render_markdown(
+    audits: list[Audit], versions: str, seconds: float, jobs: int
+) -> str:
     """docs/audit.md: the figures, one row per audited family, and the families left out."""
     audited = [a for a in audits if a.vllm]
-    tally = {v: sum(a.vllm.verdict == v for a in audited) for v in ("pass", "fail", "cannot judge", "error")}
+    tally = {
+        v: sum(a.vllm.verdict == v for a in audited)
+        for v in ("pass", "fail", "cannot judge", "error")
+    }
     both = sum(a.mmport is not None and a.mmport.verdict == "pass" for a in audited)
     lines = [
         "# Audit: vLLM's own ports against the HF processors",
         "",
         "Generated by `PYTHONPATH=. /opt/mmport-vllm-venv/bin/python benchmarks/audit.py --write` — do not edit by hand;",
-        "what the disagreements mean is in docs/vllm.md (\"What the audit finds\").",
+        'what the disagreements mean is in docs/vllm.md ("What the audit finds").',
         "",
         f"{versions}; synthetic snapshots of every family whose processor expands image, video or audio placeholders "
         f"and whose architecture vLLM registers; {PROBES} probes each and 3 more under each of {SETTINGS} drawn request "
@@ -254,8 +345,20 @@ def render_markdown(audits: list[Audit], versions: str, seconds: float, jobs: in
     ]
     for a in audited:
         ours = a.mmport.verdict if a.mmport else ""
-        verdict = f"[fail](findings/audit/{a.model_type}.md)" if a.vllm.reproducer else a.vllm.verdict
-        row = [a.model_type, a.architecture, verdict, ", ".join(a.vllm.checks), ours, _cell(a.vllm.detail), f"`{a.command()}`"]
+        verdict = (
+            f"[fail](findings/audit/{a.model_type}.md)"
+            if a.vllm.reproducer
+            else a.vllm.verdict
+        )
+        row = [
+            a.model_type,
+            a.architecture,
+            verdict,
+            ", ".join(a.vllm.checks),
+            ours,
+            _cell(a.vllm.detail),
+            f"`{a.command()}`",
+        ]
         lines.append("| " + " | ".join(row) + " |")
     left_out = [a for a in audits if not a.vllm]
     if left_out:
@@ -277,10 +380,19 @@ def write_reproducers(audits: list[Audit], directory: Path) -> None:
 def main() -> None:
     """Run the audit (or serve as one of its workers, with ``--worker``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("families", nargs="*", help="model_types to audit (default: every family)")
+    parser.add_argument(
+        "families", nargs="*", help="model_types to audit (default: every family)"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S, help="seconds one family may take")
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="worker processes (default 2)"
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=TIME_LIMIT_S,
+        help="seconds one family may take",
+    )
     parser.add_argument("--write", action="store_true", help="rewrite docs/audit.md")
     args = parser.parse_args()
     if args.worker:
@@ -296,7 +408,9 @@ def main() -> None:
     audits = run_all(chosen, args.jobs, args.time_limit)
     for a in audits:
         theirs = f"{a.vllm.verdict:12} {a.vllm.detail}" if a.vllm else a.note
-        print(f"{a.model_type:28} mmport={a.mmport.verdict if a.mmport else '-':12} vllm={theirs}")
+        print(
+            f"{a.model_type:28} mmport={a.mmport.verdict if a.mmport else '-':12} vllm={theirs}"
+        )
     versions = f"vLLM {vllm.__version__}, transformers {transformers.__version__}, {os.cpu_count()} cores"
     text = render_markdown(audits, versions, time.perf_counter() - started, args.jobs)
     if args.write:

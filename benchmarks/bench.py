@@ -23,11 +23,25 @@ from pathlib import Path
 
 from startup import current_section
 
-MODELS = ("llava", "paligemma", "qwen2_vl", "idefics3", "llava_next_video", "qwen2_audio")
+MODELS = (
+    "llava",
+    "paligemma",
+    "qwen2_vl",
+    "idefics3",
+    "llava_next_video",
+    "qwen2_audio",
+)
 ROOT = Path(__file__).resolve().parents[1]
 # verify --model: default configs where they run, real geometry where the
 # default config cannot run its own processor's outputs (see docs/model-check.md).
-MODEL_REFS = ("llava", "paligemma", "qwen2_vl", "qwen2_audio", "gemma3_896_snapshot", "idefics3_364_snapshot")
+MODEL_REFS = (
+    "llava",
+    "paligemma",
+    "qwen2_vl",
+    "qwen2_audio",
+    "gemma3_896_snapshot",
+    "idefics3_364_snapshot",
+)
 MODEL_PROBES = 4
 
 
@@ -95,7 +109,9 @@ def _timed(cls: type, *names: str) -> Iterator[dict]:
             setattr(cls, name, method)
 
 
-def bench_verify(model_type: str, port_dir: Path, repeats: int = 3) -> tuple[float, float, int]:
+def bench_verify(
+    model_type: str, port_dir: Path, repeats: int = 3
+) -> tuple[float, float, int]:
     """(total seconds, seconds inside HF processor calls, HF calls) of one verify; medians of ``repeats``.
 
     The first run is a warm-up (imports, parse caches), as in a process that
@@ -124,19 +140,31 @@ def bench_lanes() -> list[tuple[str, float, str]]:
     import os
     import tempfile
 
-    lanes = [("fast lane (the README's test command)", []), ("slow stage", ["-m", "slow and not vllm"])]
+    lanes = [
+        ("fast lane (the README's test command)", []),
+        ("slow stage", ["-m", "slow and not vllm"]),
+    ]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(tmp) / "mmport"
         subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-        env = {**os.environ, "PYTHONPATH": str(clone), "MMPORT_CACHE": str(Path(tmp) / "cache")}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(clone),
+            "MMPORT_CACHE": str(Path(tmp) / "cache"),
+        }
         for name, args in lanes:
             started = time.perf_counter()
             done = subprocess.run(
                 [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-                cwd=clone, env=env, capture_output=True, text=True,
+                cwd=clone,
+                env=env,
+                capture_output=True,
+                text=True,
             )
-            summary = (done.stdout.strip().splitlines() or ["no output"])[-1].strip("= ")
+            summary = (done.stdout.strip().splitlines() or ["no output"])[-1].strip(
+                "= "
+            )
             results.append((name, time.perf_counter() - started, summary))
     return results
 
@@ -144,7 +172,13 @@ def bench_lanes() -> list[tuple[str, float, str]]:
 def _coverage_line() -> str:
     """The coverage benchmark's own figure, as benchmarks/coverage.py wrote it."""
     coverage = ROOT / "docs" / "coverage.md"
-    found = re.search(r"; ([\d.]+) min on (\d+) cores with (\d+) workers", coverage.read_text()) if coverage.exists() else None
+    found = (
+        re.search(
+            r"; ([\d.]+) min on (\d+) cores with (\d+) workers", coverage.read_text()
+        )
+        if coverage.exists()
+        else None
+    )
     if not found:
         return "- coverage: not measured yet (`python benchmarks/coverage.py --write`)"
     minutes, cores, workers = found.groups()
@@ -175,7 +209,13 @@ def bench_model(name: str, tmp: Path, device: str) -> dict:
     port = next(port_dir.glob("*_processing.py"))
     plain = verify_port(ref, port, probes=MODEL_PROBES, seed=0)
     with _timed(hf_model.HFModel, "features", "logits") as spent:
-        report = verify_port(ref, port, probes=MODEL_PROBES, seed=0, model=ModelOptions(device=device, tiny=True))
+        report = verify_port(
+            ref,
+            port,
+            probes=MODEL_PROBES,
+            seed=0,
+            model=ModelOptions(device=device, tiny=True),
+        )
     check = report.checks["model"]
     assert report.passed, report.failure_summary()
     return {
@@ -226,10 +266,24 @@ def main() -> None:
     import transformers
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="rewrite docs/performance.md")
-    parser.add_argument("--model-device", default="cpu", help="device for the verify --model table (cpu, cuda)")
-    parser.add_argument("--model-only", action="store_true", help="only the verify --model table (a device run)")
-    parser.add_argument("--lanes", action="store_true", help="also time the test lanes in a fresh clone (minutes)")
+    parser.add_argument(
+        "--write", action="store_true", help="rewrite docs/performance.md"
+    )
+    parser.add_argument(
+        "--model-device",
+        default="cpu",
+        help="device for the verify --model table (cpu, cuda)",
+    )
+    parser.add_argument(
+        "--model-only",
+        action="store_true",
+        help="only the verify --model table (a device run)",
+    )
+    parser.add_argument(
+        "--lanes",
+        action="store_true",
+        help="also time the test lanes in a fresh clone (minutes)",
+    )
     args = parser.parse_args()
     if args.model_only:
         print("\n".join(model_lines(args.model_device)))
@@ -253,7 +307,9 @@ def main() -> None:
             render = bench_render(model_type)
             total, in_hf, calls = bench_verify(model_type, Path(tmp) / model_type)
             ratio = (total - in_hf) / in_hf
-            lines.append(f"| {model_type} | {cold:.3f} | {warm:.3f} | {render:.2f} | {total:.2f} | {in_hf:.2f} | {calls} | {ratio:.2f}× |")
+            lines.append(
+                f"| {model_type} | {cold:.3f} | {warm:.3f} | {render:.2f} | {total:.2f} | {in_hf:.2f} | {calls} | {ratio:.2f}× |"
+            )
     lines += [
         "",
         "*Render + format* renders the three port files and formats each with ruff",
@@ -275,7 +331,10 @@ def main() -> None:
             "",
             "| lane | wall time (s) | pytest summary |",
             "|---|---|---|",
-            *[f"| {name} | {seconds:.0f} | {summary} |" for name, seconds, summary in bench_lanes()],
+            *[
+                f"| {name} | {seconds:.0f} | {summary} |"
+                for name, seconds, summary in bench_lanes()
+            ],
             "",
             "The vLLM stages of `.ci/run` run in their own environments; `.ci/run`",
             "prints each stage's wall time.",

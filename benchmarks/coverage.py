@@ -47,11 +47,17 @@ class Outcome:
     strategy: str = ""  # the image side's count strategy (or the first modality's)
     detail: str = ""
     seconds: float = 0.0
-    modalities: dict[str, str] | None = None  # modality -> "pass derived", "fail delegated", ...
+    modalities: dict[str, str] | None = (
+        None  # modality -> "pass derived", "fail delegated", ...
+    )
 
 
 def _sub_processor_attributes(modality: str) -> tuple[str, ...]:
-    return {"image": ("image_processor",), "video": ("video_processor",), "audio": ("feature_extractor", "audio_processor")}[modality]
+    return {
+        "image": ("image_processor",),
+        "video": ("video_processor",),
+        "audio": ("feature_extractor", "audio_processor"),
+    }[modality]
 
 
 def _expands(cls: type, modality: str) -> bool:
@@ -65,12 +71,17 @@ def _expands(cls: type, modality: str) -> bool:
     if any(f"replace_{modality}_token" in vars(k) for k in own):
         return True
     token = re.compile(rf"\b{modality}_token\b")
-    return any("__call__" in vars(k) for k in own) and bool(token.search(inspect.getsource(inspect.getmodule(cls))))
+    return any("__call__" in vars(k) for k in own) and bool(
+        token.search(inspect.getsource(inspect.getmodule(cls)))
+    )
 
 
 def families() -> dict[str, list[str]]:
     """model_type -> the modalities its processor expands placeholders for."""
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
+    from transformers.models.auto.processing_auto import (
+        PROCESSOR_MAPPING_NAMES,
+        processor_class_from_name,
+    )
 
     found = {}
     for model_type, name in sorted(PROCESSOR_MAPPING_NAMES.items()):
@@ -115,21 +126,61 @@ def run_one(model_type: str, probes: int, expected: list[str] | None = None) -> 
             from mmport.verify import verify_port
 
             port = Path(tmp) / f"{spec.module_name}_processing.py"
-            report = verify_port(model_type, port, probes=probes, seed=0, settings_per_modality=COVERAGE_SETTINGS)
+            report = verify_port(
+                model_type,
+                port,
+                probes=probes,
+                seed=0,
+                settings_per_modality=COVERAGE_SETTINGS,
+            )
     except Exception as exc:
         errored = dict.fromkeys(expected, "error")
-        return Outcome(model_type, "error", stage, detail=one_line(exc)[:160], seconds=time.perf_counter() - started, modalities=errored)
+        return Outcome(
+            model_type,
+            "error",
+            stage,
+            detail=one_line(exc)[:160],
+            seconds=time.perf_counter() - started,
+            modalities=errored,
+        )
     failed_checks = [c for c in report.checks.values() if c.status == "fail"]
     failed = report.failed_modalities() if failed_checks else set()
     # A side HF itself refuses is not ported (the spec notes why): it fails, named as such.
-    unported = {m: "refused by HF" if any(n.startswith(f"{m} not ported") for n in spec.notes) else "missing" for m in expected}
-    modalities = {m: f"{'fail' if m in failed or m not in strategies else 'pass'} {strategies.get(m, unported[m])}" for m in expected}
-    detail = f"{failed_checks[0].name}: {failed_checks[0].failures[0].describe()}"[:160] if failed_checks else ""
+    unported = {
+        m: "refused by HF"
+        if any(n.startswith(f"{m} not ported") for n in spec.notes)
+        else "missing"
+        for m in expected
+    }
+    modalities = {
+        m: f"{'fail' if m in failed or m not in strategies else 'pass'} {strategies.get(m, unported[m])}"
+        for m in expected
+    }
+    detail = (
+        f"{failed_checks[0].name}: {failed_checks[0].failures[0].describe()}"[:160]
+        if failed_checks
+        else ""
+    )
     if not detail and any(m not in strategies for m in expected):
-        detail = next((n for n in spec.notes if "not ported" in n), "a modality HF handles is not in the port")[:160]
-    verdict = "fail" if failed_checks or any(v.startswith("fail") for v in modalities.values()) else "pass"
+        detail = next(
+            (n for n in spec.notes if "not ported" in n),
+            "a modality HF handles is not in the port",
+        )[:160]
+    verdict = (
+        "fail"
+        if failed_checks or any(v.startswith("fail") for v in modalities.values())
+        else "pass"
+    )
     strategy = next(iter(strategies.values()), "")
-    return Outcome(model_type, verdict, stage, strategy, detail, time.perf_counter() - started, modalities)
+    return Outcome(
+        model_type,
+        verdict,
+        stage,
+        strategy,
+        detail,
+        time.perf_counter() - started,
+        modalities,
+    )
 
 
 def _warm_up() -> None:
@@ -142,26 +193,53 @@ def _warm_up() -> None:
     import mmport.verify  # noqa: F401
 
 
-def _outcome(model_type: str, expected: list[str], answer: dict | WorkerFailure) -> Outcome:
+def _outcome(
+    model_type: str, expected: list[str], answer: dict | WorkerFailure
+) -> Outcome:
     if isinstance(answer, WorkerFailure):
         errored = dict.fromkeys(expected, "error")
-        return Outcome(model_type, "error", answer.kind, detail=answer.detail[:160], seconds=answer.seconds, modalities=errored)
+        return Outcome(
+            model_type,
+            "error",
+            answer.kind,
+            detail=answer.detail[:160],
+            seconds=answer.seconds,
+            modalities=errored,
+        )
     return Outcome(**answer)
 
 
-def run_all(chosen: dict[str, list[str]], probes: int, jobs: int, time_limit: float) -> list[Outcome]:
+def run_all(
+    chosen: dict[str, list[str]], probes: int, jobs: int, time_limit: float
+) -> list[Outcome]:
     """Every family (model_type -> its modalities) through the worker pool, with a progress bar on stderr."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     command = [sys.executable, __file__, "--worker", "--probes", str(probes)]
     pool = WorkerPool(command, jobs=jobs, time_limit=time_limit, cwd=str(ROOT))
     outcomes: dict[str, Outcome] = {}
-    columns = (TextColumn("coverage"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
+    columns = (
+        TextColumn("coverage"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
     with Progress(*columns, transient=False) as progress:
         task = progress.add_task("", total=len(chosen))
-        for (model_type, expected), answer in pool.run([[name, modalities] for name, modalities in chosen.items()]):
+        for (model_type, expected), answer in pool.run(
+            [[name, modalities] for name, modalities in chosen.items()]
+        ):
             outcome = outcomes[model_type] = _outcome(model_type, expected, answer)
-            progress.update(task, advance=1, description=f"{model_type}: {outcome.verdict}")
+            progress.update(
+                task, advance=1, description=f"{model_type}: {outcome.verdict}"
+            )
     return [outcomes[name] for name in chosen]
 
 
@@ -169,7 +247,11 @@ def _modality_lines(outcomes: list[Outcome]) -> list[str]:
     """Per modality: families, passing, and derived among the passing."""
     lines = []
     for modality in MODALITIES:
-        cells = [o.modalities[modality] for o in outcomes if o.modalities and modality in o.modalities]
+        cells = [
+            o.modalities[modality]
+            for o in outcomes
+            if o.modalities and modality in o.modalities
+        ]
         if not cells:
             continue
         passed = [c for c in cells if c.startswith("pass")]
@@ -181,7 +263,9 @@ def _modality_lines(outcomes: list[Outcome]) -> list[str]:
     return lines
 
 
-def render_markdown(outcomes: list[Outcome], transformers_version: str, seconds: float, jobs: int) -> str:
+def render_markdown(
+    outcomes: list[Outcome], transformers_version: str, seconds: float, jobs: int
+) -> str:
     """docs/coverage.md: summary figures and one row per family."""
     passed = [o for o in outcomes if o.verdict == "pass"]
     lines = [
@@ -203,18 +287,29 @@ def render_markdown(outcomes: list[Outcome], transformers_version: str, seconds:
     for o in outcomes:
         detail = o.detail.replace("|", "\\|").replace("\n", " ")
         cells = [(o.modalities or {}).get(m, "") for m in MODALITIES]
-        lines.append(f"| {o.model_type} | {o.verdict} | {o.stage} | {' | '.join(cells)} | {o.seconds:.1f} | {detail} |")
+        lines.append(
+            f"| {o.model_type} | {o.verdict} | {o.stage} | {' | '.join(cells)} | {o.seconds:.1f} | {detail} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     """Run the benchmark (or one family, with ``--one``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("families", nargs="*", help="model_types to run (default: all image families)")
+    parser.add_argument(
+        "families", nargs="*", help="model_types to run (default: all image families)"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--probes", type=int, default=4)
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S, help="seconds one family may take")
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="worker processes (default 2)"
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=TIME_LIMIT_S,
+        help="seconds one family may take",
+    )
     parser.add_argument("--write", action="store_true", help="rewrite docs/coverage.md")
     args = parser.parse_args()
     if args.worker:
@@ -223,13 +318,21 @@ def main() -> None:
     import transformers
 
     found = families()
-    chosen = {name: found.get(name, ["image"]) for name in args.families} if args.families else found
+    chosen = (
+        {name: found.get(name, ["image"]) for name in args.families}
+        if args.families
+        else found
+    )
     started = time.perf_counter()
     outcomes = run_all(chosen, args.probes, args.jobs, args.time_limit)
     for o in outcomes:
         cells = " ".join(f"{m}={v}" for m, v in (o.modalities or {}).items())
-        print(f"{o.model_type:28} {o.verdict:6} {o.stage:8} {cells:50} {o.seconds:6.1f}s  {o.detail}")
-    text = render_markdown(outcomes, transformers.__version__, time.perf_counter() - started, args.jobs)
+        print(
+            f"{o.model_type:28} {o.verdict:6} {o.stage:8} {cells:50} {o.seconds:6.1f}s  {o.detail}"
+        )
+    text = render_markdown(
+        outcomes, transformers.__version__, time.perf_counter() - started, args.jobs
+    )
     if args.write:
         (ROOT / "docs" / "coverage.md").write_text(text)
     print(text.split("| model_type")[0])

@@ -31,10 +31,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # Quick, passing families of docs/coverage.md (about 1-3 s each there).
-FAMILIES = ("llava", "paligemma", "vipllava", "blip-2", "instructblip", "colpali", "colqwen2", "deepseek_vl", "janus", "granite4_vision")
+FAMILIES = (
+    "llava",
+    "paligemma",
+    "vipllava",
+    "blip-2",
+    "instructblip",
+    "colpali",
+    "colqwen2",
+    "deepseek_vl",
+    "janus",
+    "granite4_vision",
+)
 
 
-def scaffold(families: tuple[str, ...], copies: int, project: Path) -> list[tuple[str, str]]:
+def scaffold(
+    families: tuple[str, ...], copies: int, project: Path
+) -> list[tuple[str, str]]:
     """Scaffold each family once, copy it ``copies`` times under ``project``; (ref, port path) pairs."""
     from mmport.analyzers import analyze
     from mmport.render import render_port, write_files
@@ -49,13 +62,19 @@ def scaffold(families: tuple[str, ...], copies: int, project: Path) -> list[tupl
             target = project / "ports" / f"{family}-{copy}"
             if copy:
                 shutil.copytree(first, target)
-            entries.append((family, f"ports/{family}-{copy}/{spec.module_name}_processing.py"))
+            entries.append(
+                (family, f"ports/{family}-{copy}/{spec.module_name}_processing.py")
+            )
     return entries
 
 
 def write_manifest(project: Path, entries: list[tuple[str, str]]) -> Path:
     """``project/pyproject.toml`` listing every (ref, port)."""
-    lines = ["[tool.mmport]", "ports = ["] + [f'    {{ ref = "{ref}", port = "{port}" }},' for ref, port in entries] + ["]"]
+    lines = (
+        ["[tool.mmport]", "ports = ["]
+        + [f'    {{ ref = "{ref}", port = "{port}" }},' for ref, port in entries]
+        + ["]"]
+    )
     path = project / "pyproject.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -65,13 +84,24 @@ def measure(manifest: Path, workers: int, probes: int) -> dict:
     """Run the manifest once; the figures the docs quote."""
     reports = manifest.parent / "reports.json"
     junit = manifest.parent / "junit.xml"
-    command = [sys.executable, "-m", "mmport", "verify", "--manifest", str(manifest), "--workers", str(workers)]
+    command = [
+        sys.executable,
+        "-m",
+        "mmport",
+        "verify",
+        "--manifest",
+        str(manifest),
+        "--workers",
+        str(workers),
+    ]
     command += ["--probes", str(probes), "--json", str(reports), "--junit", str(junit)]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - started
     if done.returncode not in (0, 1):
-        raise SystemExit(f"the manifest run failed (exit {done.returncode}): {done.stderr.strip()[-400:]}")
+        raise SystemExit(
+            f"the manifest run failed (exit {done.returncode}): {done.stderr.strip()[-400:]}"
+        )
     own = [report["seconds"] for report in json.loads(reports.read_text())]
     ideal = sum(own) / workers
     return {
@@ -90,12 +120,24 @@ def main() -> None:
     """Scaffold, run, print the figures as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--copies", type=int, default=2, help="copies of each family (default 2: 20 ports of the ten)")
+    parser.add_argument(
+        "--copies",
+        type=int,
+        default=2,
+        help="copies of each family (default 2: 20 ports of the ten)",
+    )
     parser.add_argument("--probes", type=int, default=8)
-    parser.add_argument("families", nargs="*", help=f"model_types to scaffold (default: {' '.join(FAMILIES)})")
+    parser.add_argument(
+        "families",
+        nargs="*",
+        help=f"model_types to scaffold (default: {' '.join(FAMILIES)})",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mmport-manifest-") as tmp:
-        manifest = write_manifest(Path(tmp), scaffold(tuple(args.families) or FAMILIES, args.copies, Path(tmp)))
+        manifest = write_manifest(
+            Path(tmp),
+            scaffold(tuple(args.families) or FAMILIES, args.copies, Path(tmp)),
+        )
         print(json.dumps(measure(manifest, args.workers, args.probes), indent=2))
 
 

@@ -38,7 +38,9 @@ HEADING = "## Start-up"
 # Modules the pages of `mmport --help` must not reach (tests/test_startup.py asserts the same).
 HEAVY = ("torch", "transformers", "typer", "click", "rich")
 # A checkout's own build outputs, left out when it is copied to install from.
-BUILD_LEFTOVERS = shutil.ignore_patterns(".git", "__pycache__", "build", "dist", "*.egg-info", ".*cache")
+BUILD_LEFTOVERS = shutil.ignore_patterns(
+    ".git", "__pycache__", "build", "dist", "*.egg-info", ".*cache"
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,12 @@ INSTALLS = (
     Install("pip install -e", editable=True, machine_site=True),
     Install("pip install", editable=False, machine_site=True),
     Install("pip install -e, own venv", editable=True, machine_site=False),
-    Install("pip install -e (strict mode), own venv", editable=True, machine_site=False, pip_options=("--config-settings", "editable_mode=strict")),
+    Install(
+        "pip install -e (strict mode), own venv",
+        editable=True,
+        machine_site=False,
+        pip_options=("--config-settings", "editable_mode=strict"),
+    ),
     Install("pip install, own venv", editable=False, machine_site=False),
 )
 # The install the other commands and the import profile's middle columns use.
@@ -75,7 +82,13 @@ class Command:
 def _run_once(command: Command) -> float:
     """Seconds one run of ``command`` takes, from fork to exit; its output is discarded."""
     started = time.perf_counter()
-    subprocess.run(command.argv, cwd=command.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(
+        command.argv,
+        cwd=command.cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=True,
+    )
     return time.perf_counter() - started
 
 
@@ -94,8 +107,12 @@ def _plain_path_to_packages(venv: Path) -> None:
     """Put this interpreter's packages on ``venv``'s path as a plain directory: importable, their ``.pth`` files not run."""
     python = str(venv / "bin" / "python")
     query = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    purelib = subprocess.run([python, "-c", query], capture_output=True, text=True, check=True).stdout.strip()
-    (Path(purelib) / "_startup_bench_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    purelib = subprocess.run(
+        [python, "-c", query], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    (Path(purelib) / "_startup_bench_packages.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n"
+    )
 
 
 def install(root: Path, way: Install, venv: Path) -> Path:
@@ -104,15 +121,30 @@ def install(root: Path, way: Install, venv: Path) -> Path:
     A regular or strict install builds from a copy, so the checkout gets no ``build/`` directory.
     """
     options = ["--system-site-packages"] if way.machine_site else []
-    subprocess.run([sys.executable, "-m", "venv", *options, "--without-pip", str(venv)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "venv", *options, "--without-pip", str(venv)], check=True
+    )
     if not way.machine_site:
         _plain_path_to_packages(venv)
     source = root
     if not way.editable or way.pip_options:
         source = venv.parent / f"{venv.name}-source"
         shutil.copytree(root, source, ignore=BUILD_LEFTOVERS)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", *way.pip_options]
-    subprocess.run([*pip, *(["-e"] if way.editable else []), str(source)], check=True, capture_output=True)
+    pip = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        *way.pip_options,
+    ]
+    subprocess.run(
+        [*pip, *(["-e"] if way.editable else []), str(source)],
+        check=True,
+        capture_output=True,
+    )
     return venv / "bin"
 
 
@@ -120,18 +152,37 @@ def commands(root: Path, bins: dict[Install, Path]) -> list[Command]:
     """Every install's ``mmport --help`` and ``python -c pass``; a few other command lines of the regular install."""
     regular = bins[REGULAR]
     return [
-        *[Command(f"help {way.label}", [str(b / "mmport"), "--help"]) for way, b in bins.items()],
-        *[Command(f"pass {way.label}", [str(b / "python"), "-c", "pass"]) for way, b in bins.items()],
-        Command("`mmport verify --help`", [str(regular / "mmport"), "verify", "--help"]),
-        Command("`python -m mmport --help` in the checkout (this interpreter)", [sys.executable, "-m", "mmport", "--help"], root),
-        Command("`mmport --version` (through typer, as every command)", [str(regular / "mmport"), "--version"]),
+        *[
+            Command(f"help {way.label}", [str(b / "mmport"), "--help"])
+            for way, b in bins.items()
+        ],
+        *[
+            Command(f"pass {way.label}", [str(b / "python"), "-c", "pass"])
+            for way, b in bins.items()
+        ],
+        Command(
+            "`mmport verify --help`", [str(regular / "mmport"), "verify", "--help"]
+        ),
+        Command(
+            "`python -m mmport --help` in the checkout (this interpreter)",
+            [sys.executable, "-m", "mmport", "--help"],
+            root,
+        ),
+        Command(
+            "`mmport --version` (through typer, as every command)",
+            [str(regular / "mmport"), "--version"],
+        ),
     ]
-
 
 
 def _import_lines(argv: list[str]) -> list[tuple[int, str, float]]:
     """``python -X importtime`` of ``argv``: (depth, module, cumulative ms) per import, in the order printed."""
-    done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     found = []
     for line in done.stderr.splitlines():
         parts = re.match(r"import time:\s+\d+ \|\s+(\d+) \|( +)(\S+)", line)
@@ -159,7 +210,9 @@ def import_profile(argv: list[str], runs: int) -> tuple[dict[str, float], set[st
     """Median cumulative ms of each top import of ``argv`` over ``runs``, and the heavy packages it imported."""
     per_run = [_import_lines(argv) for _ in range(runs)]
     named = [_named(lines) for lines in per_run]
-    medians = {name: statistics.median(n.get(name, 0.0) for n in named) for name in named[0]}
+    medians = {
+        name: statistics.median(n.get(name, 0.0) for n in named) for name in named[0]
+    }
     imported = {name.split(".")[0] for _, name, _ in per_run[0]}
     return medians, {package for package in HEAVY if package in imported}
 
@@ -173,16 +226,23 @@ def install_table(times: dict[str, list[float]]) -> list[str]:
     for way in INSTALLS:
         help_, alone = times[f"help {way.label}"], times[f"pass {way.label}"]
         part = statistics.median(help_) - statistics.median(alone)
-        lines.append(f"| {way.label} | {statistics.median(help_):.3f} | {min(help_):.3f} | {statistics.median(alone):.3f} | {part:+.3f} |")
+        lines.append(
+            f"| {way.label} | {statistics.median(help_):.3f} | {min(help_):.3f} | {statistics.median(alone):.3f} | {part:+.3f} |"
+        )
     return lines
 
 
 def command_table(times: dict[str, list[float]]) -> list[str]:
     """The other command lines timed, with the regular install unless said otherwise."""
-    lines = [f"| command ({REGULAR.label}, unless said) | median (s) | fastest (s) |", "|---|---|---|"]
+    lines = [
+        f"| command ({REGULAR.label}, unless said) | median (s) | fastest (s) |",
+        "|---|---|---|",
+    ]
     for label, seconds in times.items():
         if not label.startswith(("help ", "pass ")):
-            lines.append(f"| {label} | {statistics.median(seconds):.3f} | {min(seconds):.3f} |")
+            lines.append(
+                f"| {label} | {statistics.median(seconds):.3f} | {min(seconds):.3f} |"
+            )
     return lines
 
 
@@ -193,9 +253,15 @@ def profile_table(profiles: dict[str, dict[str, float]], top: int) -> list[str]:
         for name, ms in profile.items():
             worst[name] = max(worst.get(name, 0.0), ms)
     names = sorted(worst, key=worst.__getitem__, reverse=True)[:top]
-    lines = [f"| import | {' | '.join(f'{label} (ms)' for label in profiles)} |", f"|---|{'---|' * len(profiles)}"]
+    lines = [
+        f"| import | {' | '.join(f'{label} (ms)' for label in profiles)} |",
+        f"|---|{'---|' * len(profiles)}",
+    ]
     for name in names:
-        cells = " | ".join(f"{profile[name]:.1f}" if name in profile else "-" for profile in profiles.values())
+        cells = " | ".join(
+            f"{profile[name]:.1f}" if name in profile else "-"
+            for profile in profiles.values()
+        )
         lines.append(f"| `{name}` | {cells} |")
     return lines
 
@@ -213,7 +279,11 @@ class Measured:
 
 def section(m: Measured) -> list[str]:
     """The Start-up section of docs/performance.md."""
-    flags = " `PYTHONDONTWRITEBYTECODE` is set: no bytecode is cached for an editable install's modules." if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""
+    flags = (
+        " `PYTHONDONTWRITEBYTECODE` is set: no bytecode is cached for an editable install's modules."
+        if os.environ.get("PYTHONDONTWRITEBYTECODE")
+        else ""
+    )
     return [
         HEADING,
         "",
@@ -269,11 +339,16 @@ def measure(root: Path, runs: int) -> Measured:
     """Install ``root`` every way of :data:`INSTALLS`, time every command and profile the imports."""
     started_load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="mmport-startup-") as tmp:
-        bins = {way: install(root, way, Path(tmp) / f"venv{i}") for i, way in enumerate(INSTALLS)}
+        bins = {
+            way: install(root, way, Path(tmp) / f"venv{i}")
+            for i, way in enumerate(INSTALLS)
+        }
         times = time_interleaved(commands(root, bins), runs)
         profiles, heavy = {}, set()
         for way in PROFILED:
-            profiles[way.label], found = import_profile([str(bins[way] / "python"), str(bins[way] / "mmport"), "--help"], runs=5)
+            profiles[way.label], found = import_profile(
+                [str(bins[way] / "python"), str(bins[way] / "mmport"), "--help"], runs=5
+            )
             heavy |= found
     return Measured(times, profiles, heavy, (started_load, os.getloadavg()[0]), runs)
 
@@ -281,9 +356,20 @@ def measure(root: Path, runs: int) -> Measured:
 def main() -> None:
     """Measure; print the section, and with ``--write`` put it into docs/performance.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the Start-up section of docs/performance.md")
-    parser.add_argument("--runs", type=int, default=40, help="runs of each command (default 40)")
-    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to install and measure (default: this one)")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="rewrite the Start-up section of docs/performance.md",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=40, help="runs of each command (default 40)"
+    )
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=ROOT,
+        help="the checkout to install and measure (default: this one)",
+    )
     args = parser.parse_args()
     text = "\n".join(section(measure(args.root.resolve(), args.runs)))
     print(text)

@@ -24,18 +24,30 @@ if TYPE_CHECKING:  # heavy at run time (mmport.verify pulls in the runtime); hin
 
 __all__ = ["app", "main"]
 
+
 class _OneLineErrors(TyperGroup):
     """A command group whose usage errors are one line on stderr (exit 2), as every other error."""
 
     def main(
-        self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
-        standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any,
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
     ) -> Any:
         # click's own parameters, so that standalone_mode is never passed twice.
         try:
-            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
-        except typer.exceptions.TyperException as exc:  # a usage error: unknown option, bad value, ...
-            if type(exc).__name__ == "NoArgsIsHelpError":  # `mmport` alone: the help, as asked
+            code = super().main(
+                args, prog_name, complete_var, False, windows_expand_args, **extra
+            )
+        except (
+            typer.exceptions.TyperException
+        ) as exc:  # a usage error: unknown option, bad value, ...
+            if (
+                type(exc).__name__ == "NoArgsIsHelpError"
+            ):  # `mmport` alone: the help, as asked
                 typer.echo(exc.format_message())
                 code = 0
             else:
@@ -64,7 +76,11 @@ app = typer.Typer(
 )
 
 RefArg = Annotated[
-    str, typer.Argument(metavar="REF", help="A snapshot directory, a hub id (org/name) or a transformers model_type.")
+    str,
+    typer.Argument(
+        metavar="REF",
+        help="A snapshot directory, a hub id (org/name) or a transformers model_type.",
+    ),
 ]
 
 # What the command is doing now, named in the one line an internal error prints.
@@ -80,8 +96,15 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an internal error.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of an internal error.")
+    ] = False,
 ) -> None:
     """Port Hugging Face multimodal models to vLLM and prove the port right."""
     _debug[0] = debug
@@ -116,10 +139,17 @@ def _run(action):
     except Exception as exc:
         if _debug[0]:
             raise
-        _fail(RuntimeError(f"internal error while {_step[0]}: {one_line(exc)}; re-run with --debug for the traceback"), 3)
+        _fail(
+            RuntimeError(
+                f"internal error while {_step[0]}: {one_line(exc)}; re-run with --debug for the traceback"
+            ),
+            3,
+        )
 
 
-def _analyze(ref: str, trust_remote_code: bool = False, processor_code: Path | None = None):
+def _analyze(
+    ref: str, trust_remote_code: bool = False, processor_code: Path | None = None
+):
     from mmport.analyzers import analyze
     from mmport.console import err_console
     from mmport.sources import resolve
@@ -127,7 +157,9 @@ def _analyze(ref: str, trust_remote_code: bool = False, processor_code: Path | N
     # Progress goes to stderr so that `inspect --json` output stays clean.
     with err_console.status(f"resolving {ref}…") as status:
         _progress(f"resolving {ref}")
-        snapshot = resolve(ref, trust_remote_code=trust_remote_code, processor_code=processor_code)
+        snapshot = resolve(
+            ref, trust_remote_code=trust_remote_code, processor_code=processor_code
+        )
         _progress(f"analysing {snapshot.model_type}")
         status.update(f"analysing {snapshot.model_type}…")
         return analyze(snapshot)
@@ -139,7 +171,9 @@ def _inspect_statically(ref: str, processor_code: Path | None = None):
     from mmport.sources import resolve
 
     snapshot = resolve(ref, processor_code=processor_code)
-    return inspect_statically(snapshot.path, snapshot.model_type, snapshot.processor_code)
+    return inspect_statically(
+        snapshot.path, snapshot.model_type, snapshot.processor_code
+    )
 
 
 TrustOption = Annotated[
@@ -163,7 +197,9 @@ ProcessorCodeOption = Annotated[
 @app.command()
 def inspect(
     ref: RefArg,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the PortSpec as JSON.")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the PortSpec as JSON.")
+    ] = False,
     trust_remote_code: TrustOption = False,
     processor_code: ProcessorCodeOption = None,
 ) -> None:
@@ -196,8 +232,12 @@ def inspect(
 @app.command()
 def scaffold(
     ref: RefArg,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write the port into.")],
-    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Directory to write the port into.")
+    ],
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite existing files.")
+    ] = False,
     trust_remote_code: TrustOption = False,
     processor_code: ProcessorCodeOption = None,
 ) -> None:
@@ -220,20 +260,34 @@ def _check_report_paths(*paths: Path | None) -> None:
     """Each report file must be writable where named: a mistake there fails before any slow work."""
     for path in paths:
         if path is not None and not path.parent.is_dir():
-            _fail(ValueError(f"cannot write report '{path}': directory '{path.parent}' does not exist"))
+            _fail(
+                ValueError(
+                    f"cannot write report '{path}': directory '{path.parent}' does not exist"
+                )
+            )
         if path is not None and path.is_dir():
-            _fail(ValueError(f"cannot write report '{path}': it is a directory; name a file"))
+            _fail(
+                ValueError(
+                    f"cannot write report '{path}': it is a directory; name a file"
+                )
+            )
 
 
 @app.command()
 def verify(
     ref: Annotated[
         str | None,
-        typer.Argument(metavar="REF", help="A snapshot directory, a hub id (org/name) or a transformers model_type; not with --manifest."),
+        typer.Argument(
+            metavar="REF",
+            help="A snapshot directory, a hub id (org/name) or a transformers model_type; not with --manifest.",
+        ),
     ] = None,
     port: Annotated[
         Path | None,
-        typer.Option("--port", help="The port's processing module (a .py file), or `vllm`: the processor vLLM registers for REF."),
+        typer.Option(
+            "--port",
+            help="The port's processing module (a .py file), or `vllm`: the processor vLLM registers for REF.",
+        ),
     ] = None,
     manifest: Annotated[
         Path | None,
@@ -243,20 +297,71 @@ def verify(
             "or a directory of generated ports (each against the REF in its header).",
         ),
     ] = None,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, help="With --manifest: worker processes (default: 2, or 1 on one core).")] = None,
-    probes: Annotated[int, typer.Option("--probes", min=1, help="Number of seeded probe cases.")] = 8,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="With --manifest: worker processes (default: 2, or 1 on one core).",
+        ),
+    ] = None,
+    probes: Annotated[
+        int, typer.Option("--probes", min=1, help="Number of seeded probe cases.")
+    ] = 8,
     seed: Annotated[int, typer.Option("--seed", help="Seed for the probes.")] = 0,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write a JSON report to this file (with --manifest, a list of them).")] = None,
-    junit_path: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report to this file (with --manifest, a suite per port).")] = None,
+    json_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Write a JSON report to this file (with --manifest, a list of them).",
+        ),
+    ] = None,
+    junit_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit",
+            help="Write a JUnit XML report to this file (with --manifest, a suite per port).",
+        ),
+    ] = None,
     html_path: Annotated[
         Path | None,
-        typer.Option("--html", help="Write a self-contained HTML report (checks, first difference, count-vs-size plots) to this file."),
+        typer.Option(
+            "--html",
+            help="Write a self-contained HTML report (checks, first difference, count-vs-size plots) to this file.",
+        ),
     ] = None,
-    backend: Annotated[str, typer.Option("--backend", help="auto (real vLLM when importable), vllm or bundled.")] = "auto",
-    model: Annotated[bool, typer.Option("--model", help="Also check the port against the HF model itself.")] = False,
-    device: Annotated[str, typer.Option("--device", help="With --model: auto (CUDA when present), cuda or cpu.")] = "auto",
-    dtype: Annotated[str, typer.Option("--dtype", help="With --model: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16.")] = "auto",
-    tiny: Annotated[bool, typer.Option("--tiny", help="With --model: a tiny twin of the config (same geometry, small widths).")] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend", help="auto (real vLLM when importable), vllm or bundled."
+        ),
+    ] = "auto",
+    model: Annotated[
+        bool,
+        typer.Option(
+            "--model", help="Also check the port against the HF model itself."
+        ),
+    ] = False,
+    device: Annotated[
+        str,
+        typer.Option(
+            "--device", help="With --model: auto (CUDA when present), cuda or cpu."
+        ),
+    ] = "auto",
+    dtype: Annotated[
+        str,
+        typer.Option(
+            "--dtype",
+            help="With --model: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16.",
+        ),
+    ] = "auto",
+    tiny: Annotated[
+        bool,
+        typer.Option(
+            "--tiny",
+            help="With --model: a tiny twin of the config (same geometry, small widths).",
+        ),
+    ] = False,
     weights: Annotated[
         bool,
         typer.Option(
@@ -274,7 +379,12 @@ def verify(
         ),
     ] = None,
     settings: Annotated[
-        int, typer.Option("--settings", min=0, help="Request settings drawn per modality from those that change HF's counts (0: defaults only).")
+        int,
+        typer.Option(
+            "--settings",
+            min=0,
+            help="Request settings drawn per modality from those that change HF's counts (0: defaults only).",
+        ),
     ] = 3,
     trust_remote_code: TrustOption = False,
     processor_code: ProcessorCodeOption = None,
@@ -307,33 +417,72 @@ def verify(
             "--serve": serve,
         }
         _refuse_with_manifest([name for name, given in per_port.items() if given])
-        _verify_manifest(manifest, workers, probes, seed, backend, json_path, junit_path)
+        _verify_manifest(
+            manifest, workers, probes, seed, backend, json_path, junit_path
+        )
     if ref is None or port is None:
-        _fail(ValueError("pass REF and --port PORT to verify one port, or --manifest PATH to verify many"))
+        _fail(
+            ValueError(
+                "pass REF and --port PORT to verify one port, or --manifest PATH to verify many"
+            )
+        )
     if workers is not None:
-        _fail(ValueError("--workers applies to --manifest runs; a single port runs in this process"))
+        _fail(
+            ValueError(
+                "--workers applies to --manifest runs; a single port runs in this process"
+            )
+        )
     if str(port) != "vllm" and not port.is_file():
         from mmport.errors import PortLoadError
 
         problem = "is a directory" if port.is_dir() else "does not exist"
-        _fail(PortLoadError(f"port file '{port}' {problem}; pass the generated <model>_processing.py"))
+        _fail(
+            PortLoadError(
+                f"port file '{port}' {problem}; pass the generated <model>_processing.py"
+            )
+        )
     _check_report_paths(json_path, junit_path, html_path)
     if not model and (tiny or device != "auto" or dtype != "auto"):
-        _fail(ValueError("--device, --dtype and --tiny apply to the model check; add --model"))
+        _fail(
+            ValueError(
+                "--device, --dtype and --tiny apply to the model check; add --model"
+            )
+        )
     if weights and not (model or serve):
-        _fail(ValueError("--weights applies to the model check (--model) and to serving (--serve); add one"))
+        _fail(
+            ValueError(
+                "--weights applies to the model check (--model) and to serving (--serve); add one"
+            )
+        )
     from mmport.verify import ModelOptions, ServeOptions
 
     options = ModelOptions(device, dtype, tiny, weights) if model else None
     served = ServeOptions(weights=weights) if serve else None
     reports = {"json": json_path, "junit": junit_path, "html": html_path}
-    _verify_one(ref, port, probes, seed, backend, options, processor_kwargs, reports, settings, trust_remote_code, served, processor_code)
+    _verify_one(
+        ref,
+        port,
+        probes,
+        seed,
+        backend,
+        options,
+        processor_kwargs,
+        reports,
+        settings,
+        trust_remote_code,
+        served,
+        processor_code,
+    )
 
 
 def _refuse_with_manifest(given: list[str]) -> None:
     """Options that say something per port: the manifest says it, so on the command line they are a mistake."""
     if given:
-        _fail(ValueError(f"{', '.join(given)} cannot go with --manifest: the manifest names each port, its ref and options"))
+        _fail(
+            ValueError(
+                f"{', '.join(given)} cannot go with --manifest: the manifest names each port, its ref and options"
+            )
+        )
 
 
 def _verify_one(
@@ -380,13 +529,19 @@ def _verify_one(
             )
         )
     console.print(report_table(report))
-    writers = {"json": report.to_json, "junit": report.to_junit, "html": lambda: _html(report)}
+    writers = {
+        "json": report.to_json,
+        "junit": report.to_junit,
+        "html": lambda: _html(report),
+    }
     for kind, path in reports.items():
         if path is not None:
             path.write_text(writers[kind](), encoding="utf-8")
     from mmport.errors import verdict_exit_code
 
-    console.print(f"{report.verdict.replace('_', ' ').upper()} in {report.seconds:.1f}s")
+    console.print(
+        f"{report.verdict.replace('_', ' ').upper()} in {report.seconds:.1f}s"
+    )
     raise typer.Exit(verdict_exit_code(report.verdict))
 
 
@@ -397,7 +552,13 @@ def _html(report) -> str:
 
 
 def _verify_manifest(
-    manifest: Path, workers: int | None, probes: int, seed: int, backend: str, json_path: Path | None, junit_path: Path | None
+    manifest: Path,
+    workers: int | None,
+    probes: int,
+    seed: int,
+    backend: str,
+    json_path: Path | None,
+    junit_path: Path | None,
 ) -> NoReturn:
     """``verify --manifest PATH``: every port on a pool of workers, one summary table, one JUnit file.
 
@@ -407,7 +568,12 @@ def _verify_manifest(
 
     from mmport.console import console, manifest_table
     from mmport.manifest import load_manifest
-    from mmport.manifest.run import combined_json, combined_junit, default_workers, exit_code
+    from mmport.manifest.run import (
+        combined_json,
+        combined_junit,
+        default_workers,
+        exit_code,
+    )
 
     _progress(f"reading the manifest {manifest}")
     entries = _run(lambda: load_manifest(manifest))
@@ -415,9 +581,16 @@ def _verify_manifest(
     _check_backend(backend)
     workers = workers or default_workers()
     started = time.perf_counter()
-    outcomes = _run(lambda: _verify_with_progress(entries, workers, probes, seed, backend))
-    console.print(manifest_table(outcomes, workers=workers, wall=time.perf_counter() - started))
-    for path, text in ((json_path, combined_json(outcomes)), (junit_path, combined_junit(outcomes))):
+    outcomes = _run(
+        lambda: _verify_with_progress(entries, workers, probes, seed, backend)
+    )
+    console.print(
+        manifest_table(outcomes, workers=workers, wall=time.perf_counter() - started)
+    )
+    for path, text in (
+        (json_path, combined_json(outcomes)),
+        (junit_path, combined_junit(outcomes)),
+    ):
         if path is not None:
             path.write_text(text)
     code = exit_code(outcomes)
@@ -431,22 +604,40 @@ def _check_backend(backend: str) -> None:
     from mmport.errors import MmportError
 
     if backend not in ("auto", "vllm", "bundled"):
-        _fail(MmportError(f"unknown backend {backend!r}; choose one of auto, vllm, bundled"))
+        _fail(
+            MmportError(
+                f"unknown backend {backend!r}; choose one of auto, vllm, bundled"
+            )
+        )
     if backend == "vllm":
         from mmport.runtime.backends import select_backend
 
         _run(lambda: select_backend(backend))
 
 
-def _verify_with_progress(entries: list[ManifestEntry], workers: int, probes: int, seed: int, backend: str) -> list[PortOutcome]:
+def _verify_with_progress(
+    entries: list[ManifestEntry], workers: int, probes: int, seed: int, backend: str
+) -> list[PortOutcome]:
     """Run :func:`mmport.manifest.run.verify_many` under a progress bar on stderr: ports done, ports running."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from mmport.console import err_console
     from mmport.manifest.run import verify_many
 
     running: list[str] = []
-    columns = (TextColumn("verify"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
+    columns = (
+        TextColumn("verify"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
     with Progress(*columns, console=err_console, transient=True) as bar:
         task = bar.add_task("", total=len(entries))
 
@@ -460,7 +651,15 @@ def _verify_with_progress(entries: list[ManifestEntry], workers: int, probes: in
             bar.update(task, advance=1, description=", ".join(running))
 
         _progress(f"starting {workers} worker(s)")
-        return verify_many(entries, workers=workers, probes=probes, seed=seed, backend=backend, on_start=started, on_done=done)
+        return verify_many(
+            entries,
+            workers=workers,
+            probes=probes,
+            seed=seed,
+            backend=backend,
+            on_start=started,
+            on_done=done,
+        )
 
 
 def main() -> None:

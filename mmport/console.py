@@ -6,7 +6,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["console", "err_console", "error", "manifest_table", "report_table", "spec_table", "static_table"]
+__all__ = [
+    "console",
+    "err_console",
+    "error",
+    "manifest_table",
+    "report_table",
+    "spec_table",
+    "static_table",
+]
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -45,7 +53,13 @@ def _prefix_rows(prefix) -> list[tuple[str, str, str]]:
         return [("item prefix", "none", "")]
     rows = [("item prefix", prefix.text, str(prefix.source))]
     if prefix.condition:
-        rows.append(("item prefix while", "\n".join([*prefix.setup, f"→ {prefix.condition}"]), str(prefix.condition_source)))
+        rows.append(
+            (
+                "item prefix while",
+                "\n".join([*prefix.setup, f"→ {prefix.condition}"]),
+                str(prefix.condition_source),
+            )
+        )
     return rows
 
 
@@ -55,12 +69,19 @@ def _prefix(update) -> str:
     if prefix is None:
         return "none"
     when = {"": "", "starts_with": ", unless the prompt starts with it"}[prefix.unless]
-    return " or ".join(prefix.tokens) + when + (" (with special tokens)" if prefix.only_with_special_tokens else "")
+    return (
+        " or ".join(prefix.tokens)
+        + when
+        + (" (with special tokens)" if prefix.only_with_special_tokens else "")
+    )
 
 
 def spec_table(spec) -> Table:
     """The facts of a PortSpec with their HF sources."""
-    table = Table(title=f"{spec.architecture or spec.model_type} ({spec.processor_class})", show_lines=False)
+    table = Table(
+        title=f"{spec.architecture or spec.model_type} ({spec.processor_class})",
+        show_lines=False,
+    )
     table.add_column("fact")
     table.add_column("value", overflow="fold")
     table.add_column("HF source", overflow="fold")
@@ -74,23 +95,71 @@ def spec_table(spec) -> Table:
             ("modality", m.modality, ""),
             ("placeholder", repr(m.placeholder), str(m.placeholder_source)),
             ("token id", f"{m.token_attr} = {m.token_id}", str(m.token_source)),
-            ("count rule", "\n".join([*m.count.statements, f"→ {m.count.result}"]), str(m.count.source)),
-            ("count strategy", m.count.strategy + (f" ({m.count.reason})" if m.count.reason else ""), ""),
-            *[(f"item {key}", ITEM_READS[kind], str(source)) for key, kind, source in m.count.item_reads],
-            *[("transplanted", h.owner or h.name, str(h.source)) for h in m.count.helpers],
-            ("item geometry", m.geometry.size_expr or "not used", str(m.geometry.source or "")),
+            (
+                "count rule",
+                "\n".join([*m.count.statements, f"→ {m.count.result}"]),
+                str(m.count.source),
+            ),
+            (
+                "count strategy",
+                m.count.strategy + (f" ({m.count.reason})" if m.count.reason else ""),
+                "",
+            ),
+            *[
+                (f"item {key}", ITEM_READS[kind], str(source))
+                for key, kind, source in m.count.item_reads
+            ],
+            *[
+                ("transplanted", h.owner or h.name, str(h.source))
+                for h in m.count.helpers
+            ],
+            (
+                "item geometry",
+                m.geometry.size_expr or "not used",
+                str(m.geometry.source or ""),
+            ),
             ("prompt update", f"{update.mode} at {update.target}", str(update.source)),
-            ("non-embedding tokens", ", ".join(update.trailing_tokens) or "none", str(update.source) if update.trailing_tokens else ""),
-            ("prompt prefix", _prefix(update), str(update.prefix.source) if update.prefix else ""),
+            (
+                "non-embedding tokens",
+                ", ".join(update.trailing_tokens) or "none",
+                str(update.source) if update.trailing_tokens else "",
+            ),
+            (
+                "prompt prefix",
+                _prefix(update),
+                str(update.prefix.source) if update.prefix else "",
+            ),
             ("prompt suffix", _suffix(update), str(update.suffix_source or "")),
             *_prefix_rows(update.item_prefix),
-            ("special tokens in prompt", "yes" if update.add_special_tokens else "no (HF places BOS itself)", str(update.special_tokens_source or "")),
-            *[(f"field {f.key}", " ".join(filter(None, (f.layout, f.sizes))), str(f.source)) for f in m.fields],
-            ("fields strategy", m.fields_strategy + (f" ({m.fields_reason})" if m.fields_reason else ""), ""),
-            ("images need text", "yes (port passes placeholders to HF)" if m.needs_text else "no", ""),
+            (
+                "special tokens in prompt",
+                "yes" if update.add_special_tokens else "no (HF places BOS itself)",
+                str(update.special_tokens_source or ""),
+            ),
+            *[
+                (
+                    f"field {f.key}",
+                    " ".join(filter(None, (f.layout, f.sizes))),
+                    str(f.source),
+                )
+                for f in m.fields
+            ],
+            (
+                "fields strategy",
+                m.fields_strategy
+                + (f" ({m.fields_reason})" if m.fields_reason else ""),
+                "",
+            ),
+            (
+                "images need text",
+                "yes (port passes placeholders to HF)" if m.needs_text else "no",
+                "",
+            ),
             (
                 "prompt for an image",
-                "written by HF (a request carries it and one image)" if m.own_prompt_source else "the user's",
+                "written by HF (a request carries it and one image)"
+                if m.own_prompt_source
+                else "the user's",
                 str(m.own_prompt_source or ""),
             ),
             *_setting_rows(m),
@@ -111,32 +180,103 @@ def _media_rows(m) -> list[tuple[str, str, str]]:
     count, outputs = m.count, m.count.outputs
     if outputs is not None:
         rule = f"{outputs.hook.name}(processor, the item's HF outputs, 0)"
-        reads = [*(f"output {k}" for k in outputs.reads), *(["video metadata"] if outputs.reads_metadata else [])]
+        reads = [
+            *(f"output {k}" for k in outputs.reads),
+            *(["video metadata"] if outputs.reads_metadata else []),
+        ]
     elif count.strategy == "derived":
         rule, reads = f"→ {count.result} (a block HF's __call__ builds)", []
     else:
-        rule, reads = f"HF's _process_{'audio' if m.modality == 'audio' else m.modality + 's'} on the item", []
+        rule, reads = (
+            f"HF's _process_{'audio' if m.modality == 'audio' else m.modality + 's'} on the item",
+            [],
+        )
     parameter = m.call_parameter
-    embed = f"{m.embed_token_owner}.{m.embed_token_attr}" if m.embed_token_attr else "the placeholder's own"
+    embed = (
+        f"{m.embed_token_owner}.{m.embed_token_attr}"
+        if m.embed_token_attr
+        else "the placeholder's own"
+    )
     return [
         ("modality", m.modality, ""),
         ("placeholder", repr(m.placeholder), str(m.placeholder_source)),
         ("token id", f"{m.token_attr} = {m.token_id}", str(m.token_source)),
         ("embedding token", embed, str(m.embed_token_source or "")),
         ("replacement", rule, str(count.source)),
-        ("count strategy", count.strategy + (f" ({count.reason})" if count.reason else ""), ""),
-        *([("prompt update", f"insert at {m.update.target}", str(m.update.source))] if m.update.mode == "insert" else []),
+        (
+            "count strategy",
+            count.strategy + (f" ({count.reason})" if count.reason else ""),
+            "",
+        ),
+        *(
+            [("prompt update", f"insert at {m.update.target}", str(m.update.source))]
+            if m.update.mode == "insert"
+            else []
+        ),
         *[("hook reads", read, "") for read in reads],
-        *([("hook completed by", outputs.completion.owner, str(outputs.completion.source))] if outputs and outputs.completion else []),
+        *(
+            [
+                (
+                    "hook completed by",
+                    outputs.completion.owner,
+                    str(outputs.completion.source),
+                )
+            ]
+            if outputs and outputs.completion
+            else []
+        ),
         *[("transplanted", h.owner or h.name, str(h.source)) for h in count.helpers],
-        *[(f"field {f.key}", " ".join(filter(None, (f.layout, f.sizes))), str(f.source)) for f in m.fields],
+        *[
+            (
+                f"field {f.key}",
+                " ".join(filter(None, (f.layout, f.sizes))),
+                str(f.source),
+            )
+            for f in m.fields
+        ],
         *[("renamed output", f"{old} → {new}", "") for old, new in m.renamed_keys],
-        ("fields strategy", m.fields_strategy + (f" ({m.fields_reason})" if m.fields_reason else ""), ""),
-        ("needs text", "yes (port passes placeholders to HF)" if m.needs_text else "no", ""),
-        *([("HF takes items as", f"{parameter.name}=", str(parameter.source))] if parameter else []),
-        *([("sub-processor gets", "the items alone", str(parameter.call_source))] if parameter and not parameter.forwards_settings else []),
-        *([("video metadata", "kept beside the frames (vLLM's video_needs_metadata)", "")] if m.needs_metadata else []),
-        *([("count follows content", "yes (dummy frames change from frame to frame)", "")] if m.follows_content else []),
+        (
+            "fields strategy",
+            m.fields_strategy + (f" ({m.fields_reason})" if m.fields_reason else ""),
+            "",
+        ),
+        (
+            "needs text",
+            "yes (port passes placeholders to HF)" if m.needs_text else "no",
+            "",
+        ),
+        *(
+            [("HF takes items as", f"{parameter.name}=", str(parameter.source))]
+            if parameter
+            else []
+        ),
+        *(
+            [("sub-processor gets", "the items alone", str(parameter.call_source))]
+            if parameter and not parameter.forwards_settings
+            else []
+        ),
+        *(
+            [
+                (
+                    "video metadata",
+                    "kept beside the frames (vLLM's video_needs_metadata)",
+                    "",
+                )
+            ]
+            if m.needs_metadata
+            else []
+        ),
+        *(
+            [
+                (
+                    "count follows content",
+                    "yes (dummy frames change from frame to frame)",
+                    "",
+                )
+            ]
+            if m.follows_content
+            else []
+        ),
         *_setting_rows(m),
         ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
     ]
@@ -144,18 +284,64 @@ def _media_rows(m) -> list[tuple[str, str, str]]:
 
 def _setting_rows(m) -> list[tuple[str, str, str]]:
     """The request settings (``mm_processor_kwargs``) the count reads: where read, where typed."""
-    switches = [(f"switch {s.name}", f"followed: {s.how}" if s.followed else f"refused ({s.how})", str(s.read_at)) for s in m.switches]
+    switches = [
+        (
+            f"switch {s.name}",
+            f"followed: {s.how}" if s.followed else f"refused ({s.how})",
+            str(s.read_at),
+        )
+        for s in m.switches
+    ]
     if m.count.strategy == "delegated":
-        return [("count-changing settings", "every setting (HF counts each item under the request's kwargs)", ""), *switches]
-    rows = [] if m.settings else [("count-changing settings", "none of the typed call kwargs is read by the count", "")]
+        return [
+            (
+                "count-changing settings",
+                "every setting (HF counts each item under the request's kwargs)",
+                "",
+            ),
+            *switches,
+        ]
+    rows = (
+        []
+        if m.settings
+        else [
+            (
+                "count-changing settings",
+                "none of the typed call kwargs is read by the count",
+                "",
+            )
+        ]
+    )
     if m.count.outputs is not None:
-        rows.append(("settings via HF's outputs", "the count reads HF's outputs for the item, computed under the request's kwargs", ""))
+        rows.append(
+            (
+                "settings via HF's outputs",
+                "the count reads HF's outputs for the item, computed under the request's kwargs",
+                "",
+            )
+        )
     for s in m.settings:
-        how = f"folded into {s.folded_into}, read at {s.read_at}" if s.folded_into else f"read at {s.read_at}"
-        rows.append((f"setting {s.name}", how, f"typed at {s.declared_at}" if s.declared_at else ""))
+        how = (
+            f"folded into {s.folded_into}, read at {s.read_at}"
+            if s.folded_into
+            else f"read at {s.read_at}"
+        )
+        rows.append(
+            (
+                f"setting {s.name}",
+                how,
+                f"typed at {s.declared_at}" if s.declared_at else "",
+            )
+        )
     rows += switches
     for s in m.counted_by_hf:
-        rows.append((f"setting {s.name} counted by HF", "HF sizes items by it; the derived count does not read it", str(s.read_at)))
+        rows.append(
+            (
+                f"setting {s.name} counted by HF",
+                "HF sizes items by it; the derived count does not read it",
+                str(s.read_at),
+            )
+        )
     return rows
 
 
@@ -167,8 +353,15 @@ def _encoder_rows(spec) -> list[tuple[str, str, str]]:
     return [
         ("feature path", f"{e.hf_class}.get_image_features", str(e.method_source)),
         *[(f"encoder module {m.attr}", m.code, str(m.source)) for m in e.modules],
-        *[(f"borrowed method {name}", f"{e.hf_class}.{name}", "") for name in e.borrowed_methods],
-        ("language model", f"{e.language_attr} (built from config.text_config)", str(e.language_source)),
+        *[
+            (f"borrowed method {name}", f"{e.hf_class}.{name}", "")
+            for name in e.borrowed_methods
+        ],
+        (
+            "language model",
+            f"{e.language_attr} (built from config.text_config)",
+            str(e.language_source),
+        ),
         ("weights prefix", f"{e.outer_attr}." if e.outer_attr else "(top level)", ""),
     ]
 
@@ -180,10 +373,20 @@ def static_table(report) -> Table:
     table.add_column("value", overflow="fold")
     table.add_column("source", overflow="fold")
     for fact in report.facts:
-        table.add_row(escape(fact.fact), escape(fact.value), escape(str(fact.source or "")))
+        table.add_row(
+            escape(fact.fact), escape(fact.value), escape(str(fact.source or ""))
+        )
     for unsettled in report.unsettled:
-        table.add_row("not settled", escape(unsettled), "needs the snapshot's code to run: --trust-remote-code")
-    read = [f"the snapshot's own modules: {', '.join(report.modules)}"] if report.modules else []
+        table.add_row(
+            "not settled",
+            escape(unsettled),
+            "needs the snapshot's code to run: --trust-remote-code",
+        )
+    read = (
+        [f"the snapshot's own modules: {', '.join(report.modules)}"]
+        if report.modules
+        else []
+    )
     read += [f"--processor-code: {', '.join(report.outside)}"] if report.outside else []
     table.caption = f"{'; '.join(read)}; none of them was run"
     return table
@@ -191,7 +394,12 @@ def static_table(report) -> Table:
 
 def report_table(report) -> Table:
     """One row per check: status, probes run, first failure (or why it cannot judge)."""
-    colours = {"pass": "green", "fail": "red", "skip": "yellow", "cannot_judge": "magenta"}
+    colours = {
+        "pass": "green",
+        "fail": "red",
+        "skip": "yellow",
+        "cannot_judge": "magenta",
+    }
     table = Table(title=f"mmport verify {report.ref} — {report.backend}")
     table.add_column("check")
     table.add_column("status")
@@ -200,15 +408,25 @@ def report_table(report) -> Table:
     for check in report.checks.values():
         status = check.status
         shown = status.replace("_", " ")
-        table.add_row(check.name, f"[{colours[status]}]{shown}[/]", str(check.runs), escape(check.detail()))
-    table.caption = escape(" | ".join([_settings_caption(report), *_setting_fit_lines(report)]))
+        table.add_row(
+            check.name,
+            f"[{colours[status]}]{shown}[/]",
+            str(check.runs),
+            escape(check.detail()),
+        )
+    table.caption = escape(
+        " | ".join([_settings_caption(report), *_setting_fit_lines(report)])
+    )
     return table
 
 
 def _settings_caption(report) -> str:
     """The request settings the probes also ran under, in words."""
     if report.settings:
-        under = "; ".join(f"{kwargs} ({modality or 'all'}, {origin})" for modality, kwargs, origin in report.settings)
+        under = "; ".join(
+            f"{kwargs} ({modality or 'all'}, {origin})"
+            for modality, kwargs, origin in report.settings
+        )
         return f"probes also ran under request settings: {under}"
     if not report.settings_sought:
         return "probes ran under the defaults only (--settings 0)"
@@ -221,17 +439,30 @@ def _setting_fit_lines(report) -> list[str]:
     """Settings the HF model cannot take (not judged), and those whose fit could not be told (judged), with reasons."""
     lines = []
     if report.settings_not_applicable:
-        named = "; ".join(f"{f.setting} ({f.modality}): {f.reason}" for f in report.settings_not_applicable)
+        named = "; ".join(
+            f"{f.setting} ({f.modality}): {f.reason}"
+            for f in report.settings_not_applicable
+        )
         lines.append(f"not applicable to this checkpoint, so not judged: {named}")
     if report.settings_undecided:
-        named = "; ".join(f"{f.setting} ({f.modality}): {f.reason}" for f in report.settings_undecided)
-        lines.append(f"judged, though whether the model takes them could not be told: {named}")
+        named = "; ".join(
+            f"{f.setting} ({f.modality}): {f.reason}" for f in report.settings_undecided
+        )
+        lines.append(
+            f"judged, though whether the model takes them could not be told: {named}"
+        )
     return lines
 
 
 def manifest_table(outcomes, *, workers: int, wall: float) -> Table:
     """One row per port of a ``verify --manifest`` run: verdict, failing checks (or the error, or why it cannot judge), seconds."""
-    colours = {"pass": "green", "fail": "red", "bad input": "red", "error": "red", "cannot judge": "magenta"}
+    colours = {
+        "pass": "green",
+        "fail": "red",
+        "bad input": "red",
+        "error": "red",
+        "cannot judge": "magenta",
+    }
     table = Table(title=f"mmport verify: {len(outcomes)} ports")
     table.add_column("port", overflow="fold")
     table.add_column("ref", overflow="fold")
@@ -240,7 +471,13 @@ def manifest_table(outcomes, *, workers: int, wall: float) -> Table:
     table.add_column("seconds", justify="right")
     for o in outcomes:
         detail = ", ".join(o.failing) if o.failing else o.error or "; ".join(o.unjudged)
-        table.add_row(escape(o.entry.label), escape(o.entry.ref), f"[{colours[o.verdict]}]{o.verdict}[/]", escape(detail), f"{o.seconds:.1f}")
+        table.add_row(
+            escape(o.entry.label),
+            escape(o.entry.ref),
+            f"[{colours[o.verdict]}]{o.verdict}[/]",
+            escape(detail),
+            f"{o.seconds:.1f}",
+        )
     passed = sum(o.verdict == "pass" for o in outcomes)
     own = sum(o.seconds for o in outcomes)
     table.caption = f"{passed} / {len(outcomes)} pass; {wall:.1f} s wall on {workers} worker(s), {own:.1f} s of verify in all"

@@ -49,10 +49,19 @@ def retokenize_edges(
         left = 0
         while left < min(reach, len(ids)) and ids[-1 - left] not in special:
             left += 1
-        if index in edges and index != last_window and left and token_ids[index] not in special:
+        if (
+            index in edges
+            and index != last_window
+            and left
+            and token_ids[index] not in special
+        ):
             last_window = index
             end = index
-            while end < len(token_ids) and end - index < reach and token_ids[end] not in special:
+            while (
+                end < len(token_ids)
+                and end - index < reach
+                and token_ids[end] not in special
+            ):
                 end += 1
             window = ids[len(ids) - left :] + token_ids[index:end]
             joined = retokenize(window)
@@ -97,7 +106,9 @@ def _changed_span(
         return None
     same = min(len(window), len(joined))
     head = next((i for i in range(same) if window[i] != joined[i]), same)
-    tail = next((i for i in range(same - head) if window[-1 - i] != joined[-1 - i]), same - head)
+    tail = next(
+        (i for i in range(same - head) if window[-1 - i] != joined[-1 - i]), same - head
+    )
     if len(joined) == head + tail or not (head or opened) or not (tail or closed):
         return None
     if not head <= left <= len(window) - tail:
@@ -109,4 +120,6 @@ def port_source() -> str:
     """The source of the functions a generated port carries to follow this rule."""
     import inspect
 
-    return "\n\n".join(inspect.getsource(function) for function in (retokenize_edges, _changed_span))
+    return "\n\n".join(
+        inspect.getsource(function) for function in (retokenize_edges, _changed_span)
+    )

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EMBEDDING_FIELDS", "MODALITIES", "make_audio", "make_image", "make_video", "video_metadata"]
+__all__ = [
+    "EMBEDDING_FIELDS",
+    "MODALITIES",
+    "make_audio",
+    "make_image",
+    "make_video",
+    "video_metadata",
+]
 
 # The modalities mmport ports, in the order they are reported.
 MODALITIES = ("image", "video", "audio")
@@ -25,7 +32,11 @@ MODALITIES = ("image", "video", "audio")
 # ``audio_lengths`` of ``_get_num_multimodal_tokens``), and a video's frame rate.
 EMBEDDING_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "image": (("image_embeds", "values"), ("image_size", "metadata")),
-    "video": (("video_embeds", "values"), ("video_size", "metadata"), ("video_fps", "metadata")),
+    "video": (
+        ("video_embeds", "values"),
+        ("video_size", "metadata"),
+        ("video_fps", "metadata"),
+    ),
     "audio": (("audio_embeds", "values"), ("audio_length", "metadata")),
 }
 
@@ -36,7 +47,9 @@ def make_image(width: int, height: int, seed: int) -> Any:
     from PIL import Image
 
     rng = np.random.default_rng(seed)
-    return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8), "RGB")
+    return Image.fromarray(
+        rng.integers(0, 256, (height, width, 3), dtype=np.uint8), "RGB"
+    )
 
 
 def make_video(num_frames: int, width: int, height: int, seed: int) -> Any:
@@ -47,7 +60,9 @@ def make_video(num_frames: int, width: int, height: int, seed: int) -> Any:
     return rng.integers(0, 256, (num_frames, height, width, 3), dtype=np.uint8)
 
 
-def video_metadata(num_frames: int, width: int, height: int, fps: float) -> dict[str, Any]:
+def video_metadata(
+    num_frames: int, width: int, height: int, fps: float
+) -> dict[str, Any]:
     """The metadata vLLM's video loader gives frames it sampled itself (every frame kept)."""
     return {
         "total_num_frames": num_frames,

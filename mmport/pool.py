@@ -60,6 +60,7 @@ class _Worker:
         """The worker's stdout: a pipe, as :meth:`WorkerPool._start` opens it."""
         assert self.process.stdout is not None
         return self.process.stdout
+
     buffer: bytes = field(default=b"")
 
 
@@ -67,7 +68,13 @@ class WorkerPool:
     """Runs jobs on ``jobs`` workers started with ``command``; see the module docstring."""
 
     def __init__(
-        self, command: list[str], *, jobs: int, time_limit: float, cwd: str | None = None, env: dict[str, str] | None = None
+        self,
+        command: list[str],
+        *,
+        jobs: int,
+        time_limit: float,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.command = command
         self.jobs = max(1, jobs)
@@ -79,7 +86,13 @@ class WorkerPool:
     def _start(self) -> _Worker:
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as its worker; _stop closes it
         process = subprocess.Popen(
-            self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=self.cwd, env=self.env, bufsize=0
+            self.command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=self.cwd,
+            env=self.env,
+            bufsize=0,
         )
         worker = _Worker(process, stderr)
         self._selector.register(worker.stdout, selectors.EVENT_READ, worker)
@@ -106,7 +119,9 @@ class WorkerPool:
         lines = worker.stderr.read().decode(errors="replace").strip().splitlines()
         return lines[-1] if lines else "no output"
 
-    def run(self, jobs: list[Any], on_start: Callable[[Any], None] | None = None) -> Iterator[tuple[Any, Any]]:
+    def run(
+        self, jobs: list[Any], on_start: Callable[[Any], None] | None = None
+    ) -> Iterator[tuple[Any, Any]]:
         """Yield ``(job, answer)`` as jobs finish; an answer is the worker's JSON or a WorkerFailure."""
         pending = list(reversed(jobs))
         workers = [self._start() for _ in range(min(self.jobs, len(jobs)))]
@@ -128,15 +143,26 @@ class WorkerPool:
         else:
             worker.job = None
 
-    def _wait(self, workers: list[_Worker], pending: list[Any], on_start) -> Iterator[tuple[Any, Any]]:
+    def _wait(
+        self, workers: list[_Worker], pending: list[Any], on_start
+    ) -> Iterator[tuple[Any, Any]]:
         busy = [w for w in workers if w.job is not None]
         deadline = min(w.started for w in busy) + self.time_limit
-        for key, _ in self._selector.select(timeout=max(0.0, deadline - time.perf_counter())):
+        for key, _ in self._selector.select(
+            timeout=max(0.0, deadline - time.perf_counter())
+        ):
             worker = key.data
             chunk = os.read(worker.process.stdout.fileno(), 1 << 16)
             if not chunk:  # the worker died
                 if worker.job is not None:
-                    yield worker.job, WorkerFailure("crash", self._stderr_tail(worker), time.perf_counter() - worker.started)
+                    yield (
+                        worker.job,
+                        WorkerFailure(
+                            "crash",
+                            self._stderr_tail(worker),
+                            time.perf_counter() - worker.started,
+                        ),
+                    )
                 self._replace(workers, worker, pending, on_start)
                 continue
             worker.buffer += chunk
@@ -145,11 +171,22 @@ class WorkerPool:
                 yield worker.job, json.loads(line)
                 self._next(worker, pending, on_start)
         now = time.perf_counter()
-        for worker in [w for w in workers if w.job is not None and now - w.started > self.time_limit]:
-            yield worker.job, WorkerFailure("timeout", f"over {self.time_limit:.0f} s", now - worker.started)
+        for worker in [
+            w
+            for w in workers
+            if w.job is not None and now - w.started > self.time_limit
+        ]:
+            yield (
+                worker.job,
+                WorkerFailure(
+                    "timeout", f"over {self.time_limit:.0f} s", now - worker.started
+                ),
+            )
             self._replace(workers, worker, pending, on_start)
 
-    def _replace(self, workers: list[_Worker], worker: _Worker, pending: list[Any], on_start) -> None:
+    def _replace(
+        self, workers: list[_Worker], worker: _Worker, pending: list[Any], on_start
+    ) -> None:
         """Stop ``worker``; a fresh one takes the next job, if any is left."""
         self._stop(worker)
         worker.job = None
@@ -159,7 +196,9 @@ class WorkerPool:
             self._next(fresh, pending, on_start)
 
 
-def serve(handle: Callable[[Any], Any], warm_up: Callable[[], None] = lambda: None) -> None:
+def serve(
+    handle: Callable[[Any], Any], warm_up: Callable[[], None] = lambda: None
+) -> None:
     """The worker's side: answer each JSON line on stdin with ``handle(job)`` as a JSON line.
 
     Anything else written to stdout (libraries print) goes to stderr instead.

@@ -30,16 +30,56 @@ DEFAULT_DURATIONS = ".mmport_durations.json"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """The ``mmport`` option group (cheap: options only, nothing is imported)."""
-    group = parser.getgroup("mmport", "mmport: verify the ports of a [tool.mmport] manifest")
-    group.addoption("--mmport-manifest", metavar="PATH", help="A pyproject.toml with a [tool.mmport] table, or a directory of generated ports.")
-    group.addoption("--mmport-shard", metavar="K/N", help="Run only the K-th of N shards of the manifest's ports (1 <= K <= N).")
-    group.addoption("--mmport-probes", type=int, default=8, metavar="N", help="Seeded probe cases per port (default 8).")
-    group.addoption("--mmport-seed", type=int, default=0, help="Seed for the probes (default 0).")
-    group.addoption("--mmport-settings", type=int, default=3, metavar="N", help="Request settings drawn per modality (default 3; 0: defaults only).")
-    group.addoption("--mmport-backend", default="auto", help="auto (real vLLM when importable), vllm or bundled.")
-    group.addoption("--mmport-durations", metavar="PATH", help=f"Per-port durations that balance shards (default: {DEFAULT_DURATIONS} in the rootdir).")
-    group.addoption("--mmport-store-durations", action="store_true", help="Write this run's per-port durations into the durations file.")
-    parser.addini("mmport_durations", f"Per-port durations file that balances --mmport-shard (default {DEFAULT_DURATIONS}).", default=DEFAULT_DURATIONS)
+    group = parser.getgroup(
+        "mmport", "mmport: verify the ports of a [tool.mmport] manifest"
+    )
+    group.addoption(
+        "--mmport-manifest",
+        metavar="PATH",
+        help="A pyproject.toml with a [tool.mmport] table, or a directory of generated ports.",
+    )
+    group.addoption(
+        "--mmport-shard",
+        metavar="K/N",
+        help="Run only the K-th of N shards of the manifest's ports (1 <= K <= N).",
+    )
+    group.addoption(
+        "--mmport-probes",
+        type=int,
+        default=8,
+        metavar="N",
+        help="Seeded probe cases per port (default 8).",
+    )
+    group.addoption(
+        "--mmport-seed", type=int, default=0, help="Seed for the probes (default 0)."
+    )
+    group.addoption(
+        "--mmport-settings",
+        type=int,
+        default=3,
+        metavar="N",
+        help="Request settings drawn per modality (default 3; 0: defaults only).",
+    )
+    group.addoption(
+        "--mmport-backend",
+        default="auto",
+        help="auto (real vLLM when importable), vllm or bundled.",
+    )
+    group.addoption(
+        "--mmport-durations",
+        metavar="PATH",
+        help=f"Per-port durations that balance shards (default: {DEFAULT_DURATIONS} in the rootdir).",
+    )
+    group.addoption(
+        "--mmport-store-durations",
+        action="store_true",
+        help="Write this run's per-port durations into the durations file.",
+    )
+    parser.addini(
+        "mmport_durations",
+        f"Per-port durations file that balances --mmport-shard (default {DEFAULT_DURATIONS}).",
+        default=DEFAULT_DURATIONS,
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,7 +87,9 @@ def pytest_configure(config: pytest.Config) -> None:
     manifest = find_manifest(config)
     if manifest is None:
         if config.getoption("mmport_shard"):
-            raise pytest.UsageError("--mmport-shard needs a manifest: add a [tool.mmport] table to pyproject.toml, or pass --mmport-manifest PATH")
+            raise pytest.UsageError(
+                "--mmport-shard needs a manifest: add a [tool.mmport] table to pyproject.toml, or pass --mmport-manifest PATH"
+            )
         return
     from mmport.testing.plugin import ManifestPlugin
 

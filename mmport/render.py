@@ -62,7 +62,9 @@ def _environment() -> jinja2.Environment:
     # A dotted name (``use_image_id``, ``processor.flag``) needs no parentheses after ``not``.
     # The port's step at item edges is the very function the analysis ran (mmport.edgetokens).
     env.globals["retokenize_edges_source"] = port_source()
-    env.tests["identifier"] = lambda value: all(part.isidentifier() for part in value.split("."))
+    env.tests["identifier"] = lambda value: all(
+        part.isidentifier() for part in value.split(".")
+    )
     return env
 
 
@@ -76,15 +78,25 @@ def _import_sorted(lines, stdlib: bool) -> list[str]:
     plain: set[str] = set()
     names: dict[str, set[str]] = {}
     for line in lines:
-        if (_import_module(line).partition(".")[0] in sys.stdlib_module_names) != stdlib:
+        if (
+            _import_module(line).partition(".")[0] in sys.stdlib_module_names
+        ) != stdlib:
             continue
         if line.startswith("from "):
             module, _, imported = line[len("from ") :].partition(" import ")
-            names.setdefault(module, set()).update(n.strip() for n in imported.split(","))
+            names.setdefault(module, set()).update(
+                n.strip() for n in imported.split(",")
+            )
         else:
             plain.add(line)
-    merged = plain | {f"from {module} import {', '.join(sorted(found))}" for module, found in names.items()}
-    return sorted(merged, key=lambda line: (line.startswith("from "), _import_module(line).lower(), line))
+    merged = plain | {
+        f"from {module} import {', '.join(sorted(found))}"
+        for module, found in names.items()
+    }
+    return sorted(
+        merged,
+        key=lambda line: (line.startswith("from "), _import_module(line).lower(), line),
+    )
 
 
 def render_port(spec: PortSpec) -> list[RenderedFile]:
@@ -95,13 +107,17 @@ def render_port(spec: PortSpec) -> list[RenderedFile]:
         try:
             text = _environment().get_template(template).render(spec=spec)
         except jinja2.TemplateError as exc:
-            raise RenderError(f"template {template} failed for {spec.model_type}: {exc}") from None
+            raise RenderError(
+                f"template {template} failed for {spec.model_type}: {exc}"
+            ) from None
         # Optional template blocks leave blank-line runs; PEP 8 allows two at most.
         text = re.sub(r"\n{4,}", "\n\n\n", text)
         try:
             compile(text, name, "exec")
         except SyntaxError as exc:
-            raise RenderError(f"rendered {name} does not compile (line {exc.lineno}): {exc.msg}") from None
+            raise RenderError(
+                f"rendered {name} does not compile (line {exc.lineno}): {exc.msg}"
+            ) from None
         files.append(RenderedFile(name, _formatted(text, name)))
     return files
 
@@ -110,22 +126,37 @@ def _formatted(text: str, name: str) -> str:
     """``text`` as ``ruff format`` lays it out at vLLM's line length (no user config read)."""
     from ruff.__main__ import find_ruff_bin
 
-    command = [find_ruff_bin(), "format", "--isolated", f"--line-length={LINE_LENGTH}", f"--stdin-filename={name}", "-"]
+    command = [
+        find_ruff_bin(),
+        "format",
+        "--isolated",
+        f"--line-length={LINE_LENGTH}",
+        f"--stdin-filename={name}",
+        "-",
+    ]
     try:
-        done = subprocess.run(command, input=text, capture_output=True, text=True, check=True, timeout=60)
+        done = subprocess.run(
+            command, input=text, capture_output=True, text=True, check=True, timeout=60
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         raise RenderError(f"ruff could not format the rendered {name}: {exc}") from None
     return done.stdout
 
 
-def write_files(files: list[RenderedFile], directory: Path, *, force: bool = False) -> list[Path]:
+def write_files(
+    files: list[RenderedFile], directory: Path, *, force: bool = False
+) -> list[Path]:
     """Write ``files`` into ``directory``; refuse to overwrite unless ``force``."""
     if directory.exists() and not directory.is_dir():
-        raise OutputExistsError(f"'{directory}' exists and is not a directory; choose another -o")
+        raise OutputExistsError(
+            f"'{directory}' exists and is not a directory; choose another -o"
+        )
     existing = [directory / f.name for f in files if (directory / f.name).exists()]
     if existing and not force:
         names = ", ".join(str(p) for p in existing)
-        raise OutputExistsError(f"{names} already exist; pass --force to overwrite them")
+        raise OutputExistsError(
+            f"{names} already exist; pass --force to overwrite them"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     staged = []
     try:

@@ -136,7 +136,9 @@ class CountRule:
     def switched_reads(self) -> tuple[tuple[str, Source], ...]:
         """``(key, source)`` of each read that is HF's constant while a switch is off and
         otherwise what HF's preprocessing gives a blank image of the item's size."""
-        return tuple((key, source) for key, kind, source in self.item_reads if kind == "constant")
+        return tuple(
+            (key, source) for key, kind, source in self.item_reads if kind == "constant"
+        )
 
 
 @dataclass(frozen=True)
@@ -391,7 +393,9 @@ class EncoderModule:
     """One module HF's image path runs, and the constructor line that builds it."""
 
     attr: str
-    code: str  # the right-hand side, e.g. ``AutoModel.from_config(config.vision_config)``
+    code: (
+        str  # the right-hand side, e.g. ``AutoModel.from_config(config.vision_config)``
+    )
     source: Source
     setup: tuple[str, ...] = ()  # local statements of HF's constructor the line reads
 
@@ -475,7 +479,9 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Source):
         return str(value)
     if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+        }
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value

@@ -22,7 +22,11 @@ os.environ["COLUMNS"] = "200"
 
 
 def pytest_addoption(parser) -> None:
-    parser.addoption("--update-golden", action="store_true", help="Rewrite tests/golden from the current templates, and mmport/launch/pages.py from the CLI.")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="Rewrite tests/golden from the current templates, and mmport/launch/pages.py from the CLI.",
+    )
 
 
 def pytest_configure(config) -> None:
@@ -35,11 +39,17 @@ def pytest_configure(config) -> None:
     if os.environ.get("MMPORT_CACHE"):
         return
     cache = getattr(config, "cache", None)
-    directory = cache.mkdir("mmport-snapshots") if cache is not None else tempfile.mkdtemp(prefix="mmport-test-cache-")
+    directory = (
+        cache.mkdir("mmport-snapshots")
+        if cache is not None
+        else tempfile.mkdtemp(prefix="mmport-test-cache-")
+    )
     os.environ["MMPORT_CACHE"] = str(directory)
 
 
-def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, env: dict | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     """Run ``python -m mmport ARGS`` in a fresh interpreter, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "mmport", *args],
@@ -60,7 +70,9 @@ def invoke(*args: str) -> subprocess.CompletedProcess:
     result = CliRunner().invoke(app, list(args))
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception  # an unexpected error: show its traceback in the test
-    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+    return subprocess.CompletedProcess(
+        args, result.exit_code, result.stdout, result.stderr
+    )
 
 
 def scaffold_port(ref: str, out: Path) -> Path:
@@ -74,7 +86,9 @@ def scaffold_port(ref: str, out: Path) -> Path:
     return out / f"{spec.module_name}_processing.py"
 
 
-def verify_report(ref: str, port: Path, *, probes: int = 6, **options) -> tuple[int, dict]:
+def verify_report(
+    ref: str, port: Path, *, probes: int = 6, **options
+) -> tuple[int, dict]:
     """``mmport verify`` in this process: (exit code as the CLI gives it, the JSON report as a dict).
 
     One drawn request setting per modality unless told otherwise, as the
@@ -90,10 +104,14 @@ def verify_report(ref: str, port: Path, *, probes: int = 6, **options) -> tuple[
 
 def failed_checks(report: dict) -> set[str]:
     """The names of the checks a JSON report says failed."""
-    return {name for name, check in report["checks"].items() if check["status"] == "fail"}
+    return {
+        name for name, check in report["checks"].items() if check["status"] == "fail"
+    }
 
 
-def mutated_port(port_dir: Path, model_type: str, old: str, new: str, tmp_path: Path) -> Path:
+def mutated_port(
+    port_dir: Path, model_type: str, old: str, new: str, tmp_path: Path
+) -> Path:
     """The generated port of ``model_type`` with ``old`` replaced by ``new`` (which must occur)."""
     name = f"{re.sub(r'[^0-9A-Za-z_]', '_', model_type)}_processing.py"  # blip-2 renders blip_2_processing.py
     source = (port_dir / name).read_text()

@@ -110,7 +110,10 @@ def qwen2_vl_pixels_snapshot(directory: Path) -> Path:
     """Qwen2-VL with a checkpoint's own pixel budget (min 128, max 256 merged tokens)."""
 
     def processor(data):
-        data["image_processor"]["size"] = {"shortest_edge": 128 * 28 * 28, "longest_edge": 256 * 28 * 28}
+        data["image_processor"]["size"] = {
+            "shortest_edge": 128 * 28 * 28,
+            "longest_edge": 256 * 28 * 28,
+        }
 
     return _variant("qwen2_vl", directory, processor=processor)
 
@@ -147,8 +150,15 @@ def colpali_bos_snapshot(directory: Path) -> Path:
         bos_id = next(t["id"] for t in data["added_tokens"] if t["content"] == bos)
         data["post_processor"] = {
             "type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "single": [
+                {"SpecialToken": {"id": bos, "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+            ],
+            "pair": [
+                {"SpecialToken": {"id": bos, "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"Sequence": {"id": "B", "type_id": 1}},
+            ],
             "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}},
         }
 
@@ -160,7 +170,10 @@ def qwen2_vl_video_budget_snapshot(directory: Path) -> Path:
     """Qwen2-VL whose video processor keeps its own, smaller pixel budget (32 to 128 merged tokens a frame pair)."""
 
     def processor(data):
-        data["video_processor"]["size"] = {"shortest_edge": 32 * 28 * 28, "longest_edge": 128 * 28 * 28}
+        data["video_processor"]["size"] = {
+            "shortest_edge": 32 * 28 * 28,
+            "longest_edge": 128 * 28 * 28,
+        }
 
     return _variant("qwen2_vl", directory, processor=processor)
 
@@ -169,7 +182,10 @@ def qwen3_vl_video_budget_snapshot(directory: Path) -> Path:
     """Qwen3-VL with another video pixel budget and a frame cap of 64."""
 
     def processor(data):
-        data["video_processor"]["size"] = {"shortest_edge": 64 * 32 * 32, "longest_edge": 512 * 32 * 32}
+        data["video_processor"]["size"] = {
+            "shortest_edge": 64 * 32 * 32,
+            "longest_edge": 512 * 32 * 32,
+        }
         data["video_processor"]["max_frames"] = 64
 
     return _variant("qwen3_vl", directory, processor=processor)
@@ -179,7 +195,9 @@ def qwen2_audio_128_mel_snapshot(directory: Path) -> Path:
     """Qwen2-Audio with 128 mel bins and 15 s windows (Whisper large-v3 style features)."""
 
     def processor(data):
-        data["feature_extractor"].update(feature_size=128, chunk_length=15, n_samples=240_000, nb_max_frames=1500)
+        data["feature_extractor"].update(
+            feature_size=128, chunk_length=15, n_samples=240_000, nb_max_frames=1500
+        )
 
     def config(data):
         data["audio_config"]["num_mel_bins"] = 128

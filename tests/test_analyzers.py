@@ -75,7 +75,9 @@ INVALID_READS_MORE = """
 def test_grid_count_keeps_statements_and_uses_geometry(tmp_path) -> None:
     facts = analyze_replacement(_load(tmp_path, VALID_GRID))
     assert facts.token_attr == "image_token"
-    assert facts.count.statements == ("n = (height // processor.patch_size) * (width // processor.patch_size)",)
+    assert facts.count.statements == (
+        "n = (height // processor.patch_size) * (width // processor.patch_size)",
+    )
     assert facts.count.result == "n"
     assert facts.count.uses_geometry
     assert facts.count.source.line == 3
@@ -92,14 +94,14 @@ def test_count_reading_more_than_geometry_is_refused(tmp_path) -> None:
         analyze_replacement(_load(tmp_path, INVALID_READS_MORE))
 
 
-INSERTING = '''
+INSERTING = """
     IMAGE_TOKEN = "<image>"
     class Proc:
         def __init__(self, tokenizer):
             tokenizer.add_bos_token = False
         def prepare_inputs_layout(self, images=None, text=None):
             return [f"{IMAGE_TOKEN * len(images)}{self.tokenizer.bos_token}{prompt}\\n" for prompt in text]
-'''
+"""
 
 
 def test_layout_fstring_means_insertion(tmp_path) -> None:
@@ -117,7 +119,7 @@ def test_plain_processor_replaces_placeholder(tmp_path) -> None:
 
 
 # ColPali: its own prompt holds the placeholder and "<bos>"; the tokenizer's is off.
-REPLACING_WITHOUT_BOS = '''
+REPLACING_WITHOUT_BOS = """
     class Proc:
         def __init__(self, tokenizer):
             tokenizer.add_bos_token = False
@@ -125,7 +127,7 @@ REPLACING_WITHOUT_BOS = '''
             return images, [f"{self.image_token}{self.tokenizer.bos_token}{self.visual_prompt_prefix}\\n"]
         def replace_image_token(self, image_inputs, image_idx):
             return self.image_token * self.image_seq_length
-'''
+"""
 
 
 def test_bos_switch_holds_for_a_replacing_layout(tmp_path) -> None:
@@ -135,7 +137,7 @@ def test_bos_switch_holds_for_a_replacing_layout(tmp_path) -> None:
     assert update.special_tokens_source.line == 4
 
 
-ANYRES = '''
+ANYRES = """
     import math
 
     class ImageProc:
@@ -156,7 +158,7 @@ ANYRES = '''
 
         def _tiles(self, height, width):
             return math.ceil(height / self.tile) * math.ceil(width / self.tile)
-'''
+"""
 
 PATCH_GRID = """
     class ImageProc:
@@ -185,13 +187,16 @@ RESIZED_IMAGE_PROC = """
             return BatchFeature(data={"pixel_values": resized, "image_sizes": image_sizes})
 """
 
-INVALID_RESIZED_SIZES = RESIZED_IMAGE_PROC + """
+INVALID_RESIZED_SIZES = (
+    RESIZED_IMAGE_PROC
+    + """
 
     class Proc:
         def replace_image_token(self, image_inputs, image_idx):
             height, width = image_inputs["image_sizes"][image_idx]
             return self.image_token * (height // 16)
 """
+)
 
 
 def test_original_size_read_becomes_the_item_size_and_helpers_travel(tmp_path) -> None:
@@ -208,7 +213,9 @@ def test_original_size_read_becomes_the_item_size_and_helpers_travel(tmp_path) -
     assert [h.name for h in count.helpers] == ["_tiles"]
     assert count.helpers[0].code.startswith("def _tiles(processor, height, width):")
     assert count.imports == ("import math",)
-    assert [(key, kind, source.line) for key, kind, source in count.item_reads] == [("image_sizes", "size", 8)]
+    assert [(key, kind, source.line) for key, kind, source in count.item_reads] == [
+        ("image_sizes", "size", 8)
+    ]
 
 
 def test_patch_grid_product_becomes_the_image_processors_patch_count(tmp_path) -> None:
@@ -222,17 +229,25 @@ def test_patch_grid_product_becomes_the_image_processors_patch_count(tmp_path) -
         "// processor.image_processor.merge_size**2",
     )
     assert [h.owner for h in count.helpers] == ["ImageProc.get_number_of_image_patches"]
-    assert count.helpers[0].code.startswith("def get_number_of_image_patches(image_processor, height, width")
+    assert count.helpers[0].code.startswith(
+        "def get_number_of_image_patches(image_processor, height, width"
+    )
 
 
 def test_sizes_of_resized_images_are_not_taken_for_the_original(tmp_path) -> None:
     # These sizes are the processed ones: the count stays a processed-geometry
     # rule (refused unless the image processor fixes that size), never the item's.
     proc = _load(tmp_path, INVALID_RESIZED_SIZES)
-    count = analyze_replacement(proc, "image", sys.modules[proc.__module__].ImageProc).count
+    count = analyze_replacement(
+        proc, "image", sys.modules[proc.__module__].ImageProc
+    ).count
     assert not count.size_dependent and not count.item_reads
     assert count.uses_geometry
-PATCHES_AFTER_RESIZE = RESIZED_IMAGE_PROC + """
+
+
+PATCHES_AFTER_RESIZE = (
+    RESIZED_IMAGE_PROC
+    + """
         def get_number_of_image_patches(self, height, width, images_kwargs=None):
             images_kwargs = images_kwargs or {}
             longest = images_kwargs.get("longest", self.longest)
@@ -245,30 +260,44 @@ PATCHES_AFTER_RESIZE = RESIZED_IMAGE_PROC + """
             height, width = image_inputs["image_sizes"][image_idx]
             return (self.image_token * (width // 16) + "\\n") * (height // 16)
 """
+)
 
 
-def test_sizes_of_resized_images_follow_the_resize_the_patch_count_makes(tmp_path) -> None:
+def test_sizes_of_resized_images_follow_the_resize_the_patch_count_makes(
+    tmp_path,
+) -> None:
     # The same processed sizes, where get_number_of_image_patches resizes
     # height and width before counting: that resize is the processed size.
     proc = _load(tmp_path, PATCHES_AFTER_RESIZE)
     image_proc = sys.modules[proc.__module__].ImageProc
     count = analyze_replacement_text(proc, image_proc)
-    assert [(key, kind) for key, kind, _ in count.item_reads] == [("image_sizes", "resized")]
-    assert [h.name for h in count.helpers] == ["resized_image_size"]  # the count itself is not carried
+    assert [(key, kind) for key, kind, _ in count.item_reads] == [
+        ("image_sizes", "resized")
+    ]
+    assert [h.name for h in count.helpers] == [
+        "resized_image_size"
+    ]  # the count itself is not carried
     namespace = _port_functions(count)
-    stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(longest=64))
+    stub = types.SimpleNamespace(
+        image_token="x", image_processor=types.SimpleNamespace(longest=64)
+    )
     for height, width in ((32, 48), (300, 90)):
         # The image processor's patch count is what the port's layout must add up to.
-        patches = image_proc.get_number_of_image_patches(stub.image_processor, height, width)
-        assert namespace["replace_image_token"](stub, stub, height, width).count("x") == patches
+        patches = image_proc.get_number_of_image_patches(
+            stub.image_processor, height, width
+        )
+        assert (
+            namespace["replace_image_token"](stub, stub, height, width).count("x")
+            == patches
+        )
 
 
-APPENDS_SEP = '''
+APPENDS_SEP = """
     class Proc:
         def __call__(self, images=None, text=None, **kwargs):
             text = [f"{sample}{self.tokenizer.sep_token}" for sample in text]
             return text
-'''
+"""
 
 
 def test_call_appending_tokenizer_tokens_gives_suffix_tokens(tmp_path) -> None:
@@ -277,7 +306,7 @@ def test_call_appending_tokenizer_tokens_gives_suffix_tokens(tmp_path) -> None:
     assert update.suffix_source.line == 4
 
 
-PREPENDS_BOS_IN_LAYOUT = '''
+PREPENDS_BOS_IN_LAYOUT = """
     class Proc:
         def __init__(self, tokenizer):
             self.bos_token = tokenizer.bos_token
@@ -285,45 +314,55 @@ PREPENDS_BOS_IN_LAYOUT = '''
             if text is not None and kwargs.get("add_special_tokens", True):
                 text = [f"{self.bos_token}{sample}" for sample in text]
             return images, text
-'''
+"""
 
-PREPENDS_BOS_UNLESS_PRESENT = '''
+PREPENDS_BOS_UNLESS_PRESENT = """
     class Proc:
         def __call__(self, images=None, text=None, **kwargs):
             bos_token = self.tokenizer.bos_token or self.tokenizer.eos_token
             if text is not None:
                 text = [prompt if prompt.startswith(bos_token) else bos_token + prompt for prompt in text]
             return text
-'''
+"""
 
-PREPENDS_IMAGE_TOKEN = '''
+PREPENDS_IMAGE_TOKEN = """
     class Proc:
         def __init__(self, tokenizer):
             self.image_token = tokenizer.image_token
         def prepare_inputs_layout(self, images=None, text=None, **kwargs):
             return images, [f"{self.image_token}{sample}" for sample in text]
-'''
+"""
 
 
 def test_layout_prepending_bos_read_through_the_constructor(tmp_path) -> None:
     prefix = analyze_text_prefix(_load(tmp_path, PREPENDS_BOS_IN_LAYOUT))
-    assert (prefix.tokens, prefix.unless, prefix.only_with_special_tokens) == (("bos_token",), "", True)
+    assert (prefix.tokens, prefix.unless, prefix.only_with_special_tokens) == (
+        ("bos_token",),
+        "",
+        True,
+    )
     assert prefix.source.line == 7
 
 
 def test_call_prepending_bos_unless_present_falls_back_to_eos(tmp_path) -> None:
     proc = _load(tmp_path, PREPENDS_BOS_UNLESS_PRESENT)
     prefix = analyze_text_prefix(proc)
-    assert (prefix.tokens, prefix.unless, prefix.only_with_special_tokens) == (("bos_token", "eos_token"), "starts_with", False)
+    assert (prefix.tokens, prefix.unless, prefix.only_with_special_tokens) == (
+        ("bos_token", "eos_token"),
+        "starts_with",
+        False,
+    )
     assert analyze_layout(proc, Source("x", 1)).prefix == prefix
 
 
-def test_prepending_a_token_that_is_not_a_special_token_is_no_text_prefix(tmp_path) -> None:
+def test_prepending_a_token_that_is_not_a_special_token_is_no_text_prefix(
+    tmp_path,
+) -> None:
     assert analyze_text_prefix(_load(tmp_path, PREPENDS_IMAGE_TOKEN)) is None
     assert analyze_text_prefix(_load(tmp_path, APPENDS_SEP)) is None
 
 
-PREPENDS_BLOCK = '''
+PREPENDS_BLOCK = """
     class Proc:
         def __call__(self, images=None, text=None, **kwargs):
             text_encoding = self.tokenizer(text)
@@ -333,7 +372,7 @@ PREPENDS_BLOCK = '''
                 for k in text_encoding:
                     text_encoding[k] = [image_text_encoding[k] + sample for sample in text_encoding[k]]
             return text_encoding
-'''
+"""
 
 
 def test_call_block_before_the_sample_is_inserted_at_start(tmp_path) -> None:
@@ -345,7 +384,9 @@ def test_call_block_before_the_sample_is_inserted_at_start(tmp_path) -> None:
 
 
 def test_call_block_after_the_sample_is_inserted_at_end(tmp_path) -> None:
-    source = PREPENDS_BLOCK.replace("image_text_encoding[k] + sample", "sample + image_text_encoding[k]")
+    source = PREPENDS_BLOCK.replace(
+        "image_text_encoding[k] + sample", "sample + image_text_encoding[k]"
+    )
     assert analyze_call_block(_load(tmp_path, source)).update.target == "end"
 
 
@@ -355,7 +396,7 @@ def test_call_without_block_is_refused(tmp_path) -> None:
 
 
 # InstructBLIP-Video: the token stands in a product; the other factors are the count.
-PREPENDS_VIDEO_PRODUCT = '''
+PREPENDS_VIDEO_PRODUCT = """
     class Proc:
         def __call__(self, images=None, text=None, **kwargs):
             text_encoding = self.tokenizer(text)
@@ -365,7 +406,7 @@ PREPENDS_VIDEO_PRODUCT = '''
                 for k in text_encoding:
                     text_encoding[k] = [video_text_encoding[k] + sample for sample in text_encoding[k]]
             return text_encoding
-'''
+"""
 
 
 def test_call_block_reads_the_count_from_a_product_chain(tmp_path) -> None:
@@ -377,8 +418,14 @@ def test_call_block_reads_the_count_from_a_product_chain(tmp_path) -> None:
 
 
 def test_call_block_token_may_stand_between_factors(tmp_path) -> None:
-    source = PREPENDS_VIDEO_PRODUCT.replace("self.video_token.content * self.num_query_tokens * 4", "self.num_query_tokens * self.video_token * 4")
-    assert analyze_call_block(_load(tmp_path, source), "video").facts.count.result == "processor.num_query_tokens * 4"
+    source = PREPENDS_VIDEO_PRODUCT.replace(
+        "self.video_token.content * self.num_query_tokens * 4",
+        "self.num_query_tokens * self.video_token * 4",
+    )
+    assert (
+        analyze_call_block(_load(tmp_path, source), "video").facts.count.result
+        == "processor.num_query_tokens * 4"
+    )
 
 
 def test_call_block_of_another_modality_is_refused(tmp_path) -> None:
@@ -388,12 +435,14 @@ def test_call_block_of_another_modality_is_refused(tmp_path) -> None:
 
 def test_call_block_counted_per_item_is_refused(tmp_path) -> None:
     # CSM's shape: the count comes from each item (a local), not from the processor.
-    source = PREPENDS_VIDEO_PRODUCT.replace("self.num_query_tokens * 4", "num_video_tokens")
+    source = PREPENDS_VIDEO_PRODUCT.replace(
+        "self.num_query_tokens * 4", "num_video_tokens"
+    )
     with pytest.raises(AnalysisError):
         analyze_call_block(_load(tmp_path, source), "video")
 
 
-TAKES_VIDEOS_AS_IMAGES = '''
+TAKES_VIDEOS_AS_IMAGES = """
     VideoInput = list
 
     class Proc:
@@ -401,10 +450,12 @@ TAKES_VIDEOS_AS_IMAGES = '''
             text_encoding = self.tokenizer(text, **kwargs)
             encoding = self.video_processor(images, return_tensors=return_tensors)
             return encoding
-'''
+"""
 
 
-def test_videos_taken_under_another_parameter_reach_the_video_processor_alone(tmp_path) -> None:
+def test_videos_taken_under_another_parameter_reach_the_video_processor_alone(
+    tmp_path,
+) -> None:
     parameter = call_parameter(_load(tmp_path, TAKES_VIDEOS_AS_IMAGES), "video")
     assert (parameter.name, parameter.forwards_settings) == ("images", False)
     assert (parameter.source.line, parameter.call_source.line) == (5, 7)
@@ -412,13 +463,18 @@ def test_videos_taken_under_another_parameter_reach_the_video_processor_alone(tm
 
 def test_parameter_handed_to_the_video_processor_with_its_settings(tmp_path) -> None:
     # No annotation: the parameter is the one the video processor's call receives.
-    source = TAKES_VIDEOS_AS_IMAGES.replace("images: VideoInput | None", "clips").replace("(images, return_tensors=return_tensors)", "(clips, **kwargs)")
+    source = TAKES_VIDEOS_AS_IMAGES.replace(
+        "images: VideoInput | None", "clips"
+    ).replace("(images, return_tensors=return_tensors)", "(clips, **kwargs)")
     parameter = call_parameter(_load(tmp_path, source), "video")
     assert (parameter.name, parameter.forwards_settings) == ("clips", True)
 
 
 def test_usual_videos_parameter_is_no_call_parameter(tmp_path) -> None:
-    source = TAKES_VIDEOS_AS_IMAGES.replace("images: VideoInput | None = None", "images=None, videos: VideoInput | None = None")
+    source = TAKES_VIDEOS_AS_IMAGES.replace(
+        "images: VideoInput | None = None",
+        "images=None, videos: VideoInput | None = None",
+    )
     assert call_parameter(_load(tmp_path, source), "video") is None
 
 
@@ -482,14 +538,31 @@ def test_replacement_hook_travels_whole_with_its_reads_rewritten(tmp_path) -> No
     code = count.replacement.code
     # Rows come from the patch tuple; crops are 0 while pan-and-scan is off, and under it what
     # HF's image processor makes of a blank image of the item's size, as _process_images calls it.
-    assert code.startswith("def replace_image_token(processor, configured, image_height: int, image_width: int, **kwargs) -> str:")
-    assert "get_number_of_image_patches(configured.image_processor, image_height, image_width, kwargs)[1]" in code
-    assert 'preprocess_blank_image(processor.image_processor, image_height, image_width, kwargs)["num_crops"][0]' in code
-    assert 'if kwargs.get("do_pan_and_scan", getattr(processor.image_processor, "do_pan_and_scan", None)) else 0' in code
+    assert code.startswith(
+        "def replace_image_token(processor, configured, image_height: int, image_width: int, **kwargs) -> str:"
+    )
+    assert (
+        "get_number_of_image_patches(configured.image_processor, image_height, image_width, kwargs)[1]"
+        in code
+    )
+    assert (
+        'preprocess_blank_image(processor.image_processor, image_height, image_width, kwargs)["num_crops"][0]'
+        in code
+    )
+    assert (
+        'if kwargs.get("do_pan_and_scan", getattr(processor.image_processor, "do_pan_and_scan", None)) else 0'
+        in code
+    )
     assert "preprocess_blank_image" in {h.name for h in count.helpers}
-    assert count.preprocess_source.code == "processed_images = self.image_processor(images, **kwargs)"
+    assert (
+        count.preprocess_source.code
+        == "processed_images = self.image_processor(images, **kwargs)"
+    )
     assert "image_inputs" not in code and "docstring" not in code
-    assert {(key, kind) for key, kind, _ in count.item_reads} == {("rows", "item"), ("num_crops", "constant")}
+    assert {(key, kind) for key, kind, _ in count.item_reads} == {
+        ("rows", "item"),
+        ("num_crops", "constant"),
+    }
 
 
 def test_replacement_reading_the_processed_pixels_is_refused(tmp_path) -> None:
@@ -518,17 +591,25 @@ def test_named_patch_count_becomes_the_image_processors_count(tmp_path) -> None:
     proc = _load(tmp_path, NAMED_PATCH_COUNT)
     image_proc = sys.modules[proc.__module__].ImageProc
     count = analyze_replacement_text(proc, image_proc)
-    assert [(key, kind) for key, kind, _ in count.item_reads] == [("num_patches", "count")]
+    assert [(key, kind) for key, kind, _ in count.item_reads] == [
+        ("num_patches", "count")
+    ]
     namespace = _port_functions(count)
-    stub = types.SimpleNamespace(image_token="x", seq_len=2, image_processor=types.SimpleNamespace(tile=10))
+    stub = types.SimpleNamespace(
+        image_token="x", seq_len=2, image_processor=types.SimpleNamespace(tile=10)
+    )
     # The port's replacement follows the image processor's own count for each size.
     for height, width in ((10, 10), (35, 21)):
-        patches = image_proc.get_number_of_image_patches(stub.image_processor, height, width)
+        patches = image_proc.get_number_of_image_patches(
+            stub.image_processor, height, width
+        )
         text = namespace["replace_image_token"](stub, stub, height, width)
         assert text == "<img>" + "x" * 2 * patches + "</img>"
 
 
-RESIZED_SIZES = RESIZED_IMAGE_PROC + """
+RESIZED_SIZES = (
+    RESIZED_IMAGE_PROC
+    + """
 
     class Proc:
         def replace_image_token(self, image_inputs, image_idx, **kwargs):
@@ -545,20 +626,35 @@ RESIZED_SIZES = RESIZED_IMAGE_PROC + """
                     unused.append(resized_height)
             return unused
 """
+)
 
 
 def test_resized_sizes_follow_the_processors_token_api(tmp_path) -> None:
     proc, count = _analyzed_hook(tmp_path, RESIZED_SIZES)
-    assert [(key, kind) for key, kind, _ in count.item_reads] == [("image_sizes", "resized")]
+    assert [(key, kind) for key, kind, _ in count.item_reads] == [
+        ("image_sizes", "resized")
+    ]
     resized = next(h for h in count.helpers if h.name == "resized_image_size")
     # The loop-invariant slice travels (not the list the loop fills); the merged kwargs are the hook's.
-    assert "longest = images_kwargs.get" in resized.code and "unused" not in resized.code
-    assert "resized_image_size(configured, image_height, image_width, kwargs)" in count.replacement.code
+    assert (
+        "longest = images_kwargs.get" in resized.code and "unused" not in resized.code
+    )
+    assert (
+        "resized_image_size(configured, image_height, image_width, kwargs)"
+        in count.replacement.code
+    )
     namespace = _port_functions(count)
-    stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(longest=64))
+    stub = types.SimpleNamespace(
+        image_token="x", image_processor=types.SimpleNamespace(longest=64)
+    )
     for height, width in ((32, 48), (300, 90)):
-        fitted = min(height, 64), min(width, 64)  # the HF loop's resize, for these sizes
-        assert namespace["replace_image_token"](stub, stub, height, width) == ("x" * (fitted[1] // 16) + "\n") * (fitted[0] // 16)
+        fitted = (
+            min(height, 64),
+            min(width, 64),
+        )  # the HF loop's resize, for these sizes
+        assert namespace["replace_image_token"](stub, stub, height, width) == (
+            "x" * (fitted[1] // 16) + "\n"
+        ) * (fitted[0] // 16)
 
 
 TOKEN_COUNT_OUTPUT = """
@@ -584,14 +680,26 @@ TOKEN_COUNT_OUTPUT = """
 
 def test_output_named_as_a_token_count_is_the_token_apis_count(tmp_path) -> None:
     proc, count = _analyzed_hook(tmp_path, TOKEN_COUNT_OUTPUT)
-    assert [(key, kind) for key, kind, _ in count.item_reads] == [("num_soft_tokens_per_image", "tokens")]
+    assert [(key, kind) for key, kind, _ in count.item_reads] == [
+        ("num_soft_tokens_per_image", "tokens")
+    ]
     namespace = _port_functions(count)
-    stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(pool=8))
-    api = types.SimpleNamespace(_merge_kwargs=lambda **kw: {"images_kwargs": {}}, image_processor=stub.image_processor)
+    stub = types.SimpleNamespace(
+        image_token="x", image_processor=types.SimpleNamespace(pool=8)
+    )
+    api = types.SimpleNamespace(
+        _merge_kwargs=lambda **kw: {"images_kwargs": {}},
+        image_processor=stub.image_processor,
+    )
     for height, width in ((8, 8), (64, 20), (3, 3)):
         # HF's own token API on this size is the count the port must give.
-        expected = proc._get_num_multimodal_tokens(api, image_sizes=[(height, width)])[0]
-        assert namespace["replace_image_token"](stub, stub, height, width) == "<boi>" + "x" * expected + "<eoi>"
+        expected = proc._get_num_multimodal_tokens(api, image_sizes=[(height, width)])[
+            0
+        ]
+        assert (
+            namespace["replace_image_token"](stub, stub, height, width)
+            == "<boi>" + "x" * expected + "<eoi>"
+        )
 
 
 HOOK_ENTRY = """
@@ -616,18 +724,31 @@ HOOK_ENTRY = """
 """
 
 
-def test_entry_the_token_api_hands_the_hook_is_recomputed_from_the_size(tmp_path) -> None:
+def test_entry_the_token_api_hands_the_hook_is_recomputed_from_the_size(
+    tmp_path,
+) -> None:
     proc, count = _analyzed_hook(tmp_path, HOOK_ENTRY)
-    assert [(key, kind) for key, kind, _ in count.item_reads] == [("image_grids", "entry")]
+    assert [(key, kind) for key, kind, _ in count.item_reads] == [
+        ("image_grids", "entry")
+    ]
     entry = next(h for h in count.helpers if h.name == "image_grids_of_image")
     # The image processor method is transplanted, not called on HF's object.
-    assert "get_grid(processor.image_processor, height, width, images_kwargs)" in entry.code
+    assert (
+        "get_grid(processor.image_processor, height, width, images_kwargs)"
+        in entry.code
+    )
     assert any(h.name == "get_grid" for h in count.helpers)
     namespace = _port_functions(count)
-    stub = types.SimpleNamespace(image_token="x", image_processor=types.SimpleNamespace(tile=16))
+    stub = types.SimpleNamespace(
+        image_token="x", image_processor=types.SimpleNamespace(tile=16)
+    )
     for height, width in ((16, 16), (40, 17)):
-        grid, _ = sys.modules[proc.__module__].ImageProc.get_grid(stub.image_processor, height, width)
-        expected = proc.replace_image_token(stub, {"image_grids": [grid]}, 0)  # HF's hook on HF's entry
+        grid, _ = sys.modules[proc.__module__].ImageProc.get_grid(
+            stub.image_processor, height, width
+        )
+        expected = proc.replace_image_token(
+            stub, {"image_grids": [grid]}, 0
+        )  # HF's hook on HF's entry
         assert namespace["replace_image_token"](stub, stub, height, width) == expected
 
 
@@ -655,13 +776,23 @@ def test_output_counting_part_of_the_patch_count_subtracts_its_start(tmp_path) -
     proc = _load(tmp_path, PART_OF_COUNT)
     image_proc = sys.modules[proc.__module__].ImageProc
     rule = analyze_replacement(proc, image_processor_cls=image_proc).count
-    assert [(key, kind) for key, kind, _ in rule.item_reads] == [("num_local_patches", "part")]
+    assert [(key, kind) for key, kind, _ in rule.item_reads] == [
+        ("num_local_patches", "part")
+    ]
     assert rule.item_reads[0][2].code == "num_patches = 1  # global view"
-    assert "get_number_of_image_patches(configured.image_processor, image_height, image_width, {}) - 1" in "\n".join(rule.statements)
+    assert (
+        "get_number_of_image_patches(configured.image_processor, image_height, image_width, {}) - 1"
+        in "\n".join(rule.statements)
+    )
     # A variant that starts from 0 has no part to take away: the count is the whole output.
-    whole = _load(tmp_path, PART_OF_COUNT.replace("num_patches = 1  # global view", "num_patches = 0"))
+    whole = _load(
+        tmp_path,
+        PART_OF_COUNT.replace("num_patches = 1  # global view", "num_patches = 0"),
+    )
     with pytest.raises(AnalysisError):
-        analyze_replacement(whole, image_processor_cls=sys.modules[whole.__module__].ImageProc)
+        analyze_replacement(
+            whole, image_processor_cls=sys.modules[whole.__module__].ImageProc
+        )
 
 
 WRAPPED_PLACEHOLDER = """
@@ -691,10 +822,13 @@ def test_placeholder_demanded_between_wrappers_is_written_wrapped(tmp_path) -> N
     proc().validate_inputs(text=[f"a {placeholder} b"])
     with pytest.raises(ValueError):
         proc().validate_inputs(text=[f"a {proc.image_token} b"])
-    assert wrapped_placeholder(type("Plain", (), {"image_token": "<image>"})()) == "<image>"
+    assert (
+        wrapped_placeholder(type("Plain", (), {"image_token": "<image>"})())
+        == "<image>"
+    )
 
 
-TAGS_ITEMS = '''
+TAGS_ITEMS = """
     class Proc:
         def __call__(self, images=None, text=None, **kwargs):
             merged = self._merge_kwargs(**kwargs)
@@ -714,7 +848,7 @@ TAGS_ITEMS = '''
                     tagged.append(prefix + replacements[seen])
                     seen += 1
             return tagged
-'''
+"""
 
 
 def test_call_numbering_each_replacement_gives_an_item_prefix(tmp_path) -> None:
@@ -736,13 +870,17 @@ def test_call_without_a_numbered_prefix_has_none(tmp_path) -> None:
 
 
 def test_item_prefix_switched_by_a_call_argument_is_refused(tmp_path) -> None:
-    source = TAGS_ITEMS.replace("tag = tag if tag is not None", "tag = tag if kwargs is not None")
+    source = TAGS_ITEMS.replace(
+        "tag = tag if tag is not None", "tag = tag if kwargs is not None"
+    )
     with pytest.raises(AnalysisError, match="kwargs"):
         analyze_item_prefix(_load(tmp_path, source), "image_token")
 
 
 def test_item_suffix_is_not_taken_for_a_prefix(tmp_path) -> None:
-    source = TAGS_ITEMS.replace("prefix + replacements[seen]", "replacements[seen] + prefix")
+    source = TAGS_ITEMS.replace(
+        "prefix + replacements[seen]", "replacements[seen] + prefix"
+    )
     with pytest.raises(AnalysisError, match="prefix before"):
         analyze_item_prefix(_load(tmp_path, source), "image_token")
 
@@ -759,13 +897,19 @@ PROCESS_IMAGES_POPS = """
 """
 
 
-def test_processor_kwargs_process_images_takes_are_passed_by_a_delegated_port(tmp_path) -> None:
+def test_processor_kwargs_process_images_takes_are_passed_by_a_delegated_port(
+    tmp_path,
+) -> None:
     # Newer releases name the kwarg; older ones (5.20) pop it from **kwargs.
     from mmport.analyzers import _process_images_args
 
     popping = _load(tmp_path, PROCESS_IMAGES_POPS)
     named = sys.modules[popping.__module__].NamedProc
-    assert _process_images_args(popping, set()) == _process_images_args(named, set()) == ("use_special_tokens",)
+    assert (
+        _process_images_args(popping, set())
+        == _process_images_args(named, set())
+        == ("use_special_tokens",)
+    )
     # A popped name the merged image kwargs already carry arrives with them.
     assert _process_images_args(popping, {"use_special_tokens"}) == ()
 
@@ -805,14 +949,21 @@ EXPANDS_IN_OWN_CALL = """
 """
 
 
-def test_own_call_without_a_hook_or_with_an_undrivable_process_method_is_named(tmp_path) -> None:
+def test_own_call_without_a_hook_or_with_an_undrivable_process_method_is_named(
+    tmp_path,
+) -> None:
     from mmport.analyzers.owncall import own_call_reason
 
     no_hook = _load(tmp_path, EXPANDS_IN_OWN_CALL, "NoHook")
     module = sys.modules[no_hook.__module__]
-    assert own_call_reason(no_hook, "audio") == "NoHook expands placeholders in its own __call__ (no replace_audio_token)"
+    assert (
+        own_call_reason(no_hook, "audio")
+        == "NoHook expands placeholders in its own __call__ (no replace_audio_token)"
+    )
     reason = own_call_reason(module.ScopeAsOneDict, "audio")
-    assert "_process_audio(self, audio, audio_kwargs) takes no **kwargs" in reason, reason
+    assert "_process_audio(self, audio, audio_kwargs) takes no **kwargs" in reason, (
+        reason
+    )
     # A hook with a _process_audio the base call drives, or no __call__ of its own: the base call expands.
     assert own_call_reason(module.DrivenByTheBaseCall, "audio") is None
     assert own_call_reason(module.BaseCall, "audio") is None
@@ -837,12 +988,24 @@ GEOMETRY_FACTORS = """
 """
 
 
-def test_a_kwarg_hf_resizes_by_but_the_count_does_not_read_is_counted_by_hf(tmp_path) -> None:
+def test_a_kwarg_hf_resizes_by_but_the_count_does_not_read_is_counted_by_hf(
+    tmp_path,
+) -> None:
     image_proc = _load(tmp_path, GEOMETRY_FACTORS, "ImageProc")()
     processor = types.SimpleNamespace(valid_processor_kwargs=None)
     # The count reads patch_size and merge_size (HF's token API), not the third factor.
-    found = unread_geometry_factors(image_proc, "image", processor, {"patch_size", "merge_size"})
+    found = unread_geometry_factors(
+        image_proc, "image", processor, {"patch_size", "merge_size"}
+    )
     assert [s.name for s in found] == ["patch_expand_factor"]
     assert "self.resize(" in found[0].read_at.code
     # Passed to the resize as it is, resample sizes nothing; a count reading every factor follows them all.
-    assert unread_geometry_factors(image_proc, "image", processor, {"patch_size", "merge_size", "patch_expand_factor"}) == ()
+    assert (
+        unread_geometry_factors(
+            image_proc,
+            "image",
+            processor,
+            {"patch_size", "merge_size", "patch_expand_factor"},
+        )
+        == ()
+    )

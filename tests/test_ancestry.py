@@ -7,7 +7,11 @@ from pathlib import Path
 import transformers
 from transformers import Gemma4TextConfig, LlamaConfig
 
-from mmport.sources.ancestry import ancestor_model_types, derivation, text_model_ancestry
+from mmport.sources.ancestry import (
+    ancestor_model_types,
+    derivation,
+    text_model_ancestry,
+)
 
 MODELS = Path(transformers.__file__).parent
 
@@ -20,12 +24,20 @@ def test_gemma4_text_model_derives_from_gemma3s() -> None:
     assert derivation("gemma4", "Gemma4TextConfig") is None
     chain = text_model_ancestry(Gemma4TextConfig())
     first = chain[0]
-    assert (first.name, first.base, first.ancestor) == ("Gemma4TextModel", "Gemma3TextModel", "gemma3")
-    assert "gemma3" in ancestor_model_types(first) and "gemma3_text" in ancestor_model_types(first)
+    assert (first.name, first.base, first.ancestor) == (
+        "Gemma4TextModel",
+        "Gemma3TextModel",
+        "gemma3",
+    )
+    assert "gemma3" in ancestor_model_types(
+        first
+    ) and "gemma3_text" in ancestor_model_types(first)
     # Provenance: the line of the modular file that derives it.
     assert first.source.file == "models/gemma4/modular_gemma4.py"
     line = (MODELS / first.source.file).read_text().splitlines()[first.source.line - 1]
-    assert line.strip() == first.source.code == "class Gemma4TextModel(Gemma3TextModel):"
+    assert (
+        line.strip() == first.source.code == "class Gemma4TextModel(Gemma3TextModel):"
+    )
     # The chain goes on through each ancestor's own modular file, nearest first.
     assert [step.ancestor for step in chain[1:3]] == ["gemma2", "gemma"]
 

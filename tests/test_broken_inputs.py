@@ -74,25 +74,93 @@ def _truncate(name: str) -> Callable[[Path], None]:
 BROKEN_SNAPSHOTS = [
     ("config truncated", _truncate("config.json"), "is not valid JSON"),
     ("config not an object", _write("config.json", "[1, 2]"), "not a JSON object"),
-    ("config not text", _write("config.json", b"\xff\xfe\x00garbage"), "cannot be read"),
-    ("config without model_type", _edit("config.json", lambda c: c.pop("model_type")), "names no model_type"),
-    ("config of an unknown model_type", _edit("config.json", lambda c: c.update(model_type="no_such_type")), "cannot load config.json"),
-    ("sub-config of the wrong type", _edit("config.json", lambda c: c.update(vision_config="clip")), "does not load"),
-    ("config embeds at a token HF never writes", _edit("config.json", lambda c: c.update(image_token_index=5)), "never writes it"),
-    ("config of a text-only model", lambda d: (_write("config.json", '{"model_type": "gpt2"}')(d), _delete("processor_config.json")(d)), "does not load"),
+    (
+        "config not text",
+        _write("config.json", b"\xff\xfe\x00garbage"),
+        "cannot be read",
+    ),
+    (
+        "config without model_type",
+        _edit("config.json", lambda c: c.pop("model_type")),
+        "names no model_type",
+    ),
+    (
+        "config of an unknown model_type",
+        _edit("config.json", lambda c: c.update(model_type="no_such_type")),
+        "cannot load config.json",
+    ),
+    (
+        "sub-config of the wrong type",
+        _edit("config.json", lambda c: c.update(vision_config="clip")),
+        "does not load",
+    ),
+    (
+        "config embeds at a token HF never writes",
+        _edit("config.json", lambda c: c.update(image_token_index=5)),
+        "never writes it",
+    ),
+    (
+        "config of a text-only model",
+        lambda d: (
+            _write("config.json", '{"model_type": "gpt2"}')(d),
+            _delete("processor_config.json")(d),
+        ),
+        "does not load",
+    ),
     ("only config.json", _only_config, "does not load"),
-    ("config and processor config swapped", _swap("config.json", "processor_config.json"), "names no model_type"),
+    (
+        "config and processor config swapped",
+        _swap("config.json", "processor_config.json"),
+        "names no model_type",
+    ),
     ("tokenizer.json deleted", _delete("tokenizer.json"), "does not load"),
     ("tokenizer.json truncated", _truncate("tokenizer.json"), "does not load"),
     ("tokenizer.json empty", _write("tokenizer.json", ""), "does not load"),
-    ("tokenizer.json holds the config", lambda d: shutil.copy(d / "config.json", d / "tokenizer.json"), "does not load"),
-    ("tokenizer_config.json corrupt", _write("tokenizer_config.json", "{"), "does not load"),
-    ("processor config corrupt", _write("processor_config.json", '{"a":'), "does not load"),
+    (
+        "tokenizer.json holds the config",
+        lambda d: shutil.copy(d / "config.json", d / "tokenizer.json"),
+        "does not load",
+    ),
+    (
+        "tokenizer_config.json corrupt",
+        _write("tokenizer_config.json", "{"),
+        "does not load",
+    ),
+    (
+        "processor config corrupt",
+        _write("processor_config.json", '{"a":'),
+        "does not load",
+    ),
     ("processor config deleted", _delete("processor_config.json"), "does not load"),
-    ("processor class unknown", _edit("processor_config.json", lambda c: c.update(processor_class="NoSuchProcessor")), "not a multimodal processor"),
-    ("image processor type unknown", _edit("processor_config.json", lambda c: c["image_processor"].update(image_processor_type="Nope")), "does not load"),
-    ("image size of the wrong type", _edit("processor_config.json", lambda c: c["image_processor"].update(size="big", crop_size="big")), "does not load"),
-    ("a setting HF divides by zero", _edit("processor_config.json", lambda c: c.update(patch_size=0)), "rejects an ordinary"),
+    (
+        "processor class unknown",
+        _edit(
+            "processor_config.json",
+            lambda c: c.update(processor_class="NoSuchProcessor"),
+        ),
+        "not a multimodal processor",
+    ),
+    (
+        "image processor type unknown",
+        _edit(
+            "processor_config.json",
+            lambda c: c["image_processor"].update(image_processor_type="Nope"),
+        ),
+        "does not load",
+    ),
+    (
+        "image size of the wrong type",
+        _edit(
+            "processor_config.json",
+            lambda c: c["image_processor"].update(size="big", crop_size="big"),
+        ),
+        "does not load",
+    ),
+    (
+        "a setting HF divides by zero",
+        _edit("processor_config.json", lambda c: c.update(patch_size=0)),
+        "rejects an ordinary",
+    ),
 ]
 
 
@@ -108,8 +176,14 @@ def _assert_user_error(result, fragment: str) -> None:
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
-@pytest.mark.parametrize(("entry", "damage", "fragment"), BROKEN_SNAPSHOTS, ids=[b[0] for b in BROKEN_SNAPSHOTS])
-def test_broken_snapshot_is_one_line_and_exit_2(entry, damage, fragment, llava_port, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("entry", "damage", "fragment"),
+    BROKEN_SNAPSHOTS,
+    ids=[b[0] for b in BROKEN_SNAPSHOTS],
+)
+def test_broken_snapshot_is_one_line_and_exit_2(
+    entry, damage, fragment, llava_port, tmp_path
+) -> None:
     snapshot = tmp_path / "snapshot"
     shutil.copytree(resolve("llava").path, snapshot)
     damage(snapshot)
@@ -118,7 +192,16 @@ def test_broken_snapshot_is_one_line_and_exit_2(entry, damage, fragment, llava_p
     _assert_user_error(invoke("scaffold", str(snapshot), "-o", str(out)), fragment)
     assert not out.exists()
     report, junit = tmp_path / "r.json", tmp_path / "r.xml"
-    result = invoke("verify", str(snapshot), "--port", str(llava_port), "--json", str(report), "--junit", str(junit))
+    result = invoke(
+        "verify",
+        str(snapshot),
+        "--port",
+        str(llava_port),
+        "--json",
+        str(report),
+        "--junit",
+        str(junit),
+    )
     _assert_user_error(result, fragment)
     assert not report.exists() and not junit.exists()
 
@@ -131,17 +214,53 @@ def _edit_sub(part: str, **values) -> Callable[[Path], None]:
 # Video and audio snapshots damaged in their own sub-processors and token ids:
 # (entry, the family copied, damage, a fragment of the one line).
 BROKEN_MEDIA_SNAPSHOTS = [
-    ("audio token id HF never writes", "qwen2_audio", _edit("config.json", lambda c: c.update(audio_token_index=5)), "never writes it"),
-    ("feature extractor type unknown", "qwen2_audio", _edit_sub("feature_extractor", feature_extractor_type="NoSuchFeatureExtractor"), "does not load"),
-    ("feature extractor negative size", "qwen2_audio", _edit_sub("feature_extractor", feature_size=-3), "does not load"),
-    ("sampling rate zero", "qwen2_audio", _edit_sub("feature_extractor", sampling_rate=0), "refuses an ordinary audio"),
-    ("video processor type unknown", "qwen2_vl", _edit_sub("video_processor", video_processor_type="NoSuchVideoProcessor"), "does not load"),
-    ("video token id HF never writes", "llava_next_video", _edit("config.json", lambda c: c.update(video_token_index=5)), "never writes it"),
+    (
+        "audio token id HF never writes",
+        "qwen2_audio",
+        _edit("config.json", lambda c: c.update(audio_token_index=5)),
+        "never writes it",
+    ),
+    (
+        "feature extractor type unknown",
+        "qwen2_audio",
+        _edit_sub("feature_extractor", feature_extractor_type="NoSuchFeatureExtractor"),
+        "does not load",
+    ),
+    (
+        "feature extractor negative size",
+        "qwen2_audio",
+        _edit_sub("feature_extractor", feature_size=-3),
+        "does not load",
+    ),
+    (
+        "sampling rate zero",
+        "qwen2_audio",
+        _edit_sub("feature_extractor", sampling_rate=0),
+        "refuses an ordinary audio",
+    ),
+    (
+        "video processor type unknown",
+        "qwen2_vl",
+        _edit_sub("video_processor", video_processor_type="NoSuchVideoProcessor"),
+        "does not load",
+    ),
+    (
+        "video token id HF never writes",
+        "llava_next_video",
+        _edit("config.json", lambda c: c.update(video_token_index=5)),
+        "never writes it",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("entry", "family", "damage", "fragment"), BROKEN_MEDIA_SNAPSHOTS, ids=[b[0] for b in BROKEN_MEDIA_SNAPSHOTS])
-def test_broken_media_snapshot_is_one_line_and_exit_2(entry, family, damage, fragment, scaffolded, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("entry", "family", "damage", "fragment"),
+    BROKEN_MEDIA_SNAPSHOTS,
+    ids=[b[0] for b in BROKEN_MEDIA_SNAPSHOTS],
+)
+def test_broken_media_snapshot_is_one_line_and_exit_2(
+    entry, family, damage, fragment, scaffolded, tmp_path
+) -> None:
     snapshot = tmp_path / "snapshot"
     shutil.copytree(resolve(family).path, snapshot)
     damage(snapshot)
@@ -151,7 +270,10 @@ def test_broken_media_snapshot_is_one_line_and_exit_2(entry, family, damage, fra
     assert not out.exists()
     report = tmp_path / "r.json"
     port = next(scaffolded(family).glob("*_processing.py"))
-    _assert_user_error(invoke("verify", str(snapshot), "--port", str(port), "--json", str(report)), fragment)
+    _assert_user_error(
+        invoke("verify", str(snapshot), "--port", str(port), "--json", str(report)),
+        fragment,
+    )
     assert not report.exists()
 
 
@@ -166,26 +288,50 @@ def _port_edit(old: str, new: str) -> Callable[[str], str]:
 # (entry, the port file's text from the generated LLaVA port's, a fragment of the line)
 BROKEN_PORTS = [
     ("syntax error", lambda s: "def f(:\n", "does not import"),
-    ("imports a missing module", lambda s: "import no_such_module_here\n" + s, "does not import"),
-    ("raises on import", lambda s: "raise RuntimeError('refuses')\n", "does not import"),
+    (
+        "imports a missing module",
+        lambda s: "import no_such_module_here\n" + s,
+        "does not import",
+    ),
+    (
+        "raises on import",
+        lambda s: "raise RuntimeError('refuses')\n",
+        "does not import",
+    ),
     ("null bytes", lambda s: "\x00", "does not import"),
     ("empty file", lambda s: "", "no subclass of BaseProcessingInfo"),
     ("no port classes", lambda s: "X = 1\n", "no subclass of BaseProcessingInfo"),
-    ("two info classes", lambda s: s + "\n\nclass A(LlavaProcessingInfo):\n    pass\n\n\nclass B(LlavaProcessingInfo):\n    pass\n", "2 subclasses"),
+    (
+        "two info classes",
+        lambda s: (
+            s
+            + "\n\nclass A(LlavaProcessingInfo):\n    pass\n\n\nclass B(LlavaProcessingInfo):\n    pass\n"
+        ),
+        "2 subclasses",
+    ),
     (
         "info that cannot be built",
-        _port_edit("class LlavaProcessingInfo(BaseProcessingInfo):\n", "class LlavaProcessingInfo(BaseProcessingInfo):\n    def __init__(self, ctx):\n        raise RuntimeError('no')\n\n"),
+        _port_edit(
+            "class LlavaProcessingInfo(BaseProcessingInfo):\n",
+            "class LlavaProcessingInfo(BaseProcessingInfo):\n    def __init__(self, ctx):\n        raise RuntimeError('no')\n\n",
+        ),
         "fail to build",
     ),
 ]
 
 
-@pytest.mark.parametrize(("entry", "make", "fragment"), BROKEN_PORTS, ids=[b[0] for b in BROKEN_PORTS])
-def test_broken_port_is_one_line_and_exit_2(entry, make, fragment, llava_port, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("entry", "make", "fragment"), BROKEN_PORTS, ids=[b[0] for b in BROKEN_PORTS]
+)
+def test_broken_port_is_one_line_and_exit_2(
+    entry, make, fragment, llava_port, tmp_path
+) -> None:
     port = tmp_path / "port.py"
     port.write_text(make(llava_port.read_text()))
     report = tmp_path / "r.json"
-    _assert_user_error(invoke("verify", "llava", "--port", str(port), "--json", str(report)), fragment)
+    _assert_user_error(
+        invoke("verify", "llava", "--port", str(port), "--json", str(report)), fragment
+    )
     assert not report.exists()
 
 
@@ -193,18 +339,82 @@ def _options(tmp_path: Path, port: Path) -> dict[str, tuple[list[str], str]]:
     (tmp_path / "a_directory").mkdir()
     (tmp_path / "a_file").write_text("")
     return {
-        "no probes": (["verify", "llava", "--port", str(port), "--probes", "0"], "--probes"),
-        "unknown backend": (["verify", "llava", "--port", str(port), "--backend", "nope"], "unknown backend"),
-        "report into a missing directory": (["verify", "llava", "--port", str(port), "--json", str(tmp_path / "no" / "r.json")], "does not exist"),
-        "report onto a directory": (["verify", "llava", "--port", str(port), "--junit", str(tmp_path / "a_directory")], "is a directory"),
-        "port is a directory": (["verify", "llava", "--port", str(tmp_path / "a_directory")], "is a directory"),
-        "model options without --model": (["verify", "llava", "--port", str(port), "--tiny"], "add --model"),
-        "unknown dtype": (["verify", "llava", "--port", str(port), "--model", "--dtype", "float8"], "unknown dtype"),
-        "output onto a file": (["scaffold", "llava", "-o", str(tmp_path / "a_file")], "not a directory"),
-        "processor kwargs not JSON": (["verify", "llava", "--port", str(port), "--processor-kwargs", "{crop"], "not valid JSON"),
-        "processor kwargs not an object": (["verify", "llava", "--port", str(port), "--processor-kwargs", "[1]"], "JSON object"),
-        "processor kwarg unknown": (["verify", "llava", "--port", str(port), "--processor-kwargs", '{"crop_sise": 3}'], "does not take"),
-        "processor kwargs HF rejects": (["verify", "llava", "--port", str(port), "--processor-kwargs", '{"crop_size": -3}'], "not applicable to this checkpoint"),
+        "no probes": (
+            ["verify", "llava", "--port", str(port), "--probes", "0"],
+            "--probes",
+        ),
+        "unknown backend": (
+            ["verify", "llava", "--port", str(port), "--backend", "nope"],
+            "unknown backend",
+        ),
+        "report into a missing directory": (
+            [
+                "verify",
+                "llava",
+                "--port",
+                str(port),
+                "--json",
+                str(tmp_path / "no" / "r.json"),
+            ],
+            "does not exist",
+        ),
+        "report onto a directory": (
+            [
+                "verify",
+                "llava",
+                "--port",
+                str(port),
+                "--junit",
+                str(tmp_path / "a_directory"),
+            ],
+            "is a directory",
+        ),
+        "port is a directory": (
+            ["verify", "llava", "--port", str(tmp_path / "a_directory")],
+            "is a directory",
+        ),
+        "model options without --model": (
+            ["verify", "llava", "--port", str(port), "--tiny"],
+            "add --model",
+        ),
+        "unknown dtype": (
+            ["verify", "llava", "--port", str(port), "--model", "--dtype", "float8"],
+            "unknown dtype",
+        ),
+        "output onto a file": (
+            ["scaffold", "llava", "-o", str(tmp_path / "a_file")],
+            "not a directory",
+        ),
+        "processor kwargs not JSON": (
+            ["verify", "llava", "--port", str(port), "--processor-kwargs", "{crop"],
+            "not valid JSON",
+        ),
+        "processor kwargs not an object": (
+            ["verify", "llava", "--port", str(port), "--processor-kwargs", "[1]"],
+            "JSON object",
+        ),
+        "processor kwarg unknown": (
+            [
+                "verify",
+                "llava",
+                "--port",
+                str(port),
+                "--processor-kwargs",
+                '{"crop_sise": 3}',
+            ],
+            "does not take",
+        ),
+        "processor kwargs HF rejects": (
+            [
+                "verify",
+                "llava",
+                "--port",
+                str(port),
+                "--processor-kwargs",
+                '{"crop_size": -3}',
+            ],
+            "not applicable to this checkpoint",
+        ),
         "invalid hub id": (["inspect", "a/b/c"], "not a valid hub id"),
         "unknown option": (["inspect", "llava", "--frobnicate"], "No such option"),
         "unknown command": (["frobnicate"], "No such command"),
@@ -215,10 +425,22 @@ def _options(tmp_path: Path, port: Path) -> dict[str, tuple[list[str], str]]:
 @pytest.mark.parametrize(
     "entry",
     [
-        "no probes", "unknown backend", "report into a missing directory", "report onto a directory", "port is a directory",
-        "model options without --model", "unknown dtype", "output onto a file", "processor kwargs not JSON",
-        "processor kwargs not an object", "processor kwarg unknown", "processor kwargs HF rejects", "invalid hub id", "unknown option",
-        "unknown command", "missing argument",
+        "no probes",
+        "unknown backend",
+        "report into a missing directory",
+        "report onto a directory",
+        "port is a directory",
+        "model options without --model",
+        "unknown dtype",
+        "output onto a file",
+        "processor kwargs not JSON",
+        "processor kwargs not an object",
+        "processor kwarg unknown",
+        "processor kwargs HF rejects",
+        "invalid hub id",
+        "unknown option",
+        "unknown command",
+        "missing argument",
     ],
 )
 def test_bad_option_is_one_line_and_exit_2(entry, llava_port, tmp_path) -> None:
@@ -237,7 +459,12 @@ def test_internal_error_is_one_line_and_exit_3(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(mmport.analyzers, "analyze", broken)
     result = invoke("scaffold", "llava", "-o", str(tmp_path / "out"))
     assert result.returncode == 3 and "Traceback" not in result.stderr
-    assert "internal error while analysing llava" in result.stderr and "--debug" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    assert (
+        "internal error while analysing llava" in result.stderr
+        and "--debug" in result.stderr
+    )
+    assert (
+        len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    )
     with pytest.raises(KeyError):
         invoke("--debug", "scaffold", "llava", "-o", str(tmp_path / "out"))

@@ -27,13 +27,18 @@ def qwen3_vl_with_template():
     return snapshot, processor
 
 
-def test_template_gives_the_placeholder_with_the_special_tokens_beside_it(qwen3_vl_with_template) -> None:
+def test_template_gives_the_placeholder_with_the_special_tokens_beside_it(
+    qwen3_vl_with_template,
+) -> None:
     _, processor = qwen3_vl_with_template
     tokens = {"image": processor.image_token, "video": processor.video_token}
     layouts = template_layouts(processor, tokens)
     for modality, token in tokens.items():
         # The turn's opening token and the text after the item are not the item's.
-        assert layouts[modality] == f"{processor.vision_start_token}{token}{processor.vision_end_token}"
+        assert (
+            layouts[modality]
+            == f"{processor.vision_start_token}{token}{processor.vision_end_token}"
+        )
 
 
 def test_no_template_no_layout() -> None:
@@ -45,8 +50,12 @@ def test_no_template_no_layout() -> None:
 
 def test_a_layout_must_hold_the_placeholder_hf_expands() -> None:
     assert usable_layout("<a><image><b>", "<image>") == "<a><image><b>"
-    assert usable_layout("<image>", "<image>") is None  # nothing around it: the placeholder itself
-    assert usable_layout("<img>", "<IMG_CONTEXT>") is None  # another token (InternVL's <image> vs its context token)
+    assert (
+        usable_layout("<image>", "<image>") is None
+    )  # nothing around it: the placeholder itself
+    assert (
+        usable_layout("<img>", "<IMG_CONTEXT>") is None
+    )  # another token (InternVL's <image> vs its context token)
     assert usable_layout(None, "<image>") is None
 
 
@@ -56,7 +65,9 @@ def test_reference_probes_in_the_layout_vllm_writes() -> None:
     plain = HFReference(snapshot)
     processor = plain.processor
     written = f"{processor.vision_start_token}{processor.image_token}{processor.vision_end_token}"
-    laid_out = HFReference(snapshot, chat_layouts={"image": written, "video": "<not-a-layout>"})
+    laid_out = HFReference(
+        snapshot, chat_layouts={"image": written, "video": "<not-a-layout>"}
+    )
     assert plain.placeholders()["image"] == processor.image_token
     assert laid_out.placeholders()["image"] == written
     # A layout without the placeholder HF expands is not followed.

@@ -8,17 +8,25 @@ from mmport.verify.checks import compare_items
 
 
 def test_an_item_zero_padded_by_its_batch_equals_hf_on_it_alone() -> None:
-    alone = {"pixel_values": torch.rand(1, 4, 3, 8, 8)}  # HF on the item alone: 4 patches
-    padded = torch.cat([alone["pixel_values"][0], torch.zeros(1, 3, 8, 8)])  # padded to a batch's 5
+    alone = {
+        "pixel_values": torch.rand(1, 4, 3, 8, 8)
+    }  # HF on the item alone: 4 patches
+    padded = torch.cat(
+        [alone["pixel_values"][0], torch.zeros(1, 3, 8, 8)]
+    )  # padded to a batch's 5
     assert compare_items(alone, {"pixel_values": padded}) is None
 
 
 def test_padding_that_is_not_zero_is_another_value() -> None:
     alone = {"pixel_values": torch.rand(1, 4, 3, 8, 8)}
-    other = torch.cat([alone["pixel_values"][0], torch.rand(1, 3, 8, 8)])  # another item's patch
+    other = torch.cat(
+        [alone["pixel_values"][0], torch.rand(1, 3, 8, 8)]
+    )  # another item's patch
     assert compare_items(alone, {"pixel_values": other})[0] == "pixel_values"
     # Shorter, or longer along two axes, is never padding.
-    assert compare_items(alone, {"pixel_values": alone["pixel_values"][0, :3]}) is not None
+    assert (
+        compare_items(alone, {"pixel_values": alone["pixel_values"][0, :3]}) is not None
+    )
     assert compare_items(alone, {"pixel_values": torch.zeros(5, 3, 9, 8)}) is not None
 
 
@@ -37,14 +45,18 @@ def test_ids_under_positions_vllm_overwrites_are_noted_not_failed() -> None:
 
     hf, port = [1, 5, 9, 9, 6], [1, 5, 7, 7, 6]
     passed = CheckResult("tokens")
-    assert check_tokens(passed, "probe0", hf, port, overwritten=frozenset({2, 3})) is None
+    assert (
+        check_tokens(passed, "probe0", hf, port, overwritten=frozenset({2, 3})) is None
+    )
     assert not passed.failures and "vLLM overwrites" in passed.summary
     failed = CheckResult("tokens")
     assert check_tokens(failed, "probe0", hf, port, overwritten=frozenset({2})) == 3
     assert failed.failures[0].position == 3
 
 
-def test_a_count_of_the_prompts_items_and_a_mask_hiding_nothing_may_be_dropped() -> None:
+def test_a_count_of_the_prompts_items_and_a_mask_hiding_nothing_may_be_dropped() -> (
+    None
+):
     # LLaVA-OneVision's batch_num_images ([1] alone, [n] for the prompt) and a mask of all ones
     # for each item alone: vLLM's model gets items one by one and needs neither.
     from types import SimpleNamespace
@@ -54,8 +66,19 @@ def test_a_count_of_the_prompts_items_and_a_mask_hiding_nothing_may_be_dropped()
 
     items = [SimpleNamespace(modality="image")] * 2
     pixels = [torch.rand(3, 4, 4), torch.rand(3, 4, 4)]
-    singles = [{"pixel_values": p[None], "batch_num_images": torch.tensor([1]), "pixel_mask": torch.ones(1, 4, 4, dtype=torch.bool)} for p in pixels]
-    hf_mm = {"pixel_values": torch.stack(pixels), "batch_num_images": torch.tensor([2]), "pixel_mask": torch.ones(2, 4, 4, dtype=torch.bool)}
+    singles = [
+        {
+            "pixel_values": p[None],
+            "batch_num_images": torch.tensor([1]),
+            "pixel_mask": torch.ones(1, 4, 4, dtype=torch.bool),
+        }
+        for p in pixels
+    ]
+    hf_mm = {
+        "pixel_values": torch.stack(pixels),
+        "batch_num_images": torch.tensor([2]),
+        "pixel_mask": torch.ones(2, 4, 4, dtype=torch.bool),
+    }
     port = SimpleNamespace(items={"image": [{"pixel_values": p[None]} for p in pixels]})
     passed = CheckResult("fields")
     check_fields(passed, "probe0", hf_mm, items, singles, port)
@@ -63,5 +86,12 @@ def test_a_count_of_the_prompts_items_and_a_mask_hiding_nothing_may_be_dropped()
     # A per-item value of 1 for each item is the item's own (one per item, not the prompt's count).
     singles = [{**single, "image_num_patches": torch.tensor([1])} for single in singles]
     failed = CheckResult("fields")
-    check_fields(failed, "probe0", {**hf_mm, "image_num_patches": torch.tensor([1, 1])}, items, singles, port)
+    check_fields(
+        failed,
+        "probe0",
+        {**hf_mm, "image_num_patches": torch.tensor([1, 1])},
+        items,
+        singles,
+        port,
+    )
     assert "image_num_patches" in failed.failures[0].message

@@ -21,7 +21,9 @@ def test_help_imports_neither_torch_nor_transformers() -> None:
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')]\n"
         "print('HEAVY', heavy)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert "inspect" in out and "scaffold" in out and "verify" in out
     assert "HEAVY []" in out
 
@@ -38,7 +40,9 @@ def test_unknown_model_type_in_a_real_process(tmp_path) -> None:
 
 
 def test_missing_directory(tmp_path) -> None:
-    _assert_user_error(invoke("inspect", str(tmp_path / "nope") + "/"), "not a directory")
+    _assert_user_error(
+        invoke("inspect", str(tmp_path / "nope") + "/"), "not a directory"
+    )
 
 
 def test_directory_without_config(tmp_path) -> None:
@@ -47,7 +51,9 @@ def test_directory_without_config(tmp_path) -> None:
 
 def test_hub_id_offline_and_not_cached(tmp_path) -> None:
     env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
-    _assert_user_error(run_cli("inspect", "someorg/some-model", env=env), "not in the local cache")
+    _assert_user_error(
+        run_cli("inspect", "someorg/some-model", env=env), "not in the local cache"
+    )
 
 
 def test_scaffold_without_force_writes_nothing(tmp_path) -> None:
@@ -71,7 +77,9 @@ def test_inspect_json_is_a_port_spec() -> None:
 
 
 def test_verify_port_file_missing(tmp_path) -> None:
-    _assert_user_error(invoke("verify", "llava", "--port", str(tmp_path / "x.py")), "does not exist")
+    _assert_user_error(
+        invoke("verify", "llava", "--port", str(tmp_path / "x.py")), "does not exist"
+    )
 
 
 def test_verify_port_that_fails_to_import(tmp_path) -> None:
@@ -83,12 +91,21 @@ def test_verify_port_that_fails_to_import(tmp_path) -> None:
 def test_verify_port_without_classes(tmp_path) -> None:
     empty = tmp_path / "empty_port.py"
     empty.write_text("X = 1\n")
-    _assert_user_error(invoke("verify", "llava", "--port", str(empty)), "BaseProcessingInfo")
+    _assert_user_error(
+        invoke("verify", "llava", "--port", str(empty)), "BaseProcessingInfo"
+    )
 
 
 def test_verify_report_path_in_missing_directory(tmp_path, scaffolded) -> None:
     port = scaffolded("llava") / "llava_processing.py"
-    result = invoke("verify", "llava", "--port", str(port), "--junit", str(tmp_path / "no" / "r.xml"))
+    result = invoke(
+        "verify",
+        "llava",
+        "--port",
+        str(port),
+        "--junit",
+        str(tmp_path / "no" / "r.xml"),
+    )
     _assert_user_error(result, "does not exist")
 
 
@@ -97,13 +114,28 @@ def test_verify_writes_junit_naming_each_check(tmp_path, scaffolded) -> None:
 
     port = scaffolded("llava") / "llava_processing.py"
     junit = tmp_path / "report.xml"
-    result = run_cli("verify", "llava", "--port", str(port), "--probes", "3", "--junit", str(junit))
+    result = run_cli(
+        "verify", "llava", "--port", str(port), "--probes", "3", "--junit", str(junit)
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     suite = ElementTree.parse(junit).getroot()
     names = [case.get("name") for case in suite.iter("testcase")]
-    assert names == ["tokens", "placeholders", "fields", "cache", "embeds", "dummy", "limits", "model", "serve"]
+    assert names == [
+        "tokens",
+        "placeholders",
+        "fields",
+        "cache",
+        "embeds",
+        "dummy",
+        "limits",
+        "model",
+        "serve",
+    ]
     # Each case says how many comparisons it made.
-    runs = {case.get("name"): case.find("properties/property[@name='runs']").get("value") for case in suite.iter("testcase")}
+    runs = {
+        case.get("name"): case.find("properties/property[@name='runs']").get("value")
+        for case in suite.iter("testcase")
+    }
     assert int(runs["tokens"]) >= 3 and runs["model"] == "0"
     assert suite.get("failures") == "0"
     # Without --model the model check is reported as skipped, and says how to run it.

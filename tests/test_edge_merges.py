@@ -30,9 +30,16 @@ def _toy(table: dict[tuple[int, ...], list[int]]):
 def test_retokenize_edges_merges_across_an_edge_and_chains() -> None:
     # 3+3 → 9 is one token; 3+3+3+3... is one token 10 when the window closes at a special token.
     retokenize = _toy({(3, 3): [9], (3, 3, 3): [10]})
-    assert retokenize_edges([7, 3, 3, 8], [2], {7, 8}, retokenize) == ([7, 9, 8], [0, 1, 1, 2])
+    assert retokenize_edges([7, 3, 3, 8], [2], {7, 8}, retokenize) == (
+        [7, 9, 8],
+        [0, 1, 1, 2],
+    )
     # Two edges inside one window (an item's tail, one token of text, the next item's head).
-    assert retokenize_edges([7, 3, 3, 3, 8], [2, 3], {7, 8}, retokenize)[0] == [7, 10, 8]
+    assert retokenize_edges([7, 3, 3, 3, 8], [2, 3], {7, 8}, retokenize)[0] == [
+        7,
+        10,
+        8,
+    ]
     # Only at edges, and never across a boundary token.
     assert retokenize_edges([3, 3, 3], [], set(), retokenize)[0] == [3, 3, 3]
     assert retokenize_edges([3, 3], [1], {3}, retokenize)[0] == [3, 3]
@@ -58,9 +65,9 @@ def test_synthetic_tokenizer_holds_whitespace_runs_as_single_tokens(model_type) 
     for run in WHITESPACE_RUNS:
         assert len(tokenizer.encode(run, add_special_tokens=False)) == 1, repr(run)
         # ...and a run split in two merges back, as on a checkpoint's tokenizer.
-        halves = tokenizer.encode(run[: len(run) // 2], add_special_tokens=False) + tokenizer.encode(
-            run[len(run) // 2 :], add_special_tokens=False
-        )
+        halves = tokenizer.encode(
+            run[: len(run) // 2], add_special_tokens=False
+        ) + tokenizer.encode(run[len(run) // 2 :], add_special_tokens=False)
         assert tokenizer.decode(halves) == run
 
 
@@ -75,14 +82,21 @@ def test_synthetic_tokenizer_follows_the_familys_bos_rule(model_type) -> None:
     from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
 
     config = CONFIG_MAPPING[model_type]()
-    mapped = [TOKENIZER_MAPPING_NAMES.get(t) for t in (config.get_text_config().model_type, config.model_type)]
+    mapped = [
+        TOKENIZER_MAPPING_NAMES.get(t)
+        for t in (config.get_text_config().model_type, config.model_type)
+    ]
     tokenizer = resolve(model_type).load_processor().tokenizer
     family = type(tokenizer)
-    assert family is TokenizersBackend or family.__name__ == next(name for name in mapped if name), (family, mapped)
+    assert family is TokenizersBackend or family.__name__ == next(
+        name for name in mapped if name
+    ), (family, mapped)
     bos = inspect.signature(family.__init__).parameters.get("bos_token")
     names_bos = family is TokenizersBackend or bos is None or bos.default is not None
     ids = tokenizer("hi")["input_ids"]
-    assert (tokenizer.bos_token_id is not None and ids[0] == tokenizer.bos_token_id) == names_bos, (family, ids)
+    assert (
+        tokenizer.bos_token_id is not None and ids[0] == tokenizer.bos_token_id
+    ) == names_bos, (family, ids)
 
 
 def test_text_the_processor_writes_around_an_item_is_one_token() -> None:
@@ -95,7 +109,9 @@ def test_text_the_processor_writes_around_an_item_is_one_token() -> None:
 
 def _port_and_report(model_type: str, port, tmp_path) -> tuple[int, dict]:
     out = tmp_path / "report.json"
-    result = invoke("verify", model_type, "--port", str(port), "--settings", "0", "--json", str(out))
+    result = invoke(
+        "verify", model_type, "--port", str(port), "--settings", "0", "--json", str(out)
+    )
     return result.returncode, json.loads(out.read_text())
 
 
@@ -106,19 +122,31 @@ def test_gemma3_port_merges_newlines_across_item_edges(scaffolded, tmp_path) -> 
     inspected = json.loads(invoke("inspect", "gemma3", "--json").stdout)
     merges = [m["edge_merges"] for m in inspected["modalities"] if m["edge_merges"]]
     assert merges and "<item><item>" in merges[0]["contexts"], merges
-    code, report = _port_and_report("gemma3", port_dir / "gemma3_processing.py", tmp_path)
+    code, report = _port_and_report(
+        "gemma3", port_dir / "gemma3_processing.py", tmp_path
+    )
     assert code == 0, report["checks"]["tokens"]
 
 
 def test_gemma3_port_without_the_merge_step_fails_tokens(scaffolded, tmp_path) -> None:
     # The generated method renamed, so the base class's splice is all that runs.
-    wrong = mutated_port(scaffolded("gemma3"), "gemma3", MERGE_METHOD, "    def _unused_merge_step(", tmp_path)
+    wrong = mutated_port(
+        scaffolded("gemma3"),
+        "gemma3",
+        MERGE_METHOD,
+        "    def _unused_merge_step(",
+        tmp_path,
+    )
     code, report = _port_and_report("gemma3", wrong, tmp_path)
-    assert code == 1 and report["checks"]["tokens"]["status"] == "fail", report["checks"]["tokens"]
+    assert code == 1 and report["checks"]["tokens"]["status"] == "fail", report[
+        "checks"
+    ]["tokens"]
 
 
 @pytest.mark.parametrize("model_type", ["qwen2_vl", "llava"])
-def test_ports_whose_items_end_in_special_tokens_have_no_merge_step(model_type, scaffolded) -> None:
+def test_ports_whose_items_end_in_special_tokens_have_no_merge_step(
+    model_type, scaffolded
+) -> None:
     source = (scaffolded(model_type) / f"{model_type}_processing.py").read_text()
     assert MERGE_METHOD not in source
 
@@ -133,13 +161,26 @@ def test_vllms_own_gemma3_port_splits_merged_newlines_back_wrongly(tmp_path) -> 
 
     from mmport.verify import verify_port
 
-    report = verify_port(str(gemma3_896_snapshot(tmp_path / "snap")), "vllm", probes=4, seed=0, backend="vllm", settings_per_modality=0)
-    loud = [f for f in report.checks["tokens"].failures if f.loudness == "loud" and f.setting is None]
+    report = verify_port(
+        str(gemma3_896_snapshot(tmp_path / "snap")),
+        "vllm",
+        probes=4,
+        seed=0,
+        backend="vllm",
+        settings_per_modality=0,
+    )
+    loud = [
+        f
+        for f in report.checks["tokens"].failures
+        if f.loudness == "loud" and f.setting is None
+    ]
     assert loud and "0 prompt placeholders" in loud[0].message, report.failure_summary()
     assert "\\n" in report.probe_cases[loud[0].probe], report.probe_cases[loud[0].probe]
 
 
-@pytest.mark.parametrize(("model_type", "size"), [("molmo2", (64, 64)), ("step3p7", (1600, 1200))])
+@pytest.mark.parametrize(
+    ("model_type", "size"), [("molmo2", (64, 64)), ("step3p7", (1600, 1200))]
+)
 def test_tags_a_processor_writes_as_text_are_added_tokens(model_type, size) -> None:
     # Molmo 2 writes <low_res_im_start>, <im_patch>... as text; its checkpoints' tokenizers hold
     # them as added tokens, so BPE never merges across them. The synthetic snapshot learns them,
@@ -151,10 +192,15 @@ def test_tags_a_processor_writes_as_text_are_added_tokens(model_type, size) -> N
 
     processor = resolve(model_type).load_processor()
     tokenizer = processor.tokenizer
-    ids = call_processor(processor, wrapped_placeholder(processor), [make_image(*size, 0)])["input_ids"][0].tolist()
+    ids = call_processor(
+        processor, wrapped_placeholder(processor), [make_image(*size, 0)]
+    )["input_ids"][0].tolist()
     tags = written_tags((tokenizer.decode(ids),))
     assert len(tags) > 1, tags
     for tag in tags:
         encoded = tokenizer.encode(tag, add_special_tokens=False)
-        assert len(encoded) == 1 and encoded[0] in tokenizer.added_tokens_decoder, (tag, encoded)
+        assert len(encoded) == 1 and encoded[0] in tokenizer.added_tokens_decoder, (
+            tag,
+            encoded,
+        )
     assert not written_tags(wrapper_texts(processor))

@@ -21,7 +21,9 @@ from mmport.verify.settings import count_changing_settings, telling_items
 
 
 def _twin(hf: HFReference):
-    return load_model(hf.snapshot, placement("cpu", "float32"), tiny=True, weights=False, seed=0)
+    return load_model(
+        hf.snapshot, placement("cpu", "float32"), tiny=True, weights=False, seed=0
+    )
 
 
 def test_a_tower_fixes_its_input_where_its_forward_does_not_interpolate() -> None:
@@ -35,7 +37,9 @@ def test_a_tower_fixes_its_input_where_its_forward_does_not_interpolate() -> Non
         assert tower.size == (sub.image_size, sub.image_size)
         assert tower.source.startswith("transformers/models/") and ":" in tower.source
         forward = getattr(transformers, tower.tower).forward
-        assert inspect.signature(forward).parameters["interpolate_pos_encoding"].default in (False, None)
+        assert inspect.signature(forward).parameters[
+            "interpolate_pos_encoding"
+        ].default in (False, None)
     # A tower without the switch (Qwen2-VL's takes any size) fixes nothing.
     assert not fixed_inputs(resolve("qwen2_vl").load_config())
 
@@ -45,7 +49,11 @@ def test_the_static_rule_agrees_with_the_hf_model() -> None:
     # (a tiny twin keeps the tower's geometry) refuses too, and takes the same item by default.
     hf = HFReference(resolve("llava"))
     judge = FitJudge(hf)
-    ruled_out = [s for s in count_changing_settings(hf, per_modality=99) if judge.fit(s).verdict == "not applicable"]
+    ruled_out = [
+        s
+        for s in count_changing_settings(hf, per_modality=99)
+        if judge.fit(s).verdict == "not applicable"
+    ]
     assert ruled_out, "no setting to decide here, so this test could not fail"
     twin = _twin(hf)
     for setting in ruled_out:
@@ -69,9 +77,13 @@ def test_settings_the_model_takes_are_kept_and_run_on_a_tiny_twin() -> None:
     assert not judge.not_applicable() and not judge.undecided()
 
 
-def test_a_model_refusing_the_defaults_leaves_settings_undecided_and_judged(tmp_path) -> None:
+def test_a_model_refusing_the_defaults_leaves_settings_undecided_and_judged(
+    tmp_path,
+) -> None:
     hf = HFReference(resolve(str(llava_tower_mismatch_snapshot(tmp_path / "snap"))))
-    with pytest.raises(Exception):  # HF's model refuses an ordinary image: measured, not assumed
+    with pytest.raises(
+        Exception
+    ):  # HF's model refuses an ordinary image: measured, not assumed
         _twin(hf).logits(hf.single(hf.reference_items("image")[0]).inputs)
     judge = FitJudge(hf)
     drawn = count_changing_settings(hf, per_modality=1, keep=judge.applicable)

@@ -24,7 +24,10 @@ from mmport.verify.svgplot import HF_COLOUR, PORT_COLOUR, nice_ticks
 
 CHROMIUM = Path("/usr/bin/chromium")
 # LLaVA's count, one too many: the port's curve runs parallel to HF's, one above.
-OFF_BY_ONE = ("        return num_image_tokens\n", "        return num_image_tokens + 1\n")
+OFF_BY_ONE = (
+    "        return num_image_tokens\n",
+    "        return num_image_tokens + 1\n",
+)
 
 
 def _verify(port: Path) -> Report:
@@ -34,7 +37,11 @@ def _verify(port: Path) -> Report:
 @pytest.fixture(scope="module")
 def wrong(scaffolded, tmp_path_factory) -> Report:
     """A verify of LLaVA's port with its count off by one, count curves included."""
-    return _verify(mutated_port(scaffolded("llava"), "llava", *OFF_BY_ONE, tmp_path_factory.mktemp("wrong")))
+    return _verify(
+        mutated_port(
+            scaffolded("llava"), "llava", *OFF_BY_ONE, tmp_path_factory.mktemp("wrong")
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +66,13 @@ def test_report_records_the_token_window_around_the_first_difference(wrong) -> N
     window = wrong.token_windows[failure.probe]
     index = window.position - window.start
     assert window.position == failure.position
-    assert (str(window.hf[index]), str(window.port[index])) == (failure.expected, failure.actual)
-    assert window.hf[:index] == window.port[:index], "the window starts before the first difference"
+    assert (str(window.hf[index]), str(window.port[index])) == (
+        failure.expected,
+        failure.actual,
+    )
+    assert window.hf[:index] == window.port[:index], (
+        "the window starts before the first difference"
+    )
     assert len(window.hf_tokens) == len(window.hf), "HF's tokenizer spells every id"
     assert '"token_windows"' in wrong.to_json() and '"curves"' in wrong.to_json()
 
@@ -92,7 +104,11 @@ def test_page_shows_token_windows_side_by_side(wrong) -> None:
     first = re.search(r'<tr class="first">(.*?)</tr>', page, re.S)
     assert first, "the first differing position is highlighted"
     cells = re.findall(r"<td[^>]*>(.*?)</td>", first.group(1))
-    assert cells[0].startswith(str(failure.position)) and failure.expected in cells and failure.actual in cells
+    assert (
+        cells[0].startswith(str(failure.position))
+        and failure.expected in cells
+        and failure.actual in cells
+    )
 
 
 def test_page_plots_hf_and_port_with_the_difference_marked(wrong) -> None:
@@ -100,7 +116,9 @@ def test_page_plots_hf_and_port_with_the_difference_marked(wrong) -> None:
     curve = wrong.curves["image"]
     assert page.count('<svg class="count-plot"') == len({p.group for p in curve.points})
     assert page.count('class="hf-point"') == len(curve.points)
-    assert page.count('class="port-point"') == sum(p.port is not None for p in curve.points)
+    assert page.count('class="port-point"') == sum(
+        p.port is not None for p in curve.points
+    )
     assert page.count('class="mismatch"') == len(curve.mismatches()) > 0
     assert ">HF</text>" in page and ">port</text>" in page  # the legend
 
@@ -116,13 +134,29 @@ def test_passing_port_page_has_no_difference(right) -> None:
     page = render_html(right)
     assert right.passed and 'class="verdict pass">PASS' in page
     assert 'class="first-diff"' not in page and 'class="mismatch"' not in page
-    assert all(not curve.mismatches() for curve in right.curves.values()) and right.curves
+    assert (
+        all(not curve.mismatches() for curve in right.curves.values()) and right.curves
+    )
 
 
 def test_page_escapes_what_it_shows() -> None:
-    checks = {"tokens": CheckResult("tokens", 1, [Failure("<p>", "<script>alert(1)</script>", 0, "<b>", "&", loudness="silent")])}
+    checks = {
+        "tokens": CheckResult(
+            "tokens",
+            1,
+            [
+                Failure(
+                    "<p>", "<script>alert(1)</script>", 0, "<b>", "&", loudness="silent"
+                )
+            ],
+        )
+    }
     page = render_html(Report("<img src=x>", "port.py", "bundled", 1, 0, checks))
-    assert "<script>alert" not in page and "<img src=x>" not in page and "&lt;script&gt;" in page
+    assert (
+        "<script>alert" not in page
+        and "<img src=x>" not in page
+        and "&lt;script&gt;" in page
+    )
 
 
 def test_nice_ticks_are_round_and_cover_the_data() -> None:
@@ -137,7 +171,13 @@ def _chromium(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         f"--user-data-dir={tmp_path / 'profile'}",
     ]  # fmt: skip
-    return subprocess.run([str(CHROMIUM), *flags, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    return subprocess.run(
+        [str(CHROMIUM), *flags, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
 
 
 def _drawn_in(pixels, colour: str, within: int = 24) -> int:
@@ -147,7 +187,10 @@ def _drawn_in(pixels, colour: str, within: int = 24) -> int:
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="headless Chromium is not installed at /usr/bin/chromium (apt-get install chromium)")
+@pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="headless Chromium is not installed at /usr/bin/chromium (apt-get install chromium)",
+)
 def test_page_renders_in_headless_chromium(wrong, tmp_path) -> None:
     from PIL import Image
 
@@ -157,13 +200,29 @@ def test_page_renders_in_headless_chromium(wrong, tmp_path) -> None:
     assert dom.returncode == 0, dom.stderr
     # The DOM Chromium built: plots with both series, and the first difference named.
     failure = _first_token_failure(wrong)
-    said = re.sub(r"<[^>]+>", "", re.search(r'<section class="first-diff">(.*?)</section>', dom.stdout, re.S).group(1))
-    assert f"token position {failure.position}" in said and f"HF {failure.expected}" in said
-    assert len(re.findall(r'<circle class="hf-point"', dom.stdout)) == len(wrong.curves["image"].points)
+    said = re.sub(
+        r"<[^>]+>",
+        "",
+        re.search(
+            r'<section class="first-diff">(.*?)</section>', dom.stdout, re.S
+        ).group(1),
+    )
+    assert (
+        f"token position {failure.position}" in said
+        and f"HF {failure.expected}" in said
+    )
+    assert len(re.findall(r'<circle class="hf-point"', dom.stdout)) == len(
+        wrong.curves["image"].points
+    )
     assert re.search(r'<path class="port-point"', dom.stdout)
     # What it drew: the plots' HF blue and port orange, and the red FAIL, on a page of many colours.
     png = tmp_path / "report.png"
-    shot = _chromium(f"--screenshot={png}", "--window-size=1200,2000", page.as_uri(), tmp_path=tmp_path)
+    shot = _chromium(
+        f"--screenshot={png}",
+        "--window-size=1200,2000",
+        page.as_uri(),
+        tmp_path=tmp_path,
+    )
     assert shot.returncode == 0 and png.exists(), shot.stderr
     pixels = np.asarray(Image.open(png).convert("RGB"))
     assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50, "the screenshot is blank"

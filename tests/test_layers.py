@@ -26,14 +26,23 @@ ROOT = Path(mmport.__file__).parent
 REPO = ROOT.parent
 
 # `lint-imports`, run by this interpreter (its script may not be on PATH).
-LINT_IMPORTS = [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()"]
+LINT_IMPORTS = [
+    sys.executable,
+    "-c",
+    "from importlinter.cli import lint_imports_command; lint_imports_command()",
+]
 
 
 def lint_imports(repo: Path) -> subprocess.CompletedProcess[str]:
     """Run the contracts of ``repo``'s pyproject.toml on the ``mmport`` inside ``repo``."""
     env = {**os.environ, "PYTHONPATH": str(repo)}
     return subprocess.run(
-        [*LINT_IMPORTS, "--no-cache", "--no-logo"], cwd=repo, env=env, capture_output=True, text=True, timeout=300
+        [*LINT_IMPORTS, "--no-cache", "--no-logo"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -53,7 +62,9 @@ def _copy(tmp_path: Path) -> Path:
 def test_a_verify_module_importing_analyzers_breaks_the_contracts(tmp_path) -> None:
     repo = _copy(tmp_path)
     with (repo / "mmport" / "verify" / "checks.py").open("a") as module:
-        module.write("\n\ndef _reference():\n    import mmport.analyzers  # deferred, and still a dependency\n")
+        module.write(
+            "\n\ndef _reference():\n    import mmport.analyzers  # deferred, and still a dependency\n"
+        )
     result = lint_imports(repo)
     assert result.returncode == 1, result.stdout + result.stderr
     broken = result.stdout.split("Broken contracts")[1]
@@ -82,7 +93,9 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imported(node: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str, str | None]]:
+def _imported(
+    node: ast.AST, module: str, is_package: bool
+) -> Iterator[tuple[str, str | None]]:
     """``(module, name)`` for each import statement ``node`` makes (``name`` None for ``import x``)."""
     if isinstance(node, ast.Import):
         for alias in node.names:
@@ -108,7 +121,11 @@ def _part(dotted: str, root: Path) -> tuple[str, list[str]] | None:
 
 def _resolved(target: str, name: str | None, root: Path) -> str:
     """``from mmport import verify`` imports the part ``verify``; ``from mmport import __version__`` the root."""
-    if target == root.name and name and ((root / name).is_dir() or (root / f"{name}.py").exists()):
+    if (
+        target == root.name
+        and name
+        and ((root / name).is_dir() or (root / f"{name}.py").exists())
+    ):
         return f"{target}.{name}"
     return target
 
@@ -128,10 +145,16 @@ def private_imports(root: Path = ROOT) -> list[str]:
                 if located is None:
                     continue
                 other, rest = located
-                if other not in ("", own) and (any(map(_private, rest)) or (name is not None and _private(name))):
+                if other not in ("", own) and (
+                    any(map(_private, rest)) or (name is not None and _private(name))
+                ):
                     where = f"{path.relative_to(root.parent)}:{node.lineno}"
-                    found.append(f"{where}: {own} imports {dotted}{'.' + name if name else ''}, private to {other}")
-    return list(dict.fromkeys(found))  # one line per statement and module, however many names it imports
+                    found.append(
+                        f"{where}: {own} imports {dotted}{'.' + name if name else ''}, private to {other}"
+                    )
+    return list(
+        dict.fromkeys(found)
+    )  # one line per statement and module, however many names it imports
 
 
 def test_no_part_imports_another_parts_private_module_or_name() -> None:
@@ -166,7 +189,15 @@ def test_private_imports_are_caught(tmp_path) -> None:
         },
     )
     found = private_imports(root)
-    assert any("mmport/analyzers/__init__.py:2" in f and "private to sources" in f for f in found)
-    assert any("mmport/analyzers/__init__.py:3" in f and "private to hf" in f for f in found)
-    assert any("mmport/analyzers/__init__.py:6" in f and "private to sources" in f for f in found)
+    assert any(
+        "mmport/analyzers/__init__.py:2" in f and "private to sources" in f
+        for f in found
+    )
+    assert any(
+        "mmport/analyzers/__init__.py:3" in f and "private to hf" in f for f in found
+    )
+    assert any(
+        "mmport/analyzers/__init__.py:6" in f and "private to sources" in f
+        for f in found
+    )
     assert len(found) == 3

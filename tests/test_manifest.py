@@ -18,14 +18,42 @@ import pytest
 from conftest import invoke, mutated_port
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECK_NAMES = ["tokens", "placeholders", "fields", "cache", "embeds", "dummy", "limits", "model", "serve"]
+CHECK_NAMES = [
+    "tokens",
+    "placeholders",
+    "fields",
+    "cache",
+    "embeds",
+    "dummy",
+    "limits",
+    "model",
+    "serve",
+]
 
 
-def write_manifest(directory: Path, entries: list[tuple[str, Path | str]], extra: str = "") -> Path:
+def write_manifest(
+    directory: Path, entries: list[tuple[str, Path | str]], extra: str = ""
+) -> Path:
     """A pyproject.toml in ``directory`` listing (ref, port) pairs; ``extra`` goes inside each entry."""
-    rows = [f"    {{ ref = {json.dumps(ref)}, port = {json.dumps(str(port))}{extra} }}," for ref, port in entries]
+    rows = [
+        f"    {{ ref = {json.dumps(ref)}, port = {json.dumps(str(port))}{extra} }},"
+        for ref, port in entries
+    ]
     path = directory / "pyproject.toml"
-    path.write_text("\n".join(["[project]", 'name = "my-ports"', "", "[tool.mmport]", "ports = [", *rows, "]"]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                "[project]",
+                'name = "my-ports"',
+                "",
+                "[tool.mmport]",
+                "ports = [",
+                *rows,
+                "]",
+            ]
+        )
+        + "\n"
+    )
     return path
 
 
@@ -42,8 +70,16 @@ def _suites(junit: Path) -> dict[str, ET.Element]:
     return {suite.get("name"): suite for suite in root}
 
 
-def test_passing_failing_and_crashing_ports_on_two_workers(scaffolded, tmp_path) -> None:
-    wrong = mutated_port(scaffolded("llava"), "llava", "        return num_image_tokens\n", "        return num_image_tokens + 1\n", tmp_path)
+def test_passing_failing_and_crashing_ports_on_two_workers(
+    scaffolded, tmp_path
+) -> None:
+    wrong = mutated_port(
+        scaffolded("llava"),
+        "llava",
+        "        return num_image_tokens\n",
+        "        return num_image_tokens + 1\n",
+        tmp_path,
+    )
     # A port that kills the process importing it: its worker dies, the run goes on.
     # (Last, so that no fresh worker, with its torch import, is needed after it.)
     killer = tmp_path / "killer_processing.py"
@@ -55,22 +91,53 @@ def test_passing_failing_and_crashing_ports_on_two_workers(scaffolded, tmp_path)
         ("llava", killer.name),
     ]
     junit, reports = tmp_path / "junit.xml", tmp_path / "verify.json"
-    result = invoke("verify", "--manifest", str(write_manifest(tmp_path, entries)), "--workers", "2", "--probes", "2", "--junit", str(junit), "--json", str(reports))
+    result = invoke(
+        "verify",
+        "--manifest",
+        str(write_manifest(tmp_path, entries)),
+        "--workers",
+        "2",
+        "--probes",
+        "2",
+        "--junit",
+        str(junit),
+        "--json",
+        str(reports),
+    )
     # The worst port decides: mmport could not verify one (3) over a failed check (1).
     assert result.returncode == 3, result.stdout + result.stderr
     rows = [line for line in result.stdout.splitlines() if "_processing.py" in line]
     assert len(rows) == 4 and sum(" pass " in row for row in rows) == 2
-    assert re.search(r"│ llava_processing\.py\s+│ llava\s+│ fail\s+│ tokens", result.stdout), result.stdout
-    assert re.search(r"│ killer_processing\.py\s+│ llava\s+│ error\s+│ the worker verifying this port died", result.stdout)
+    assert re.search(
+        r"│ llava_processing\.py\s+│ llava\s+│ fail\s+│ tokens", result.stdout
+    ), result.stdout
+    assert re.search(
+        r"│ killer_processing\.py\s+│ llava\s+│ error\s+│ the worker verifying this port died",
+        result.stdout,
+    )
     assert "2 / 4 pass" in result.stdout and "2 worker(s)" in result.stdout
 
     suites = _suites(junit)
     assert len(suites) == 4
-    for name in ("llava (llava_processing.py)", f"llava ({scaffolded('llava') / 'llava_processing.py'})", "paligemma (" + str(entries[2][1]) + ")"):
-        assert [case.get("name") for case in suites[f"mmport verify {name}"].iter("testcase")] == CHECK_NAMES
-    failed = [case.get("name") for case in suites["mmport verify llava (llava_processing.py)"].iter("testcase") if case.find("failure") is not None]
+    for name in (
+        "llava (llava_processing.py)",
+        f"llava ({scaffolded('llava') / 'llava_processing.py'})",
+        "paligemma (" + str(entries[2][1]) + ")",
+    ):
+        assert [
+            case.get("name")
+            for case in suites[f"mmport verify {name}"].iter("testcase")
+        ] == CHECK_NAMES
+    failed = [
+        case.get("name")
+        for case in suites["mmport verify llava (llava_processing.py)"].iter("testcase")
+        if case.find("failure") is not None
+    ]
     assert "tokens" in failed
-    assert suites["mmport verify llava (killer_processing.py)"].find("testcase/error") is not None
+    assert (
+        suites["mmport verify llava (killer_processing.py)"].find("testcase/error")
+        is not None
+    )
     assert ET.parse(junit).getroot().get("tests") == str(3 * len(CHECK_NAMES) + 1)
 
     listed = json.loads(reports.read_text())
@@ -78,23 +145,56 @@ def test_passing_failing_and_crashing_ports_on_two_workers(scaffolded, tmp_path)
     assert listed[1]["port"] == str(wrong) and listed[3]["exit_code"] == 3
 
 
-def test_a_directory_of_ports_takes_each_ref_from_its_header(scaffolded, tmp_path) -> None:
+def test_a_directory_of_ports_takes_each_ref_from_its_header(
+    scaffolded, tmp_path
+) -> None:
     shutil.copytree(scaffolded("llava"), tmp_path / "ports" / "llava")
-    result = invoke("verify", "--manifest", str(tmp_path / "ports"), "--workers", "1", "--probes", "2")
+    result = invoke(
+        "verify",
+        "--manifest",
+        str(tmp_path / "ports"),
+        "--workers",
+        "1",
+        "--probes",
+        "2",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"llava/llava_processing\.py\s+│\s+llava\s+│\s+pass", result.stdout), result.stdout
+    assert re.search(
+        r"llava/llava_processing\.py\s+│\s+llava\s+│\s+pass", result.stdout
+    ), result.stdout
 
 
-def test_a_port_with_bad_input_is_a_row_and_the_run_goes_on(scaffolded, tmp_path) -> None:
+def test_a_port_with_bad_input_is_a_row_and_the_run_goes_on(
+    scaffolded, tmp_path
+) -> None:
     broken = tmp_path / "broken_processing.py"
     broken.write_text("import definitely_not_a_module\n")
-    manifest = write_manifest(tmp_path, [("llava", broken.name), ("llava", scaffolded("llava") / "llava_processing.py")])
+    manifest = write_manifest(
+        tmp_path,
+        [
+            ("llava", broken.name),
+            ("llava", scaffolded("llava") / "llava_processing.py"),
+        ],
+    )
     junit = tmp_path / "junit.xml"
-    result = invoke("verify", "--manifest", str(manifest), "--workers", "1", "--probes", "2", "--junit", str(junit))
+    result = invoke(
+        "verify",
+        "--manifest",
+        str(manifest),
+        "--workers",
+        "1",
+        "--probes",
+        "2",
+        "--junit",
+        str(junit),
+    )
     # The worst port decides: bad input (2) over a pass.
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
-    assert re.search(r"broken_processing\.py\s+│\s+llava\s+│\s+bad input\s+│.*broken_processing", result.stdout), result.stdout
+    assert re.search(
+        r"broken_processing\.py\s+│\s+llava\s+│\s+bad input\s+│.*broken_processing",
+        result.stdout,
+    ), result.stdout
     assert re.search(r"llava_processing\.py\s+│\s+llava\s+│\s+pass", result.stdout)
     errored = _suites(junit)["mmport verify llava (broken_processing.py)"]
     assert errored.get("errors") == "1" and errored.find("testcase/error") is not None
@@ -113,13 +213,31 @@ BROKEN_MANIFESTS = {
     "no table": ('[project]\nname = "x"\n', "no [tool.mmport] table"),
     "empty list": ("[tool.mmport]\nports = []\n", "non-empty list 'ports'"),
     "ports not a list": ('[tool.mmport]\nports = "llava"\n', "non-empty list 'ports'"),
-    "unknown table key": ('[tool.mmport]\nports = [{ref = "llava", port = "ports/x_processing.py"}]\nworkers = 4\n', "unknown key(s) workers"),
-    "unknown entry key": ('[tool.mmport]\nports = [{ref = "llava", port = "ports/x_processing.py", seed = 1}]\n', "unknown key(s) seed"),
+    "unknown table key": (
+        '[tool.mmport]\nports = [{ref = "llava", port = "ports/x_processing.py"}]\nworkers = 4\n',
+        "unknown key(s) workers",
+    ),
+    "unknown entry key": (
+        '[tool.mmport]\nports = [{ref = "llava", port = "ports/x_processing.py", seed = 1}]\n',
+        "unknown key(s) seed",
+    ),
     "entry without port": ('[tool.mmport]\nports = [{ref = "llava"}]\n', "lacks port"),
-    "entry not a table": ('[tool.mmport]\nports = ["llava"]\n', "ports[0] is not a table"),
-    "missing port file": ('[tool.mmport]\nports = [{ref = "llava", port = "ports/missing_processing.py"}]\n', "does not exist"),
-    "port is a directory": ('[tool.mmport]\nports = [{ref = "llava", port = "ports"}]\n', "is a directory"),
-    "model not a boolean": ('[tool.mmport]\nports = [{ref = "llava", port = "ports/x_processing.py", model = 1}]\n', "'model' must be"),
+    "entry not a table": (
+        '[tool.mmport]\nports = ["llava"]\n',
+        "ports[0] is not a table",
+    ),
+    "missing port file": (
+        '[tool.mmport]\nports = [{ref = "llava", port = "ports/missing_processing.py"}]\n',
+        "does not exist",
+    ),
+    "port is a directory": (
+        '[tool.mmport]\nports = [{ref = "llava", port = "ports"}]\n',
+        "is a directory",
+    ),
+    "model not a boolean": (
+        '[tool.mmport]\nports = [{ref = "llava", port = "ports/x_processing.py", model = 1}]\n',
+        "'model' must be",
+    ),
     "empty processor_kwargs": (
         '[tool.mmport]\nports = [{ref = "llava", port = "ports/x_processing.py", processor_kwargs = {}}]\n',
         "'processor_kwargs' must be",
@@ -138,37 +256,65 @@ def test_broken_manifest(name: str, tmp_path) -> None:
     manifest = tmp_path / "pyproject.toml"
     manifest.write_text(text)
     junit, reports = tmp_path / "junit.xml", tmp_path / "verify.json"
-    _assert_user_error(invoke("verify", "--manifest", str(manifest), "--junit", str(junit), "--json", str(reports)), fragment)
+    _assert_user_error(
+        invoke(
+            "verify",
+            "--manifest",
+            str(manifest),
+            "--junit",
+            str(junit),
+            "--json",
+            str(reports),
+        ),
+        fragment,
+    )
     assert not junit.exists() and not reports.exists()
 
 
 def test_manifest_that_does_not_exist(tmp_path) -> None:
-    _assert_user_error(invoke("verify", "--manifest", str(tmp_path / "nope.toml")), "does not exist")
+    _assert_user_error(
+        invoke("verify", "--manifest", str(tmp_path / "nope.toml")), "does not exist"
+    )
 
 
 def test_directory_without_ports(tmp_path) -> None:
-    _assert_user_error(invoke("verify", "--manifest", str(tmp_path)), "no *_processing.py")
+    _assert_user_error(
+        invoke("verify", "--manifest", str(tmp_path)), "no *_processing.py"
+    )
 
 
 def test_directory_port_that_names_no_ref(tmp_path) -> None:
     _port(tmp_path)
-    _assert_user_error(invoke("verify", "--manifest", str(tmp_path)), "pyproject.toml manifest")
+    _assert_user_error(
+        invoke("verify", "--manifest", str(tmp_path)), "pyproject.toml manifest"
+    )
 
 
 @pytest.mark.parametrize(
     "args, fragment",
     [
         (["llava", "--manifest", "pyproject.toml"], "REF cannot go with --manifest"),
-        (["--manifest", "pyproject.toml", "--port", "x_processing.py"], "--port cannot go with --manifest"),
-        (["--manifest", "pyproject.toml", "--tiny"], "--model cannot go with --manifest"),
+        (
+            ["--manifest", "pyproject.toml", "--port", "x_processing.py"],
+            "--port cannot go with --manifest",
+        ),
+        (
+            ["--manifest", "pyproject.toml", "--tiny"],
+            "--model cannot go with --manifest",
+        ),
         (["--manifest", "pyproject.toml", "--workers", "0"], "--workers"),
         (["--manifest", "pyproject.toml", "--backend", "nope"], "unknown backend"),
         ([], "--manifest PATH to verify many"),
         (["llava"], "--manifest PATH to verify many"),
-        (["llava", "--port", "x_processing.py", "--workers", "2"], "--workers applies to --manifest"),
+        (
+            ["llava", "--port", "x_processing.py", "--workers", "2"],
+            "--workers applies to --manifest",
+        ),
     ],
 )
-def test_manifest_options_that_do_not_fit(args: list[str], fragment: str, tmp_path, monkeypatch) -> None:
+def test_manifest_options_that_do_not_fit(
+    args: list[str], fragment: str, tmp_path, monkeypatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     write_manifest(tmp_path, [("llava", _port(tmp_path).relative_to(tmp_path))])
     (tmp_path / "x_processing.py").write_text("")
@@ -180,28 +326,50 @@ def _workflow() -> dict:
     yaml = pytest.importorskip("yaml")
     text = (ROOT / "docs" / "ci.md").read_text()
     block = re.search(r"```yaml\n(# \.github/workflows/.*?)```", text, re.DOTALL)
-    assert block, "docs/ci.md has no ```yaml block starting with its '# .github/workflows/...' path"
+    assert block, (
+        "docs/ci.md has no ```yaml block starting with its '# .github/workflows/...' path"
+    )
     return yaml.safe_load(block.group(1))
 
 
 def _verify_args(command: str) -> list[str]:
     """The arguments after ``mmport`` in the one line of ``command`` that runs mmport verify."""
-    line = next(line for line in command.splitlines() if line.strip().startswith("mmport verify"))
+    line = next(
+        line
+        for line in command.splitlines()
+        if line.strip().startswith("mmport verify")
+    )
     words = shlex.split(line)
     assert words[:2] == ["mmport", "verify"]
     return words[1:]
 
 
-def test_the_ci_workflow_runs_a_command_the_cli_accepts(scaffolded, tmp_path, monkeypatch) -> None:
+def test_the_ci_workflow_runs_a_command_the_cli_accepts(
+    scaffolded, tmp_path, monkeypatch
+) -> None:
     workflow = _workflow()
     steps = workflow["jobs"]["verify"]["steps"]
     uses = [step.get("uses", "").split("@")[0] for step in steps]
-    assert {"actions/checkout", "actions/setup-python", "actions/cache", "actions/upload-artifact"} <= set(uses)
-    cache = next(step for step in steps if step.get("uses", "").startswith("actions/cache"))
-    assert "~/.cache/huggingface" in cache["with"]["path"] and "hashFiles('pyproject.toml')" in cache["with"]["key"]
+    assert {
+        "actions/checkout",
+        "actions/setup-python",
+        "actions/cache",
+        "actions/upload-artifact",
+    } <= set(uses)
+    cache = next(
+        step for step in steps if step.get("uses", "").startswith("actions/cache")
+    )
+    assert (
+        "~/.cache/huggingface" in cache["with"]["path"]
+        and "hashFiles('pyproject.toml')" in cache["with"]["key"]
+    )
     run = "\n".join(step.get("run", "") for step in steps)
     args = _verify_args(run)
-    upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact"))
+    upload = next(
+        step
+        for step in steps
+        if step.get("uses", "").startswith("actions/upload-artifact")
+    )
     assert upload["if"] == "always()"
     # The workflow's own command, in a checkout holding a one-port manifest.
     monkeypatch.chdir(tmp_path)
@@ -214,17 +382,27 @@ def test_the_ci_workflow_runs_a_command_the_cli_accepts(scaffolded, tmp_path, mo
                     (tmp_path / directory).mkdir(parents=True, exist_ok=True)
     result = invoke(*args, "--probes", "2")
     assert result.returncode == 0, result.stdout + result.stderr
-    written = [Path(args[args.index(option) + 1]) for option in ("--junit", "--json") if option in args]
+    written = [
+        Path(args[args.index(option) + 1])
+        for option in ("--junit", "--json")
+        if option in args
+    ]
     assert written and all((tmp_path / path).is_file() for path in written)
-    assert str(upload["with"]["path"]).strip().rstrip("/") in {str(path.parent) for path in written}
+    assert str(upload["with"]["path"]).strip().rstrip("/") in {
+        str(path.parent) for path in written
+    }
 
 
-def test_the_pre_commit_hook_runs_the_manifest(scaffolded, tmp_path, monkeypatch) -> None:
+def test_the_pre_commit_hook_runs_the_manifest(
+    scaffolded, tmp_path, monkeypatch
+) -> None:
     yaml = pytest.importorskip("yaml")
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     hook = next(hook for hook in hooks if hook["id"] == "mmport-verify")
     assert hook["language"] == "python" and hook["pass_filenames"] is False
-    assert re.search(hook["files"], "ports/llava/llava_processing.py") and not re.search(hook["files"], "ports/llava/llava.py")
+    assert re.search(
+        hook["files"], "ports/llava/llava_processing.py"
+    ) and not re.search(hook["files"], "ports/llava/llava.py")
     words = shlex.split(hook["entry"])
     assert words[0] == "mmport"
     monkeypatch.chdir(tmp_path)
@@ -234,12 +412,27 @@ def test_the_pre_commit_hook_runs_the_manifest(scaffolded, tmp_path, monkeypatch
     assert result.returncode == 0, result.stdout + result.stderr
     # And the same entry with a failing port: pre-commit sees exit 1 and stops the commit.
     source = tmp_path / "ports" / "llava" / "llava_processing.py"
-    source.write_text(source.read_text().replace("        return num_image_tokens\n", "        return num_image_tokens + 1\n"))
+    source.write_text(
+        source.read_text().replace(
+            "        return num_image_tokens\n", "        return num_image_tokens + 1\n"
+        )
+    )
     assert invoke(*words[1:], "--probes", "2").returncode == 1
 
 
 # Quick, passing families of docs/coverage.md; each is verified three times in the 30-port run.
-QUICK_FAMILIES = ("llava", "paligemma", "vipllava", "blip-2", "instructblip", "colpali", "colqwen2", "deepseek_vl", "janus", "granite4_vision")
+QUICK_FAMILIES = (
+    "llava",
+    "paligemma",
+    "vipllava",
+    "blip-2",
+    "instructblip",
+    "colpali",
+    "colqwen2",
+    "deepseek_vl",
+    "janus",
+    "granite4_vision",
+)
 
 
 @pytest.mark.slow
@@ -259,8 +452,21 @@ def test_thirty_ports_in_one_run(scaffolded, tmp_path) -> None:
             entries.append((family, f"ports/{family}-{copy}/{port.name}"))
     manifest = write_manifest(tmp_path, entries)
     junit, reports = tmp_path / "junit.xml", tmp_path / "verify.json"
-    result = invoke("verify", "--manifest", str(manifest), "--workers", "2", "--junit", str(junit), "--json", str(reports))
+    result = invoke(
+        "verify",
+        "--manifest",
+        str(manifest),
+        "--workers",
+        "2",
+        "--junit",
+        str(junit),
+        "--json",
+        str(reports),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     suites = _suites(junit)
-    assert len(suites) == 30 and all(len(list(suite.iter("testcase"))) == len(CHECK_NAMES) for suite in suites.values())
+    assert len(suites) == 30 and all(
+        len(list(suite.iter("testcase"))) == len(CHECK_NAMES)
+        for suite in suites.values()
+    )
     assert len(json.loads(reports.read_text())) == 30

@@ -16,7 +16,9 @@ PROBES = 3
 
 
 def _verify_model(ref: str, port: Path, tmp_path: Path, **options) -> tuple[int, dict]:
-    return verify_report(ref, port, probes=PROBES, model=ModelOptions(**{"tiny": True, **options}))
+    return verify_report(
+        ref, port, probes=PROBES, model=ModelOptions(**{"tiny": True, **options})
+    )
 
 
 @slow
@@ -30,8 +32,12 @@ def test_tiny_twin_of_default_config_passes(model_type, scaffolded, tmp_path) ->
 
 
 @slow
-@pytest.mark.parametrize(("model_type", "encoded"), [("qwen2_vl", "video"), ("qwen2_audio", None)])
-def test_video_and_audio_items_are_checked_against_the_model(model_type, encoded, scaffolded, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("model_type", "encoded"), [("qwen2_vl", "video"), ("qwen2_audio", None)]
+)
+def test_video_and_audio_items_are_checked_against_the_model(
+    model_type, encoded, scaffolded, tmp_path
+) -> None:
     # Qwen2-VL exposes its video encoder (get_video_features): each video's feature
     # count and features are compared; Qwen2-Audio exposes none, so its audio is
     # judged through the logits of forwards that hold it, and the summary says so.
@@ -43,33 +49,51 @@ def test_video_and_audio_items_are_checked_against_the_model(model_type, encoded
         assert model["metrics"][f"{encoded}_items_encoded"] >= 1, model
     else:
         assert "get_audio_features" in model["summary"], model
-    assert any("audio" in m or "video" in m for m in report["probe_modalities"].values())
+    assert any(
+        "audio" in m or "video" in m for m in report["probe_modalities"].values()
+    )
 
 
 @slow
 def test_video_count_off_by_one_fails_the_model_check(scaffolded, tmp_path) -> None:
     port = mutated_port(
-        scaffolded("qwen2_vl"), "qwen2_vl", "num_video_tokens = video_inputs", "num_video_tokens = 1 + video_inputs", tmp_path
+        scaffolded("qwen2_vl"),
+        "qwen2_vl",
+        "num_video_tokens = video_inputs",
+        "num_video_tokens = 1 + video_inputs",
+        tmp_path,
     )
     code, report = _verify_model("qwen2_vl", port, tmp_path)
     messages = [f["message"] for f in report["checks"]["model"]["failures"]]
-    assert code == 1 and any(m.startswith("video ") and "feature vectors" in m for m in messages), report
+    assert code == 1 and any(
+        m.startswith("video ") and "feature vectors" in m for m in messages
+    ), report
 
 
 @slow
 @pytest.mark.parametrize("build", [gemma3_896_snapshot, idefics3_364_snapshot])
 def test_tiny_twin_of_real_geometry_passes(build, tmp_path) -> None:
     snapshot = build(tmp_path / "snap")
-    code, report = _verify_model(str(snapshot), scaffold_port(str(snapshot), tmp_path / "port"), tmp_path)
+    code, report = _verify_model(
+        str(snapshot), scaffold_port(str(snapshot), tmp_path / "port"), tmp_path
+    )
     assert code == 0 and report["checks"]["model"]["status"] == "pass", report
 
 
 @slow
 def test_count_off_by_one_fails_with_both_counts(scaffolded, tmp_path) -> None:
-    port = mutated_port(scaffolded("llava"), "llava", "        return num_image_tokens\n", "        return num_image_tokens + 1\n", tmp_path)
+    port = mutated_port(
+        scaffolded("llava"),
+        "llava",
+        "        return num_image_tokens\n",
+        "        return num_image_tokens + 1\n",
+        tmp_path,
+    )
     code, report = _verify_model("llava", port, tmp_path)
     failures = report["checks"]["model"]["failures"]
-    counts = [f for f in failures if "feature vectors from the HF encoder" in f["message"]]
+    counts = [
+        f for f in failures if "feature vectors from the HF encoder" in f["message"]
+    ]
     assert code == 1 and counts, report
     # The encoder's count is HF's; the port's is one more, as mutated.
     assert all(int(f["actual"]) == int(f["expected"]) + 1 for f in counts)
@@ -78,11 +102,17 @@ def test_count_off_by_one_fails_with_both_counts(scaffolded, tmp_path) -> None:
 @slow
 def test_wrong_item_slicing_names_the_item_and_tensor(scaffolded, tmp_path) -> None:
     port = mutated_port(
-        scaffolded("llava"), "llava", 'MultiModalFieldConfig.batched("image")', 'MultiModalFieldConfig.shared("image", 2)', tmp_path
+        scaffolded("llava"),
+        "llava",
+        'MultiModalFieldConfig.batched("image")',
+        'MultiModalFieldConfig.shared("image", 2)',
+        tmp_path,
     )
     code, report = _verify_model("llava", port, tmp_path)
     messages = [f["message"] for f in report["checks"]["model"]["failures"]]
-    assert code == 1 and any("item 0" in m and "`pixel_values`" in m for m in messages), report
+    assert code == 1 and any(
+        "item 0" in m and "`pixel_values`" in m for m in messages
+    ), report
 
 
 def test_cuda_asked_for_without_cuda_is_a_clear_error(scaffolded, tmp_path) -> None:
@@ -90,8 +120,14 @@ def test_cuda_asked_for_without_cuda_is_a_clear_error(scaffolded, tmp_path) -> N
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     port = scaffolded("llava") / "llava_processing.py"
-    result = invoke("verify", "llava", "--port", str(port), "--model", "--device", "cuda")
-    assert result.returncode == 2 and "no CUDA device" in result.stderr and "Traceback" not in result.stderr
+    result = invoke(
+        "verify", "llava", "--port", str(port), "--model", "--device", "cuda"
+    )
+    assert (
+        result.returncode == 2
+        and "no CUDA device" in result.stderr
+        and "Traceback" not in result.stderr
+    )
 
 
 @pytest.mark.parametrize(
@@ -108,7 +144,11 @@ def test_cuda_asked_for_without_cuda_is_a_clear_error(scaffolded, tmp_path) -> N
 def test_bad_model_options_exit_2(args, needle, scaffolded) -> None:
     port = scaffolded("llava") / "llava_processing.py"
     result = invoke("verify", "llava", "--port", str(port), *args)
-    assert result.returncode == 2 and needle in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert (
+        result.returncode == 2
+        and needle in result.stderr
+        and "Traceback" not in result.stderr
+    ), result.stderr
 
 
 @slow
@@ -128,6 +168,10 @@ def test_snapshot_weights_are_loaded_with_weights(scaffolded, tmp_path) -> None:
     model = getattr(transformers, config.architectures[0])._from_config(config)
     model.save_pretrained(snapshot)
     port = scaffolded("llava") / "llava_processing.py"
-    code, report = verify_report(str(snapshot), port, probes=2, model=ModelOptions(weights=True))
+    code, report = verify_report(
+        str(snapshot), port, probes=2, model=ModelOptions(weights=True)
+    )
     assert code == 0, report
-    assert report["checks"]["model"]["metrics"]["parameters"] == sum(p.numel() for p in model.parameters())
+    assert report["checks"]["model"]["metrics"]["parameters"] == sum(
+        p.numel() for p in model.parameters()
+    )

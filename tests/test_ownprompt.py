@@ -11,7 +11,11 @@ from mmport.media import make_image
 
 def _collapse(ids: list[int], token_id: int) -> list[int]:
     """``ids`` with each run of ``token_id`` shortened to one: the prompt before expansion."""
-    return [t for i, t in enumerate(ids) if t != token_id or i == 0 or ids[i - 1] != token_id]
+    return [
+        t
+        for i, t in enumerate(ids)
+        if t != token_id or i == 0 or ids[i - 1] != token_id
+    ]
 
 
 @pytest.mark.parametrize("model_type", ["colpali", "colqwen2"])
@@ -31,7 +35,10 @@ def test_image_prompt_is_hfs_output_before_expansion(model_type) -> None:
     prompt, out = run_recording_prompt(processor, "ignored", [make_image(64, 48, 0)])
     assert "ignored" not in prompt and prompt.count(processor.image_token) == 1
     ids = out["input_ids"][0].tolist()
-    assert _collapse(ids, processor.image_token_id) == processor.tokenizer(prompt)["input_ids"]
+    assert (
+        _collapse(ids, processor.image_token_id)
+        == processor.tokenizer(prompt)["input_ids"]
+    )
     # The prompt is read, not kept: HF's method is the class's own again.
     assert "prepare_inputs_layout" not in vars(processor)
 

@@ -19,10 +19,14 @@ def test_port_vllm_needs_a_real_vllm():
 def test_vllms_own_llava_port_runs_through_every_processing_check():
     from mmport.verify import verify_port
 
-    report = verify_port("llava", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0)
+    report = verify_port(
+        "llava", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0
+    )
     assert report.backend.startswith("vllm")
     for name in ("tokens", "placeholders", "fields", "cache", "dummy", "limits"):
-        assert report.checks[name].runs > 0, f"{name} compared nothing against vLLM's own port"
+        assert report.checks[name].runs > 0, (
+            f"{name} compared nothing against vLLM's own port"
+        )
 
 
 @pytest.mark.vllm
@@ -47,7 +51,9 @@ def test_vllms_qwen2_vl_dummy_video_length_is_its_profile_not_a_failure():
     # 28-frame video more positions. Its frames are the largest HF counts, so dummy passes, noted.
     from mmport.verify import verify_port
 
-    report = verify_port("qwen2_vl", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0)
+    report = verify_port(
+        "qwen2_vl", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0
+    )
     dummy = report.checks["dummy"]
     assert dummy.runs and not dummy.failures, dummy.failures
     assert "profiles videos of" in dummy.summary
@@ -59,7 +65,9 @@ def test_vllms_internvl_video_ids_under_embeddings_are_noted_not_failed():
     # at positions it fills with embeddings (the model never reads those ids).
     from mmport.verify import verify_port
 
-    report = verify_port("internvl", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0)
+    report = verify_port(
+        "internvl", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0
+    )
     tokens = report.checks["tokens"]
     assert not [f for f in tokens.failures if f.probe == "probe2"], tokens.failures
     assert "vLLM overwrites them" in tokens.summary
@@ -71,5 +79,9 @@ def test_vllms_glm4v_port_agrees_on_the_tags_hf_writes_per_video_frame():
     # as GLM-4.1V's checkpoints do; vLLM's port writes that id where HF writes the text.
     from mmport.verify import verify_port
 
-    report = verify_port("glm4v", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0)
-    assert report.checks["tokens"].runs and not report.checks["tokens"].failures, report.checks["tokens"].failures
+    report = verify_port(
+        "glm4v", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0
+    )
+    assert report.checks["tokens"].runs and not report.checks["tokens"].failures, (
+        report.checks["tokens"].failures
+    )

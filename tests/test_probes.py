@@ -12,11 +12,19 @@ def test_audio_probes_stay_within_the_window_a_whisper_style_extractor_keeps() -
     extractor = hf.processor.feature_extractor
     window = extractor.n_samples / extractor.sampling_rate
     assert hf.kept_audio_seconds() == window
-    assert max(AUDIO_SECONDS) > window  # without the cap, some probe would pass the window
-    probes = make_probes(40, 0, limits={"audio": 3}, audio_seconds=hf.kept_audio_seconds())
+    assert (
+        max(AUDIO_SECONDS) > window
+    )  # without the cap, some probe would pass the window
+    probes = make_probes(
+        40, 0, limits={"audio": 3}, audio_seconds=hf.kept_audio_seconds()
+    )
     lengths = [item.seconds for probe in probes for item in probe.items]
     assert lengths and max(lengths) <= window
-    uncapped = [item.seconds for probe in make_probes(40, 0, limits={"audio": 3}) for item in probe.items]
+    uncapped = [
+        item.seconds
+        for probe in make_probes(40, 0, limits={"audio": 3})
+        for item in probe.items
+    ]
     assert max(uncapped) > window
 
 

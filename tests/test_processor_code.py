@@ -23,7 +23,7 @@ from conftest import invoke
 from mmport.sources import resolve
 
 PROCESSOR_CLASS = "AcmeCodeProcessor"
-PROCESSOR = '''
+PROCESSOR = """
 from transformers.image_utils import get_image_size, to_numpy_array
 from transformers.processing_utils import ProcessorMixin
 
@@ -40,7 +40,7 @@ class AcmeCodeProcessor(ProcessorMixin):
         height, width = get_image_size(to_numpy_array(image_inputs["pixel_values"][image_idx]))
         side = self.patch_size * self.merge_size
         return self.image_token * ((height // side) * (width // side))
-'''
+"""
 ABSENT = "mmport_absent_pkg_for_test"
 
 
@@ -51,7 +51,9 @@ def merged_side(patch_size, merge_size):
 '''
 
 
-def _acme(tmp_path: Path, preamble: str = "", layout: str = "folder") -> tuple[Path, Path, Path]:
+def _acme(
+    tmp_path: Path, preamble: str = "", layout: str = "folder"
+) -> tuple[Path, Path, Path]:
     """(snapshot, PATH, sentinel): LLaVA's synthetic snapshot naming the processor PATH holds.
 
     ``layout``: ``"folder"``, one module in a plain directory; or ``"package"``, a
@@ -61,8 +63,14 @@ def _acme(tmp_path: Path, preamble: str = "", layout: str = "folder") -> tuple[P
     shutil.copytree(resolve("llava").path, snapshot)
     config = json.loads((snapshot / "processor_config.json").read_text())
     for key in ("num_additional_image_tokens", "vision_feature_select_strategy"):
-        config.pop(key)  # LLaVA's; AcmeCodeProcessor takes patch_size, merge_size and image_token
-    (snapshot / "processor_config.json").write_text(json.dumps({**config, "processor_class": PROCESSOR_CLASS, "merge_size": 2}, indent=2))
+        config.pop(
+            key
+        )  # LLaVA's; AcmeCodeProcessor takes patch_size, merge_size and image_token
+    (snapshot / "processor_config.json").write_text(
+        json.dumps(
+            {**config, "processor_class": PROCESSOR_CLASS, "merge_size": 2}, indent=2
+        )
+    )
     _name_processor(snapshot / "tokenizer_config.json", PROCESSOR_CLASS)
     sentinel, unique = tmp_path / "ran.txt", uuid.uuid4().hex[:8]
     records = f"open({str(sentinel)!r}, 'a').write(__name__ + '\\n')  # records that this module ran\n"
@@ -78,7 +86,10 @@ def _acme(tmp_path: Path, preamble: str = "", layout: str = "folder") -> tuple[P
             init.write_text("")
         (module.parent / "geometry.py").write_text(GEOMETRY)
         helper = f"from {code.name}.models.geometry import merged_side\n"
-        source = helper + source.replace("self.patch_size * self.merge_size", "merged_side(self.patch_size, self.merge_size)")
+        source = helper + source.replace(
+            "self.patch_size * self.merge_size",
+            "merged_side(self.patch_size, self.merge_size)",
+        )
     module.parent.mkdir(parents=True, exist_ok=True)
     module.write_text(source)
     return snapshot, code, sentinel
@@ -86,8 +97,14 @@ def _acme(tmp_path: Path, preamble: str = "", layout: str = "folder") -> tuple[P
 
 def _name_processor(config: Path, name: str | None) -> None:
     """Make ``config`` name the processor class ``name`` (None: name none)."""
-    data = {k: v for k, v in json.loads(config.read_text()).items() if k != "processor_class"}
-    config.write_text(json.dumps({**data, "processor_class": name} if name else data, indent=2))
+    data = {
+        k: v
+        for k, v in json.loads(config.read_text()).items()
+        if k != "processor_class"
+    }
+    config.write_text(
+        json.dumps({**data, "processor_class": name} if name else data, indent=2)
+    )
 
 
 def _module(code: Path) -> Path:
@@ -114,12 +131,28 @@ def test_without_consent_inspect_reads_it_and_nothing_of_it_runs(tmp_path, scaff
     processor = next(f for f in report["facts"] if f["fact"] == "processor")
     assert processor["value"] == f"{PROCESSOR_CLASS}(ProcessorMixin)"
     source = processor["source"]
-    assert (code / source["file"]).read_text().splitlines()[source["line"] - 1].startswith(f"class {PROCESSOR_CLASS}")
-    assert any(f["fact"] == "processor defines" and f["value"].startswith("replace_image_token") for f in report["facts"])
+    assert (
+        (code / source["file"])
+        .read_text()
+        .splitlines()[source["line"] - 1]
+        .startswith(f"class {PROCESSOR_CLASS}")
+    )
+    assert any(
+        f["fact"] == "processor defines"
+        and f["value"].startswith("replace_image_token")
+        for f in report["facts"]
+    )
     out, port = tmp_path / "out", scaffolded("llava") / "llava_processing.py"
-    for args in (("scaffold", str(snapshot), "-o", str(out)), ("verify", str(snapshot), "--port", str(port))):
+    for args in (
+        ("scaffold", str(snapshot), "-o", str(out)),
+        ("verify", str(snapshot), "--port", str(port)),
+    ):
         said = _one_line(invoke(*args, "--processor-code", str(code)))
-        assert "--trust-remote-code" in said and PROCESSOR_CLASS in said and _module(code).name in said
+        assert (
+            "--trust-remote-code" in said
+            and PROCESSOR_CLASS in said
+            and _module(code).name in said
+        )
     assert not out.exists()
     assert _ran(sentinel) == []
 
@@ -145,8 +178,16 @@ def _unnamed(tmp_path: Path) -> Path:
     [
         ("missing", lambda tmp: tmp / "nowhere", "does not exist"),
         ("a file", lambda tmp: _module(_acme(tmp)[1]), "is not a directory"),
-        ("no class", lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "defines no ProcessorMixin subclass"),
-        ("another class", _other_class, f"names {PROCESSOR_CLASS}, which --processor-code"),
+        (
+            "no class",
+            lambda tmp: (tmp / "empty").mkdir() or tmp / "empty",
+            "defines no ProcessorMixin subclass",
+        ),
+        (
+            "another class",
+            _other_class,
+            f"names {PROCESSOR_CLASS}, which --processor-code",
+        ),
         ("no class named", _unnamed, "its configs name no processor class"),
     ],
 )
@@ -156,21 +197,33 @@ def test_a_bad_processor_code_path_is_one_line(kind, make, said, tmp_path):
     if not snapshot.exists():
         snapshot = _acme(tmp_path / "other")[0]
     out = tmp_path / "out"
-    for args in (("inspect", str(snapshot)), ("scaffold", str(snapshot), "-o", str(out), "--trust-remote-code")):
+    for args in (
+        ("inspect", str(snapshot)),
+        ("scaffold", str(snapshot), "-o", str(out), "--trust-remote-code"),
+    ):
         assert said in _one_line(invoke(*args, "--processor-code", str(path)))
     assert not out.exists()
 
 
 def test_with_consent_its_class_is_the_reference(tmp_path):
     snapshot, code, sentinel = _acme(tmp_path)
-    result = invoke("inspect", str(snapshot), "--processor-code", str(code), "--trust-remote-code", "--json")
+    result = invoke(
+        "inspect",
+        str(snapshot),
+        "--processor-code",
+        str(code),
+        "--trust-remote-code",
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     spec = json.loads(result.stdout)
     assert spec["processor_class"] == PROCESSOR_CLASS
     # The count rule is read from PATH's module, provenance relative to PATH.
     (image,) = spec["modalities"]
     lines = _module(code).read_text().splitlines()
-    counted = next(n for n, text in enumerate(lines, 1) if "def replace_image_token" in text)
+    counted = next(
+        n for n, text in enumerate(lines, 1) if "def replace_image_token" in text
+    )
     assert image["count"]["source"] == f"{_module(code).name}:{counted}"
     assert "merge_size" in " ".join(image["count"]["statements"])
     assert _ran(sentinel)
@@ -180,28 +233,68 @@ def test_with_consent_its_class_is_the_reference(tmp_path):
 def test_with_consent_a_scaffolded_port_verifies(layout, tmp_path):
     snapshot, code, _ = _acme(tmp_path, layout=layout)
     out = tmp_path / "port"
-    result = invoke("scaffold", str(snapshot), "-o", str(out), "--processor-code", str(code), "--trust-remote-code")
+    result = invoke(
+        "scaffold",
+        str(snapshot),
+        "-o",
+        str(out),
+        "--processor-code",
+        str(code),
+        "--trust-remote-code",
+    )
     assert result.returncode == 0, result.stderr
     source = (out / "llava_processing.py").read_text()
     # PATH's code is transplanted (helpers too), never imported: the port runs where PATH is not.
     shown = _module(code).relative_to(code if layout == "folder" else code.parent)
     assert f"# HF: {shown}:" in source
-    assert not re.search(rf"^\s*(from|import) ({code.name}|{_module(code).stem})\b", source, re.MULTILINE)
+    assert not re.search(
+        rf"^\s*(from|import) ({code.name}|{_module(code).stem})\b", source, re.MULTILINE
+    )
     if layout == "package":
-        assert f"# HF: {code.name}/models/geometry.py:" in source and "def merged_side(" in source
-    args = ("--processor-code", str(code), "--trust-remote-code", "--probes", "4", "--backend", "bundled")
-    result = invoke("verify", str(snapshot), "--port", str(out / "llava_processing.py"), *args)
+        assert (
+            f"# HF: {code.name}/models/geometry.py:" in source
+            and "def merged_side(" in source
+        )
+    args = (
+        "--processor-code",
+        str(code),
+        "--trust-remote-code",
+        "--probes",
+        "4",
+        "--backend",
+        "bundled",
+    )
+    result = invoke(
+        "verify", str(snapshot), "--port", str(out / "llava_processing.py"), *args
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_a_package_processor_code_needs_but_lacks_is_one_line(tmp_path):
     snapshot, code, _ = _acme(tmp_path, preamble=f"import {ABSENT}\n")
     module = _module(code)
-    said = _one_line(invoke("scaffold", str(snapshot), "-o", str(tmp_path / "out"), "--processor-code", str(code), "--trust-remote-code"))
-    assert f"{module}:2 needs the package `{ABSENT}`, which is not installed (pip install {ABSENT})" in said
+    said = _one_line(
+        invoke(
+            "scaffold",
+            str(snapshot),
+            "-o",
+            str(tmp_path / "out"),
+            "--processor-code",
+            str(code),
+            "--trust-remote-code",
+        )
+    )
+    assert (
+        f"{module}:2 needs the package `{ABSENT}`, which is not installed (pip install {ABSENT})"
+        in said
+    )
     assert not (tmp_path / "out").exists()
     # Without consent, inspect reads the code and says the same, with the line.
     result = invoke("inspect", str(snapshot), "--processor-code", str(code), "--json")
     assert result.returncode == 0, result.stderr
-    needs = [f for f in json.loads(result.stdout)["facts"] if f["fact"] == "needs package"]
-    assert [(f["source"]["file"], f["source"]["line"]) for f in needs] == [(module.name, 2)]
+    needs = [
+        f for f in json.loads(result.stdout)["facts"] if f["fact"] == "needs package"
+    ]
+    assert [(f["source"]["file"], f["source"]["line"]) for f in needs] == [
+        (module.name, 2)
+    ]

@@ -26,7 +26,11 @@ from mmport.verify.report import CHECKS
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
-GOOD, WRONG, OTHER = "ports/llava/llava_processing.py", "ports/wrong/llava_processing.py", "ports/paligemma/paligemma_processing.py"
+GOOD, WRONG, OTHER = (
+    "ports/llava/llava_processing.py",
+    "ports/wrong/llava_processing.py",
+    "ports/paligemma/paligemma_processing.py",
+)
 # The wrong port's checks that fail (seed 0, two probes, defaults only); the others pass or skip.
 WRONG_FAILS = {"tokens", "placeholders", "dummy"}
 # Checks that need an option the manifest does not give (--model, --serve): skipped on every port.
@@ -51,7 +55,9 @@ ports = [
 
 def plugin_args() -> list[str]:
     """``-p mmport.pytest_plugin`` where the pytest11 entry point is not installed (a checkout on PYTHONPATH)."""
-    installed = any(ep.value == "mmport.pytest_plugin" for ep in entry_points(group="pytest11"))
+    installed = any(
+        ep.value == "mmport.pytest_plugin" for ep in entry_points(group="pytest11")
+    )
     return [] if installed else ["-p", "mmport.pytest_plugin"]
 
 
@@ -65,9 +71,20 @@ def warm(scaffolded, tmp_path_factory) -> None:
     from mmport.verify import verify_port
 
     out = tmp_path_factory.mktemp("warm")
-    wrong = mutated_port(scaffolded("llava"), "llava", "        return num_image_tokens\n", "        return num_image_tokens + 1\n", out)
+    wrong = mutated_port(
+        scaffolded("llava"),
+        "llava",
+        "        return num_image_tokens\n",
+        "        return num_image_tokens + 1\n",
+        out,
+    )
     verify_port("llava", wrong, probes=2, settings_per_modality=0)
-    verify_port("paligemma", scaffolded("paligemma") / "paligemma_processing.py", probes=2, settings_per_modality=0)
+    verify_port(
+        "paligemma",
+        scaffolded("paligemma") / "paligemma_processing.py",
+        probes=2,
+        settings_per_modality=0,
+    )
 
 
 @pytest.fixture
@@ -78,8 +95,16 @@ def project(pytester: pytest.Pytester, scaffolded, warm) -> pytest.Pytester:
         target.parent.mkdir(parents=True)
         target.write_text((scaffolded(ref) / Path(label).name).read_text())
     (pytester.path / WRONG).parent.mkdir(parents=True)
-    mutated_port(scaffolded("llava"), "llava", "        return num_image_tokens\n", "        return num_image_tokens + 1\n", pytester.path / Path(WRONG).parent)
-    (pytester.path / "pyproject.toml").write_text(PROJECT.format(GOOD=GOOD, WRONG=WRONG, OTHER=OTHER))
+    mutated_port(
+        scaffolded("llava"),
+        "llava",
+        "        return num_image_tokens\n",
+        "        return num_image_tokens + 1\n",
+        pytester.path / Path(WRONG).parent,
+    )
+    (pytester.path / "pyproject.toml").write_text(
+        PROJECT.format(GOOD=GOOD, WRONG=WRONG, OTHER=OTHER)
+    )
     return pytester
 
 
@@ -98,19 +123,32 @@ def junit_cases(path: Path) -> dict[tuple[str, str], str]:
     cases = {}
     for case in ET.parse(path).getroot().iter("testcase"):
         port = case.get("classname").removeprefix("pyproject.toml.")
-        outcome = next((child.tag for child in case if child.tag in ("failure", "skipped", "error")), "passed")
+        outcome = next(
+            (
+                child.tag
+                for child in case
+                if child.tag in ("failure", "skipped", "error")
+            ),
+            "passed",
+        )
         cases[(port, case.get("name"))] = outcome
     return cases
 
 
 def test_the_entry_point_is_declared() -> None:
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "entry-points"
+    ]["pytest11"]
     assert declared == {"mmport": "mmport.pytest_plugin"}
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["test"]
     assert any(extra.startswith("pytest-xdist") for extra in extras)
 
 
-def test_without_a_manifest_the_plugin_collects_as_before_and_imports_nothing_heavy(pytester: pytest.Pytester) -> None:
+def test_without_a_manifest_the_plugin_collects_as_before_and_imports_nothing_heavy(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile(test_plain="def test_one():\n    pass\n")
     result = pytester.runpytest(*plugin_args(), "--collect-only", "-q")
     assert collected(result) == ["test_plain.py::test_one"]
@@ -119,7 +157,13 @@ def test_without_a_manifest_the_plugin_collects_as_before_and_imports_nothing_he
     assert "--mmport-shard needs a manifest" in refused.stderr.str()
     # pytest loads the plugin in every project of an environment with mmport installed.
     probe = "import sys, mmport.pytest_plugin; print(sorted(m for m in ('torch', 'transformers', 'mmport.verify', 'mmport.testing') if m in sys.modules))"
-    imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    imported = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     assert imported.stdout.strip() == "[]"
 
 
@@ -129,36 +173,70 @@ def test_three_ports_one_failing(project: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     cases = junit_cases(junit)
     # One testcase per port and check, in the manifest's and the report's order.
-    assert list(cases) == [(port, check) for port in (GOOD, WRONG, OTHER) for check in CHECKS]
+    assert list(cases) == [
+        (port, check) for port in (GOOD, WRONG, OTHER) for check in CHECKS
+    ]
     failed = {check for (port, check), outcome in cases.items() if outcome == "failure"}
-    assert {port for (port, _), outcome in cases.items() if outcome == "failure"} == {WRONG}
+    assert {port for (port, _), outcome in cases.items() if outcome == "failure"} == {
+        WRONG
+    }
     assert failed == WRONG_FAILS
-    assert {check for (_, check), outcome in cases.items() if outcome == "skipped"} == SKIPPED
-    result.assert_outcomes(passed=27 - len(WRONG_FAILS) - 3 * len(SKIPPED), failed=len(WRONG_FAILS), skipped=3 * len(SKIPPED))
+    assert {
+        check for (_, check), outcome in cases.items() if outcome == "skipped"
+    } == SKIPPED
+    result.assert_outcomes(
+        passed=27 - len(WRONG_FAILS) - 3 * len(SKIPPED),
+        failed=len(WRONG_FAILS),
+        skipped=3 * len(SKIPPED),
+    )
     # The failing item shows mmport's first difference: the token counts one apart.
-    result.stdout.fnmatch_lines(["*_ placeholders check of ports/wrong/llava_processing.py _*", "first difference: *HF 576, port 577*"])
-    result.stdout.fnmatch_lines([f"FAILED pyproject.toml::{WRONG}::tokens - first difference*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*_ placeholders check of ports/wrong/llava_processing.py _*",
+            "first difference: *HF 576, port 577*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [f"FAILED pyproject.toml::{WRONG}::tokens - first difference*"]
+    )
     # Each port's time is recorded for the next shard split.
-    durations = json.loads((project.path / ".pytest_cache" / "v" / "mmport" / "durations").read_text())
-    assert set(durations) == {GOOD, WRONG, OTHER} and all(seconds > 0 for seconds in durations.values())
+    durations = json.loads(
+        (project.path / ".pytest_cache" / "v" / "mmport" / "durations").read_text()
+    )
+    assert set(durations) == {GOOD, WRONG, OTHER} and all(
+        seconds > 0 for seconds in durations.values()
+    )
 
 
 @pytest.mark.slow
-def test_lf_reruns_the_failed_checks_and_x_stops_at_the_first(project: pytest.Pytester) -> None:
+def test_lf_reruns_the_failed_checks_and_x_stops_at_the_first(
+    project: pytest.Pytester,
+) -> None:
     project.runpytest(*plugin_args())
     rerun = project.runpytest(*plugin_args(), "--lf")
     rerun.assert_outcomes(failed=len(WRONG_FAILS), deselected=27 - len(WRONG_FAILS))
 
     stopped = project.runpytest(*plugin_args(), "-x", "--cache-clear")
     assert stopped.ret == pytest.ExitCode.TESTS_FAILED
-    stopped.assert_outcomes(passed=len(CHECKS) - len(SKIPPED), skipped=len(SKIPPED), failed=1)
+    stopped.assert_outcomes(
+        passed=len(CHECKS) - len(SKIPPED), skipped=len(SKIPPED), failed=1
+    )
 
 
 def test_k_selects_ports_by_path_ref_and_check(project: pytest.Pytester) -> None:
-    by_ref = collected(project.runpytest(*plugin_args(), "--collect-only", "-q", "-k", "paligemma"))
+    by_ref = collected(
+        project.runpytest(*plugin_args(), "--collect-only", "-q", "-k", "paligemma")
+    )
     assert by_ref == [f"pyproject.toml::{OTHER}::{check}" for check in CHECKS]
-    by_check = collected(project.runpytest(*plugin_args(), "--collect-only", "-q", "-k", "llava and tokens"))
-    assert by_check == [f"pyproject.toml::{GOOD}::tokens", f"pyproject.toml::{WRONG}::tokens"]
+    by_check = collected(
+        project.runpytest(
+            *plugin_args(), "--collect-only", "-q", "-k", "llava and tokens"
+        )
+    )
+    assert by_check == [
+        f"pyproject.toml::{GOOD}::tokens",
+        f"pyproject.toml::{WRONG}::tokens",
+    ]
 
 
 @pytest.mark.slow
@@ -169,8 +247,19 @@ def test_k_runs_only_what_it_selects(project: pytest.Pytester) -> None:
 
 
 def test_two_shards_together_collect_every_port_once(project: pytest.Pytester) -> None:
-    shards = [collected(project.runpytest(*plugin_args(), "--collect-only", "-q", f"--mmport-shard={k}/2")) for k in (1, 2)]
-    assert sorted(shards[0] + shards[1]) == sorted(f"pyproject.toml::{port}::{check}" for port in (GOOD, WRONG, OTHER) for check in CHECKS)
+    shards = [
+        collected(
+            project.runpytest(
+                *plugin_args(), "--collect-only", "-q", f"--mmport-shard={k}/2"
+            )
+        )
+        for k in (1, 2)
+    ]
+    assert sorted(shards[0] + shards[1]) == sorted(
+        f"pyproject.toml::{port}::{check}"
+        for port in (GOOD, WRONG, OTHER)
+        for check in CHECKS
+    )
     # Without recorded durations: round robin over the sorted labels.
     assert [ports_of(shard) for shard in shards] == [{GOOD, WRONG}, {OTHER}]
 
@@ -180,7 +269,11 @@ def test_two_shards_together_run_every_port_once(project: pytest.Pytester) -> No
     cases, codes = [], []
     for index in (1, 2):
         junit = project.path / f"shard{index}.xml"
-        codes.append(project.runpytest(*plugin_args(), f"--mmport-shard={index}/2", f"--junitxml={junit}").ret)
+        codes.append(
+            project.runpytest(
+                *plugin_args(), f"--mmport-shard={index}/2", f"--junitxml={junit}"
+            ).ret
+        )
         cases.append(junit_cases(junit))
     first, second = ({port for port, _ in shard} for shard in cases)
     assert first.isdisjoint(second) and first | second == {GOOD, WRONG, OTHER}
@@ -189,8 +282,19 @@ def test_two_shards_together_run_every_port_once(project: pytest.Pytester) -> No
 
 
 def test_recorded_durations_balance_the_shards(project: pytest.Pytester) -> None:
-    (project.path / ".mmport_durations.json").write_text(json.dumps({GOOD: 50.0, WRONG: 10.0, OTHER: 10.0}))
-    shards = [ports_of(collected(project.runpytest(*plugin_args(), "--collect-only", "-q", f"--mmport-shard={k}/2"))) for k in (1, 2)]
+    (project.path / ".mmport_durations.json").write_text(
+        json.dumps({GOOD: 50.0, WRONG: 10.0, OTHER: 10.0})
+    )
+    shards = [
+        ports_of(
+            collected(
+                project.runpytest(
+                    *plugin_args(), "--collect-only", "-q", f"--mmport-shard={k}/2"
+                )
+            )
+        )
+        for k in (1, 2)
+    ]
     assert shards == [{GOOD}, {WRONG, OTHER}]
     bad = project.runpytest(*plugin_args(), "--collect-only", "--mmport-shard=3/2")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR and "is not K/N" in bad.stderr.str()
@@ -205,13 +309,23 @@ def test_a_broken_manifest_is_a_usage_error(pytester: pytest.Pytester) -> None:
 
 def test_the_ci_doc_matrix_runs_one_shard_per_machine() -> None:
     yaml = pytest.importorskip("yaml")
-    block = re.search(r"```yaml\n(# \.github/workflows/mmport-pytest\.yml.*?)```", (ROOT / "docs" / "ci.md").read_text(), re.DOTALL)
+    block = re.search(
+        r"```yaml\n(# \.github/workflows/mmport-pytest\.yml.*?)```",
+        (ROOT / "docs" / "ci.md").read_text(),
+        re.DOTALL,
+    )
     assert block, "docs/ci.md lost its pytest matrix workflow"
     job = yaml.safe_load(block.group(1))["jobs"]["ports"]
     shards = job["strategy"]["matrix"]["shard"]
-    run = next(step["run"] for step in job["steps"] if "--mmport-shard" in step.get("run", ""))
+    run = next(
+        step["run"] for step in job["steps"] if "--mmport-shard" in step.get("run", "")
+    )
     assert shards == list(range(1, len(shards) + 1))
-    assert f"--mmport-shard ${{{{ matrix.shard }}}}/{len(shards)}" in run and "--junitxml" in run and "-n 2 --dist loadscope" in run
+    assert (
+        f"--mmport-shard ${{{{ matrix.shard }}}}/{len(shards)}" in run
+        and "--junitxml" in run
+        and "-n 2 --dist loadscope" in run
+    )
 
 
 @pytest.mark.parametrize(
@@ -219,7 +333,10 @@ def test_the_ci_doc_matrix_runs_one_shard_per_machine() -> None:
     [
         ({}, [["a", "c"], ["b", "d"]]),  # round robin by sorted label
         ({"a": 9.0, "b": 1.0, "c": 1.0, "d": 1.0}, [["a"], ["b", "c", "d"]]),
-        ({"a": 4.0, "b": 1.0}, [["a", "b"], ["c", "d"]]),  # ports not timed count as the mean of those timed
+        (
+            {"a": 4.0, "b": 1.0},
+            [["a", "b"], ["c", "d"]],
+        ),  # ports not timed count as the mean of those timed
     ],
 )
 def test_shard_split(durations: dict[str, float], expected: list[list[str]]) -> None:
@@ -229,13 +346,31 @@ def test_shard_split(durations: dict[str, float], expected: list[list[str]]) -> 
 
 
 @pytest.mark.slow
-def test_two_xdist_workers_give_the_same_items_and_outcomes(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_xdist_workers_give_the_same_items_and_outcomes(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The workers are fresh interpreters: they must import this checkout's mmport.
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     junit = project.path / "junit.xml"
-    result = project.runpytest_subprocess(*plugin_args(), "-n", "2", "--dist", "loadscope", f"--junitxml={junit}", timeout=600)
+    result = project.runpytest_subprocess(
+        *plugin_args(),
+        "-n",
+        "2",
+        "--dist",
+        "loadscope",
+        f"--junitxml={junit}",
+        timeout=600,
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.assert_outcomes(passed=27 - len(WRONG_FAILS) - 3 * len(SKIPPED), failed=len(WRONG_FAILS), skipped=3 * len(SKIPPED))
+    result.assert_outcomes(
+        passed=27 - len(WRONG_FAILS) - 3 * len(SKIPPED),
+        failed=len(WRONG_FAILS),
+        skipped=3 * len(SKIPPED),
+    )
     cases = junit_cases(junit)
     assert len(cases) == 3 * len(CHECKS)
-    assert {(port, check) for (port, check), outcome in cases.items() if outcome == "failure"} == {(WRONG, check) for check in WRONG_FAILS}
+    assert {
+        (port, check)
+        for (port, check), outcome in cases.items()
+        if outcome == "failure"
+    } == {(WRONG, check) for check in WRONG_FAILS}

@@ -25,7 +25,11 @@ FAMILIES = ("llava", "llava_next", "qwen2_vl", "idefics3", "paligemma")
 
 
 def _snapshot(kind: str, directory: Path, sentinel: Path) -> Path:
-    return old_style_snapshot(directory, sentinel) if kind == "old-style" else remote_snapshot(kind, directory, sentinel)
+    return (
+        old_style_snapshot(directory, sentinel)
+        if kind == "old-style"
+        else remote_snapshot(kind, directory, sentinel)
+    )
 
 
 def _ran(sentinel: Path) -> list[str]:
@@ -36,7 +40,9 @@ def _ran(sentinel: Path) -> list[str]:
 def acme_llava(tmp_path_factory) -> tuple[Path, Path]:
     """A remote-code LLaVA snapshot and its sentinel (nothing has run yet)."""
     root = tmp_path_factory.mktemp("remote")
-    return remote_snapshot("llava", root / "acme_llava", root / "ran.txt"), root / "ran.txt"
+    return remote_snapshot(
+        "llava", root / "acme_llava", root / "ran.txt"
+    ), root / "ran.txt"
 
 
 def test_without_the_flag_inspect_reads_the_code_statically(acme_llava):
@@ -53,19 +59,32 @@ def test_without_the_flag_inspect_reads_the_code_statically(acme_llava):
     lines = (snapshot / source["file"]).read_text().splitlines()
     assert lines[source["line"] - 1].startswith(f"class {PREFIX}LlavaProcessor")
     assert any(fact == "processor default image_token" for fact, _ in facts)
-    assert report["unsettled"], "a static read must say what only running the code settles"
+    assert report["unsettled"], (
+        "a static read must say what only running the code settles"
+    )
     assert _ran(sentinel) == []
 
 
-def test_without_the_flag_scaffold_and_verify_refuse_in_one_line(acme_llava, scaffolded, tmp_path):
+def test_without_the_flag_scaffold_and_verify_refuse_in_one_line(
+    acme_llava, scaffolded, tmp_path
+):
     snapshot, sentinel = acme_llava
     out = tmp_path / "out"
-    port = scaffolded("llava") / "llava_processing.py"  # a real port: verify gets as far as HF's processor
-    for args in (("scaffold", str(snapshot), "-o", str(out)), ("verify", str(snapshot), "--port", str(port))):
+    port = (
+        scaffolded("llava") / "llava_processing.py"
+    )  # a real port: verify gets as far as HF's processor
+    for args in (
+        ("scaffold", str(snapshot), "-o", str(out)),
+        ("verify", str(snapshot), "--port", str(port)),
+    ):
         result = invoke(*args)
         assert result.returncode == 2, result.stdout + result.stderr
         said = result.stderr.strip()
-        assert "--trust-remote-code" in said and "processing_acme_llava.py" in said and len(said.splitlines()) == 1
+        assert (
+            "--trust-remote-code" in said
+            and "processing_acme_llava.py" in said
+            and len(said.splitlines()) == 1
+        )
         assert "Traceback" not in result.stdout + result.stderr
     assert not out.exists()
     assert _ran(sentinel) == []
@@ -81,9 +100,25 @@ def test_with_the_flag_a_zero_edit_port_passes(acme_llava, tmp_path):
     source = port.read_text()
     # The port imports nothing from the snapshot; provenance names the snapshot's files.
     assert "transformers_modules" not in source
-    assert "# HF: processing_acme_llava.py:" in source or "HF: processing_acme_llava.py:" in source
-    assert re.search(r'ModelRegistry\.register_model\(\s*"AcmeLlavaForConditionalGeneration"', (out / "acme_llava.py").read_text())
-    result = invoke("verify", str(snapshot), "--port", str(port), "--probes", "4", "--trust-remote-code", "--backend", "bundled")
+    assert (
+        "# HF: processing_acme_llava.py:" in source
+        or "HF: processing_acme_llava.py:" in source
+    )
+    assert re.search(
+        r'ModelRegistry\.register_model\(\s*"AcmeLlavaForConditionalGeneration"',
+        (out / "acme_llava.py").read_text(),
+    )
+    result = invoke(
+        "verify",
+        str(snapshot),
+        "--port",
+        str(port),
+        "--probes",
+        "4",
+        "--trust-remote-code",
+        "--backend",
+        "bundled",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -91,11 +126,19 @@ def test_a_module_that_does_not_import_is_named_in_one_line(tmp_path):
     snapshot = remote_snapshot("llava", tmp_path / "broken", tmp_path / "ran.txt")
     module = snapshot / "processing_acme_llava.py"
     # As code written against another transformers release: a name this one does not have.
-    module.write_text(module.read_text() + "\nfrom transformers.image_utils import NoSuchHelper\n")
-    result = invoke("scaffold", str(snapshot), "-o", str(tmp_path / "out"), "--trust-remote-code")
+    module.write_text(
+        module.read_text() + "\nfrom transformers.image_utils import NoSuchHelper\n"
+    )
+    result = invoke(
+        "scaffold", str(snapshot), "-o", str(tmp_path / "out"), "--trust-remote-code"
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     said = result.stderr.strip()
-    assert "processing_acme_llava.py" in said and "NoSuchHelper" in said and len(said.splitlines()) == 1
+    assert (
+        "processing_acme_llava.py" in said
+        and "NoSuchHelper" in said
+        and len(said.splitlines()) == 1
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -112,12 +155,16 @@ def _needs_absent_package(snapshot: Path, where: str) -> tuple[str, int]:
         module.write_text(module.read_text() + f"\nimport {ABSENT}\n")
         return module.name, len(module.read_text().splitlines())
     module.write_text(module.read_text() + "\nfrom .acme_helpers import to_pair\n")
-    (snapshot / "acme_helpers.py").write_text(f'"""Helpers."""\n\nfrom {ABSENT}.layers import to_2tuple as to_pair\n')
+    (snapshot / "acme_helpers.py").write_text(
+        f'"""Helpers."""\n\nfrom {ABSENT}.layers import to_2tuple as to_pair\n'
+    )
     return "acme_helpers.py", 3
 
 
 @pytest.mark.parametrize("where", ["module", "sibling"])
-def test_a_package_the_code_needs_but_lacks_is_named_in_one_line(where, scaffolded, tmp_path):
+def test_a_package_the_code_needs_but_lacks_is_named_in_one_line(
+    where, scaffolded, tmp_path
+):
     snapshot = remote_snapshot("llava", tmp_path / "needy", tmp_path / "ran.txt")
     file, line = _needs_absent_package(snapshot, where)
     out = tmp_path / "out"
@@ -131,8 +178,14 @@ def test_a_package_the_code_needs_but_lacks_is_named_in_one_line(where, scaffold
         result = invoke(*args)
         assert result.returncode == 2, result.stdout + result.stderr
         said = result.stderr.strip()
-        assert len(said.splitlines()) == 1 and "Traceback" not in result.stdout + result.stderr, said
-        assert f"{file}:{line} needs the package `{ABSENT}`, which is not installed (pip install {ABSENT})" in said
+        assert (
+            len(said.splitlines()) == 1
+            and "Traceback" not in result.stdout + result.stderr
+        ), said
+        assert (
+            f"{file}:{line} needs the package `{ABSENT}`, which is not installed (pip install {ABSENT})"
+            in said
+        )
     assert not out.exists()
 
 
@@ -145,7 +198,9 @@ def test_without_the_flag_inspect_names_the_package_the_code_lacks(tmp_path):
     needs = [f for f in report["facts"] if f["fact"] == "needs package"]
     assert [(f["source"]["file"], f["source"]["line"]) for f in needs] == [(file, line)]
     assert ABSENT in needs[0]["value"]
-    assert any(f["fact"] == "processor" for f in report["facts"]), "the rest of the static read still comes"
+    assert any(f["fact"] == "processor" for f in report["facts"]), (
+        "the rest of the static read still comes"
+    )
     assert _ran(tmp_path / "ran.txt") == []
 
 
@@ -154,7 +209,9 @@ def test_a_name_an_installed_package_lacks_names_that_package(tmp_path):
     module = snapshot / "processing_acme_llava.py"
     # As code written against another numpy: the package is there, the name is not.
     module.write_text(module.read_text() + "\nfrom numpy import NoSuchHelper\n")
-    result = invoke("scaffold", str(snapshot), "-o", str(tmp_path / "out"), "--trust-remote-code")
+    result = invoke(
+        "scaffold", str(snapshot), "-o", str(tmp_path / "out"), "--trust-remote-code"
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     said = result.stderr.strip()
     assert len(said.splitlines()) == 1 and "Traceback" not in said
@@ -177,8 +234,13 @@ def test_remote_code_family_ports_and_verifies(kind, tmp_path):
     write_files(render_port(spec), tmp_path / "port")
     port = tmp_path / "port" / f"{spec.module_name}_processing.py"
     assert "transformers_modules" not in port.read_text()
-    code, report = verify_report(str(snapshot), port, probes=4, backend="bundled", trust_remote_code=True)
-    assert code == 0, json.dumps({n: c["failures"][:2] for n, c in report["checks"].items() if c["failures"]}, indent=1)
+    code, report = verify_report(
+        str(snapshot), port, probes=4, backend="bundled", trust_remote_code=True
+    )
+    assert code == 0, json.dumps(
+        {n: c["failures"][:2] for n, c in report["checks"].items() if c["failures"]},
+        indent=1,
+    )
     assert _ran(sentinel)
 
 
@@ -195,6 +257,11 @@ def test_remote_code_ports_give_hf_tokens_inside_real_vllm(kind, tmp_path):
     spec = analyze(resolve(str(snapshot), trust_remote_code=True))
     write_files(render_port(spec), tmp_path / "port")
     port = tmp_path / "port" / f"{spec.module_name}_processing.py"
-    code, report = verify_report(str(snapshot), port, probes=4, backend="vllm", trust_remote_code=True)
+    code, report = verify_report(
+        str(snapshot), port, probes=4, backend="vllm", trust_remote_code=True
+    )
     assert report["backend"].startswith("vllm")
-    assert code == 0, json.dumps({n: c["failures"][:2] for n, c in report["checks"].items() if c["failures"]}, indent=1)
+    assert code == 0, json.dumps(
+        {n: c["failures"][:2] for n, c in report["checks"].items() if c["failures"]},
+        indent=1,
+    )

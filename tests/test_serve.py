@@ -18,7 +18,9 @@ from mmport.serve import Layout, ServeOptions, check_serve, serve_python
 from mmport.sources import resolve
 from mmport.verify.report import CheckResult
 
-needs_engine = pytest.mark.skipif(serve_python() is None, reason="no serve environment (MMPORT_SERVE_PYTHON)")
+needs_engine = pytest.mark.skipif(
+    serve_python() is None, reason="no serve environment (MMPORT_SERVE_PYTHON)"
+)
 # One layout, no control: the shortest run that still serves the whole port.
 QUICK = ServeOptions(layouts=(Layout.SAVED,), control=False)
 
@@ -33,22 +35,33 @@ def test_hub_names_come_from_transformers_renaming_table() -> None:
     """Undoing transformers' renamings gives names its loader maps back onto the model's own."""
     import torch
     from transformers import LlavaForConditionalGeneration
-    from transformers.conversion_mapping import WeightRenaming, get_model_conversion_mapping
+    from transformers.conversion_mapping import (
+        WeightRenaming,
+        get_model_conversion_mapping,
+    )
     from transformers.core_model_loading import rename_source_key
 
     from mmport.hf.tiny import tiny_twin
     from mmport.serve.checkpoint import hub_names
 
     with torch.device("meta"):
-        model = LlavaForConditionalGeneration._from_config(tiny_twin(resolve("llava").load_config()))
+        model = LlavaForConditionalGeneration._from_config(
+            tiny_twin(resolve("llava").load_config())
+        )
     names = list(model.state_dict())
     hub = hub_names(model, names)
-    loading = [w for w in get_model_conversion_mapping(model) if isinstance(w, WeightRenaming)]
+    loading = [
+        w for w in get_model_conversion_mapping(model) if isinstance(w, WeightRenaming)
+    ]
     assert all(rename_source_key(hub[name], loading, [])[0] == name for name in names)
-    assert sum(hub[name] != name for name in names) == len(names), "the hub layout renames every LLaVA weight"
+    assert sum(hub[name] != name for name in names) == len(names), (
+        "the hub layout renames every LLaVA weight"
+    )
 
 
-def test_serve_check_skips_without_the_engine_environment(tmp_path, monkeypatch) -> None:
+def test_serve_check_skips_without_the_engine_environment(
+    tmp_path, monkeypatch
+) -> None:
     monkeypatch.setenv("MMPORT_SERVE_PYTHON", str(tmp_path / "absent" / "python"))
     port = scaffold_port("llava", tmp_path / "port")
     result = _serve("llava", port)
@@ -61,7 +74,19 @@ def test_llava_port_serves_hf_tokens_in_both_layouts(tmp_path) -> None:
     """The CLI end to end: both layouts, with vLLM's own class as the control."""
     port = scaffold_port("llava", tmp_path / "port")
     report = tmp_path / "report.json"
-    done = run_cli("verify", "llava", "--port", str(port), "--probes", "2", "--settings", "0", "--serve", "--json", str(report))
+    done = run_cli(
+        "verify",
+        "llava",
+        "--port",
+        str(port),
+        "--probes",
+        "2",
+        "--settings",
+        "0",
+        "--serve",
+        "--json",
+        str(report),
+    )
     serve = json.loads(report.read_text())["checks"]["serve"]
     assert done.returncode == 0 and serve["status"] == "pass", done.stdout + done.stderr
     assert serve["runs"] == 2 and "hub layout: 2 prompts" in serve["summary"]
@@ -74,10 +99,17 @@ def test_a_wrong_weight_mapping_fails_naming_the_weight(tmp_path) -> None:
     model = port.with_name("llava.py")
     mapped = '"model.multi_modal_projector.": "multi_modal_projector.",'
     assert mapped in model.read_text()
-    model.write_text(model.read_text().replace(mapped, '"model.multi_modal_projector.": "projector.",'))
+    model.write_text(
+        model.read_text().replace(
+            mapped, '"model.multi_modal_projector.": "projector.",'
+        )
+    )
     result = _serve("llava", port)
     assert result.status == "fail"
-    assert "did not serve" in result.failures[0].message and "'projector" in result.failures[0].message
+    assert (
+        "did not serve" in result.failures[0].message
+        and "'projector" in result.failures[0].message
+    )
 
 
 @pytest.mark.serve
@@ -96,7 +128,10 @@ def test_a_wrong_placeholder_count_fails_on_the_prompt_ids(tmp_path) -> None:
     )
     result = _serve("llava", port)
     assert result.status == "fail", result.summary
-    assert any("prompt ids differ" in f.message or "did not serve" in f.message for f in result.failures)
+    assert any(
+        "prompt ids differ" in f.message or "did not serve" in f.message
+        for f in result.failures
+    )
 
 
 def test_mrope_family_gets_hf_rope_index_and_a_language_architecture() -> None:
@@ -109,7 +144,9 @@ def test_mrope_family_gets_hf_rope_index_and_a_language_architecture() -> None:
     text_type = resolve("qwen2_vl").load_config().get_text_config().model_type
     assert text_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     assert qwen.language_architecture in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
-    assert qwen.rope_index_source is not None and "modeling_qwen2_vl.py" in str(qwen.rope_index_source)
+    assert qwen.rope_index_source is not None and "modeling_qwen2_vl.py" in str(
+        qwen.rope_index_source
+    )
     llava = analyze(resolve("llava")).encoder
     assert llava.rope_index_source is None and llava.language_architecture == ""
 
@@ -118,7 +155,11 @@ def test_mrope_family_gets_hf_rope_index_and_a_language_architecture() -> None:
 @needs_engine
 def test_qwen2_vl_port_serves_hf_tokens_with_mrope_in_both_layouts(tmp_path) -> None:
     port = scaffold_port("qwen2_vl", tmp_path / "port")
-    result = _serve("qwen2_vl", port, ServeOptions(layouts=(Layout.SAVED, Layout.HUB), control=False))
+    result = _serve(
+        "qwen2_vl",
+        port,
+        ServeOptions(layouts=(Layout.SAVED, Layout.HUB), control=False),
+    )
     assert result.status == "pass", "\n".join(f.describe() for f in result.failures)
     assert result.runs == 2 and result.metrics["hub_max_logprob_gap"] <= 1e-3
 
@@ -149,12 +190,16 @@ def test_port_serves_hf_tokens_on_the_hub_layout(family, tmp_path) -> None:
     result = _serve(ref, port, ServeOptions(layouts=(Layout.HUB,), control=True))
     assert result.status == "pass", "\n".join(f.describe() for f in result.failures)
     assert result.runs == 1 and "2 prompts" in result.summary
-    assert ("vLLM's own" in result.summary and "gives HF's tokens" in result.summary) == control_serves, result.summary
+    assert (
+        "vLLM's own" in result.summary and "gives HF's tokens" in result.summary
+    ) == control_serves, result.summary
 
 
 @pytest.mark.serve
 @needs_engine
-def test_gemma3_is_compared_with_hf_attending_causally_on_the_cpu_engine(tmp_path) -> None:
+def test_gemma3_is_compared_with_hf_attending_causally_on_the_cpu_engine(
+    tmp_path,
+) -> None:
     """vLLM's CPU attention has no bidirectional image attention: HF must attend causally too, and
     the logprobs then agree; against HF's own bidirectional attention they would not."""
     from mmport.serve.checkpoint import build_checkpoint
@@ -163,13 +208,19 @@ def test_gemma3_is_compared_with_hf_attending_causally_on_the_cpu_engine(tmp_pat
 
     snapshot = resolve(str(snapshots.gemma3_896_snapshot(tmp_path / "snapshot")))
     checkpoint = build_checkpoint(snapshot, tmp_path / "twin")
-    probes = make_serve_probes(HFReference(snapshot).placeholders().get("image"), tmp_path, 0)
+    probes = make_serve_probes(
+        HFReference(snapshot).placeholders().get("image"), tmp_path, 0
+    )
     both_ways = hf_generate(checkpoint.path, probes, 1)
     causal = hf_generate(checkpoint.path, probes, 1, causal=True)
-    assert any(abs(a.first_logprob - b.first_logprob) > 1e-3 for a, b in zip(both_ways, causal))
+    assert any(
+        abs(a.first_logprob - b.first_logprob) > 1e-3 for a, b in zip(both_ways, causal)
+    )
     port = scaffold_port(snapshot.ref, tmp_path / "port")
     result = _serve(snapshot.ref, port)
-    assert result.status == "pass" and "attending causally" in result.summary, result.summary
+    assert result.status == "pass" and "attending causally" in result.summary, (
+        result.summary
+    )
 
 
 @pytest.mark.serve
@@ -181,7 +232,16 @@ def test_weights_serves_the_snapshots_own_checkpoint(tmp_path) -> None:
     checkpoint = build_checkpoint(resolve("llava"), tmp_path / "checkpoint", seed=7)
     port = scaffold_port(str(checkpoint.path), tmp_path / "port")
     report = tmp_path / "report.json"
-    args = ("verify", str(checkpoint.path), "--port", str(port), "--probes", "2", "--settings", "0")
+    args = (
+        "verify",
+        str(checkpoint.path),
+        "--port",
+        str(port),
+        "--probes",
+        "2",
+        "--settings",
+        "0",
+    )
     done = run_cli(*args, "--serve", "--weights", "--json", str(report))
     serve = json.loads(report.read_text())["checks"]["serve"]
     assert done.returncode == 0 and serve["status"] == "pass", done.stdout + done.stderr

@@ -13,7 +13,13 @@ from conftest import failed_checks, invoke, mutated_port, verify_report
 from mmport.analyzers import analyze
 from mmport.sources import resolve
 from mmport.verify.reference import HFReference
-from mmport.verify.settings import SETTINGS_PER_MODALITY, Setting, count_changing_settings, telling_items, typed_call_kwargs
+from mmport.verify.settings import (
+    SETTINGS_PER_MODALITY,
+    Setting,
+    count_changing_settings,
+    telling_items,
+    typed_call_kwargs,
+)
 
 slow = pytest.mark.slow
 
@@ -38,20 +44,36 @@ def test_pinned_setting_changes_hf_and_the_port_follows(scaffolded) -> None:
     assert code == 0, report
     under = [name for name in report["probe_cases"] if "max_pixels" in name]
     assert under, report["probe_cases"]
-    assert report["settings"] == [{"modality": "", "kwargs": f"max_pixels={setting['max_pixels']}", "origin": "pinned"}]
+    assert report["settings"] == [
+        {
+            "modality": "",
+            "kwargs": f"max_pixels={setting['max_pixels']}",
+            "origin": "pinned",
+        }
+    ]
 
 
 def test_port_ignoring_request_settings_fails_tokens(scaffolded, tmp_path) -> None:
     # The port edited to count every image under the defaults, whatever the request says.
-    wrong = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", "                mm_kwargs=hf_processor_mm_kwargs,\n", "", tmp_path)
-    code, report = verify_report("qwen2_vl", wrong, probes=3, processor_kwargs=_budget_setting("qwen2_vl"))
+    wrong = mutated_port(
+        scaffolded("qwen2_vl"),
+        "qwen2_vl",
+        "                mm_kwargs=hf_processor_mm_kwargs,\n",
+        "",
+        tmp_path,
+    )
+    code, report = verify_report(
+        "qwen2_vl", wrong, probes=3, processor_kwargs=_budget_setting("qwen2_vl")
+    )
     assert code == 1
     assert "tokens" in failed_checks(report)
     failing = {f["probe"] for f in report["checks"]["tokens"]["failures"]}
     assert failing and all("max_pixels" in probe for probe in failing), failing
 
 
-def test_verify_names_the_settings_it_drew_on_the_command_line(scaffolded, tmp_path) -> None:
+def test_verify_names_the_settings_it_drew_on_the_command_line(
+    scaffolded, tmp_path
+) -> None:
     port = scaffolded("qwen2_vl") / "qwen2_vl_processing.py"
     result = invoke("verify", "qwen2_vl", "--port", str(port), "--probes", "2")
     assert result.returncode == 0, result.stdout
@@ -79,28 +101,49 @@ def test_inspect_lists_the_settings_hf_counts_change_under(model_type) -> None:
 @pytest.mark.parametrize("model_type", SETTING_FAMILIES)
 def test_generated_port_matches_hf_under_drawn_settings(model_type, scaffolded) -> None:
     port = scaffolded(model_type) / f"{model_type}_processing.py"
-    code, report = verify_report(model_type, port, probes=4, settings_per_modality=SETTINGS_PER_MODALITY)
-    assert report["settings"], "no setting changes HF's counts here, so nothing was judged under one"
+    code, report = verify_report(
+        model_type, port, probes=4, settings_per_modality=SETTINGS_PER_MODALITY
+    )
+    assert report["settings"], (
+        "no setting changes HF's counts here, so nothing was judged under one"
+    )
     assert code == 0, report
 
 
 @pytest.mark.vllm
 @slow
 @pytest.mark.parametrize("model_type", SETTING_FAMILIES)
-def test_generated_port_matches_hf_under_settings_in_real_vllm(model_type, scaffolded) -> None:
+def test_generated_port_matches_hf_under_settings_in_real_vllm(
+    model_type, scaffolded
+) -> None:
     pytest.importorskip("vllm.multimodal.processing")
     port = scaffolded(model_type) / f"{model_type}_processing.py"
-    code, report = verify_report(model_type, port, probes=4, seed=1, backend="vllm", settings_per_modality=SETTINGS_PER_MODALITY)
+    code, report = verify_report(
+        model_type,
+        port,
+        probes=4,
+        seed=1,
+        backend="vllm",
+        settings_per_modality=SETTINGS_PER_MODALITY,
+    )
     assert report["backend"].startswith("vllm 0.33"), report["backend"]
-    assert report["settings"], "no setting changes HF's counts here, so nothing was judged under one"
-    assert report["checks"]["embeds"]["status"] in ("pass", "skip"), report["checks"]["embeds"]
+    assert report["settings"], (
+        "no setting changes HF's counts here, so nothing was judged under one"
+    )
+    assert report["checks"]["embeds"]["status"] in ("pass", "skip"), report["checks"][
+        "embeds"
+    ]
     assert code == 0, report
 
 
 # Settings that reshape the vision tower's token grid, which the config does not name:
 # a hook reading a sub-processor attribute the request also sets (merge_size), and a
 # factor HF resizes by that HF's token API leaves out (patch_expand_factor).
-GRID_SETTINGS = [("video_llama_3", "merge_size"), ("kimi_k25", "merge_size"), ("glm5_next", "patch_expand_factor")]
+GRID_SETTINGS = [
+    ("video_llama_3", "merge_size"),
+    ("kimi_k25", "merge_size"),
+    ("glm5_next", "patch_expand_factor"),
+]
 
 
 def _grid_setting(ref: str, name: str) -> dict:
@@ -119,15 +162,25 @@ def _judged_under_grid_setting(ref: str, name: str, scaffolded, **options) -> di
     from mmport.errors import MmportError
 
     try:
-        code, report = verify_report(ref, scaffolded(ref) / f"{ref}_processing.py", probes=3, processor_kwargs=setting, **options)
+        code, report = verify_report(
+            ref,
+            scaffolded(ref) / f"{ref}_processing.py",
+            probes=3,
+            processor_kwargs=setting,
+            **options,
+        )
     except MmportError as exc:
         # HF's own model cannot take it (a tower built to merge by another size): no engine
         # serves such a request, so nothing the user pinned can be judged. Measured again here.
         assert "not applicable to this checkpoint" in str(exc), exc
         _hf_model_refuses(hf, Setting(setting), item)
         return {}
-    assert [name in probe for probe in report["probe_cases"]].count(True) >= 3, report["probe_cases"]
-    assert "refuses" not in report["checks"]["tokens"]["summary"], report["checks"]["tokens"]  # followed, not refused
+    assert [name in probe for probe in report["probe_cases"]].count(True) >= 3, report[
+        "probe_cases"
+    ]
+    assert "refuses" not in report["checks"]["tokens"]["summary"], report["checks"][
+        "tokens"
+    ]  # followed, not refused
     assert code == 0, report
     return report
 
@@ -137,22 +190,30 @@ def _hf_model_refuses(hf: HFReference, setting: Setting, item) -> None:
     from mmport.runtime.device import placement
     from mmport.runtime.hf_model import load_model
 
-    twin = load_model(hf.snapshot, placement("cpu", "float32"), tiny=True, weights=False, seed=0)
+    twin = load_model(
+        hf.snapshot, placement("cpu", "float32"), tiny=True, weights=False, seed=0
+    )
     twin.logits(hf.single(hf.reference_items("image")[0]).inputs)
-    with pytest.raises(Exception):  # whatever HF raises: it refuses its own processor's outputs
+    with pytest.raises(
+        Exception
+    ):  # whatever HF raises: it refuses its own processor's outputs
         twin.logits(hf.single(item, setting).inputs)
 
 
 @slow
 @pytest.mark.parametrize(("model_type", "name"), GRID_SETTINGS)
-def test_generated_port_follows_a_setting_that_reshapes_the_token_grid(model_type, name, scaffolded) -> None:
+def test_generated_port_follows_a_setting_that_reshapes_the_token_grid(
+    model_type, name, scaffolded
+) -> None:
     _judged_under_grid_setting(model_type, name, scaffolded)
 
 
 @pytest.mark.vllm
 @slow
 @pytest.mark.parametrize(("model_type", "name"), GRID_SETTINGS)
-def test_generated_port_follows_a_setting_that_reshapes_the_token_grid_in_real_vllm(model_type, name, scaffolded) -> None:
+def test_generated_port_follows_a_setting_that_reshapes_the_token_grid_in_real_vllm(
+    model_type, name, scaffolded
+) -> None:
     pytest.importorskip("vllm.multimodal.processing")
     report = _judged_under_grid_setting(model_type, name, scaffolded, backend="vllm")
     assert not report or report["backend"].startswith("vllm 0.33"), report["backend"]
@@ -160,10 +221,24 @@ def test_generated_port_follows_a_setting_that_reshapes_the_token_grid_in_real_v
 
 @pytest.mark.vllm
 @slow
-def test_port_ignoring_request_settings_fails_in_real_vllm(scaffolded, tmp_path) -> None:
+def test_port_ignoring_request_settings_fails_in_real_vllm(
+    scaffolded, tmp_path
+) -> None:
     pytest.importorskip("vllm.multimodal.processing")
-    wrong = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", "                mm_kwargs=hf_processor_mm_kwargs,\n", "", tmp_path)
-    code, report = verify_report("qwen2_vl", wrong, probes=3, backend="vllm", processor_kwargs=_budget_setting("qwen2_vl"))
+    wrong = mutated_port(
+        scaffolded("qwen2_vl"),
+        "qwen2_vl",
+        "                mm_kwargs=hf_processor_mm_kwargs,\n",
+        "",
+        tmp_path,
+    )
+    code, report = verify_report(
+        "qwen2_vl",
+        wrong,
+        probes=3,
+        backend="vllm",
+        processor_kwargs=_budget_setting("qwen2_vl"),
+    )
     assert code == 1 and "tokens" in failed_checks(report), report
 
 
@@ -171,7 +246,9 @@ def test_port_ignoring_request_settings_fails_in_real_vllm(scaffolded, tmp_path)
 @slow
 # Idefics3 lays out each image's tiles by its size, InternVL each video's frames:
 # only the dict form (the rows and the item's size) places those.
-@pytest.mark.parametrize("model_type", ["llava", "qwen2_vl", "gemma3", "qwen2_audio", "idefics3", "internvl"])
+@pytest.mark.parametrize(
+    "model_type", ["llava", "qwen2_vl", "gemma3", "qwen2_audio", "idefics3", "internvl"]
+)
 def test_generated_port_takes_embeddings_in_real_vllm(model_type, scaffolded) -> None:
     pytest.importorskip("vllm.multimodal.processing")
     port = scaffolded(model_type) / f"{model_type}_processing.py"
@@ -186,4 +263,6 @@ def test_embeddings_given_to_a_port_get_hf_tokens(scaffolded) -> None:
     code, report = verify_report("qwen2_vl", port, probes=2)
     embeds = report["checks"]["embeds"]
     # Both of Qwen2-VL's modalities take embeddings: one comparison each, at least.
-    assert embeds["status"] == "pass" and embeds["runs"] >= 2 and not embeds["summary"], embeds
+    assert (
+        embeds["status"] == "pass" and embeds["runs"] >= 2 and not embeds["summary"]
+    ), embeds

@@ -63,7 +63,10 @@ def typer_prints(program: str, args: tuple[str, ...], columns: int) -> str:
     """What the typer app prints on stdout for ``program ARGS`` on a terminal ``columns`` wide."""
     out = io.StringIO()
     # COLUMNS is what click's HelpFormatter reads (through shutil) to wrap help.
-    with mock.patch.dict(os.environ, COLUMNS=str(columns)), contextlib.redirect_stdout(out):
+    with (
+        mock.patch.dict(os.environ, COLUMNS=str(columns)),
+        contextlib.redirect_stdout(out),
+    ):
         code = app(list(args), prog_name=program, standalone_mode=False)
     assert code == 0, f"{program} {' '.join(args)} is not a help page: exit {code}"
     return out.getvalue()
@@ -87,14 +90,21 @@ def pages_module(rendered: dict[tuple[str, ...], str]) -> str:
     for key, text in rendered.items():
         parts = [json.dumps(part) for part in key]
         lines.append(f"    ({', '.join(parts)}{',' if len(parts) == 1 else ''}): (")
-        lines += [f"        {json.dumps(line, ensure_ascii=False)}" for line in text.splitlines(keepends=True)]
+        lines += [
+            f"        {json.dumps(line, ensure_ascii=False)}"
+            for line in text.splitlines(keepends=True)
+        ]
         lines.append("    ),")
     return "\n".join([*lines, "}", ""])
 
 
 def render_pages() -> dict[tuple[str, ...], str]:
     """Every page, rendered by typer at 80 columns."""
-    return {(program, *args): typer_prints(program, args, 80) for program in PROGRAMS for args in page_args()}
+    return {
+        (program, *args): typer_prints(program, args, 80)
+        for program in PROGRAMS
+        for args in page_args()
+    }
 
 
 def test_pages_are_what_typer_prints(request) -> None:
@@ -102,19 +112,34 @@ def test_pages_are_what_typer_prints(request) -> None:
     if request.config.getoption("--update-golden"):
         PAGES_FILE.write_text(expected)
         importlib.reload(pages)
-    diff = "".join(difflib.unified_diff(PAGES_FILE.read_text().splitlines(True), expected.splitlines(True), "pages.py", "typer"))
+    diff = "".join(
+        difflib.unified_diff(
+            PAGES_FILE.read_text().splitlines(True),
+            expected.splitlines(True),
+            "pages.py",
+            "typer",
+        )
+    )
     assert not diff, f"mmport/launch/pages.py is stale; run `{REGENERATE}`:\n{diff}"
 
 
 @pytest.mark.parametrize("columns", WIDE + NARROW)
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_a_page_is_served_only_where_typer_prints_it_alike(program: str, columns: int) -> None:
+def test_a_page_is_served_only_where_typer_prints_it_alike(
+    program: str, columns: int
+) -> None:
     for args in page_args():
         served = launch.help_page(args, program, columns, {})
         if columns in WIDE:
-            assert served == typer_prints(program, args, columns), (program, args, columns)
+            assert served == typer_prints(program, args, columns), (
+                program,
+                args,
+                columns,
+            )
         else:
-            assert served is None, f"typer wraps at {columns - 2} on a terminal {columns} wide; the pages at 78"
+            assert served is None, (
+                f"typer wraps at {columns - 2} on a terminal {columns} wide; the pages at 78"
+            )
 
 
 @pytest.mark.parametrize(
@@ -126,12 +151,22 @@ def test_a_page_is_served_only_where_typer_prints_it_alike(program: str, columns
         ("mmport", ("--version",), {}),
         ("mmport", ("verify", "--help", "llava"), {}),
         ("mmport", ("-h",), {}),
-        ("mmport-dev", ("--help",), {}),  # a renamed script: typer names it in its usage line
+        (
+            "mmport-dev",
+            ("--help",),
+            {},
+        ),  # a renamed script: typer names it in its usage line
         ("mmport", ("--help",), {"_MMPORT_COMPLETE": "bash_complete"}),
-        ("python -m mmport", ("--help",), {"_PYTHON _M MMPORT_COMPLETE": "bash_complete"}),
+        (
+            "python -m mmport",
+            ("--help",),
+            {"_PYTHON _M MMPORT_COMPLETE": "bash_complete"},
+        ),
     ],
 )
-def test_every_other_command_line_goes_to_typer(program: str, args: tuple[str, ...], environ: dict[str, str]) -> None:
+def test_every_other_command_line_goes_to_typer(
+    program: str, args: tuple[str, ...], environ: dict[str, str]
+) -> None:
     assert launch.help_page(args, program, 80, environ) is None
 
 
@@ -139,14 +174,25 @@ def test_program_name_follows_click() -> None:
     from typer._click.utils import _detect_program_name
 
     cases = [
-        ("/venv/bin/mmport", types.SimpleNamespace(__package__=None)),  # the console script
+        (
+            "/venv/bin/mmport",
+            types.SimpleNamespace(__package__=None),
+        ),  # the console script
         ("/venv/bin/mmport", types.SimpleNamespace(__package__="")),
         ("/venv/bin/mmport", types.SimpleNamespace()),
-        ("/src/mmport/__main__.py", types.SimpleNamespace(__package__="mmport")),  # python -m mmport
-        ("/src/mmport/launch/__init__.py", types.SimpleNamespace(__package__="mmport.launch")),
+        (
+            "/src/mmport/__main__.py",
+            types.SimpleNamespace(__package__="mmport"),
+        ),  # python -m mmport
+        (
+            "/src/mmport/launch/__init__.py",
+            types.SimpleNamespace(__package__="mmport.launch"),
+        ),
     ]
     for path, main_module in cases:
-        assert launch.program_name(path, main_module) == _detect_program_name(path, main_module)  # type: ignore[arg-type]
+        assert launch.program_name(path, main_module) == _detect_program_name(
+            path, main_module
+        )  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("columns", [None, "120", "0", "-3", "wide"])
@@ -170,11 +216,15 @@ def _imports(stderr: str) -> set[str]:
 
 def _run(argv: list[str], columns: int = 200) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": str(columns), "PYTHONPATH": str(REPO)}
-    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.parametrize("args", [(), ("--help",), ("verify", "--help")])
-def test_python_m_mmport_help_imports_neither_typer_nor_torch(args: tuple[str, ...]) -> None:
+def test_python_m_mmport_help_imports_neither_typer_nor_torch(
+    args: tuple[str, ...],
+) -> None:
     done = _run([sys.executable, "-X", "importtime", "-m", "mmport", *args])
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == typer_prints("python -m mmport", args, 200)
@@ -189,7 +239,9 @@ def test_console_script_help_imports_neither_typer_nor_torch(tmp_path) -> None:
     done = _run([sys.executable, "-X", "importtime", str(script), "scaffold", "--help"])
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == typer_prints("mmport", ("scaffold", "--help"), 200)
-    assert not [m for m in _imports(done.stderr) if m.split(".")[0] in HEAVY or m in HEAVY]
+    assert not [
+        m for m in _imports(done.stderr) if m.split(".")[0] in HEAVY or m in HEAVY
+    ]
 
 
 def test_a_narrow_terminal_gets_typer_s_own_wrapping() -> None:
@@ -203,14 +255,18 @@ def test_a_usage_error_is_still_one_line_and_exit_2() -> None:
     done = _run([sys.executable, "-m", "mmport", "--no-such-option"])
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout == ""
-    assert len(done.stderr.strip().splitlines()) == 1 and "--no-such-option" in done.stderr
+    assert (
+        len(done.stderr.strip().splitlines()) == 1 and "--no-such-option" in done.stderr
+    )
 
 
 @pytest.mark.parametrize("columns", [200, 60])  # the page, and typer
 def test_a_reader_gone_ends_it_quietly_with_exit_1(columns: int) -> None:
     env = {**os.environ, "COLUMNS": str(columns), "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "mmport", "verify", "--help"]
-    process = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     process.stdout.close()  # type: ignore[union-attr]
     stderr = process.stderr.read()  # type: ignore[union-attr]
     assert (process.wait(timeout=300), stderr) == (1, b"")

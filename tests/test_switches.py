@@ -32,7 +32,9 @@ SWITCHES = [
 def _flipped(ref: str, name: str) -> dict:
     """The request that flips ``name`` from the value HF's call defaults to."""
     processor = resolve(ref).load_processor()
-    default = merged_image_kwargs(processor).get(name, getattr(processor.image_processor, name, None))
+    default = merged_image_kwargs(processor).get(
+        name, getattr(processor.image_processor, name, None)
+    )
     return {name: not default}
 
 
@@ -40,7 +42,9 @@ def _assert_matters(ref: str, setting: dict) -> None:
     """HF counts some reference image differently under ``setting``: a port ignoring it would show."""
     hf = HFReference(resolve(ref))
     items = hf.reference_items("image")
-    assert any(hf.item_count(item, Setting(setting)) != hf.item_count(item) for item in items), setting
+    assert any(
+        hf.item_count(item, Setting(setting)) != hf.item_count(item) for item in items
+    ), setting
 
 
 @pytest.mark.parametrize(("model_type", "name"), SWITCHES)
@@ -65,8 +69,12 @@ def test_generated_port_follows_the_switch(model_type, name, scaffolded) -> None
     _assert_matters(model_type, setting)
     port = scaffolded(model_type) / f"{model_type}_processing.py"
     code, report = verify_report(model_type, port, probes=3, processor_kwargs=setting)
-    assert [name in probe for probe in report["probe_cases"]].count(True) >= 3, report["probe_cases"]
-    assert "refuses" not in report["checks"]["tokens"]["summary"], report["checks"]["tokens"]  # followed, not refused
+    assert [name in probe for probe in report["probe_cases"]].count(True) >= 3, report[
+        "probe_cases"
+    ]
+    assert "refuses" not in report["checks"]["tokens"]["summary"], report["checks"][
+        "tokens"
+    ]  # followed, not refused
     assert code == 0, report
 
 
@@ -77,20 +85,37 @@ ONE_CALL = ('"images": ("image", True,', '"images": ("image", False,')
 
 @slow
 @pytest.mark.parametrize("model_type", ["gemma3", "got_ocr2"])
-def test_port_splitting_outputs_one_row_an_image_fails_under_the_switch(model_type, scaffolded, tmp_path) -> None:
+def test_port_splitting_outputs_one_row_an_image_fails_under_the_switch(
+    model_type, scaffolded, tmp_path
+) -> None:
     name = dict(SWITCHES)[model_type]
     wrong = mutated_port(scaffolded(model_type), model_type, *ONE_CALL, tmp_path)
-    code, report = verify_report(model_type, wrong, probes=3, processor_kwargs=_flipped(model_type, name))
+    code, report = verify_report(
+        model_type, wrong, probes=3, processor_kwargs=_flipped(model_type, name)
+    )
     assert code == 1, report
-    failing = {f["probe"] for check in report["checks"].values() for f in check["failures"]}
+    failing = {
+        f["probe"] for check in report["checks"].values() for f in check["failures"]
+    }
     assert failing and all(name in probe for probe in failing), failing
 
 
 @slow
 def test_port_ignoring_pan_and_scan_fails_tokens(scaffolded, tmp_path) -> None:
     # The hook's read of HF's crops forced to none, as a port derived with the switch off would count.
-    wrong = mutated_port(scaffolded("gemma3"), "gemma3", '["num_crops"][0]', '["num_crops"][0] * 0', tmp_path)
-    code, report = verify_report("gemma3", wrong, probes=3, processor_kwargs=_flipped("gemma3", "do_pan_and_scan"))
+    wrong = mutated_port(
+        scaffolded("gemma3"),
+        "gemma3",
+        '["num_crops"][0]',
+        '["num_crops"][0] * 0',
+        tmp_path,
+    )
+    code, report = verify_report(
+        "gemma3",
+        wrong,
+        probes=3,
+        processor_kwargs=_flipped("gemma3", "do_pan_and_scan"),
+    )
     assert code == 1
     assert "tokens" in failed_checks(report)
 
@@ -101,7 +126,11 @@ def test_gemma3_port_follows_pan_and_scan_in_real_vllm(scaffolded) -> None:
     pytest.importorskip("vllm.multimodal.processing")
     setting = _flipped("gemma3", "do_pan_and_scan")
     port = scaffolded("gemma3") / "gemma3_processing.py"
-    code, report = verify_report("gemma3", port, probes=4, seed=1, backend="vllm", processor_kwargs=setting)
+    code, report = verify_report(
+        "gemma3", port, probes=4, seed=1, backend="vllm", processor_kwargs=setting
+    )
     assert report["backend"].startswith("vllm 0.33"), report["backend"]
-    assert "refuses" not in report["checks"]["tokens"]["summary"], report["checks"]["tokens"]  # followed, not refused
+    assert "refuses" not in report["checks"]["tokens"]["summary"], report["checks"][
+        "tokens"
+    ]  # followed, not refused
     assert code == 0, report

@@ -9,7 +9,14 @@ from mmport.hf.tiny import twin_dict
 from mmport.sources import resolve
 from mmport.verify.rebatch import rebatch
 
-GEOMETRY = ("image_size", "patch_size", "spatial_merge_size", "vocab_size", "image_token_id", "image_token_index")
+GEOMETRY = (
+    "image_size",
+    "patch_size",
+    "spatial_merge_size",
+    "vocab_size",
+    "image_token_id",
+    "image_token_index",
+)
 
 
 def _walk(config: dict, prefix: str = ""):
@@ -28,14 +35,24 @@ def test_twin_keeps_geometry_and_tokens_and_shrinks_widths(model_type) -> None:
     for key, value in flat.items():
         if key.rsplit(".", 1)[-1] in GEOMETRY:
             assert twin[key] == value, key
-    widths = {twin[k] for k in twin if k.rsplit(".", 1)[-1] in ("hidden_size", "embed_dim")}
-    assert len(widths) == 1 and widths.pop() < min(v for k, v in flat.items() if k.endswith("hidden_size"))
-    layers = [twin[k] for k in twin if k.rsplit(".", 1)[-1] in ("num_hidden_layers", "depth")]
+    widths = {
+        twin[k] for k in twin if k.rsplit(".", 1)[-1] in ("hidden_size", "embed_dim")
+    }
+    assert len(widths) == 1 and widths.pop() < min(
+        v for k, v in flat.items() if k.endswith("hidden_size")
+    )
+    layers = [
+        twin[k] for k in twin if k.rsplit(".", 1)[-1] in ("num_hidden_layers", "depth")
+    ]
     assert layers and max(layers) <= 2
 
 
 def test_twin_keeps_enough_layers_for_selected_features() -> None:
-    config = {"model_type": "x", "vision_feature_layer": [-2, -5, 6], "vision_config": {"model_type": "v", "num_hidden_layers": 24}}
+    config = {
+        "model_type": "x",
+        "vision_feature_layer": [-2, -5, 6],
+        "vision_config": {"model_type": "v", "num_hidden_layers": 24},
+    }
     assert twin_dict(config)["vision_config"]["num_hidden_layers"] == 6
 
 

@@ -69,7 +69,9 @@ def test_get_vocab_call_subscripted_with_a_text_it_lacks(tokenizer, facts) -> No
     assert snapshot_lacks(exc, facts) == Lacking("vocabulary", ABSENT)
 
 
-def test_other_mappings_missing_a_key_are_no_lacking_vocabulary(tokenizer, facts) -> None:
+def test_other_mappings_missing_a_key_are_no_lacking_vocabulary(
+    tokenizer, facts
+) -> None:
     outputs = {"pixel_values": 1}
     # A key HF's outputs lack is the port's bug, whatever the vocabulary holds.
     assert snapshot_lacks(_raised(lambda: outputs["image_sizes"]), facts) is None
@@ -82,7 +84,9 @@ def test_other_mappings_missing_a_key_are_no_lacking_vocabulary(tokenizer, facts
 def test_config_attribute_the_snapshot_does_not_set(facts) -> None:
     config = LlavaConfig()
     exc = _raised(lambda: config.boi_token_index)
-    assert snapshot_lacks(exc, facts) == Lacking("config", "LlavaConfig.boi_token_index")
+    assert snapshot_lacks(exc, facts) == Lacking(
+        "config", "LlavaConfig.boi_token_index"
+    )
 
 
 def test_sub_config_left_none(facts) -> None:
@@ -96,7 +100,9 @@ def test_sub_config_left_none(facts) -> None:
         return _config_of(facts).vision_config.patch_size
 
     for port in (port_reads_a_local, port_calls_for_it):
-        assert snapshot_lacks(_raised(port), facts) == Lacking("config", "LlavaConfig.vision_config"), port
+        assert snapshot_lacks(_raised(port), facts) == Lacking(
+            "config", "LlavaConfig.vision_config"
+        ), port
 
 
 def _config_of(facts: SnapshotFacts):
@@ -111,14 +117,18 @@ def test_none_and_attributes_of_other_objects_are_no_lacking_config(facts) -> No
     assert snapshot_lacks(_raised(lambda: object().patch_size), facts) is None
 
 
-def test_text_named_to_convert_tokens_to_ids_that_the_vocabulary_lacks(tokenizer, facts) -> None:
+def test_text_named_to_convert_tokens_to_ids_that_the_vocabulary_lacks(
+    tokenizer, facts
+) -> None:
     def port():
         image_id = tokenizer.convert_tokens_to_ids("<start_of_image>")
         if image_id is None or image_id == tokenizer.unk_token_id:
             raise ValueError("the image token is unknown to the tokenizer")
         return image_id
 
-    assert snapshot_lacks(_raised(port), facts) == Lacking("vocabulary", "<start_of_image>")
+    assert snapshot_lacks(_raised(port), facts) == Lacking(
+        "vocabulary", "<start_of_image>"
+    )
 
 
 def test_a_wrapped_error_is_read_through_its_cause(tokenizer, facts) -> None:
@@ -140,16 +150,26 @@ def _report(*checks: CheckResult) -> Report:
     return Report("llava", "port.py", "bundled", 1, 0, {c.name: c for c in checks})
 
 
-UNJUDGED = CannotJudge("probe0", Lacking("vocabulary", ABSENT), "port", f"KeyError: {ABSENT!r}")
+UNJUDGED = CannotJudge(
+    "probe0", Lacking("vocabulary", ABSENT), "port", f"KeyError: {ABSENT!r}"
+)
 
 
 def test_verdict_fail_outranks_cannot_judge_outranks_pass() -> None:
     passing = CheckResult("limits", runs=1)
     unjudged = CheckResult("tokens", runs=1, unjudged=[UNJUDGED])
-    failed = CheckResult("dummy", runs=1, failures=[Failure("dummy", "wrong", loudness="loud")], unjudged=[UNJUDGED])
+    failed = CheckResult(
+        "dummy",
+        runs=1,
+        failures=[Failure("dummy", "wrong", loudness="loud")],
+        unjudged=[UNJUDGED],
+    )
     assert unjudged.status == "cannot_judge" and failed.status == "fail"
     assert _report(passing).verdict == "pass"
-    assert _report(passing, unjudged).verdict == "cannot_judge" and not _report(passing, unjudged).passed
+    assert (
+        _report(passing, unjudged).verdict == "cannot_judge"
+        and not _report(passing, unjudged).passed
+    )
     assert _report(passing, unjudged, failed).verdict == "fail"
     assert [verdict_exit_code(v) for v in ("pass", "fail", "cannot_judge")] == [0, 1, 4]
 
@@ -162,36 +182,81 @@ def test_worst_exit_code_orders_cannot_judge_below_a_failed_check() -> None:
 
 
 def test_failure_severity_is_typed_and_in_every_form() -> None:
-    failure = Failure("probe1 [max_pixels=3136]", "token ids differ", 5, "1", "2", loudness="silent", setting="max_pixels=3136")
-    assert failure.occurs == "setting" and Failure("p", "m", loudness="loud").occurs == "defaults"
+    failure = Failure(
+        "probe1 [max_pixels=3136]",
+        "token ids differ",
+        5,
+        "1",
+        "2",
+        loudness="silent",
+        setting="max_pixels=3136",
+    )
+    assert (
+        failure.occurs == "setting"
+        and Failure("p", "m", loudness="loud").occurs == "defaults"
+    )
     assert failure.describe().endswith("(silent, only under max_pixels=3136)")
     report = _report(CheckResult("tokens", runs=1, failures=[failure]))
     said = json.loads(report.to_json())["checks"]["tokens"]["failures"][0]
-    assert (said["loudness"], said["setting"], said["occurs"]) == ("silent", "max_pixels=3136", "setting")
+    assert (said["loudness"], said["setting"], said["occurs"]) == (
+        "silent",
+        "max_pixels=3136",
+        "setting",
+    )
     message = ET.fromstring(report.to_junit()).find("testcase/failure").get("message")
     assert "silent, only under max_pixels=3136" in message
 
 
 def test_port_looking_up_a_text_the_snapshot_lacks_cannot_be_judged(tmp_path) -> None:
     code, report = verify_report("llava", LACKING_PORT, probes=3)
-    assert code == 4 and report["verdict"] == "cannot_judge" and report["passed"] is False, report["checks"]
+    assert (
+        code == 4 and report["verdict"] == "cannot_judge" and report["passed"] is False
+    ), report["checks"]
     tokens = report["checks"]["tokens"]
     assert tokens["status"] == "cannot_judge" and not tokens["failures"], tokens
     reason = tokens["cannot_judge"][0]
-    assert reason["lacking"] == {"kind": "vocabulary", "name": ABSENT} and reason["side"] == "port", reason
+    assert (
+        reason["lacking"] == {"kind": "vocabulary", "name": ABSENT}
+        and reason["side"] == "port"
+    ), reason
     assert not any(c["failures"] for c in report["checks"].values()), report["checks"]
 
 
 def test_cli_exits_4_and_junit_skips_what_it_cannot_judge(tmp_path) -> None:
     junit, page = tmp_path / "junit.xml", tmp_path / "report.html"
-    done = invoke("verify", "llava", "--port", str(LACKING_PORT), "--probes", "2", "--settings", "0", "--junit", str(junit), "--html", str(page))
+    done = invoke(
+        "verify",
+        "llava",
+        "--port",
+        str(LACKING_PORT),
+        "--probes",
+        "2",
+        "--settings",
+        "0",
+        "--junit",
+        str(junit),
+        "--html",
+        str(page),
+    )
     assert done.returncode == 4, done.stdout + done.stderr
     assert "CANNOT JUDGE" in done.stdout and "cannot judge" in done.stdout
     suite = ET.fromstring(junit.read_text())
-    assert suite.find("properties/property[@name='verdict']").get("value") == "cannot_judge"
+    assert (
+        suite.find("properties/property[@name='verdict']").get("value")
+        == "cannot_judge"
+    )
     case = suite.find("testcase[@name='tokens']")
-    assert case.find("skipped").get("message").startswith("cannot judge: the snapshot lacks the vocabulary entry")
-    assert case.find("properties/property[@name='verdict']").get("value") == "cannot_judge"
+    assert (
+        case.find("skipped")
+        .get("message")
+        .startswith("cannot judge: the snapshot lacks the vocabulary entry")
+    )
+    assert (
+        case.find("properties/property[@name='verdict']").get("value") == "cannot_judge"
+    )
     assert case.find("failure") is None and int(suite.get("failures")) == 0
     html = page.read_text()
-    assert 'class="verdict cannot_judge">CANNOT JUDGE' in html and "<h2>Cannot judge</h2>" in html
+    assert (
+        'class="verdict cannot_judge">CANNOT JUDGE' in html
+        and "<h2>Cannot judge</h2>" in html
+    )

@@ -38,7 +38,6 @@ def _inspect(ref: str) -> dict:
     return json.loads(to_json(analyze(resolve(ref))))["modalities"][0]
 
 
-
 # The fast lane's representatives: a fixed count (LLaVA), an insertion at the
 # prompt's start (PaliGemma), a count that follows the image size (Qwen2-VL).
 @pytest.mark.parametrize("model_type", ["llava", "paligemma", "qwen2_vl"])
@@ -48,8 +47,15 @@ def test_scaffold_then_verify_passes(model_type, scaffolded, tmp_path) -> None:
     assert code == 0, report
     # Every processing check passes; the model check needs --model (tests/test_model_check.py),
     # the serve check --serve (tests/test_serve.py).
-    assert all(c["status"] == "pass" for name, c in report["checks"].items() if name not in ("model", "serve")), report
-    assert report["checks"]["model"]["status"] == "skip" and report["checks"]["serve"]["status"] == "skip"
+    assert all(
+        c["status"] == "pass"
+        for name, c in report["checks"].items()
+        if name not in ("model", "serve")
+    ), report
+    assert (
+        report["checks"]["model"]["status"] == "skip"
+        and report["checks"]["serve"]["status"] == "skip"
+    )
 
 
 @slow
@@ -65,13 +71,17 @@ def _derived_port_passes(snapshot: Path, tmp_path: Path) -> dict:
     """inspect (the count is derived), scaffold and verify a snapshot; the count facts."""
     count = _inspect(str(snapshot))["count"]
     assert count["strategy"] == "derived", count
-    code, report = _verify(str(snapshot), scaffold_port(str(snapshot), tmp_path / "port"), tmp_path)
+    code, report = _verify(
+        str(snapshot), scaffold_port(str(snapshot), tmp_path / "port"), tmp_path
+    )
     assert code == 0, report
     return count
 
 
 @slow
-@pytest.mark.parametrize("build", [llava_next_pinpoints_snapshot, qwen2_vl_pixels_snapshot])
+@pytest.mark.parametrize(
+    "build", [llava_next_pinpoints_snapshot, qwen2_vl_pixels_snapshot]
+)
 def test_derived_size_dependent_count_follows_snapshot(build, tmp_path) -> None:
     # The count depends on the image size (pinpoints, pixel budget); the port
     # derives it from HF's code and reads the snapshot's settings at run time.
@@ -80,7 +90,9 @@ def test_derived_size_dependent_count_follows_snapshot(build, tmp_path) -> None:
 
 
 @slow
-@pytest.mark.parametrize("build", [gemma3_seq64_snapshot, idefics3_small_tiles_snapshot])
+@pytest.mark.parametrize(
+    "build", [gemma3_seq64_snapshot, idefics3_small_tiles_snapshot]
+)
 def test_derived_replacement_follows_snapshot(build, tmp_path) -> None:
     # The replacement is more than `token * n` (begin/end-of-image tokens, tile
     # markers); the port carries HF's hook over and tokenizes what it returns,
@@ -103,15 +115,25 @@ def test_handwritten_port_passes_and_names_the_settings_its_model_cannot_take() 
     report = json.loads(verified.to_json())
     assert verified.passed, verified.failure_summary()
     dropped = report["settings_not_applicable"]
-    assert dropped and all(f["reason"] and f["kwargs"] in f["reason"] for f in dropped), report
-    assert not {f["kwargs"] for f in dropped} & {s["kwargs"] for s in report["settings"]}
-    assert not any(f["kwargs"] in probe for f in dropped for probe in report["probe_cases"]), "its probes must not run"
+    assert dropped and all(
+        f["reason"] and f["kwargs"] in f["reason"] for f in dropped
+    ), report
+    assert not {f["kwargs"] for f in dropped} & {
+        s["kwargs"] for s in report["settings"]
+    }
+    assert not any(
+        f["kwargs"] in probe for f in dropped for probe in report["probe_cases"]
+    ), "its probes must not run"
     console = Console(record=True, width=200)
     console.print(report_table(verified))
     said = " ".join(console.export_text().split())
-    assert "not applicable to this checkpoint" in said and all(f["kwargs"] in said for f in dropped), said
+    assert "not applicable to this checkpoint" in said and all(
+        f["kwargs"] in said for f in dropped
+    ), said
     page = render_html(verified)
-    assert "not applicable to this checkpoint" in page and all(html.escape(f["reason"]) in page for f in dropped)
+    assert "not applicable to this checkpoint" in page and all(
+        html.escape(f["reason"]) in page for f in dropped
+    )
 
 
 def test_a_pinned_setting_its_model_cannot_take_is_bad_input(tmp_path) -> None:
@@ -124,59 +146,153 @@ def test_a_pinned_setting_its_model_cannot_take_is_bad_input(tmp_path) -> None:
 
     hf = HFReference(resolve("llava"))
     judge = FitJudge(hf)
-    refused = [s for s in count_changing_settings(hf, per_modality=99) if not judge.applicable(s)]
+    refused = [
+        s
+        for s in count_changing_settings(hf, per_modality=99)
+        if not judge.applicable(s)
+    ]
     assert refused, "no setting the model refuses here, so this test could not fail"
-    result = invoke("verify", "llava", "--port", str(HANDWRITTEN), "--probes", "2", "--processor-kwargs", json.dumps(refused[0].kwargs))
+    result = invoke(
+        "verify",
+        "llava",
+        "--port",
+        str(HANDWRITTEN),
+        "--probes",
+        "2",
+        "--processor-kwargs",
+        json.dumps(refused[0].kwargs),
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     said = result.stdout + result.stderr
-    assert "not applicable to this checkpoint" in said and refused[0].describe() in said and "Traceback" not in said, said
+    assert (
+        "not applicable to this checkpoint" in said
+        and refused[0].describe() in said
+        and "Traceback" not in said
+    ), said
 
 
 @slow
-def test_port_ignoring_drawn_settings_its_model_takes_fails(scaffolded, tmp_path) -> None:
+def test_port_ignoring_drawn_settings_its_model_takes_fails(
+    scaffolded, tmp_path
+) -> None:
     # Qwen2-VL's model takes its pixel budgets (a tiny twin runs on HF's outputs under
     # them), so a port counting every item under the defaults is judged, and fails.
-    wrong = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", "                mm_kwargs=hf_processor_mm_kwargs,\n", "", tmp_path)
+    wrong = mutated_port(
+        scaffolded("qwen2_vl"),
+        "qwen2_vl",
+        "                mm_kwargs=hf_processor_mm_kwargs,\n",
+        "",
+        tmp_path,
+    )
     code, report = _verify("qwen2_vl", wrong, tmp_path)
     drawn = [s["kwargs"] for s in report["settings"]]
     assert code == 1 and drawn and not report["settings_not_applicable"], report
     failing = {f["probe"] for f in report["checks"]["tokens"]["failures"]}
-    assert failing and all(any(f"[{kwargs}]" in probe for kwargs in drawn) for probe in failing), failing
+    assert failing and all(
+        any(f"[{kwargs}]" in probe for kwargs in drawn) for probe in failing
+    ), failing
     # Each failure says it happens only under a request setting, and how vLLM would show it.
     failures = [f for check in report["checks"].values() for f in check["failures"]]
-    assert all(f["occurs"] == "setting" and f["setting"] in drawn for f in failures), failures
+    assert all(f["occurs"] == "setting" and f["setting"] in drawn for f in failures), (
+        failures
+    )
     assert all(f["loudness"] in ("loud", "silent") for f in failures), failures
 
 
 # (model_type, old text, new text, the check that must fail)
 MUTATIONS = [
-    ("llava", "        return num_image_tokens\n", "        return num_image_tokens + 1\n", "tokens"),
+    (
+        "llava",
+        "        return num_image_tokens\n",
+        "        return num_image_tokens + 1\n",
+        "tokens",
+    ),
     ("llava", "target=[image_token_id]", "target=[image_token_id + 1]", "tokens"),
-    ("llava", 'MultiModalFieldConfig.batched("image")', 'MultiModalFieldConfig.shared("image", 2)', "fields"),
-    ("llava", 'num_images=mm_counts.get("image", 0)', 'num_images=max(mm_counts.get("image", 0) - 1, 0)', "dummy"),
+    (
+        "llava",
+        'MultiModalFieldConfig.batched("image")',
+        'MultiModalFieldConfig.shared("image", 2)',
+        "fields",
+    ),
+    (
+        "llava",
+        'num_images=mm_counts.get("image", 0)',
+        'num_images=max(mm_counts.get("image", 0) - 1, 0)',
+        "dummy",
+    ),
     # An item given as embeddings placed with one position too many.
-    ("llava", "* items.get_feature_size(item_idx),", "* (items.get_feature_size(item_idx) + 1),", "embeds"),
+    (
+        "llava",
+        "* items.get_feature_size(item_idx),",
+        "* (items.get_feature_size(item_idx) + 1),",
+        "embeds",
+    ),
     ("paligemma", "PromptIndexTargets.start()", "PromptIndexTargets.end()", "tokens"),
     # Size-dependent derived counts: right for square images only, and a
     # worst-case search that never looks past small images.
-    ("llava_next", "image_size = (image_height, image_width)", "image_size = (image_width, image_width)", "tokens"),
-    ("qwen2_vl", "configured.image_processor, image_height, image_width, {}\n", "configured.image_processor, image_width, image_width, {}\n", "tokens"),
-    ("qwen2_vl", "WORST_CASE_SIDES = (32, 224, 448, 896, 1200, 1600, 2048, 4096)", "WORST_CASE_SIDES = (224,)", "dummy"),
+    (
+        "llava_next",
+        "image_size = (image_height, image_width)",
+        "image_size = (image_width, image_width)",
+        "tokens",
+    ),
+    (
+        "qwen2_vl",
+        "configured.image_processor, image_height, image_width, {}\n",
+        "configured.image_processor, image_width, image_width, {}\n",
+        "tokens",
+    ),
+    (
+        "qwen2_vl",
+        "WORST_CASE_SIDES = (32, 224, 448, 896, 1200, 1600, 2048, 4096)",
+        "WORST_CASE_SIDES = (224,)",
+        "dummy",
+    ),
     # Derived replacements: the begin-of-image token marked as an embedding
     # position, and tile rows taken for columns (wrong for non-square images).
-    ("gemma3", "embed_token_id=self.info.get_embed_token_id()", "embed_token_id=image_token_id", "placeholders"),
-    ("idefics3", "image_width, kwargs\n    )[1]", "image_width, kwargs\n    )[2]", "tokens"),
+    (
+        "gemma3",
+        "embed_token_id=self.info.get_embed_token_id()",
+        "embed_token_id=image_token_id",
+        "placeholders",
+    ),
+    (
+        "idefics3",
+        "image_width, kwargs\n    )[1]",
+        "image_width, kwargs\n    )[2]",
+        "tokens",
+    ),
     # Sizes and counts recomputed by HF's token API: width and height swapped.
-    ("pixtral", "resized_image_size(configured, image_height, image_width, kwargs)", "resized_image_size(configured, image_width, image_height, kwargs)", "tokens"),
-    ("gemma4", "image_token_count(configured, image_height, image_width, kwargs)", "image_token_count(configured, image_height, image_height, kwargs)", "tokens"),
+    (
+        "pixtral",
+        "resized_image_size(configured, image_height, image_width, kwargs)",
+        "resized_image_size(configured, image_width, image_height, kwargs)",
+        "tokens",
+    ),
+    (
+        "gemma4",
+        "image_token_count(configured, image_height, image_width, kwargs)",
+        "image_token_count(configured, image_height, image_height, kwargs)",
+        "tokens",
+    ),
     # A count of local tiles taken for the image processor's whole patch count
     # (which adds the global view): wrong for every image that is tiled.
-    ("deepseek_ocr2", "image_width, {}\n            )\n            - 1", "image_width, {}\n            )\n            - 0", "tokens"),
+    (
+        "deepseek_ocr2",
+        "image_width, {}\n            )\n            - 1",
+        "image_width, {}\n            )\n            - 0",
+        "tokens",
+    ),
     # A processor that writes its own prompt per image: HF answers no request with two.
     ("colqwen2", 'return {"image": 1}', 'return {"image": None}', "limits"),
     # BLIP-2 writes one block of image tokens whatever the number of images.
     ("blip-2", 'return {"image": 1}', 'return {"image": None}', "limits"),
-    ("colqwen2", "configured.image_processor, image_height, image_width, {}\n", "configured.image_processor, image_width, image_width, {}\n", "tokens"),
+    (
+        "colqwen2",
+        "configured.image_processor, image_height, image_width, {}\n",
+        "configured.image_processor, image_width, image_width, {}\n",
+        "tokens",
+    ),
 ]
 
 
@@ -187,10 +303,15 @@ FAST_MUTATIONS = {0, 4, 5, 8}
 
 @pytest.mark.parametrize(
     ("model_type", "old", "new", "check"),
-    [pytest.param(*m, marks=() if i in FAST_MUTATIONS else slow) for i, m in enumerate(MUTATIONS)],
+    [
+        pytest.param(*m, marks=() if i in FAST_MUTATIONS else slow)
+        for i, m in enumerate(MUTATIONS)
+    ],
     ids=[m[3] + "-" + m[0] for m in MUTATIONS],
 )
-def test_wrong_port_fails_the_right_check(model_type, old, new, check, scaffolded, tmp_path) -> None:
+def test_wrong_port_fails_the_right_check(
+    model_type, old, new, check, scaffolded, tmp_path
+) -> None:
     wrong = mutated_port(scaffolded(model_type), model_type, old, new, tmp_path)
     code, report = _verify(model_type, wrong, tmp_path)
     assert code == 1
@@ -204,29 +325,39 @@ def test_delegated_count_passes_and_is_reported(scaffolded, tmp_path) -> None:
     # alone, so the port asks the HF processor for each item's replacement.
     count = _inspect("ovis2")["count"]
     assert count["strategy"] == "delegated" and count["reason"], count
-    code, report = _verify("ovis2", scaffolded("ovis2") / "ovis2_processing.py", tmp_path)
+    code, report = _verify(
+        "ovis2", scaffolded("ovis2") / "ovis2_processing.py", tmp_path
+    )
     assert code == 0, report
 
 
 @slow
-def test_items_hf_expands_to_nothing_are_reported_not_compared(scaffolded, tmp_path) -> None:
+def test_items_hf_expands_to_nothing_are_reported_not_compared(
+    scaffolded, tmp_path
+) -> None:
     # LightOnOCR gives a tiny image zero tokens; vLLM cannot hold an item with no
     # position, so verify names those probes instead of failing every port.
     from mmport.sources import resolve
     from mmport.media import make_image
     from mmport.verify.reference import HFReference
 
-    code, report = _verify("lighton_ocr", scaffolded("lighton_ocr") / "lighton_ocr_processing.py", tmp_path)
+    code, report = _verify(
+        "lighton_ocr", scaffolded("lighton_ocr") / "lighton_ocr_processing.py", tmp_path
+    )
     assert code == 0, report
     summary = report["checks"]["tokens"]["summary"]
     assert "not compared" in summary and report["checks"]["tokens"]["runs"] > 0
     hf = HFReference(resolve("lighton_ocr"))
-    for width, height in {tuple(map(int, m.split("×"))) for m in re.findall(r"a (\d+×\d+) image", summary)}:
+    for width, height in {
+        tuple(map(int, m.split("×"))) for m in re.findall(r"a (\d+×\d+) image", summary)
+    }:
         assert hf.item_count(make_image(width, height, 0)) == 0
 
 
 @slow
-def test_items_hf_counts_differently_in_company_are_reported_not_compared(scaffolded, tmp_path) -> None:
+def test_items_hf_counts_differently_in_company_are_reported_not_compared(
+    scaffolded, tmp_path
+) -> None:
     # LLaVA-OneVision patches an image only when it is alone in its prompt, so
     # HF's count for an item depends on the other items; vLLM processes and
     # caches each item alone. verify names those probes, compares the rest, and
@@ -238,11 +369,19 @@ def test_items_hf_counts_differently_in_company_are_reported_not_compared(scaffo
     hf = HFReference(resolve("llava_onevision"))
     images = [make_image(640, 480, 0), make_image(224, 224, 1)]
     together = hf.run(hf.placeholder * 2, images).input_ids.count(hf.embed_id)
-    assert together != sum(hf.item_count(image) for image in images)  # HF's own behaviour, measured
-    code, report = _verify("llava_onevision", scaffolded("llava_onevision") / "llava_onevision_processing.py", tmp_path)
+    assert together != sum(
+        hf.item_count(image) for image in images
+    )  # HF's own behaviour, measured
+    code, report = _verify(
+        "llava_onevision",
+        scaffolded("llava_onevision") / "llava_onevision_processing.py",
+        tmp_path,
+    )
     assert code == 0, report
     checks = report["checks"]
-    assert "together" in checks["tokens"]["summary"] and checks["placeholders"]["runs"] > 0
+    assert (
+        "together" in checks["tokens"]["summary"] and checks["placeholders"]["runs"] > 0
+    )
     assert checks["cache"]["runs"] > 0
 
 
@@ -255,7 +394,16 @@ def test_items_hf_counts_differently_in_company_are_reported_not_compared(scaffo
 # HF accepts only between wrapper tokens), got_ocr2 (refuses nested image lists),
 # video_llava (geometry its constructor sets).
 NAMED_FAMILIES = [
-    "chameleon", "blip-2", "instructblip", "lfm2_vl", "aya_vision", "cohere_compass", "internvl", "hunyuan_vl", "got_ocr2", "video_llava",
+    "chameleon",
+    "blip-2",
+    "instructblip",
+    "lfm2_vl",
+    "aya_vision",
+    "cohere_compass",
+    "internvl",
+    "hunyuan_vl",
+    "got_ocr2",
+    "video_llava",
 ]
 
 
@@ -273,13 +421,17 @@ def test_items_padded_together_are_processed_one_by_one(scaffolded, tmp_path) ->
     # layout splits the batch; the port calls HF once per image instead.
     spec = _inspect("llava_next")
     assert spec["fields_strategy"] == "per_item"
-    code, report = _verify("llava_next", scaffolded("llava_next") / "llava_next_processing.py", tmp_path)
+    code, report = _verify(
+        "llava_next", scaffolded("llava_next") / "llava_next_processing.py", tmp_path
+    )
     assert code == 0, report
 
 
 @slow
 @pytest.mark.parametrize("model_type", ["colpali", "colqwen2", "colmodernvbert"])
-def test_retrieval_processor_passes_with_zero_edits(model_type, scaffolded, tmp_path) -> None:
+def test_retrieval_processor_passes_with_zero_edits(
+    model_type, scaffolded, tmp_path
+) -> None:
     # ColPali and ColQwen2 take text or images, never both, and write the prompt
     # around an image themselves: a request is that prompt and one image, a query
     # the prompt HF writes around its text. ColModernVBert nests the model whose
@@ -301,22 +453,50 @@ def test_tokenizer_bos_switched_off_by_the_processor_stays_off(tmp_path) -> None
     assert code == 0, report
 
 
-def test_a_modality_the_port_declares_unsupported_is_named_not_failed(scaffolded, tmp_path) -> None:
+def test_a_modality_the_port_declares_unsupported_is_named_not_failed(
+    scaffolded, tmp_path
+) -> None:
     # vLLM's contract: a limit of 0 says the port does not support the modality, and vLLM
     # refuses such requests loudly. The port is judged on the rest; the report names it.
     limits = 'return {"image": None, "video": None}'
-    port = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", limits, 'return {"image": None, "video": 0}', tmp_path)
+    port = mutated_port(
+        scaffolded("qwen2_vl"),
+        "qwen2_vl",
+        limits,
+        'return {"image": None, "video": 0}',
+        tmp_path,
+    )
     code, report = verify_report("qwen2_vl", port, probes=4, settings_per_modality=0)
     assert code == 0, report
-    assert "video not judged: the port declares it unsupported" in report["checks"]["tokens"]["summary"], report["checks"]["tokens"]
-    assert not any("video" in described for described in report["probe_cases"].values()), report["probe_cases"]
+    assert (
+        "video not judged: the port declares it unsupported"
+        in report["checks"]["tokens"]["summary"]
+    ), report["checks"]["tokens"]
+    assert not any(
+        "video" in described for described in report["probe_cases"].values()
+    ), report["probe_cases"]
     # A modality left out of the limits is one vLLM allows "at most 0" of: the same declaration.
     (tmp_path / "omitted").mkdir()
-    omitted = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", limits, 'return {"image": None}', tmp_path / "omitted")
+    omitted = mutated_port(
+        scaffolded("qwen2_vl"),
+        "qwen2_vl",
+        limits,
+        'return {"image": None}',
+        tmp_path / "omitted",
+    )
     code, report = verify_report("qwen2_vl", omitted, probes=4, settings_per_modality=0)
     assert code == 0, report
-    assert "video not judged: the port declares it unsupported" in report["checks"]["tokens"]["summary"], report["checks"]["tokens"]
+    assert (
+        "video not judged: the port declares it unsupported"
+        in report["checks"]["tokens"]["summary"]
+    ), report["checks"]["tokens"]
     # Every modality unsupported: nothing is compared, and that fails closed.
     (tmp_path / "none").mkdir()
-    none = mutated_port(scaffolded("qwen2_vl"), "qwen2_vl", limits, 'return {"image": 0, "video": 0}', tmp_path / "none")
+    none = mutated_port(
+        scaffolded("qwen2_vl"),
+        "qwen2_vl",
+        limits,
+        'return {"image": 0, "video": 0}',
+        tmp_path / "none",
+    )
     assert verify_report("qwen2_vl", none, probes=4, settings_per_modality=0)[0] == 1

@@ -52,7 +52,9 @@ def _build_encoder(module, cls, config, spec):
     for part in spec.encoder.modules:
         scope = {"config": config, "self": model}
         for line in part.setup:
-            exec(line, vars(module), scope)  # the transplanted HF lines, in the module's namespace
+            exec(
+                line, vars(module), scope
+            )  # the transplanted HF lines, in the module's namespace
         setattr(model, part.attr, eval(part.code, vars(module), scope))
     return model.to(torch.float32).eval()
 
@@ -66,22 +68,41 @@ def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
     snapshot = resolve(model_type)
     config = tiny_twin(snapshot.load_config())
     spec = analyze(snapshot)
-    model = _build_encoder(module, getattr(module, config.architectures[0]), config, spec)
+    model = _build_encoder(
+        module, getattr(module, config.architectures[0]), config, spec
+    )
     torch.manual_seed(0)
     hf = getattr(transformers, config.architectures[0])._from_config(config).eval()
     mapped = dict(model.hf_to_vllm_mapper.apply(hf.state_dict().items()))
     ours = {k: v for k, v in mapped.items() if not k.startswith("language_model.")}
-    loaded = model.load_state_dict(ours, strict=True)  # every encoder weight maps by name
+    loaded = model.load_state_dict(
+        ours, strict=True
+    )  # every encoder weight maps by name
     assert not loaded.missing_keys and not loaded.unexpected_keys
 
     processor = snapshot.load_processor()
     images = [make_image(333, 517, 1), make_image(96, 1024, 2)]
-    prompt = "" if spec.modalities[0].update.mode == "insert" else processor.image_token * 2
+    prompt = (
+        "" if spec.modalities[0].update.mode == "insert" else processor.image_token * 2
+    )
     out = processor(text=[prompt], images=[images], return_tensors="pt")
-    mm = {k: v for k, v in out.items() if k not in ("input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids", "labels")}
+    mm = {
+        k: v
+        for k, v in out.items()
+        if k
+        not in (
+            "input_ids",
+            "attention_mask",
+            "token_type_ids",
+            "mm_token_type_ids",
+            "labels",
+        )
+    }
     with torch.inference_mode():
         embeds = model.embed_multimodal(**mm)
-        reference = getattr(hf, spec.encoder.outer_attr).get_image_features(**mm).pooler_output
+        reference = (
+            getattr(hf, spec.encoder.outer_attr).get_image_features(**mm).pooler_output
+        )
     assert len(embeds) == len(images)
     for ours_item, hf_item in zip(embeds, reference, strict=True):
         hf_item = hf_item.reshape(-1, hf_item.shape[-1])

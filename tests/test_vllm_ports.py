@@ -38,8 +38,24 @@ def _assert_passes(ref: str, port) -> None:
 # embedded token. The rest of the issue's named families follow (fuyu fails
 # verify everywhere, see docs/families.md).
 NAMED_FAMILIES = [
-    "llava", "paligemma", "gemma3", "llava_next", "idefics3", "pixtral", "chameleon", "blip-2", "aya_vision",
-    "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "smolvlm", "mistral3", "internvl", "instructblip", "lfm2_vl", "cohere2_vision",
+    "llava",
+    "paligemma",
+    "gemma3",
+    "llava_next",
+    "idefics3",
+    "pixtral",
+    "chameleon",
+    "blip-2",
+    "aya_vision",
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "qwen3_vl",
+    "smolvlm",
+    "mistral3",
+    "internvl",
+    "instructblip",
+    "lfm2_vl",
+    "cohere2_vision",
     "llava_onevision",
 ]
 
@@ -57,7 +73,15 @@ def test_generated_port_matches_hf_in_real_vllm(model_type, scaffolded) -> None:
 # video_llava (geometry set in the constructor). docs/vllm.md lists the
 # families that do not pass here yet.
 LATER_MECHANISMS = [
-    "gemma4", "molmo2", "deepseek_ocr2", "hunyuan_vl", "emu3", "minicpmv4_6", "colqwen2", "got_ocr2", "video_llava",
+    "gemma4",
+    "molmo2",
+    "deepseek_ocr2",
+    "hunyuan_vl",
+    "emu3",
+    "minicpmv4_6",
+    "colqwen2",
+    "got_ocr2",
+    "video_llava",
 ]
 
 
@@ -74,8 +98,18 @@ def test_later_mechanisms_match_hf_in_real_vllm(model_type, scaffolded) -> None:
 # ports run HF's own __call__ on the one item (via_call). vLLM 0.33 cannot
 # configure the Qwen omni models' synthetic configs: docs/families.md.
 MEDIA_FAMILIES = [
-    "qwen2_5_vl", "glm4v", "llava_next_video", "video_llava", "internvl", "qwen2_audio", "audioflamingo3", "instructblipvideo",
-    "gemma3n", "phi4_multimodal", "csm", "nemotron_h_omni",
+    "qwen2_5_vl",
+    "glm4v",
+    "llava_next_video",
+    "video_llava",
+    "internvl",
+    "qwen2_audio",
+    "audioflamingo3",
+    "instructblipvideo",
+    "gemma3n",
+    "phi4_multimodal",
+    "csm",
+    "nemotron_h_omni",
 ]
 
 
@@ -86,9 +120,17 @@ def test_generated_media_port_matches_hf_in_real_vllm(model_type, scaffolded) ->
 
 @pytest.mark.parametrize(
     "build",
-    [llava15_snapshot, paligemma448_snapshot, llava_next_pinpoints_snapshot, gemma3_seq64_snapshot, idefics3_small_tiles_snapshot],
+    [
+        llava15_snapshot,
+        paligemma448_snapshot,
+        llava_next_pinpoints_snapshot,
+        gemma3_seq64_snapshot,
+        idefics3_small_tiles_snapshot,
+    ],
 )
-def test_generated_port_follows_snapshot_in_real_vllm(build, tmp_path, scaffolded) -> None:
+def test_generated_port_follows_snapshot_in_real_vllm(
+    build, tmp_path, scaffolded
+) -> None:
     snapshot = build(tmp_path / "snap")
     out = scaffolded(str(snapshot))
     _assert_passes(str(snapshot), next(out.glob("*_processing.py")))

@@ -14,7 +14,11 @@ from mmport import __version__
 from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.edgemerges import analyze_edge_merges
-from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
+from mmport.analyzers.fields import (
+    observe_fields,
+    per_item_fields,
+    refuses_images_alone,
+)
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
@@ -23,8 +27,16 @@ from mmport.analyzers.media import media_spec
 from mmport.analyzers.modeling import analyze_encoder
 from mmport.analyzers.owncall import own_call_reason
 from mmport.analyzers.replacement import analyze_replacement_text, merged_image_kwargs
-from mmport.analyzers.settings import count_settings, unfollowed_switches, unread_geometry_factors
-from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
+from mmport.analyzers.settings import (
+    count_settings,
+    unfollowed_switches,
+    unread_geometry_factors,
+)
+from mmport.analyzers.sourcefile import (
+    class_assignments,
+    find_method,
+    init_assignment_source,
+)
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers
 from mmport.errors import AnalysisError
 from mmport.hf.modalities import handled_modalities, refused_modalities
@@ -52,7 +64,9 @@ def _attribute_source(processor_cls: type[Any], attr: str) -> Source:
     """Where the processor's constructor sets ``self.<attr>``."""
     source = init_assignment_source(processor_cls, attr)
     if source is None:
-        raise AnalysisError(f"{processor_cls.__name__}.__init__ does not set self.{attr}")
+        raise AnalysisError(
+            f"{processor_cls.__name__}.__init__ does not set self.{attr}"
+        )
     return source
 
 
@@ -60,33 +74,46 @@ def _architecture(snapshot: Snapshot) -> str:
     architectures = snapshot.config_dict.get("architectures") or []
     if architectures:
         return architectures[0]
-    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
 
     return MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(snapshot.model_type, "")
 
 
-def _replacement(processor, geometry: GeometryRule) -> tuple[ReplacementFacts, PromptUpdateSpec | None]:
+def _replacement(
+    processor, geometry: GeometryRule
+) -> tuple[ReplacementFacts, PromptUpdateSpec | None]:
     """The derived count, else the derived replacement text, else a delegated count (with the reason).
 
     A processor without a replacement hook may insert a block of image tokens
     in its own ``__call__``; that block also fixes the prompt update.
     """
-    processor_cls, image_processor_cls = type(processor), type(processor.image_processor)
+    processor_cls, image_processor_cls = (
+        type(processor),
+        type(processor.image_processor),
+    )
     try:
         if find_method(processor_cls, "replace_image_token", models_only=True) is None:
             block = analyze_call_block(processor_cls)
             return block.facts, block.update
         facts = analyze_replacement(processor_cls, "image", image_processor_cls)
         if facts.count.uses_geometry and geometry.kind != "fixed":
-            raise AnalysisError("the count reads an item size that the image processor does not fix")
+            raise AnalysisError(
+                "the count reads an item size that the image processor does not fix"
+            )
         return facts, None
     except AnalysisError as exc:
         first = exc
     try:
         # The hook returns more than `token * count`: carry the whole hook over.
-        return ReplacementFacts(analyze_replacement_text(processor_cls, image_processor_cls), "image_token"), None
+        return ReplacementFacts(
+            analyze_replacement_text(processor_cls, image_processor_cls), "image_token"
+        ), None
     except AnalysisError as exc:
-        found = find_method(processor_cls, "replace_image_token") or find_method(processor_cls, "__call__")
+        found = find_method(processor_cls, "replace_image_token") or find_method(
+            processor_cls, "__call__"
+        )
         source = found[0].source(found[1]) if found else Source("(processor)", 0)
         reason = str(first) if "token * count" not in str(first) else str(exc)
         own_call = own_call_reason(processor_cls, "image")
@@ -94,11 +121,23 @@ def _replacement(processor, geometry: GeometryRule) -> tuple[ReplacementFacts, P
             reason = f"{own_call}: {reason}"
             rule = CountRule((), "", False, "delegated", source, reason, via_call=True)
         else:
-            rule = CountRule((), "", False, "delegated", source, reason, delegate_args=_process_images_args(processor_cls, _merged_image_kwargs(processor)))
+            rule = CountRule(
+                (),
+                "",
+                False,
+                "delegated",
+                source,
+                reason,
+                delegate_args=_process_images_args(
+                    processor_cls, _merged_image_kwargs(processor)
+                ),
+            )
         return ReplacementFacts(rule, "image_token"), None
 
 
-def _process_images_args(processor_cls: type[Any], image_kwargs: set[str]) -> tuple[str, ...]:
+def _process_images_args(
+    processor_cls: type[Any], image_kwargs: set[str]
+) -> tuple[str, ...]:
     """Processor kwargs HF's ``__call__`` hands ``_process_images`` beside the image kwargs.
 
     Lfm2Vl's ``__call__`` passes ``use_image_special_tokens`` (a processor-level
@@ -115,13 +154,24 @@ def _process_images_args(processor_cls: type[Any], image_kwargs: set[str]) -> tu
 
     from mmport.hf.syntax import find_all, string_value
 
-    params = list(inspect.signature(processor_cls._process_images).parameters.values())[2:]
-    named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    params = list(inspect.signature(processor_cls._process_images).parameters.values())[
+        2:
+    ]
+    named = [
+        p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
     star = next((p.name for p in params if p.kind == p.VAR_KEYWORD), None)
     found = find_method(processor_cls, "_process_images")
     if star is not None and found is not None:
-        pop = m.Call(func=m.Attribute(value=m.Name(star), attr=m.Name("pop")), args=[m.Arg(m.SimpleString())])
-        named += [key for call in find_all(found[1], pop, cst.Call) if (key := string_value(call.args[0].value)) is not None]
+        pop = m.Call(
+            func=m.Attribute(value=m.Name(star), attr=m.Name("pop")),
+            args=[m.Arg(m.SimpleString())],
+        )
+        named += [
+            key
+            for call in find_all(found[1], pop, cst.Call)
+            if (key := string_value(call.args[0].value)) is not None
+        ]
     return tuple(name for name in named if name not in image_kwargs)
 
 
@@ -145,10 +195,14 @@ def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]
     config = snapshot.load_config()
     attr = type(config).attribute_map.get("image_token_id", "image_token_id")
     found = class_assignments(type(config)).get(attr)
-    return "image_token_id", found[0].source(found[1]) if found else Source(type(config).__name__, 0)
+    return "image_token_id", found[0].source(found[1]) if found else Source(
+        type(config).__name__, 0
+    )
 
 
-def _image_fields(processor, placeholder: str | None, sources: dict, flipped, own_prompt) -> tuple[tuple, str, str]:
+def _image_fields(
+    processor, placeholder: str | None, sources: dict, flipped, own_prompt
+) -> tuple[tuple, str, str]:
     """The image fields, how they were found (``derived`` or ``per_item``) and why not derived.
 
     Observed across items where HF batches them; item by item where it cannot
@@ -157,13 +211,27 @@ def _image_fields(processor, placeholder: str | None, sources: dict, flipped, ow
     """
     try:
         if not own_prompt:
-            return tuple(observe_fields(processor, placeholder, sources, switches=flipped)), "derived", ""
+            return (
+                tuple(
+                    observe_fields(processor, placeholder, sources, switches=flipped)
+                ),
+                "derived",
+                "",
+            )
         fields = per_item_fields(processor, placeholder, sources, switches=flipped)
         if any(f.rows for f in fields):
-            return tuple(fields), "per_item", "an image's output has rows of its own (tiles)"
+            return (
+                tuple(fields),
+                "per_item",
+                "an image's output has rows of its own (tiles)",
+            )
         return tuple(fields), "derived", ""
     except (AnalysisError, RuntimeError) as exc:
-        return tuple(per_item_fields(processor, placeholder, sources, switches=flipped)), "per_item", str(exc).splitlines()[0]
+        return (
+            tuple(per_item_fields(processor, placeholder, sources, switches=flipped)),
+            "per_item",
+            str(exc).splitlines()[0],
+        )
 
 
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
@@ -176,35 +244,59 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     token_id_from_text = not hasattr(processor, token_attr)
     update = analyze_layout(processor_cls, placeholder_source, inserted)
     if update.mode == "replace":
-        update = dataclasses.replace(update, item_prefix=analyze_item_prefix(processor_cls, facts.token_attr))
+        update = dataclasses.replace(
+            update, item_prefix=analyze_item_prefix(processor_cls, facts.token_attr)
+        )
     static_fields = analyze_output_fields(type(processor.image_processor))
     token_text = str(getattr(processor, facts.token_attr))
     wrappers = analyze_placeholder_wrappers(processor_cls, facts.token_attr)
-    placeholder = None if update.mode == "insert" else wrapped_placeholder(processor, facts.token_attr, (wrappers.before, wrappers.after) if wrappers else None)
-    embed_token_attr, embed_token_source = _embed_token(snapshot, token_id_of(processor, facts.token_attr))
+    placeholder = (
+        None
+        if update.mode == "insert"
+        else wrapped_placeholder(
+            processor,
+            facts.token_attr,
+            (wrappers.before, wrappers.after) if wrappers else None,
+        )
+    )
+    embed_token_attr, embed_token_source = _embed_token(
+        snapshot, token_id_of(processor, facts.token_attr)
+    )
     sources = {f.key: f.source for f in static_fields}
     own_prompt = _own_prompt_source(processor)
-    settings = count_settings(processor, processor.image_processor, "image", facts.count, geometry.size_expr)
-    unfollowed, counted_by_hf, tiling = _request_switches(processor, facts.count, settings)
+    settings = count_settings(
+        processor, processor.image_processor, "image", facts.count, geometry.size_expr
+    )
+    unfollowed, counted_by_hf, tiling = _request_switches(
+        processor, facts.count, settings
+    )
     # The fields must split HF's outputs under each switch a request may flip, as by default.
     flipped = _flipped_switches(processor, [s.name for s in (*settings, *tiling)])
-    fields, fields_strategy, fields_reason = _image_fields(processor, placeholder, sources, flipped, own_prompt)
+    fields, fields_strategy, fields_reason = _image_fields(
+        processor, placeholder, sources, flipped, own_prompt
+    )
     return ModalitySpec(
         modality="image",
         placeholder=token_text,
         placeholder_source=placeholder_source,
         token_attr=token_attr,
         token_id=token_id_of(processor, facts.token_attr),
-        token_source=placeholder_source if token_id_from_text else _attribute_source(processor_cls, token_attr),
+        token_source=placeholder_source
+        if token_id_from_text
+        else _attribute_source(processor_cls, token_attr),
         token_id_from_text=token_id_from_text,
-        placeholder_differs=placeholder is not None and _token_id(processor, token_text) != token_id_of(processor, facts.token_attr),
+        placeholder_differs=placeholder is not None
+        and _token_id(processor, token_text)
+        != token_id_of(processor, facts.token_attr),
         placeholder_wrappers=(wrappers.before, wrappers.after) if wrappers else (),
         wrappers_source=wrappers.source if wrappers else None,
         count=facts.count,
         geometry=geometry,
         update=update,
         fields=fields,
-        limit=observe_limit(processor) if update.mode == "insert" or own_prompt else None,
+        limit=observe_limit(processor)
+        if update.mode == "insert" or own_prompt
+        else None,
         worst_case_size=_fixed_size(processor.image_processor, geometry.size_expr),
         fields_strategy=fields_strategy,
         fields_reason=fields_reason,
@@ -230,10 +322,20 @@ def _request_switches(
     for it, and (a count delegated to HF, which follows every setting) the tiling switches."""
     image_processor = processor.image_processor
     if count.strategy == "delegated":
-        return (), (), unfollowed_switches(image_processor, "image", processor, set(), TILING_CALLS)
+        return (
+            (),
+            (),
+            unfollowed_switches(
+                image_processor, "image", processor, set(), TILING_CALLS
+            ),
+        )
     followed = {s.name for s in settings} | {s.folded_into for s in settings}
     unfollowed = unfollowed_switches(image_processor, "image", processor, followed)
-    return unfollowed, unread_geometry_factors(image_processor, "image", processor, followed), ()
+    return (
+        unfollowed,
+        unread_geometry_factors(image_processor, "image", processor, followed),
+        (),
+    )
 
 
 def _flipped_switches(processor, names: list[str]) -> dict[str, bool]:
@@ -242,19 +344,36 @@ def _flipped_switches(processor, names: list[str]) -> dict[str, bool]:
         defaults = merged_image_kwargs(processor)
     except (AttributeError, TypeError, ValueError, KeyError):
         defaults = {}  # a processor that cannot merge its kwargs: the image processor's own values
-    values = {name: defaults.get(name, getattr(processor.image_processor, name, None)) for name in names}
-    return {name: not value for name, value in values.items() if isinstance(value, bool)}
+    values = {
+        name: defaults.get(name, getattr(processor.image_processor, name, None))
+        for name in names
+    }
+    return {
+        name: not value for name, value in values.items() if isinstance(value, bool)
+    }
 
 
 def _switch_specs(
-    count: CountRule, followed: tuple[SettingSpec, ...], unfollowed: tuple[SettingSpec, ...], flipped: dict[str, bool]
+    count: CountRule,
+    followed: tuple[SettingSpec, ...],
+    unfollowed: tuple[SettingSpec, ...],
+    flipped: dict[str, bool],
 ) -> tuple[SwitchSpec, ...]:
     """Each switch a request may flip: followed (the count and the fields follow it) or refused, and why."""
-    counts = "HF counts each item under it" if count.strategy == "delegated" else "the count reads it"
+    counts = (
+        "HF counts each item under it"
+        if count.strategy == "delegated"
+        else "the count reads it"
+    )
     how = f"{counts}; the fields split HF's outputs under it as by default"
-    switches = [SwitchSpec(s.name, True, how, s.read_at) for s in followed if s.name in flipped]
+    switches = [
+        SwitchSpec(s.name, True, how, s.read_at) for s in followed if s.name in flipped
+    ]
     refused = "HF resizes, crops, pads or splits by it, and the count does not read it"
-    return (*switches, *(SwitchSpec(s.name, False, refused, s.read_at) for s in unfollowed))
+    return (
+        *switches,
+        *(SwitchSpec(s.name, False, refused, s.read_at) for s in unfollowed),
+    )
 
 
 def _own_prompt_source(processor) -> Source | None:
@@ -263,7 +382,9 @@ def _own_prompt_source(processor) -> Source | None:
         return None
     found = find_method(type(processor), "prepare_inputs_layout", models_only=True)
     if found is None:
-        raise AnalysisError(f"{type(processor).__name__} writes its own prompt, but not in prepare_inputs_layout")
+        raise AnalysisError(
+            f"{type(processor).__name__} writes its own prompt, but not in prepare_inputs_layout"
+        )
     return found[0].source(found[1])
 
 
@@ -276,7 +397,9 @@ def _fixed_size(image_processor, size_expr: str) -> tuple[int, int] | None:
     """This snapshot's processed (height, width), evaluated like the port will."""
     if not size_expr:
         return None
-    size = eval(size_expr, {}, {"image_processor": image_processor})  # expression built by analyze_geometry
+    size = eval(
+        size_expr, {}, {"image_processor": image_processor}
+    )  # expression built by analyze_geometry
     if size is None or size.get("height") is None:
         return None
     return (size["height"], size["width"])
@@ -295,15 +418,23 @@ def _encoder(architecture: str) -> tuple[EncoderSpec | None, str]:
         return None, str(exc)
 
 
-def _modalities(snapshot: Snapshot, processor, refused: dict[str, str]) -> tuple[ModalitySpec, ...]:
+def _modalities(
+    snapshot: Snapshot, processor, refused: dict[str, str]
+) -> tuple[ModalitySpec, ...]:
     """Every modality the processor handles; a later one renames outputs an earlier one names the same."""
     specs: list[ModalitySpec] = []
     for modality in handled_modalities(processor):
         if modality in refused:
             continue
         taken = {f.key for spec in specs for f in spec.fields}
-        spec = _image_spec(snapshot, processor) if modality == "image" else media_spec(snapshot, processor, modality, taken)
-        specs.append(dataclasses.replace(spec, edge_merges=_edge_merges(processor, spec)))
+        spec = (
+            _image_spec(snapshot, processor)
+            if modality == "image"
+            else media_spec(snapshot, processor, modality, taken)
+        )
+        specs.append(
+            dataclasses.replace(spec, edge_merges=_edge_merges(processor, spec))
+        )
     return tuple(specs)
 
 
@@ -311,9 +442,19 @@ def _edge_merges(processor, spec: ModalitySpec) -> EdgeMerges | None:
     """The tokens HF's tokenizer merges across the modality's item edges (replaced placeholders only)."""
     if spec.update.mode != "replace" or spec.own_prompt_source:
         return None
-    before, after = (getattr(processor, name) for name in spec.placeholder_wrappers) if spec.placeholder_wrappers else ("", "")
+    before, after = (
+        (getattr(processor, name) for name in spec.placeholder_wrappers)
+        if spec.placeholder_wrappers
+        else ("", "")
+    )
     placeholder_id = _token_id(processor, spec.placeholder)
-    return analyze_edge_merges(processor, spec.modality, f"{before}{spec.placeholder}{after}", placeholder_id, spec.count.source)
+    return analyze_edge_merges(
+        processor,
+        spec.modality,
+        f"{before}{spec.placeholder}{after}",
+        placeholder_id,
+        spec.count.source,
+    )
 
 
 def analyze(snapshot: Snapshot) -> PortSpec:
@@ -323,7 +464,9 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     from mmport.sources.health import check_reference
 
     processor = snapshot.load_processor()
-    check_reference(snapshot)  # a processor that cannot be the reference fails here, with its reason
+    check_reference(
+        snapshot
+    )  # a processor that cannot be the reference fails here, with its reason
     prefix = type(processor).__name__.removesuffix("Processor")
     architecture = _architecture(snapshot) or f"{prefix}ForConditionalGeneration"
     # The model name without its task: LlavaForConditionalGeneration, ColPaliForRetrieval.
@@ -331,7 +474,10 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     encoder, encoder_reason = _encoder(architecture)
     refused = refused_modalities(processor)
     if refused and set(refused) == set(handled_modalities(processor)):
-        raise AnalysisError(f"{type(processor).__name__} cannot be ported: " + "; ".join(refused.values()))
+        raise AnalysisError(
+            f"{type(processor).__name__} cannot be ported: "
+            + "; ".join(refused.values())
+        )
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,
@@ -342,7 +488,9 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         transformers_version=transformers.__version__,
         mmport_version=__version__,
         modalities=_modalities(snapshot, processor, refused),
-        notes=tuple(f"{modality} not ported: {reason}" for modality, reason in refused.items()),
+        notes=tuple(
+            f"{modality} not ported: {reason}" for modality, reason in refused.items()
+        ),
         encoder=encoder,
         encoder_reason=encoder_reason,
         trust_remote_code=snapshot.trust_remote_code,

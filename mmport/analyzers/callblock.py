@@ -48,14 +48,20 @@ def _token_attr(expr: cst.BaseExpression) -> str | None:
     """``self.<name>_token`` or ``self.<name>_token.content`` → ``<name>_token``."""
     if isinstance(expr, cst.Attribute) and expr.attr.value == "content":
         expr = expr.value
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+    if (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == "self"
+    ):
         return expr.attr.value if expr.attr.value.endswith("_token") else None
     return None
 
 
 def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The factors of a product chain: ``a * b * 4`` → ``[a, b, 4]`` (anything else is one factor)."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+    if isinstance(expr, cst.BinaryOperation) and isinstance(
+        expr.operator, cst.Multiply
+    ):
         return [*_factors(expr.left), *_factors(expr.right)]
     return [expr]
 
@@ -72,10 +78,16 @@ def _is_constant(factor: cst.BaseExpression) -> bool:
     """A literal or a processor attribute (``4``, ``self.num_query_tokens``): the same for every item."""
     if isinstance(factor, cst.Integer):
         return True
-    return isinstance(factor, cst.Attribute) and isinstance(factor.value, cst.Name) and factor.value.value == "self"
+    return (
+        isinstance(factor, cst.Attribute)
+        and isinstance(factor.value, cst.Name)
+        and factor.value.value == "self"
+    )
 
 
-def _split_block(value: cst.BaseExpression, token_attr: str) -> cst.BaseExpression | None:
+def _split_block(
+    value: cst.BaseExpression, token_attr: str
+) -> cst.BaseExpression | None:
     """The count of ``value`` when it repeats ``self.<token_attr>`` a fixed number of times (see module doc), else None.
 
     A count read from a local (CSM's ``self.audio_token * num_audio_tokens``,
@@ -111,7 +123,10 @@ class _BlockFlow(cst.CSTVisitor):
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if self.side is None and self.tainted and isinstance(node.operator, cst.Add):
-            left, right = _uses(node.left, self.tainted), _uses(node.right, self.tainted)
+            left, right = (
+                _uses(node.left, self.tainted),
+                _uses(node.right, self.tainted),
+            )
             if left != right:
                 self.side = "start" if left else "end"
 
@@ -135,18 +150,28 @@ def analyze_call_block(processor_cls: type[Any], modality: str = "image") -> Cal
     token_attr = f"{modality}_token"
     found = find_method(processor_cls, "__call__", models_only=True)
     if found is None:
-        raise AnalysisError(f"{processor_cls.__name__} has no __call__ of its own that inserts {modality} tokens")
+        raise AnalysisError(
+            f"{processor_cls.__name__} has no __call__ of its own that inserts {modality} tokens"
+        )
     parsed, func = found
     visitor = _BlockFlow(token_attr)
     func.visit(visitor)
     if visitor.block is None or visitor.side is None:
-        raise AnalysisError(f"{processor_cls.__name__}.__call__ builds no `{token_attr} * count` block joined to the prompt")
+        raise AnalysisError(
+            f"{processor_cls.__name__}.__call__ builds no `{token_attr} * count` block joined to the prompt"
+        )
     count, assign = visitor.block
-    return CallBlock(_facts(parsed, token_attr, count, assign), _update(parsed, visitor.side, assign))
+    return CallBlock(
+        _facts(parsed, token_attr, count, assign), _update(parsed, visitor.side, assign)
+    )
 
 
-def _facts(parsed: ParsedClass, attr: str, count: cst.BaseExpression, assign: cst.Assign) -> ReplacementFacts:
-    rule = CountRule((), port_code(parsed, count), False, "derived", parsed.source(assign))
+def _facts(
+    parsed: ParsedClass, attr: str, count: cst.BaseExpression, assign: cst.Assign
+) -> ReplacementFacts:
+    rule = CountRule(
+        (), port_code(parsed, count), False, "derived", parsed.source(assign)
+    )
     return ReplacementFacts(rule, attr)
 
 

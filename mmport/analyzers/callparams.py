@@ -33,6 +33,13 @@ def call_parameter(processor_cls: type[Any], modality: str) -> CallParameter | N
     if found is None or not located:
         return None
     parsed, (param, call) = found[0], located
-    if call is None:  # the items reach the sub-processor some other way: settings are routed as usual
+    if (
+        call is None
+    ):  # the items reach the sub-processor some other way: settings are routed as usual
         return CallParameter(param.name.value, parsed.source(param))
-    return CallParameter(param.name.value, parsed.source(param), forwards_settings=forwards_settings(call), call_source=parsed.source(call))
+    return CallParameter(
+        param.name.value,
+        parsed.source(param),
+        forwards_settings=forwards_settings(call),
+        call_source=parsed.source(call),
+    )

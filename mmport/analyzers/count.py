@@ -30,7 +30,13 @@ from typing import Any
 import libcst as cst
 
 from mmport.analyzers.sourcefile import ParsedClass, bound_names, find_method, names_in
-from mmport.analyzers.substitute import SIZE, ItemReadRewriter, carry_read_helpers, is_dead_list_guard, item_reads
+from mmport.analyzers.substitute import (
+    SIZE,
+    ItemReadRewriter,
+    carry_read_helpers,
+    is_dead_list_guard,
+    item_reads,
+)
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
 from mmport.hf.syntax import rewritten
@@ -51,7 +57,10 @@ class ReplacementFacts:
 
 def _repeated_token(expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
     """Split ``self.<name>_token * count`` (either order) into ``(attr, count)``."""
-    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)):
+    if not (
+        isinstance(expr, cst.BinaryOperation)
+        and isinstance(expr.operator, cst.Multiply)
+    ):
         return None
     for token, count in ((expr.left, expr.right), (expr.right, expr.left)):
         if (
@@ -67,14 +76,24 @@ def _repeated_token(expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] 
 def _bound_tuple(stmt: cst.CSTNode) -> str | None:
     """``name`` for ``name = (image_height, image_width)``."""
     node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
-    if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+    if (
+        isinstance(node, cst.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0].target, cst.Name)
+    ):
         return node.targets[0].target.value if node.value.deep_equals(SIZE) else None
     return None
+
+
 class _SelfToProcessor(cst.CSTTransformer):
     """Rename ``self`` to ``processor`` so HF lines run inside a port."""
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
-        return updated_node.with_changes(value="processor") if original_node.value == "self" else updated_node
+        return (
+            updated_node.with_changes(value="processor")
+            if original_node.value == "self"
+            else updated_node
+        )
 
 
 def port_code(parsed: ParsedClass, node: cst.CSTNode) -> str:
@@ -82,35 +101,60 @@ def port_code(parsed: ParsedClass, node: cst.CSTNode) -> str:
     return parsed.module.code_for_node(rewritten(node, _SelfToProcessor())).strip()
 
 
-def _rewrite(node: cst.CSTNode, rewrites: Sequence[cst.CSTTransformer]) -> cst.CSTNode | cst.RemovalSentinel:
+def _rewrite(
+    node: cst.CSTNode, rewrites: Sequence[cst.CSTTransformer]
+) -> cst.CSTNode | cst.RemovalSentinel:
     """``node`` through each rewrite in turn; the sentinel where one removes it (an alias line)."""
     for rewrite in rewrites:
         visited = node.visit(rewrite)
         if isinstance(visited, cst.RemovalSentinel):
             return visited
-        assert isinstance(visited, cst.CSTNode), "the rewrites replace a node, never flatten it"
+        assert isinstance(visited, cst.CSTNode), (
+            "the rewrites replace a node, never flatten it"
+        )
         node = visited
     return node
 
 
-def _rewrite_expression(node: cst.BaseExpression, rewrites: Sequence[cst.CSTTransformer]) -> cst.BaseExpression:
+def _rewrite_expression(
+    node: cst.BaseExpression, rewrites: Sequence[cst.CSTTransformer]
+) -> cst.BaseExpression:
     for rewrite in rewrites:
         node = rewritten(node, rewrite)
     return node
 
 
 def _check_free_names(
-    transplant: Transplanter, statements: list[str], result: str, namespace: dict, hook: str, kwargs: str
+    transplant: Transplanter,
+    statements: list[str],
+    result: str,
+    namespace: dict,
+    hook: str,
+    kwargs: str,
 ) -> None:
     """Every name the count reads is a parameter, a local, or carried into the port."""
     body = "".join(f"    {line}\n" for code in statements for line in code.splitlines())
-    params = ", ".join(["processor", "configured", "image_height", "image_width", "height", "width", *filter(None, [kwargs])])
+    params = ", ".join(
+        [
+            "processor",
+            "configured",
+            "image_height",
+            "image_width",
+            "height",
+            "width",
+            *filter(None, [kwargs]),
+        ]
+    )
     code = f"def _count({params}):\n{body}    return {result}\n"
     transplant.resolve(code, namespace, hook)
 
 
 def _count_statements(
-    body: Sequence[cst.CSTNode], rewrites: list, transplant: Transplanter, processor_cls: type[Any], inputs_param: str
+    body: Sequence[cst.CSTNode],
+    rewrites: list,
+    transplant: Transplanter,
+    processor_cls: type[Any],
+    inputs_param: str,
 ) -> tuple[list[str], set[str], bool]:
     """The hook's statements before its return, as the count's code: (statements, names holding the item, reads its geometry).
 
@@ -122,7 +166,9 @@ def _count_statements(
     uses_geometry, tuples = False, set[str]()
     tainted = {inputs_param}  # names that hold the processed item
     for stmt in (_rewrite(s, rewrites) for s in body):
-        if isinstance(stmt, cst.RemovalSentinel):  # an alias of an output the rewrite now reads directly
+        if isinstance(
+            stmt, cst.RemovalSentinel
+        ):  # an alias of an output the rewrite now reads directly
             continue
         if is_dead_list_guard(stmt, tuples):
             continue
@@ -138,7 +184,9 @@ def _count_statements(
 
 
 def analyze_replacement(
-    processor_cls: type[Any], modality: str = "image", image_processor_cls: type[Any] | None = None
+    processor_cls: type[Any],
+    modality: str = "image",
+    image_processor_cls: type[Any] | None = None,
 ) -> ReplacementFacts:
     """Read ``replace_<modality>_token`` of ``processor_cls`` (or a base class).
 
@@ -149,35 +197,53 @@ def analyze_replacement(
     hook = f"replace_{modality}_token"
     found = find_method(processor_cls, hook)
     if found is None:
-        raise AnalysisError(f"{processor_cls.__name__} defines no {hook}; its expansion cannot be derived statically")
+        raise AnalysisError(
+            f"{processor_cls.__name__} defines no {hook}; its expansion cannot be derived statically"
+        )
     parsed, func = found
     inputs_param, index_param = (p.name.value for p in func.params.params[1:3])
     body = list(func.body.body)
     last = body[-1]
     ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) else None
-    split = _repeated_token(ret.value) if isinstance(ret, cst.Return) and ret.value else None
+    split = (
+        _repeated_token(ret.value)
+        if isinstance(ret, cst.Return) and ret.value
+        else None
+    )
     if split is None:
-        raise AnalysisError(f"{hook} of {processor_cls.__name__} does not return `token * count`")
+        raise AnalysisError(
+            f"{hook} of {processor_cls.__name__} does not return `token * count`"
+        )
     token_attr, count_expr = split
     known, api = item_reads(processor_cls, image_processor_cls)
     reads = ItemReadRewriter(inputs_param, index_param, known)
     transplant = Transplanter()
-    namespace = vars(inspect.getmodule(next(k for k in processor_cls.__mro__ if hook in vars(k))))
+    namespace = vars(
+        inspect.getmodule(next(k for k in processor_cls.__mro__ if hook in vars(k)))
+    )
     star = func.params.star_kwarg.name.value if func.params.star_kwarg else ""
     rewrites = [reads]
-    statements, tainted, uses_geometry = _count_statements(body[:-1], rewrites, transplant, processor_cls, inputs_param)
-    result = transplant.code(_rewrite_expression(count_expr, rewrites), processor_cls, "processor")
+    statements, tainted, uses_geometry = _count_statements(
+        body[:-1], rewrites, transplant, processor_cls, inputs_param
+    )
+    result = transplant.code(
+        _rewrite_expression(count_expr, rewrites), processor_cls, "processor"
+    )
     read: set[str] = set()
     for code in (*statements, result):
         read |= names_in(cst.parse_module(code))
     leaked = read & (tainted - GEOMETRY_NAMES)
     if leaked:
-        raise AnalysisError(f"{hook} counts from {sorted(leaked)}, not only the item's height and width")
+        raise AnalysisError(
+            f"{hook} counts from {sorted(leaked)}, not only the item's height and width"
+        )
     kwargs_name = star if star in read else ""
     switched = [r for r in reads.used.values() if r.kind == "constant"]
     if switched:
         # The count cannot see the switch; the whole hook can (mmport.analyzers.replacement).
-        raise AnalysisError(f"{hook} reads {switched[0].key!r}, which HF computes only while {switched[0].setting} is on")
+        raise AnalysisError(
+            f"{hook} reads {switched[0].key!r}, which HF computes only while {switched[0].setting} is on"
+        )
     carry_read_helpers(transplant, reads.used, image_processor_cls, api)
     _check_free_names(transplant, statements, result, namespace, hook, kwargs_name)
     rule = CountRule(

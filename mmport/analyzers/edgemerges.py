@@ -36,10 +36,14 @@ def _tokens(processor: Any, text: str, modality: str, count: int) -> list[int]:
     from mmport.hf.processor import call_processor, media_kwargs, probe_media
 
     items = [probe_media(modality, 0)] * count
-    return call_processor(processor, text, **media_kwargs(processor, modality, items))["input_ids"][0].tolist()
+    return call_processor(processor, text, **media_kwargs(processor, modality, items))[
+        "input_ids"
+    ][0].tolist()
 
 
-def _splice(tokenizer: Any, text: str, placeholder_id: int, item: list[int]) -> tuple[list[int], list[int]]:
+def _splice(
+    tokenizer: Any, text: str, placeholder_id: int, item: list[int]
+) -> tuple[list[int], list[int]]:
     """The prompt's ids with the item's ids at each placeholder, as vLLM writes them; and the item edges."""
     spliced, edges = [], []
     for token in tokenizer(text)["input_ids"]:
@@ -52,7 +56,9 @@ def _splice(tokenizer: Any, text: str, placeholder_id: int, item: list[int]) -> 
     return spliced, edges
 
 
-def _item_ids(processor: Any, placeholder: str, placeholder_id: int, modality: str) -> list[int]:
+def _item_ids(
+    processor: Any, placeholder: str, placeholder_id: int, modality: str
+) -> list[int]:
     """HF's ids for one item alone, less what the tokenizer writes around the placeholder (a BOS)."""
     bare = processor.tokenizer(placeholder)["input_ids"]
     at = bare.index(placeholder_id)
@@ -68,7 +74,9 @@ def _contexts(placeholder: str) -> list[tuple[str, int]]:
     return [(placeholder * 2, 2), (f"{placeholder}\n{placeholder}", 2), *around, *words]
 
 
-def analyze_edge_merges(processor: Any, modality: str, placeholder: str, placeholder_id: int, source: Source) -> EdgeMerges | None:
+def analyze_edge_merges(
+    processor: Any, modality: str, placeholder: str, placeholder_id: int, source: Source
+) -> EdgeMerges | None:
     """The merges HF's ids show across ``modality``'s item edges, if any (``source``: where the item's text is written).
 
     None where splicing gives HF's ids in every context, or HF refuses the
@@ -87,7 +95,13 @@ def analyze_edge_merges(processor: Any, modality: str, placeholder: str, placeho
         for text, count in _contexts(placeholder):
             expected = _tokens(processor, text, modality, count)
             spliced, edges = _splice(tokenizer, text, placeholder_id, item)
-            if spliced != expected and retokenize_edges(spliced, edges, special | {placeholder_id}, retokenize)[0] == expected:
+            if (
+                spliced != expected
+                and retokenize_edges(
+                    spliced, edges, special | {placeholder_id}, retokenize
+                )[0]
+                == expected
+            ):
                 seen.append(text.replace(placeholder, "<item>"))
     except Exception:  # HF refuses these prompts (wrapped or counted placeholders): nothing to learn here
         return None

@@ -19,7 +19,9 @@ from typing import Any
 
 from mmport.errors import AnalysisError
 from mmport.hf.processor import call_processor, media_kwargs, probe_media
-from mmport.hf.processor import run_items as _run  # the name this module's rules were written with
+from mmport.hf.processor import (
+    run_items as _run,
+)  # the name this module's rules were written with
 from mmport.spec import FieldSpec, Source
 
 __all__ = ["observe_fields", "per_item_fields", "refuses_images_alone"]
@@ -38,14 +40,24 @@ def _size_expression(together: dict[str, Any], rows: list[int]) -> str | None:
     import torch
 
     for key, value in together.items():
-        if value.dtype.is_floating_point or value.dim() == 0 or value.shape[0] != len(rows):
+        if (
+            value.dtype.is_floating_point
+            or value.dim() == 0
+            or value.shape[0] != len(rows)
+        ):
             continue
         # A request without images has no such key: fall back to an empty one.
         empty = f"torch.empty({(0, *value.shape[1:])}, dtype=torch.{str(value.dtype).removeprefix('torch.')})"
         for pattern in SIZE_EXPRESSIONS:
             expr = pattern.format(k=f'hf_inputs.get("{key}", {empty})')
-            sizes = eval(expr, {"torch": torch}, {"hf_inputs": together})  # from SIZE_EXPRESSIONS only
-            if isinstance(sizes, torch.Tensor) and sizes.dim() == 1 and sizes.tolist() == rows:
+            sizes = eval(
+                expr, {"torch": torch}, {"hf_inputs": together}
+            )  # from SIZE_EXPRESSIONS only
+            if (
+                isinstance(sizes, torch.Tensor)
+                and sizes.dim() == 1
+                and sizes.tolist() == rows
+            ):
                 return expr
     return None
 
@@ -55,7 +67,9 @@ def _concatenates(value: Any, singles: list) -> bool:
 
     if value.dim() == 0 or value.shape[0] != sum(s.shape[0] for s in singles):
         return False
-    return all(s.shape[1:] == value.shape[1:] for s in singles) and torch.equal(value, torch.cat(singles))
+    return all(s.shape[1:] == value.shape[1:] for s in singles) and torch.equal(
+        value, torch.cat(singles)
+    )
 
 
 def observe_fields(
@@ -76,13 +90,19 @@ def observe_fields(
     fields = _classify(processor, placeholder, sources, modality)
     for name, value in (switches or {}).items():
         try:
-            switched = _classify(processor, placeholder, sources, modality, {name: value})
+            switched = _classify(
+                processor, placeholder, sources, modality, {name: value}
+            )
         except AnalysisError as exc:
             raise AnalysisError(f"under {name}={value!r}, {exc}") from exc
-        except HF_REFUSALS:  # HF refuses the probe items under the switch: nothing to split
+        except (
+            HF_REFUSALS
+        ):  # HF refuses the probe items under the switch: nothing to split
             continue
         if _layouts(switched) != _layouts(fields):
-            raise AnalysisError(f"HF's outputs split into items as {_layouts(fields)} by default, as {_layouts(switched)} under {name}={value!r}")
+            raise AnalysisError(
+                f"HF's outputs split into items as {_layouts(fields)} by default, as {_layouts(switched)} under {name}={value!r}"
+            )
     return fields
 
 
@@ -91,32 +111,56 @@ def _layouts(fields: tuple[FieldSpec, ...]) -> dict[str, str]:
 
 
 def _classify(
-    processor: Any, placeholder: str | None, sources: dict[str, Source], modality: str, settings: Mapping[str, object] | None = None
+    processor: Any,
+    placeholder: str | None,
+    sources: dict[str, Source],
+    modality: str,
+    settings: Mapping[str, object] | None = None,
 ) -> tuple[FieldSpec, ...]:
     """Each output key's layout, observed on two items alone and together under ``settings``."""
     import torch
 
     settings = settings or {}
     images = [probe_media(modality, i) for i in range(2)]
-    alone = [_run(processor, [image], placeholder, modality, **settings) for image in images]
+    alone = [
+        _run(processor, [image], placeholder, modality, **settings) for image in images
+    ]
     together = _run(processor, images, placeholder, modality, **settings)
     fields = []
-    batched_key = next((k for k, v in together.items() if v.dim() > 0 and v.shape[0] == len(images)), None)
+    batched_key = next(
+        (k for k, v in together.items() if v.dim() > 0 and v.shape[0] == len(images)),
+        None,
+    )
     for key, value in together.items():
         source = sources.get(key, Source("(observed from the HF processor)", 0))
         # An item that HF gives no rows of this key (a small image has no local tiles) leaves it out.
-        singles = [a[key] if key in a else value.new_empty((0, *value.shape[1:])) for a in alone]
-        if all(torch.equal(value, s) for s in singles) and batched_key not in (None, key):
-            fields.append(FieldSpec(key, "shared", source, f'len(hf_inputs["{batched_key}"])'))
-        elif value.shape[0] == len(images) and all(s.shape[0] == 1 and torch.equal(value[i], s[0]) for i, s in enumerate(singles)):
+        singles = [
+            a[key] if key in a else value.new_empty((0, *value.shape[1:]))
+            for a in alone
+        ]
+        if all(torch.equal(value, s) for s in singles) and batched_key not in (
+            None,
+            key,
+        ):
+            fields.append(
+                FieldSpec(key, "shared", source, f'len(hf_inputs["{batched_key}"])')
+            )
+        elif value.shape[0] == len(images) and all(
+            s.shape[0] == 1 and torch.equal(value[i], s[0])
+            for i, s in enumerate(singles)
+        ):
             fields.append(FieldSpec(key, "batched", source))
         elif _concatenates(value, singles):
             size_expr = _size_expression(together, [s.shape[0] for s in singles])
             if size_expr is None:
-                raise AnalysisError(f"'{key}' concatenates items, but no output gives each item's size")
+                raise AnalysisError(
+                    f"'{key}' concatenates items, but no output gives each item's size"
+                )
             fields.append(FieldSpec(key, "flat_from_sizes", source, size_expr))
         else:
-            raise AnalysisError(f"'{key}' splits into items in a way mmport does not recognise")
+            raise AnalysisError(
+                f"'{key}' splits into items in a way mmport does not recognise"
+            )
     return tuple(fields)
 
 
@@ -136,17 +180,40 @@ def per_item_fields(
     under a switch are fields too.
     """
     # Every probe size: some keys appear only for large items (local tiles).
-    alone = [_run(processor, [probe_media(modality, i)], placeholder, modality) for i in range(2)]
+    alone = [
+        _run(processor, [probe_media(modality, i)], placeholder, modality)
+        for i in range(2)
+    ]
     for name, value in (switches or {}).items():
         try:
-            alone += [_run(processor, [probe_media(modality, i)], placeholder, modality, **{name: value}) for i in range(2)]
-        except HF_REFUSALS:  # HF refuses the probe items under the switch: nothing more to keep
+            alone += [
+                _run(
+                    processor,
+                    [probe_media(modality, i)],
+                    placeholder,
+                    modality,
+                    **{name: value},
+                )
+                for i in range(2)
+            ]
+        except (
+            HF_REFUSALS
+        ):  # HF refuses the probe items under the switch: nothing more to keep
             continue
     keys = dict.fromkeys(key for out in alone for key in out)
     fields = []
     for key in keys:
-        leads = [out[key].dim() > 0 and out[key].shape[0] == 1 for out in alone if key in out]
-        fields.append(FieldSpec(key, "batched", sources.get(key, Source("(observed from the HF processor)", 0)), rows=not all(leads)))
+        leads = [
+            out[key].dim() > 0 and out[key].shape[0] == 1 for out in alone if key in out
+        ]
+        fields.append(
+            FieldSpec(
+                key,
+                "batched",
+                sources.get(key, Source("(observed from the HF processor)", 0)),
+                rows=not all(leads),
+            )
+        )
     return tuple(fields)
 
 
@@ -157,7 +224,11 @@ def refuses_images_alone(processor: Any, modality: str = "image") -> bool:
     needs the placeholders as text (``_get_hf_mm_text``).
     """
     try:
-        call_processor(processor, None, **media_kwargs(processor, modality, [probe_media(modality, 0)]))
+        call_processor(
+            processor,
+            None,
+            **media_kwargs(processor, modality, [probe_media(modality, 0)]),
+        )
     except Exception:
         return True
     return False

@@ -14,7 +14,12 @@ from typing import Any
 
 import libcst as cst
 
-from mmport.analyzers.sourcefile import SelfAssignments, class_assignments, find_method, parse_class
+from mmport.analyzers.sourcefile import (
+    SelfAssignments,
+    class_assignments,
+    find_method,
+    parse_class,
+)
 from mmport.hf.code import transformers_classes
 from mmport.hf.syntax import string_value
 from mmport.spec import FieldSpec, GeometryRule, Source
@@ -35,7 +40,10 @@ def _init_assignments(image_processor_cls: type[Any]) -> dict[str, tuple]:
 
 def analyze_geometry(image_processor_cls: type[Any]) -> GeometryRule:
     """How a fixed-size image processor sizes every item."""
-    attrs = {**_init_assignments(image_processor_cls), **class_assignments(image_processor_cls)}
+    attrs = {
+        **_init_assignments(image_processor_cls),
+        **class_assignments(image_processor_cls),
+    }
     if "crop_size" in attrs and "do_center_crop" in attrs:
         parsed, node = attrs["crop_size"]
         expr = "image_processor.crop_size if image_processor.do_center_crop else image_processor.size"
@@ -56,13 +64,20 @@ class _BatchFeatureKeys(cst.CSTVisitor):
         if not (isinstance(node.func, cst.Name) and node.func.value == "BatchFeature"):
             return
         for arg in node.args:
-            if isinstance(arg.value, cst.Dict) and (arg.keyword is None or arg.keyword.value == "data"):
+            if isinstance(arg.value, cst.Dict) and (
+                arg.keyword is None or arg.keyword.value == "data"
+            ):
                 for element in arg.value.elements:
-                    if isinstance(element, cst.DictElement) and (key := string_value(element.key)) is not None:
+                    if (
+                        isinstance(element, cst.DictElement)
+                        and (key := string_value(element.key)) is not None
+                    ):
                         self.keys.append((key, element.key))
 
 
-def analyze_output_fields(image_processor_cls: type[Any], modality: str = "image") -> tuple[FieldSpec, ...]:
+def analyze_output_fields(
+    image_processor_cls: type[Any], modality: str = "image"
+) -> tuple[FieldSpec, ...]:
     """Output keys of the image processor; each item is one slice (``batched``)."""
     for klass in transformers_classes(image_processor_cls):
         parsed = parse_class(klass)
@@ -71,5 +86,8 @@ def analyze_output_fields(image_processor_cls: type[Any], modality: str = "image
         visitor = _BatchFeatureKeys()
         parsed.classdef.visit(visitor)
         if visitor.keys:
-            return tuple(FieldSpec(key, "batched", parsed.source(node)) for key, node in dict(visitor.keys).items())
+            return tuple(
+                FieldSpec(key, "batched", parsed.source(node))
+                for key, node in dict(visitor.keys).items()
+            )
     return (FieldSpec("pixel_values", "batched", Source("(default)", 0)),)

@@ -53,9 +53,13 @@ class _Rename(cst.CSTTransformer):
         self.names = names
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
-        return updated_node.with_changes(value=self.names.get(original_node.value, original_node.value))
+        return updated_node.with_changes(
+            value=self.names.get(original_node.value, original_node.value)
+        )
 
-    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+    def leave_Attribute(
+        self, original_node: cst.Attribute, updated_node: cst.Attribute
+    ) -> cst.Attribute:
         return updated_node.with_changes(attr=original_node.attr)
 
 
@@ -64,7 +68,12 @@ def _code(parsed: ParsedClass, node: cst.CSTNode, names: dict[str, str]) -> str:
 
 
 def _is_self_attr(expr: cst.BaseExpression, attr: str) -> bool:
-    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self" and expr.attr.value == attr
+    return (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == "self"
+        and expr.attr.value == attr
+    )
 
 
 class _PrefixCall(cst.CSTVisitor):
@@ -92,12 +101,25 @@ class _PrefixCall(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         call, target = node.value, node.targets[0].target
-        if self.found is not None or not self.guards or not isinstance(call, cst.Call) or not isinstance(target, cst.Name):
+        if (
+            self.found is not None
+            or not self.guards
+            or not isinstance(call, cst.Call)
+            or not isinstance(target, cst.Name)
+        ):
             return
-        if not (isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) and call.func.value.value == "self"):
+        if not (
+            isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == "self"
+        ):
             return
         args = [arg.value for arg in call.args]
-        items = [i for i, a in enumerate(args) if isinstance(a, cst.Name) and a.value == target.value]
+        items = [
+            i
+            for i, a in enumerate(args)
+            if isinstance(a, cst.Name) and a.value == target.value
+        ]
         tokens = [i for i, a in enumerate(args) if _is_self_attr(a, self.token_attr)]
         if items and tokens and all(arg.keyword is None for arg in call.args):
             self.found = (self.guards[-1], node, call.func.attr.value, items[0])
@@ -113,7 +135,9 @@ class _Prepends(cst.CSTVisitor):
         self.counters: set[str] = set()
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, cst.Add) and any(_indexes(side, self.replacements) for side in (node.left, node.right)):
+        if isinstance(node.operator, cst.Add) and any(
+            _indexes(side, self.replacements) for side in (node.left, node.right)
+        ):
             self.joins.append(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -133,7 +157,11 @@ class _Prepends(cst.CSTVisitor):
 
 def _indexes(expr: cst.BaseExpression, name: str) -> bool:
     """``name[...]``: one item's replacement."""
-    return isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and expr.value.value == name
+    return (
+        isinstance(expr, cst.Subscript)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == name
+    )
 
 
 def _reads(node: cst.CSTNode) -> set[str]:
@@ -158,13 +186,28 @@ def _skips_token(processor_cls: type[Any], method: str, token_attr: str) -> bool
     params = [p.name.value for p in found[1].params.params[1:]]
     same_token = m.Comparison(
         left=m.OneOf(*(m.Name(p) for p in params)),
-        comparisons=[m.ComparisonTarget(operator=m.Equal(), comparator=m.Attribute(value=m.Name("self"), attr=m.Name(token_attr)))],
+        comparisons=[
+            m.ComparisonTarget(
+                operator=m.Equal(),
+                comparator=m.Attribute(value=m.Name("self"), attr=m.Name(token_attr)),
+            )
+        ],
     )
-    returns_input = m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Return(value=m.OneOf(*(m.Name(p) for p in params)))])])
-    return bool(params) and bool(m.findall(found[1].body, m.If(test=same_token, body=returns_input)))
+    returns_input = m.IndentedBlock(
+        body=[
+            m.SimpleStatementLine(
+                body=[m.Return(value=m.OneOf(*(m.Name(p) for p in params)))]
+            )
+        ]
+    )
+    return bool(params) and bool(
+        m.findall(found[1].body, m.If(test=same_token, body=returns_input))
+    )
 
 
-def _prefix_text(processor_cls: type[Any], method: str, position: int) -> tuple[ParsedClass, cst.FormattedString, str]:
+def _prefix_text(
+    processor_cls: type[Any], method: str, position: int
+) -> tuple[ParsedClass, cst.FormattedString, str]:
     """The f-string ``method`` prepends to each replacement, and the counter it reads."""
     found = find_method(processor_cls, method)
     if found is None:
@@ -174,15 +217,21 @@ def _prefix_text(processor_cls: type[Any], method: str, position: int) -> tuple[
     visitor = _Prepends(params[position])
     func.visit(visitor)
     if len(visitor.joins) != 1 or _indexes(visitor.joins[0].left, visitor.replacements):
-        raise AnalysisError(f"{processor_cls.__name__}.{method} does not put one prefix before each replacement")
+        raise AnalysisError(
+            f"{processor_cls.__name__}.{method} does not put one prefix before each replacement"
+        )
     prefix = visitor.joins[0].left
     if isinstance(prefix, cst.Name):
         prefix = visitor.fstrings.get(prefix.value, prefix)
     if not isinstance(prefix, cst.FormattedString):
-        raise AnalysisError(f"{processor_cls.__name__}.{method} prepends something other than an f-string")
+        raise AnalysisError(
+            f"{processor_cls.__name__}.{method} prepends something other than an f-string"
+        )
     counters = _reads(prefix)
     if len(counters) != 1 or not counters <= visitor.counters:
-        raise AnalysisError(f"the prefix of {processor_cls.__name__}.{method} reads {sorted(counters)}, not one item counter")
+        raise AnalysisError(
+            f"the prefix of {processor_cls.__name__}.{method} reads {sorted(counters)}, not one item counter"
+        )
     return parsed, prefix, counters.pop()
 
 
@@ -198,7 +247,9 @@ def _without(test: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
     return test
 
 
-def _assigned_name(stmt: cst.SimpleStatementLine) -> tuple[str, cst.BaseExpression] | None:
+def _assigned_name(
+    stmt: cst.SimpleStatementLine,
+) -> tuple[str, cst.BaseExpression] | None:
     node = stmt.body[0]
     if (
         len(stmt.body) == 1
@@ -215,7 +266,9 @@ def _is_merge(value: cst.BaseExpression) -> bool:
     return isinstance(value, cst.Call) and _is_self_attr(value.func, "_merge_kwargs")
 
 
-def _setup(calls: _PrefixCall, body: cst.BaseSuite, reads: set[str]) -> tuple[list[cst.SimpleStatementLine], str]:
+def _setup(
+    calls: _PrefixCall, body: cst.BaseSuite, reads: set[str]
+) -> tuple[list[cst.SimpleStatementLine], str]:
     """The lines before the guard that compute ``reads`` (a backward slice), and the merged kwargs' name.
 
     Only plain ``name = value`` lines of the method's own body qualify; the
@@ -229,7 +282,9 @@ def _setup(calls: _PrefixCall, body: cst.BaseSuite, reads: set[str]) -> tuple[li
         if bound is None or bound[0] not in needed:
             continue
         if id(stmt) not in top:
-            raise AnalysisError(f"the switch of the item prefix, {bound[0]!r}, is set inside a branch")
+            raise AnalysisError(
+                f"the switch of the item prefix, {bound[0]!r}, is set inside a branch"
+            )
         if _is_merge(bound[1]):
             merged = bound[0]
             needed.discard(merged)
@@ -237,7 +292,9 @@ def _setup(calls: _PrefixCall, body: cst.BaseSuite, reads: set[str]) -> tuple[li
             kept.insert(0, stmt)
             needed = (needed - {bound[0]}) | _reads(bound[1])
     if needed:
-        raise AnalysisError(f"the switch of the item prefix reads {sorted(needed)}, which mmport cannot rebuild")
+        raise AnalysisError(
+            f"the switch of the item prefix reads {sorted(needed)}, which mmport cannot rebuild"
+        )
     return kept, merged
 
 
@@ -255,8 +312,12 @@ def analyze_item_prefix(processor_cls: type[Any], token_attr: str) -> ItemPrefix
     if _skips_token(processor_cls, method, token_attr):
         return None
     helper, fstring, counter = _prefix_text(processor_cls, method, position)
-    condition = _without(guard.test, cst.ensure_type(assign.targets[0].target, cst.Name).value)  # _PrefixCall finds only such assigns
-    setup, merged = _setup(calls, func.body, _reads(condition) if condition is not None else set())
+    condition = _without(
+        guard.test, cst.ensure_type(assign.targets[0].target, cst.Name).value
+    )  # _PrefixCall finds only such assigns
+    setup, merged = _setup(
+        calls, func.body, _reads(condition) if condition is not None else set()
+    )
     rename = {"self": "processor"}
     return ItemPrefix(
         text=_code(helper, fstring, {**rename, counter: ITEM_INDEX}),
@@ -264,7 +325,9 @@ def analyze_item_prefix(processor_cls: type[Any], token_attr: str) -> ItemPrefix
         condition=_code(parsed, condition, rename) if condition is not None else "",
         condition_source=parsed.source(guard) if condition is not None else None,
         # The port cites the HF line; HF's comments above it stay behind.
-        setup=tuple(_code(parsed, stmt.with_changes(leading_lines=()), rename) for stmt in setup),
+        setup=tuple(
+            _code(parsed, stmt.with_changes(leading_lines=()), rename) for stmt in setup
+        ),
         setup_source=parsed.source(setup[0]) if setup else None,
         kwargs_name=merged,
     )

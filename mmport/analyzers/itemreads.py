@@ -71,7 +71,9 @@ class ItemRead:
     kind: str
     source: Source
     position: int = -1  # "item": the element of the function's result
-    value: str = ""  # "constant": the literal every item gets ...; "entry": the port function
+    value: str = (
+        ""  # "constant": the literal every item gets ...; "entry": the port function
+    )
     setting: str = ""  # ... while this image processor setting is off
     offset: int = 0  # "part": subtracted from the function's count (its starting value)
 
@@ -82,12 +84,22 @@ class _OutputKeys(cst.CSTVisitor):
     def __init__(self) -> None:
         self.loops: list[str] = []
         self.keys: dict[str, str] = {}  # key → variable
-        self.sizes: dict[str, cst.CSTNode] = {}  # variable → its append(get_image_size(loop var)) call
+        self.sizes: dict[
+            str, cst.CSTNode
+        ] = {}  # variable → its append(get_image_size(loop var)) call
         self.grids: list[cst.List] = []  # [1, a, b] literals
-        self.assigns: list[tuple[set[str], set[str], cst.BaseExpression]] = []  # (targets, reads, value)
-        self.constants: dict[str, tuple[str, str, cst.CSTNode]] = {}  # variable → (literal, setting, node)
-        self.dicts: dict[str, dict[str, str]] = {}  # variable → its ``{"key": name}`` literal
-        self.processed_sizes: set[str] = set()  # ``[image.shape[-2:] for image in processed]``
+        self.assigns: list[
+            tuple[set[str], set[str], cst.BaseExpression]
+        ] = []  # (targets, reads, value)
+        self.constants: dict[
+            str, tuple[str, str, cst.CSTNode]
+        ] = {}  # variable → (literal, setting, node)
+        self.dicts: dict[
+            str, dict[str, str]
+        ] = {}  # variable → its ``{"key": name}`` literal
+        self.processed_sizes: set[str] = (
+            set()
+        )  # ``[image.shape[-2:] for image in processed]``
 
     def visit_If(self, node: cst.If) -> None:
         if isinstance(node.test, cst.Name) and isinstance(node.orelse, cst.Else):
@@ -98,7 +110,9 @@ class _OutputKeys(cst.CSTVisitor):
 
     def visit_For(self, node: cst.For) -> None:
         is_images = isinstance(node.iter, cst.Name) and node.iter.value == "images"
-        self.loops.append(node.target.value if is_images and isinstance(node.target, cst.Name) else "")
+        self.loops.append(
+            node.target.value if is_images and isinstance(node.target, cst.Name) else ""
+        )
 
     def leave_For(self, original_node: cst.For) -> None:
         self.loops.pop()
@@ -110,14 +124,24 @@ class _OutputKeys(cst.CSTVisitor):
                 if arg.keyword is None or arg.keyword.value == "data":
                     # ``data={...}``, or ``data=data`` after ``data = {...}``
                     named = arg.value.value if isinstance(arg.value, cst.Name) else ""
-                    self.keys.update(_named_entries(arg.value) or self.dicts.get(named, {}))
-        if isinstance(func, cst.Attribute) and func.attr.value == "append" and isinstance(func.value, cst.Name):
+                    self.keys.update(
+                        _named_entries(arg.value) or self.dicts.get(named, {})
+                    )
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "append"
+            and isinstance(func.value, cst.Name)
+        ):
             inner = node.args[0].value if node.args else None
             if _is_size_of(inner, {loop for loop in self.loops if loop}):
                 self.sizes[func.value.value] = node
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and _named_entries(node.value):
+        if (
+            len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Name)
+            and _named_entries(node.value)
+        ):
             self.dicts[node.targets[0].target.value] = _named_entries(node.value)
         targets = {_base(t.target) for t in node.targets} - {""}
         if _is_shapes_of_images(node.value):
@@ -149,7 +173,9 @@ def _named_entries(value: cst.BaseExpression) -> dict[str, str]:
     return {
         key: el.value.value
         for el in value.elements
-        if isinstance(el, cst.DictElement) and (key := string_value(el.key)) is not None and isinstance(el.value, cst.Name)
+        if isinstance(el, cst.DictElement)
+        and (key := string_value(el.key)) is not None
+        and isinstance(el.value, cst.Name)
     }
 
 
@@ -187,7 +213,11 @@ def _direct_reads(value: cst.BaseExpression) -> set[str]:
     if isinstance(value, cst.Name):
         return {value.value}
     if isinstance(value, cst.Call):
-        return {a.value.value for a in value.args if a.keyword is None and isinstance(a.value, cst.Name)}
+        return {
+            a.value.value
+            for a in value.args
+            if a.keyword is None and isinstance(a.value, cst.Name)
+        }
     return set()
 
 
@@ -205,21 +235,36 @@ def _flows_from(visitor: _OutputKeys, literal: cst.List) -> set[str]:
 def _constant_list(stmt: cst.CSTNode) -> tuple[str, str] | None:
     """``(name, "0")`` for ``name = [0 for _ in xs]``."""
     node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
-    if not (isinstance(node, cst.Assign) and isinstance(node.targets[0].target, cst.Name)):
+    if not (
+        isinstance(node, cst.Assign) and isinstance(node.targets[0].target, cst.Name)
+    ):
         return None
     value = node.value
-    if isinstance(value, cst.ListComp) and isinstance(value.elt, cst.Integer) and value.for_in.inner_for_in is None:
+    if (
+        isinstance(value, cst.ListComp)
+        and isinstance(value.elt, cst.Integer)
+        and value.for_in.inner_for_in is None
+    ):
         return node.targets[0].target.value, value.elt.value
     return None
 
 
 def _is_shapes_of_images(value: cst.BaseExpression) -> bool:
     """``[image.shape[-2:] for image in xs]`` (or ``list(image.shape[-2:])``): the sizes of processed images."""
-    if not (isinstance(value, cst.ListComp) and isinstance(value.for_in.target, cst.Name)):
+    if not (
+        isinstance(value, cst.ListComp) and isinstance(value.for_in.target, cst.Name)
+    ):
         return False
     image = value.for_in.target.value
     shape = m.Attribute(value=m.Name(image), attr=m.Name("shape"))
-    last_two = m.Subscript(value=shape, slice=[m.SubscriptElement(m.Slice(lower=m.UnaryOperation(m.Minus(), m.Integer("2")), upper=None))])
+    last_two = m.Subscript(
+        value=shape,
+        slice=[
+            m.SubscriptElement(
+                m.Slice(lower=m.UnaryOperation(m.Minus(), m.Integer("2")), upper=None)
+            )
+        ],
+    )
     return bool(m.findall(value.elt, last_two))
 
 
@@ -246,26 +291,53 @@ class _Patches(NamedTuple):
     source: Source
     base: int = 0
     base_source: Source | None = None
-    resize: Source | None = None  # ``height, width = smart_resize(height, width, ...)`` before counting
+    resize: Source | None = (
+        None  # ``height, width = smart_resize(height, width, ...)`` before counting
+    )
 
 
-def _count_base(func: cst.FunctionDef, name: str) -> tuple[cst.SimpleStatementLine, int] | None:
+def _count_base(
+    func: cst.FunctionDef, name: str
+) -> tuple[cst.SimpleStatementLine, int] | None:
     """``name = <int>`` among ``func``'s top-level statements, where every later write to ``name`` is ``+=``: the line and the int."""
     base: cst.Assign | None = None
     for stmt in m.findall(func.body, m.Assign() | m.AugAssign()):
-        targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [cst.ensure_type(stmt, cst.AugAssign).target]
+        targets = (
+            [t.target for t in stmt.targets]
+            if isinstance(stmt, cst.Assign)
+            else [cst.ensure_type(stmt, cst.AugAssign).target]
+        )
         if not any(m.matches(t, m.Name(name)) for t in targets):
             continue
-        if isinstance(stmt, cst.AugAssign) and isinstance(stmt.operator, cst.AddAssign) and base is not None:
+        if (
+            isinstance(stmt, cst.AugAssign)
+            and isinstance(stmt.operator, cst.AddAssign)
+            and base is not None
+        ):
             continue
-        if base is None and isinstance(stmt, cst.Assign) and isinstance(stmt.value, cst.Integer):
+        if (
+            base is None
+            and isinstance(stmt, cst.Assign)
+            and isinstance(stmt.value, cst.Integer)
+        ):
             base = stmt
             continue
         return None
     if base is None:
         return None
-    line = next((line for line in func.body.body if isinstance(line, cst.SimpleStatementLine) and line.body[0] is base), None)
-    return (line, int(cst.ensure_type(base.value, cst.Integer).value)) if line is not None else None
+    line = next(
+        (
+            line
+            for line in func.body.body
+            if isinstance(line, cst.SimpleStatementLine) and line.body[0] is base
+        ),
+        None,
+    )
+    return (
+        (line, int(cst.ensure_type(base.value, cst.Integer).value))
+        if line is not None
+        else None
+    )
 
 
 def _patches_return(image_processor_cls: type[Any]) -> _Patches | None:
@@ -279,9 +351,13 @@ def _patches_return(image_processor_cls: type[Any]) -> _Patches | None:
         return None
     patches = _return_shape(parsed, func)
     size_pair = m.Tuple([m.Element(m.Name("height")), m.Element(m.Name("width"))])
-    resize = next(iter(m.findall(func.body, m.Assign(targets=[m.AssignTarget(size_pair)]))), None)
+    resize = next(
+        iter(m.findall(func.body, m.Assign(targets=[m.AssignTarget(size_pair)]))), None
+    )
     if resize is not None:
-        patches = (patches or _Patches("other", (), parsed.source(func)))._replace(resize=parsed.source(resize))
+        patches = (patches or _Patches("other", (), parsed.source(func)))._replace(
+            resize=parsed.source(resize)
+        )
     return patches
 
 
@@ -297,16 +373,29 @@ def _return_shape(parsed: ParsedClass, func: cst.FunctionDef) -> _Patches | None
         and isinstance(value.left, cst.Name)
         and isinstance(value.right, cst.Name)
     ):
-        return _Patches("product", (value.left.value, value.right.value), parsed.source(func))
+        return _Patches(
+            "product", (value.left.value, value.right.value), parsed.source(func)
+        )
     if isinstance(value, cst.Tuple) and len(value.elements) == 2:
         return _Patches("pair", (), parsed.source(func))
-    if isinstance(value, cst.Tuple) and any(isinstance(el.value, cst.Name) for el in value.elements):
-        names = tuple(el.value.value if isinstance(el.value, cst.Name) else "" for el in value.elements)
+    if isinstance(value, cst.Tuple) and any(
+        isinstance(el.value, cst.Name) for el in value.elements
+    ):
+        names = tuple(
+            el.value.value if isinstance(el.value, cst.Name) else ""
+            for el in value.elements
+        )
         return _Patches("tuple", names, parsed.source(ret))
     if isinstance(value, cst.Name):
         base = _count_base(func, value.value)
         if base is not None:
-            return _Patches("count", (value.value,), parsed.source(ret), base[1], parsed.source(base[0]))
+            return _Patches(
+                "count",
+                (value.value,),
+                parsed.source(ret),
+                base[1],
+                parsed.source(base[0]),
+            )
         return _Patches("count", (value.value,), parsed.source(ret))
     return None
 
@@ -314,42 +403,84 @@ def _return_shape(parsed: ParsedClass, func: cst.FunctionDef) -> _Patches | None
 def _part_of_count(key: str, count: str) -> bool:
     """``num_local_patches`` names a part of ``num_patches``: the same count, qualified."""
     stem = count.removeprefix("num_")
-    return count.startswith("num_") and key.startswith("num_") and key.endswith(f"_{stem}") and key != count
+    return (
+        count.startswith("num_")
+        and key.startswith("num_")
+        and key.endswith(f"_{stem}")
+        and key != count
+    )
 
 
-def _method_reads(parsed: ParsedClass, func: cst.FunctionDef, patches) -> list[ItemRead]:
+def _method_reads(
+    parsed: ParsedClass, func: cst.FunctionDef, patches
+) -> list[ItemRead]:
     visitor = _OutputKeys()
     func.visit(visitor)
     reads = []
     for key, variable in visitor.keys.items():
         if patches is not None and patches.kind == "tuple":
             # The function names its counts as the processor names its outputs (``num_rows`` → "rows").
-            position = next((i for i, n in enumerate(patches.names) if n in (key, f"num_{key}")), -1)
+            position = next(
+                (i for i, n in enumerate(patches.names) if n in (key, f"num_{key}")), -1
+            )
             if position >= 0:
                 reads.append(ItemRead(key, "item", patches.source, position=position))
                 continue
-        if patches is not None and patches.kind == "count" and patches.names[0] in (key, f"num_{key}"):
+        if (
+            patches is not None
+            and patches.kind == "count"
+            and patches.names[0] in (key, f"num_{key}")
+        ):
             reads.append(ItemRead(key, "count", patches.source))
             continue
-        if patches is not None and patches.kind == "count" and patches.base and _part_of_count(key, patches.names[0]):
+        if (
+            patches is not None
+            and patches.kind == "count"
+            and patches.base
+            and _part_of_count(key, patches.names[0])
+        ):
             # ``num_patches = 1  # global view`` then ``num_patches += ...``: the output
             # counts the added part, the function's count less its starting value.
-            reads.append(ItemRead(key, "part", patches.base_source, offset=patches.base))
+            reads.append(
+                ItemRead(key, "part", patches.base_source, offset=patches.base)
+            )
             continue
-        if patches is not None and patches.resize is not None and variable in visitor.processed_sizes:
+        if (
+            patches is not None
+            and patches.resize is not None
+            and variable in visitor.processed_sizes
+        ):
             # The sizes of the processed images are the size the function counts from, after its resize.
-            reads.append(ItemRead(key, "resized", patches.resize, value=PATCHES_FUNCTION))
+            reads.append(
+                ItemRead(key, "resized", patches.resize, value=PATCHES_FUNCTION)
+            )
             continue
         if variable in visitor.constants:
             value, setting, node = visitor.constants[variable]
-            reads.append(ItemRead(key, "constant", parsed.source(node), value=value, setting=setting))
+            reads.append(
+                ItemRead(
+                    key, "constant", parsed.source(node), value=value, setting=setting
+                )
+            )
         elif variable in visitor.sizes:
             reads.append(ItemRead(key, "size", parsed.source(visitor.sizes[variable])))
-        elif visitor.grids and patches is not None and variable in _flows_from(visitor, visitor.grids[0]):
+        elif (
+            visitor.grids
+            and patches is not None
+            and variable in _flows_from(visitor, visitor.grids[0])
+        ):
             grid = visitor.grids[0]
-            names = tuple(cst.ensure_type(el.value, cst.Name).value for el in grid.elements[1:])  # visit_List keeps only such grids
+            names = tuple(
+                cst.ensure_type(el.value, cst.Name).value for el in grid.elements[1:]
+            )  # visit_List keeps only such grids
             if patches.kind == "pair" or set(patches.names) == set(names):
-                reads.append(ItemRead(key, "grid" if patches.kind == "pair" else "patches", parsed.source(grid)))
+                reads.append(
+                    ItemRead(
+                        key,
+                        "grid" if patches.kind == "pair" else "patches",
+                        parsed.source(grid),
+                    )
+                )
     return reads
 
 
@@ -366,7 +497,9 @@ def analyze_item_reads(image_processor_cls: type[Any]) -> dict[str, ItemRead]:
             # Only methods that build a BatchFeature name outputs; a text test
             # skips the rest, whose visits cost most of the analysis.
             where = parsed.positions[func]
-            if "BatchFeature" not in "\n".join(lines[where.start.line - 1 : where.end.line]):
+            if "BatchFeature" not in "\n".join(
+                lines[where.start.line - 1 : where.end.line]
+            ):
                 continue
             for read in _method_reads(parsed, func, patches):
                 reads.setdefault(read.key, read)

@@ -29,14 +29,20 @@ def _tokenizer_attr(expr: cst.BaseExpression) -> str | None:
     """``self.tokenizer.<attr>`` → ``attr``."""
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Attribute):
         inner = expr.value
-        if inner.attr.value == "tokenizer" and isinstance(inner.value, cst.Name) and inner.value.value == "self":
+        if (
+            inner.attr.value == "tokenizer"
+            and isinstance(inner.value, cst.Name)
+            and inner.value.value == "self"
+        ):
             return expr.attr.value
     return None
 
 
 def _is_item_block(expr: cst.BaseExpression) -> bool:
     """``TOKEN * n``: the items' placeholder block at the head of the f-string."""
-    return isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)
+    return isinstance(expr, cst.BinaryOperation) and isinstance(
+        expr.operator, cst.Multiply
+    )
 
 
 class _LayoutStrings(cst.CSTVisitor):
@@ -47,11 +53,15 @@ class _LayoutStrings(cst.CSTVisitor):
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         first = node.parts[0] if node.parts else None
-        if isinstance(first, cst.FormattedStringExpression) and _is_item_block(first.expression):
+        if isinstance(first, cst.FormattedStringExpression) and _is_item_block(
+            first.expression
+        ):
             self.found.append(node)
 
 
-def _insertion_from(parsed: ParsedClass, fstring: cst.FormattedString) -> PromptUpdateSpec:
+def _insertion_from(
+    parsed: ParsedClass, fstring: cst.FormattedString
+) -> PromptUpdateSpec:
     trailing: list[str] = []
     suffix = ""
     seen_prompt = False
@@ -60,7 +70,9 @@ def _insertion_from(parsed: ParsedClass, fstring: cst.FormattedString) -> Prompt
             if seen_prompt:
                 suffix += part.value.encode().decode("unicode_escape")
             continue
-        attr = _tokenizer_attr(cst.ensure_type(part, cst.FormattedStringExpression).expression)  # an f-string's other kind of part
+        attr = _tokenizer_attr(
+            cst.ensure_type(part, cst.FormattedStringExpression).expression
+        )  # an f-string's other kind of part
         if attr and not seen_prompt:
             trailing.append(attr)
         elif attr is None:
@@ -118,11 +130,18 @@ def _text_defaults_switch(processor_cls: type[Any]) -> Source | None:
             return found[0].source(found[1])
     kwargs_cls = getattr(processor_cls, "valid_processor_kwargs", None)
     defaults = getattr(kwargs_cls, "_defaults", None) or {}
-    if kwargs_cls is not None and defaults.get("text_kwargs", {}).get("add_special_tokens") is False:
+    if (
+        kwargs_cls is not None
+        and defaults.get("text_kwargs", {}).get("add_special_tokens") is False
+    ):
         lines, first = inspect.getsourcelines(kwargs_cls)
-        offset = next((i for i, line in enumerate(lines) if "add_special_tokens" in line), 0)
+        offset = next(
+            (i for i, line in enumerate(lines) if "add_special_tokens" in line), 0
+        )
         file = inspect.getsourcefile(kwargs_cls) or ""
-        return Source(file.split("transformers/", 1)[-1], first + offset, lines[offset].strip())
+        return Source(
+            file.split("transformers/", 1)[-1], first + offset, lines[offset].strip()
+        )
     return None
 
 
@@ -134,9 +153,17 @@ class _SuffixStrings(cst.CSTVisitor):
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         first, rest = (node.parts[0], node.parts[1:]) if node.parts else (None, ())
-        if not (isinstance(first, cst.FormattedStringExpression) and isinstance(first.expression, cst.Name)):
+        if not (
+            isinstance(first, cst.FormattedStringExpression)
+            and isinstance(first.expression, cst.Name)
+        ):
             return
-        attrs = [_tokenizer_attr(p.expression) if isinstance(p, cst.FormattedStringExpression) else None for p in rest]
+        attrs = [
+            _tokenizer_attr(p.expression)
+            if isinstance(p, cst.FormattedStringExpression)
+            else None
+            for p in rest
+        ]
         named = [attr for attr in attrs if attr]
         if rest and len(named) == len(attrs):
             self.found.append((node, tuple(named)))
@@ -160,7 +187,9 @@ def _appended_tokens(processor_cls: type[Any]) -> tuple[tuple[str, ...], Source]
 
 
 def analyze_layout(
-    processor_cls: type[Any], placeholder_source: Source, inserted: PromptUpdateSpec | None = None
+    processor_cls: type[Any],
+    placeholder_source: Source,
+    inserted: PromptUpdateSpec | None = None,
 ) -> PromptUpdateSpec:
     """Replacement of the placeholder, unless the processor inserts items itself.
 
@@ -174,16 +203,22 @@ def analyze_layout(
         spec = dataclasses.replace(spec, prefix=prefix)
     appended = _appended_tokens(processor_cls)
     if appended is not None and not spec.prompt_suffix:
-        spec = dataclasses.replace(spec, suffix_tokens=appended[0], suffix_source=appended[1])
+        spec = dataclasses.replace(
+            spec, suffix_tokens=appended[0], suffix_source=appended[1]
+        )
     # The constructor's BOS switch holds for a replacing layout too (ColPali
     # writes "<bos>" into its own prompt and turns the tokenizer's off).
     switch = _text_defaults_switch(processor_cls) or _bos_switch(processor_cls)
     if switch is not None and spec.add_special_tokens:
-        return dataclasses.replace(spec, add_special_tokens=False, special_tokens_source=switch)
+        return dataclasses.replace(
+            spec, add_special_tokens=False, special_tokens_source=switch
+        )
     return spec
 
 
-def _analyze_layout(processor_cls: type[Any], placeholder_source: Source) -> PromptUpdateSpec:
+def _analyze_layout(
+    processor_cls: type[Any], placeholder_source: Source
+) -> PromptUpdateSpec:
     # Only a model's own layout can build the prompt; the base class's is generic.
     found = find_method(processor_cls, "prepare_inputs_layout", models_only=True)
     if found is not None:
@@ -197,4 +232,6 @@ def _analyze_layout(processor_cls: type[Any], placeholder_source: Source) -> Pro
                 add_special_tokens=switch is None,
                 special_tokens_source=switch,
             )
-    return PromptUpdateSpec(mode="replace", target="placeholder", source=placeholder_source)
+    return PromptUpdateSpec(
+        mode="replace", target="placeholder", source=placeholder_source
+    )

@@ -21,9 +21,15 @@ __all__ = ["observe_limit"]
 
 def _positions(processor: Any, modality: str, count: int) -> int:
     # Items HF can batch: images of one size, videos of one shape.
-    items = [make_image(32, 32, i) for i in range(count)] if modality == "image" else [probe_media(modality, 0)] * count
+    items = (
+        [make_image(32, 32, i) for i in range(count)]
+        if modality == "image"
+        else [probe_media(modality, 0)] * count
+    )
     out = call_processor(processor, "", **media_kwargs(processor, modality, items))
-    return out["input_ids"][0].tolist().count(token_id_of(processor, f"{modality}_token"))
+    return (
+        out["input_ids"][0].tolist().count(token_id_of(processor, f"{modality}_token"))
+    )
 
 
 def observe_limit(processor: Any, modality: str = "image") -> int | None:

@@ -16,21 +16,42 @@ from typing import Any
 
 from mmport.analyzers.callblock import CallBlock, analyze_call_block
 from mmport.analyzers.callparams import call_parameter
-from mmport.analyzers.fields import observe_fields, per_item_fields, refuses_images_alone
+from mmport.analyzers.fields import (
+    observe_fields,
+    per_item_fields,
+    refuses_images_alone,
+)
 from mmport.analyzers.imageproc import analyze_output_fields
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.outputhook import analyze_output_hook
 from mmport.analyzers.owncall import own_call_reason, process_method
 from mmport.analyzers.settings import count_settings
-from mmport.analyzers.sourcefile import class_assignments, find_method, init_assignment_source
+from mmport.analyzers.sourcefile import (
+    class_assignments,
+    find_method,
+    init_assignment_source,
+)
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers
 from mmport.errors import AnalysisError, one_line
 from mmport.hf.modalities import most_written, sub_processor
-from mmport.hf.processor import call_processor, media_kwargs, probe_media, run_items, token_id_of
+from mmport.hf.processor import (
+    call_processor,
+    media_kwargs,
+    probe_media,
+    run_items,
+    token_id_of,
+)
 from mmport.hf.quiet import quiet_transformers
 from mmport.hf.wrappers import wrapped_placeholder
-from mmport.spec import CountRule, FieldSpec, GeometryRule, ModalitySpec, PromptUpdateSpec, Source
+from mmport.spec import (
+    CountRule,
+    FieldSpec,
+    GeometryRule,
+    ModalitySpec,
+    PromptUpdateSpec,
+    Source,
+)
 
 __all__ = ["media_spec"]
 
@@ -46,7 +67,9 @@ def _attribute_source(processor_cls: type[Any], attr: str) -> Source:
     return Source(processor_cls.__name__, 0)
 
 
-def embed_token(snapshot: Any, processor: Any, token_id: int, modality: str, placeholder: str) -> tuple[str, str, Source | None]:
+def embed_token(
+    snapshot: Any, processor: Any, token_id: int, modality: str, placeholder: str
+) -> tuple[str, str, Source | None]:
     """Where the port finds the token the model embeds ``modality`` at, if it is not ``token_id``.
 
     Returns ``(owner, attribute, source)``: ``("config", "video_token_id", ...)``
@@ -58,19 +81,35 @@ def embed_token(snapshot: Any, processor: Any, token_id: int, modality: str, pla
     configured = snapshot.model_token_id(modality)
     # HF may write another token than the config names (GLM-4.1V embeds video frames at the image token).
     config = snapshot.load_config()
-    named = {v for n in _id_attributes(config) if isinstance(v := getattr(config, n), int)}
-    embed_id = _expanded_id(processor, modality, placeholder, token_id if configured is None else configured, named)
+    named = {
+        v for n in _id_attributes(config) if isinstance(v := getattr(config, n), int)
+    }
+    embed_id = _expanded_id(
+        processor,
+        modality,
+        placeholder,
+        token_id if configured is None else configured,
+        named,
+    )
     if embed_id is None or embed_id == token_id:
         return "", "", None
     for name in (f"{modality}_token_id", *_id_attributes(config)):
         if getattr(config, name, None) == embed_id:
             attr = type(config).attribute_map.get(name, name)
             found = class_assignments(type(config)).get(attr)
-            return "config", name, found[0].source(found[1]) if found else Source(type(config).__name__, 0)
+            return (
+                "config",
+                name,
+                found[0].source(found[1])
+                if found
+                else Source(type(config).__name__, 0),
+            )
     for name in _id_attributes(processor):
         if getattr(processor, name, None) == embed_id:
             return "processor", name, _attribute_source(type(processor), name)
-    raise AnalysisError(f"HF embeds {modality}s at token id {embed_id}, which neither the config nor the processor names")
+    raise AnalysisError(
+        f"HF embeds {modality}s at token id {embed_id}, which neither the config nor the processor names"
+    )
 
 
 def _id_attributes(obj: Any) -> list[str]:
@@ -83,10 +122,20 @@ def _id_attributes(obj: Any) -> list[str]:
     return found
 
 
-def _expanded_id(processor: Any, modality: str, placeholder: str, token_id: int, named: set[int] | frozenset[int] = frozenset()) -> int | None:
+def _expanded_id(
+    processor: Any,
+    modality: str,
+    placeholder: str,
+    token_id: int,
+    named: set[int] | frozenset[int] = frozenset(),
+) -> int | None:
     """``token_id`` where HF writes it for one item, else the id HF writes most."""
     try:
-        ids = call_processor(processor, placeholder, **media_kwargs(processor, modality, [probe_media(modality, 0)]))["input_ids"][0].tolist()
+        ids = call_processor(
+            processor,
+            placeholder,
+            **media_kwargs(processor, modality, [probe_media(modality, 0)]),
+        )["input_ids"][0].tolist()
         bare = set(call_processor(processor, "", [])["input_ids"][0].tolist())
     except Exception:
         return None
@@ -96,7 +145,11 @@ def _expanded_id(processor: Any, modality: str, placeholder: str, token_id: int,
 
 
 def _count(
-    processor: Any, modality: str, kept: set[str], names: tuple[tuple[str, str], ...] = (), batch_axis: tuple[str, ...] = ()
+    processor: Any,
+    modality: str,
+    kept: set[str],
+    names: tuple[tuple[str, str], ...] = (),
+    batch_axis: tuple[str, ...] = (),
 ) -> CountRule:
     """The hook on the item's outputs, else a visible delegation: to HF's ``_process_<modality>``,
     or, where only HF's own ``__call__`` expands the placeholder, to that call on the item alone."""
@@ -113,17 +166,46 @@ def _count(
             # Only HF's own __call__ gives an item's replacement (see mmport.analyzers.owncall).
             call = find_method(type(processor), "__call__", models_only=True)
             assert call is not None, "own_call_reason found it"
-            hook = find_method(type(processor), f"replace_{modality}_token", models_only=True)
-            reason = own_call if hook is None else f"{own_call}; its hook is not derived either ({exc})"
-            return CountRule((), "", False, "delegated", call[0].source(call[1]), reason, via_call=True)
-        hook = find_method(type(processor), f"replace_{modality}_token") or find_method(type(processor), "__call__")
+            hook = find_method(
+                type(processor), f"replace_{modality}_token", models_only=True
+            )
+            reason = (
+                own_call
+                if hook is None
+                else f"{own_call}; its hook is not derived either ({exc})"
+            )
+            return CountRule(
+                (),
+                "",
+                False,
+                "delegated",
+                call[0].source(call[1]),
+                reason,
+                via_call=True,
+            )
+        hook = find_method(type(processor), f"replace_{modality}_token") or find_method(
+            type(processor), "__call__"
+        )
         source = hook[0].source(hook[1]) if hook else Source("(processor)", 0)
         return CountRule((), "", False, "delegated", source, str(exc))
-    return CountRule((), "", False, "derived", rule.source, helpers=rule.helpers, imports=rule.imports, outputs=rule)
+    return CountRule(
+        (),
+        "",
+        False,
+        "derived",
+        rule.source,
+        helpers=rule.helpers,
+        imports=rule.imports,
+        outputs=rule,
+    )
 
 
 def _fields(
-    processor: Any, modality: str, placeholder: str | None, sources: dict[str, Source], one_a_prompt: bool = False
+    processor: Any,
+    modality: str,
+    placeholder: str | None,
+    sources: dict[str, Source],
+    one_a_prompt: bool = False,
 ) -> tuple[tuple, str, str]:
     """The observed field layout, or one batched field per key (and why) where HF's batch cannot be split.
 
@@ -137,9 +219,15 @@ def _fields(
     except Exception as exc:  # HF cannot batch two such items (ragged frame counts), or they cannot be split
         reason = str(exc).splitlines()[0]
     try:
-        return per_item_fields(processor, placeholder, sources, modality), "per_item", reason
+        return (
+            per_item_fields(processor, placeholder, sources, modality),
+            "per_item",
+            reason,
+        )
     except Exception as exc:
-        raise AnalysisError(f"HF refuses even one {modality} with its placeholder ({one_line(exc)})") from exc
+        raise AnalysisError(
+            f"HF refuses even one {modality} with its placeholder ({one_line(exc)})"
+        ) from exc
 
 
 def _follows_metadata(processor: Any, placeholder: str) -> bool:
@@ -152,12 +240,19 @@ def _follows_metadata(processor: Any, placeholder: str) -> bool:
     answers = []
     for fps in (2.0, 24.0):
         try:
-            out = call_processor(processor, placeholder, [], videos=[(frames, video_metadata(4, 64, 48, fps))])
+            out = call_processor(
+                processor,
+                placeholder,
+                [],
+                videos=[(frames, video_metadata(4, 64, 48, fps))],
+            )
         except Exception:
             return False
         answers.append({k: v for k, v in out.items() if isinstance(v, torch.Tensor)})
     first, second = answers
-    return first.keys() != second.keys() or any(not torch.equal(first[k], second[k]) for k in first)
+    return first.keys() != second.keys() or any(
+        not torch.equal(first[k], second[k]) for k in first
+    )
 
 
 def _follows_content(processor: Any, placeholder: str) -> bool:
@@ -170,7 +265,12 @@ def _follows_content(processor: Any, placeholder: str) -> bool:
     lengths = []
     for frames in (changing, np.zeros_like(changing)):
         try:
-            out = call_processor(processor, placeholder, [], videos=[(frames, video_metadata(4, 64, 64, 2.0))])
+            out = call_processor(
+                processor,
+                placeholder,
+                [],
+                videos=[(frames, video_metadata(4, 64, 64, 2.0))],
+            )
         except Exception:
             return False
         lengths.append(out["input_ids"].shape[-1])
@@ -190,11 +290,17 @@ def takes_merged_kwargs(processor_cls: type[Any], modality: str) -> bool:
     if found is None:
         return False
     scoped = m.Arg(star="**", value=m.Subscript(value=m.Name()))
-    return bool(m.findall(found[1], m.Call(args=[m.ZeroOrMore(), scoped, m.ZeroOrMore()])))
+    return bool(
+        m.findall(found[1], m.Call(args=[m.ZeroOrMore(), scoped, m.ZeroOrMore()]))
+    )
 
 
 def _hook_names(
-    processor: Any, modality: str, placeholder: str, fields: tuple[FieldSpec, ...], renamed: tuple
+    processor: Any,
+    modality: str,
+    placeholder: str,
+    fields: tuple[FieldSpec, ...],
+    renamed: tuple,
 ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """(port's name, the name the hook reads) for each field whose names differ, and the hook's
     names whose values lead with a batch axis HF's final output flattened away.
@@ -221,8 +327,11 @@ def _hook_names(
         if value is not None and name not in direct:
             # The same values, possibly under another batch layout (HF's __call__ may flatten a batch of one).
             same = [
-                k for k, v in direct.items()
-                if isinstance(v, torch.Tensor) and v.numel() == value.numel() and torch.equal(v.reshape(value.shape), value)
+                k
+                for k, v in direct.items()
+                if isinstance(v, torch.Tensor)
+                and v.numel() == value.numel()
+                and torch.equal(v.reshape(value.shape), value)
             ]
             if len(same) == 1:
                 name = same[0]
@@ -243,37 +352,70 @@ def _one_per_item(processor: Any, modality: str, keys: tuple[str, ...]) -> bool:
     except Exception:
         return False
     for key in keys:
-        values = [torch.as_tensor(together[key]), *(torch.as_tensor(a[key]) for a in alone)]
+        values = [
+            torch.as_tensor(together[key]),
+            *(torch.as_tensor(a[key]) for a in alone),
+        ]
         whole, first, second = values
-        if whole.dim() == 0 or whole.shape[0] != 2 or first.shape[:1] != (1,) or second.shape[:1] != (1,):
+        if (
+            whole.dim() == 0
+            or whole.shape[0] != 2
+            or first.shape[:1] != (1,)
+            or second.shape[:1] != (1,)
+        ):
             return False
         if not (torch.equal(whole[0], first[0]) and torch.equal(whole[1], second[0])):
             return False
     return True
 
 
-def _sub_outputs(processor: Any, modality: str, index: int = 0, both: bool = False) -> dict[str, Any]:
+def _sub_outputs(
+    processor: Any, modality: str, index: int = 0, both: bool = False
+) -> dict[str, Any]:
     """What the modality's sub-processor itself returns for probe item ``index`` (or both, together)."""
     _, sub = sub_processor(processor, modality)
     items = [probe_media(modality, i) for i in ((0, 1) if both else (index,))]
     with quiet_transformers():
         if modality == "video":
             frames = [f for f, _ in items]
-            metadata = [{k: v for k, v in meta.items() if k != "do_sample_frames"} for _, meta in items]
-            return dict(sub(videos=frames, video_metadata=metadata, do_sample_frames=False, return_tensors="pt"))
-        return dict(sub(items, sampling_rate=getattr(sub, "sampling_rate", None), return_tensors="pt"))
+            metadata = [
+                {k: v for k, v in meta.items() if k != "do_sample_frames"}
+                for _, meta in items
+            ]
+            return dict(
+                sub(
+                    videos=frames,
+                    video_metadata=metadata,
+                    do_sample_frames=False,
+                    return_tensors="pt",
+                )
+            )
+        return dict(
+            sub(
+                items,
+                sampling_rate=getattr(sub, "sampling_rate", None),
+                return_tensors="pt",
+            )
+        )
 
 
 def _limit(processor: Any, modality: str, placeholder: str) -> int | None:
     """1 when HF refuses two items of ``modality`` in one prompt (one audio per text), else no limit."""
     try:
-        run_items(processor, [probe_media(modality, 0), probe_media(modality, 0)], placeholder, modality)
+        run_items(
+            processor,
+            [probe_media(modality, 0), probe_media(modality, 0)],
+            placeholder,
+            modality,
+        )
     except Exception:
         return 1
     return None
 
 
-def _renamed(fields: tuple[FieldSpec, ...], taken: set[str] | frozenset[str], modality: str) -> tuple[tuple[FieldSpec, ...], tuple[tuple[str, str], ...]]:
+def _renamed(
+    fields: tuple[FieldSpec, ...], taken: set[str] | frozenset[str], modality: str
+) -> tuple[tuple[FieldSpec, ...], tuple[tuple[str, str], ...]]:
     """Fields under names no earlier modality uses: ``pixel_values`` of videos becomes ``pixel_values_videos``."""
     renames = tuple((f.key, f"{f.key}_{modality}s") for f in fields if f.key in taken)
     if not renames:
@@ -288,20 +430,30 @@ def _renamed(fields: tuple[FieldSpec, ...], taken: set[str] | frozenset[str], mo
     return tuple(renamed), renames
 
 
-def _update(processor_cls: type[Any], placeholder_source: Source, token_attr: str) -> PromptUpdateSpec:
+def _update(
+    processor_cls: type[Any], placeholder_source: Source, token_attr: str
+) -> PromptUpdateSpec:
     """The placeholder is replaced; the prompt-level facts (special tokens, a prefix or suffix HF adds) hold as read."""
     from mmport.analyzers.itemprefix import analyze_item_prefix
 
     update = analyze_layout(processor_cls, placeholder_source)
     prefix = analyze_item_prefix(processor_cls, token_attr)
     return dataclasses.replace(
-        update, mode="replace", target="placeholder", source=placeholder_source, trailing_tokens=(), item_prefix=prefix
+        update,
+        mode="replace",
+        target="placeholder",
+        source=placeholder_source,
+        trailing_tokens=(),
+        item_prefix=prefix,
     )
 
 
 def _call_block(processor_cls: type[Any], modality: str) -> CallBlock | None:
     """The block of item tokens HF's own ``__call__`` inserts, where the model code has no hook for ``modality``."""
-    if find_method(processor_cls, f"replace_{modality}_token", models_only=True) is not None:
+    if (
+        find_method(processor_cls, f"replace_{modality}_token", models_only=True)
+        is not None
+    ):
         return None
     try:
         return analyze_call_block(processor_cls, modality)
@@ -310,37 +462,82 @@ def _call_block(processor_cls: type[Any], modality: str) -> CallBlock | None:
 
 
 def _hook_count(
-    processor: Any, modality: str, placeholder: str, fields: tuple[FieldSpec, ...], renamed: tuple, sources: dict[str, Source]
+    processor: Any,
+    modality: str,
+    placeholder: str,
+    fields: tuple[FieldSpec, ...],
+    renamed: tuple,
+    sources: dict[str, Source],
 ) -> tuple[CountRule, tuple[FieldSpec, ...]]:
     """The count from the replacement hook (or delegated), and the fields with any the hook needs kept beside HF's."""
     names, batch_axis = _hook_names(processor, modality, placeholder, fields, renamed)
-    count = _count(processor, modality, {dict(names).get(f.key, f.key) for f in fields}, names, batch_axis)
-    if count.outputs is not None and count.outputs.extra_keys and not _one_per_item(processor, modality, count.outputs.extra_keys):
+    count = _count(
+        processor,
+        modality,
+        {dict(names).get(f.key, f.key) for f in fields},
+        names,
+        batch_axis,
+    )
+    if (
+        count.outputs is not None
+        and count.outputs.extra_keys
+        and not _one_per_item(processor, modality, count.outputs.extra_keys)
+    ):
         reason = f"the hook reads {list(count.outputs.extra_keys)}, which HF drops and which hold no one value per item"
-        count = dataclasses.replace(count, strategy="delegated", reason=reason, outputs=None, helpers=(), imports=())
+        count = dataclasses.replace(
+            count,
+            strategy="delegated",
+            reason=reason,
+            outputs=None,
+            helpers=(),
+            imports=(),
+        )
     if count.outputs is not None and count.outputs.extra_keys:
         # One value per item, kept beside HF's outputs (see the port's _call_hf_processor).
         _, sub = sub_processor(processor, modality)
-        extra = tuple(FieldSpec(k, "batched", sources.get(k, Source(f"{type(sub).__name__} (its own output)", 0))) for k in count.outputs.extra_keys)
+        extra = tuple(
+            FieldSpec(
+                k,
+                "batched",
+                sources.get(k, Source(f"{type(sub).__name__} (its own output)", 0)),
+            )
+            for k in count.outputs.extra_keys
+        )
         fields = fields + extra
     return count, fields
 
 
-def _needs_metadata(processor: Any, sub: Any, modality: str, placeholder: str, count: Any, parameter: Any) -> bool:
+def _needs_metadata(
+    processor: Any,
+    sub: Any,
+    modality: str,
+    placeholder: str,
+    count: Any,
+    parameter: Any,
+) -> bool:
     """Whether vLLM must keep a video's metadata beside its frames for HF's call, if that call can take it at all.
 
     It must where the hook reads the metadata, where HF samples frames by
     default (vLLM's loader says in the metadata whether it did), or where HF's
     outputs follow the frame rate.
     """
-    return modality == "video" and (parameter is None or parameter.forwards_settings) and (
-        bool(count.outputs and count.outputs.reads_metadata)
-        or bool(getattr(sub, "do_sample_frames", False))
-        or _follows_metadata(processor, placeholder)
+    return (
+        modality == "video"
+        and (parameter is None or parameter.forwards_settings)
+        and (
+            bool(count.outputs and count.outputs.reads_metadata)
+            or bool(getattr(sub, "do_sample_frames", False))
+            or _follows_metadata(processor, placeholder)
+        )
     )
 
 
-def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] | frozenset[str] = frozenset()) -> ModalitySpec:
+def media_spec(
+    snapshot: Any,
+    processor: Any,
+    modality: str,
+    taken: set[str] | frozenset[str] = frozenset(),
+) -> ModalitySpec:
     """Everything a port needs for the ``video`` or ``audio`` side of ``processor``.
 
     ``taken`` are the output names earlier modalities' fields use; this
@@ -355,20 +552,47 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] | f
     token_id = token_id_of(processor, token_attr)
     placeholder_source = _attribute_source(processor_cls, token_attr)
     block = _call_block(processor_cls, modality)
-    wrappers = None if block else analyze_placeholder_wrappers(processor_cls, token_attr)
+    wrappers = (
+        None if block else analyze_placeholder_wrappers(processor_cls, token_attr)
+    )
     # HF inserts a block itself: prompts carry no placeholder.
-    placeholder = "" if block else wrapped_placeholder(processor, token_attr, (wrappers.before, wrappers.after) if wrappers else None)
+    placeholder = (
+        ""
+        if block
+        else wrapped_placeholder(
+            processor,
+            token_attr,
+            (wrappers.before, wrappers.after) if wrappers else None,
+        )
+    )
     sub_attr, sub = sub_processor(processor, modality)
     sources = {f.key: f.source for f in analyze_output_fields(type(sub))}
-    limit = observe_limit(processor, modality) if block else _limit(processor, modality, placeholder)
-    fields, fields_strategy, fields_reason = _fields(processor, modality, placeholder, sources, one_a_prompt=limit == 1 and block is not None)
+    limit = (
+        observe_limit(processor, modality)
+        if block
+        else _limit(processor, modality, placeholder)
+    )
+    fields, fields_strategy, fields_reason = _fields(
+        processor,
+        modality,
+        placeholder,
+        sources,
+        one_a_prompt=limit == 1 and block is not None,
+    )
     fields, renamed_keys = _renamed(fields, taken, modality)
-    embed_owner, embed_attr, embed_source = embed_token(snapshot, processor, token_id, modality, placeholder)
+    embed_owner, embed_attr, embed_source = embed_token(
+        snapshot, processor, token_id, modality, placeholder
+    )
     token_id_from_text = not hasattr(processor, f"{token_attr}_id")
     if block:
-        count, update = block.facts.count, analyze_layout(processor_cls, placeholder_source, block.update)
+        count, update = (
+            block.facts.count,
+            analyze_layout(processor_cls, placeholder_source, block.update),
+        )
     else:
-        count, fields = _hook_count(processor, modality, placeholder, fields, renamed_keys, sources)
+        count, fields = _hook_count(
+            processor, modality, placeholder, fields, renamed_keys, sources
+        )
         update = _update(processor_cls, placeholder_source, token_attr)
     parameter = call_parameter(processor_cls, modality)
     return ModalitySpec(
@@ -377,7 +601,9 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] | f
         placeholder_source=placeholder_source,
         token_attr=f"{token_attr}_id",
         token_id=token_id,
-        token_source=placeholder_source if token_id_from_text else _attribute_source(processor_cls, f"{token_attr}_id"),
+        token_source=placeholder_source
+        if token_id_from_text
+        else _attribute_source(processor_cls, f"{token_attr}_id"),
         token_id_from_text=token_id_from_text,
         count=count,
         geometry=GeometryRule("none"),
@@ -394,8 +620,11 @@ def media_spec(snapshot: Any, processor: Any, modality: str, taken: set[str] | f
         placeholder_wrappers=(wrappers.before, wrappers.after) if wrappers else (),
         wrappers_source=wrappers.source if wrappers else None,
         sub_processor=sub_attr,
-        needs_metadata=_needs_metadata(processor, sub, modality, placeholder, count, parameter),
-        follows_content=modality == "video" and _follows_content(processor, placeholder),
+        needs_metadata=_needs_metadata(
+            processor, sub, modality, placeholder, count, parameter
+        ),
+        follows_content=modality == "video"
+        and _follows_content(processor, placeholder),
         renamed_keys=renamed_keys,
         merged_kwargs=takes_merged_kwargs(processor_cls, modality),
         settings=count_settings(processor, sub, modality, count),

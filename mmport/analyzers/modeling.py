@@ -40,7 +40,11 @@ class _SelfReads(cst.CSTVisitor):
         self.attrs: list[str] = []
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if isinstance(node.value, cst.Name) and node.value.value == "self" and node.attr.value not in self.attrs:
+        if (
+            isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+            and node.attr.value not in self.attrs
+        ):
             self.attrs.append(node.attr.value)
 
 
@@ -63,13 +67,17 @@ class _Names(cst.CSTVisitor):
 def _constructor(cls: type[Any]) -> tuple[ParsedClass, dict[str, cst.Assign]]:
     found = find_method(cls, "__init__", models_only=True)
     if found is None:
-        raise AnalysisError(f"{cls.__name__} has no constructor in transformers' models")
+        raise AnalysisError(
+            f"{cls.__name__} has no constructor in transformers' models"
+        )
     visitor = SelfAssignments()
     found[1].visit(visitor)
     return found[0], visitor.nodes
 
 
-def _inner_model(outer: type[Any]) -> tuple[type, str, dict[str, cst.Assign], ParsedClass]:
+def _inner_model(
+    outer: type[Any],
+) -> tuple[type, str, dict[str, cst.Assign], ParsedClass]:
     """The class that defines the features method, and the outer attribute holding it."""
     parsed, assigns = _constructor(outer)
     if FEATURES_METHOD in vars(outer) or not assigns:
@@ -82,7 +90,9 @@ def _inner_model(outer: type[Any]) -> tuple[type, str, dict[str, cst.Assign], Pa
                     return inner, attr, assigns, parsed
     if FEATURES_METHOD in vars(outer):
         return outer, "", assigns, parsed
-    raise AnalysisError(f"{outer.__name__} keeps no inner model that defines {FEATURES_METHOD}")
+    raise AnalysisError(
+        f"{outer.__name__} keeps no inner model that defines {FEATURES_METHOD}"
+    )
 
 
 class _LocalAssignments(cst.CSTVisitor):
@@ -105,10 +115,16 @@ def _import_for(module: Any, name: str) -> tuple[str, str]:
         return parent, leaf
     origin = getattr(obj, "__module__", "") or ""
     # Auto classes are public at the top level; model classes stay in their module.
-    return ("transformers", name) if origin.startswith("transformers.models.auto") else (module.__name__, name)
+    return (
+        ("transformers", name)
+        if origin.startswith("transformers.models.auto")
+        else (module.__name__, name)
+    )
 
 
-def _dependencies(code: str, module: Any, locals_: dict[str, str]) -> tuple[list[str], list[tuple[str, str]]]:
+def _dependencies(
+    code: str, module: Any, locals_: dict[str, str]
+) -> tuple[list[str], list[tuple[str, str]]]:
     """Local statements and imports a transplanted expression needs, or AnalysisError."""
     setup: list[str] = []
     imports: list[tuple[str, str]] = []
@@ -124,7 +140,9 @@ def _dependencies(code: str, module: Any, locals_: dict[str, str]) -> tuple[list
         elif hasattr(module, name):
             imports.append(_import_for(module, name))
         else:
-            raise AnalysisError(f"a constructor line reads `{name}`, which mmport cannot resolve")
+            raise AnalysisError(
+                f"a constructor line reads `{name}`, which mmport cannot resolve"
+            )
     return setup, imports
 
 
@@ -135,19 +153,27 @@ def _code(node: cst.CSTNode) -> str:
 def _lm_head(outer_assigns: dict[str, cst.Assign]) -> str:
     """The checkpoint class's vocabulary projection (``self.lm_head = nn.Linear(..., vocab_size)``)."""
     for attr, node in outer_assigns.items():
-        if isinstance(node.value, cst.Call) and "Linear" in _code(node.value.func) and "vocab" in _code(node.value):
+        if (
+            isinstance(node.value, cst.Call)
+            and "Linear" in _code(node.value.func)
+            and "vocab" in _code(node.value)
+        ):
             return attr
     return ""
 
 
-def _encoder_modules(inner: type[Any], reads: list[str]) -> tuple[list[EncoderModule], list[tuple[str, str]], list[str]]:
+def _encoder_modules(
+    inner: type[Any], reads: list[str]
+) -> tuple[list[EncoderModule], list[tuple[str, str]], list[str]]:
     """The modules, imports and borrowed methods behind the ``self.`` reads of the feature path."""
     parsed, assigns = _constructor(inner)
     local_assigns = _LocalAssignments()
     init = find_method(inner, "__init__", models_only=True)
     assert init is not None, "_constructor found it"
     init[1].visit(local_assigns)
-    locals_ = {name: _code(node.value).strip() for name, node in local_assigns.found.items()}
+    locals_ = {
+        name: _code(node.value).strip() for name, node in local_assigns.found.items()
+    }
     modules, imports, borrowed = [], [], []
     order = list(assigns)
     # Build modules in constructor order: later lines may read earlier ones (self.dtype).
@@ -159,10 +185,14 @@ def _encoder_modules(inner: type[Any], reads: list[str]) -> tuple[list[EncoderMo
             continue
         node = assigns.get(attr)
         if node is None:
-            raise AnalysisError(f"{inner.__name__}.{FEATURES_METHOD} reads self.{attr}, which its constructor does not set")
+            raise AnalysisError(
+                f"{inner.__name__}.{FEATURES_METHOD} reads self.{attr}, which its constructor does not set"
+            )
         code = _code(node.value).strip()
         setup, needed = _dependencies(code, sys.modules[inner.__module__], locals_)
-        modules.append(EncoderModule(attr, code, parsed.source(node), tuple(dict.fromkeys(setup))))
+        modules.append(
+            EncoderModule(attr, code, parsed.source(node), tuple(dict.fromkeys(setup)))
+        )
         imports += needed
     return modules, imports, borrowed
 
@@ -187,7 +217,9 @@ def _language_architecture(architecture_cls: type[Any]) -> tuple[str, str]:
     family it grew from: drop ``_``-segments from the end until a model_type
     is found (``qwen2_vl_text`` → ``qwen2_vl`` → ``qwen2``: ``Qwen2ForCausalLM``).
     """
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL_LM
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL_LM,
+    )
 
     text = architecture_cls.config_class().get_text_config()
     if text.architectures or text.model_type in CAUSAL_LM:
@@ -196,7 +228,10 @@ def _language_architecture(architecture_cls: type[Any]) -> tuple[str, str]:
     for end in range(len(parts) - 1, 0, -1):
         if "_".join(parts[:end]) in CAUSAL_LM:
             found = "_".join(parts[:end])
-            return CAUSAL_LM[found], f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{found!r}], for text model_type {text.model_type!r}"
+            return (
+                CAUSAL_LM[found],
+                f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{found!r}], for text model_type {text.model_type!r}",
+            )
     return "", ""
 
 
@@ -205,18 +240,30 @@ def analyze_encoder(architecture_cls: type[Any]) -> EncoderSpec:
     inner, outer_attr, outer_assigns, _ = _inner_model(architecture_cls)
     found = find_method(inner, FEATURES_METHOD)
     if found is None:
-        raise AnalysisError(f"{inner.__name__}.{FEATURES_METHOD} is not in transformers' sources")
+        raise AnalysisError(
+            f"{inner.__name__}.{FEATURES_METHOD} is not in transformers' sources"
+        )
     method_parsed, method = found
     reads = _SelfReads()
     method.body.visit(reads)
     modules, imports, borrowed = _encoder_modules(inner, reads.attrs)
     parsed, assigns = _constructor(inner)
-    language = [(a, n) for a, n in assigns.items() if "text_config" in _code(n.value) and a not in reads.attrs]
+    language = [
+        (a, n)
+        for a, n in assigns.items()
+        if "text_config" in _code(n.value) and a not in reads.attrs
+    ]
     if not modules or not language:
-        raise AnalysisError(f"{inner.__name__} builds no vision modules or no language model from config.text_config")
-    language_attr, language_node = next(((a, n) for a, n in language if isinstance(n.value, cst.Call)), language[0])
+        raise AnalysisError(
+            f"{inner.__name__} builds no vision modules or no language model from config.text_config"
+        )
+    language_attr, language_node = next(
+        ((a, n) for a, n in language if isinstance(n.value, cst.Call)), language[0]
+    )
     rope_source, rope_helpers = _rope_index(inner)
-    language_architecture, architecture_reason = _language_architecture(architecture_cls)
+    language_architecture, architecture_reason = _language_architecture(
+        architecture_cls
+    )
     return EncoderSpec(
         hf_class=inner.__name__,
         hf_module=inner.__module__,
@@ -227,7 +274,8 @@ def analyze_encoder(architecture_cls: type[Any]) -> EncoderSpec:
         language_source=parsed.source(language_node),
         outer_attr=outer_attr,
         lm_head_attr=_lm_head(outer_assigns) if outer_attr else "",
-        reads_dtype=bool(set(reads.attrs) & _DTYPE_READS) or any("self.dtype" in m.code for m in modules),
+        reads_dtype=bool(set(reads.attrs) & _DTYPE_READS)
+        or any("self.dtype" in m.code for m in modules),
         borrowed_methods=tuple(dict.fromkeys([*borrowed, *rope_helpers])),
         rope_index_source=rope_source,
         language_architecture=language_architecture,

@@ -52,7 +52,10 @@ def own_call_reason(processor_cls: type[Any], modality: str) -> str | None:
     name = processor_cls.__name__
     if find_method(processor_cls, "__call__", models_only=True) is None:
         return None
-    if find_method(processor_cls, f"replace_{modality}_token", models_only=True) is None:
+    if (
+        find_method(processor_cls, f"replace_{modality}_token", models_only=True)
+        is None
+    ):
         return f"{name} expands placeholders in its own __call__ (no replace_{modality}_token)"
     process = process_method(modality)
     found = find_method(processor_cls, process, models_only=True)

@@ -35,9 +35,28 @@ UNSETTLED = (
     "the request settings that change counts",
 )
 # Hooks a 5.x processor expands placeholders with (TRANSFORMERS5.md), and the older way.
-_HOOKS = ("replace_image_token", "replace_video_token", "replace_audio_token", "_get_num_multimodal_tokens", "__call__")
+_HOOKS = (
+    "replace_image_token",
+    "replace_video_token",
+    "replace_audio_token",
+    "_get_num_multimodal_tokens",
+    "__call__",
+)
 # Image/video processor attributes that decide an item's geometry.
-_GEOMETRY = ("size", "crop_size", "patch_size", "merge_size", "temporal_patch_size", "max_pixels", "min_pixels", "image_seq_length", "do_resize", "do_center_crop", "do_image_splitting", "max_image_tiles")
+_GEOMETRY = (
+    "size",
+    "crop_size",
+    "patch_size",
+    "merge_size",
+    "temporal_patch_size",
+    "max_pixels",
+    "min_pixels",
+    "image_seq_length",
+    "do_resize",
+    "do_center_crop",
+    "do_image_splitting",
+    "max_image_tiles",
+)
 
 
 @dataclass(frozen=True)
@@ -70,9 +89,13 @@ class _Module:
     def __init__(self, directory: Path, name: str) -> None:
         self.name = name
         self.lines = (directory / name).read_text().splitlines()
-        wrapper = MetadataWrapper(cst.parse_module("\n".join(self.lines)), unsafe_skip_copy=True)
+        wrapper = MetadataWrapper(
+            cst.parse_module("\n".join(self.lines)), unsafe_skip_copy=True
+        )
         self.positions = wrapper.resolve(PositionProvider)
-        self.classes = {s.name.value: s for s in wrapper.module.body if isinstance(s, cst.ClassDef)}
+        self.classes = {
+            s.name.value: s for s in wrapper.module.body if isinstance(s, cst.ClassDef)
+        }
 
     def source(self, node: cst.CSTNode) -> Source:
         line = self.positions[node].start.line
@@ -84,19 +107,42 @@ def _code(node: cst.CSTNode) -> str:
     return " ".join(cst.Module([]).code_for_node(node).split())
 
 
-def _class_facts(module: _Module, classdef: cst.ClassDef, role: str) -> list[StaticFact]:
+def _class_facts(
+    module: _Module, classdef: cst.ClassDef, role: str
+) -> list[StaticFact]:
     """The class itself, its class-level settings, hooks and placeholder-token defaults."""
     bases = ", ".join(_code(b.value) for b in classdef.bases) or "object"
-    facts = [StaticFact(role, f"{classdef.name.value}({bases})", module.source(classdef))]
+    facts = [
+        StaticFact(role, f"{classdef.name.value}({bases})", module.source(classdef))
+    ]
     for stmt in classdef.body.body:
-        if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], (cst.Assign, cst.AnnAssign)):
+        if isinstance(stmt, cst.SimpleStatementLine) and isinstance(
+            stmt.body[0], (cst.Assign, cst.AnnAssign)
+        ):
             assign = stmt.body[0]
-            targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+            targets = (
+                [t.target for t in assign.targets]
+                if isinstance(assign, cst.Assign)
+                else [assign.target]
+            )
             names = [t.value for t in targets if isinstance(t, cst.Name)]
-            if assign.value is not None and any(n.endswith(("_class", "_token")) or n in ("attributes", *_GEOMETRY) for n in names):
-                facts.append(StaticFact(f"{role} {names[0]}", _code(assign.value), module.source(stmt)))
+            if assign.value is not None and any(
+                n.endswith(("_class", "_token")) or n in ("attributes", *_GEOMETRY)
+                for n in names
+            ):
+                facts.append(
+                    StaticFact(
+                        f"{role} {names[0]}", _code(assign.value), module.source(stmt)
+                    )
+                )
         elif isinstance(stmt, cst.FunctionDef) and stmt.name.value in _HOOKS:
-            facts.append(StaticFact(f"{role} defines", f"{stmt.name.value}(){_replaces_in(stmt)}", module.source(stmt)))
+            facts.append(
+                StaticFact(
+                    f"{role} defines",
+                    f"{stmt.name.value}(){_replaces_in(stmt)}",
+                    module.source(stmt),
+                )
+            )
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
             facts += _token_defaults(module, stmt, role)
     return facts
@@ -106,8 +152,18 @@ def _replaces_in(function: cst.FunctionDef) -> str:
     """For an old-style ``__call__``: does it expand placeholders by string replacement?"""
     if function.name.value != "__call__":
         return ""
-    found = [n for n in _walk(function) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "replace"]
-    return " — builds the prompt itself, by string replacement" if found else " — builds the prompt itself"
+    found = [
+        n
+        for n in _walk(function)
+        if isinstance(n, cst.Call)
+        and isinstance(n.func, cst.Attribute)
+        and n.func.attr.value == "replace"
+    ]
+    return (
+        " — builds the prompt itself, by string replacement"
+        if found
+        else " — builds the prompt itself"
+    )
 
 
 def _walk(node: cst.CSTNode):
@@ -116,23 +172,41 @@ def _walk(node: cst.CSTNode):
         yield from _walk(child)
 
 
-def _token_defaults(module: _Module, init: cst.FunctionDef, role: str) -> list[StaticFact]:
+def _token_defaults(
+    module: _Module, init: cst.FunctionDef, role: str
+) -> list[StaticFact]:
     """Constructor parameters naming placeholder tokens, with their defaults."""
     facts = []
     for param in (*init.params.params, *init.params.kwonly_params):
         name = param.name.value
         if name.endswith("_token") and param.default is not None:
-            facts.append(StaticFact(f"{role} default {name}", _code(param.default), module.source(param)))
+            facts.append(
+                StaticFact(
+                    f"{role} default {name}", _code(param.default), module.source(param)
+                )
+            )
     for node in _walk(init.body):
         # ``self.image_token = "<image>" if ... else tokenizer.image_token``: where the token is settled.
         if isinstance(node, cst.Assign) and len(node.targets) == 1:
             target = node.targets[0].target
-            if isinstance(target, cst.Attribute) and _code(target.value) == "self" and target.attr.value.endswith(("_token", "_token_id")):
-                facts.append(StaticFact(f"{role} sets {target.attr.value}", _code(node.value), module.source(node)))
+            if (
+                isinstance(target, cst.Attribute)
+                and _code(target.value) == "self"
+                and target.attr.value.endswith(("_token", "_token_id"))
+            ):
+                facts.append(
+                    StaticFact(
+                        f"{role} sets {target.attr.value}",
+                        _code(node.value),
+                        module.source(node),
+                    )
+                )
     return facts
 
 
-def _json_facts(directory: Path, name: str, keys: tuple[str, ...] | None, suffixes: tuple[str, ...]) -> list[StaticFact]:
+def _json_facts(
+    directory: Path, name: str, keys: tuple[str, ...] | None, suffixes: tuple[str, ...]
+) -> list[StaticFact]:
     """Values a JSON config sets for ``keys`` (or keys ending in ``suffixes``), with their lines."""
     path = directory / name
     try:
@@ -145,10 +219,20 @@ def _json_facts(directory: Path, name: str, keys: tuple[str, ...] | None, suffix
     for key, value in _flatten(data):
         leaf = key.rsplit(".", 1)[-1]
         # The processor's own settings (its constructor's kwargs) sit at the top of processor_config.json.
-        own_setting = name == "processor_config.json" and "." not in key and leaf not in ("chat_template", "processor_class")
+        own_setting = (
+            name == "processor_config.json"
+            and "." not in key
+            and leaf not in ("chat_template", "processor_class")
+        )
         if (keys and leaf in keys) or leaf.endswith(suffixes) or own_setting:
             line = _json_line(lines, key.split("."))
-            facts.append(StaticFact(f"{name} {key}", json.dumps(value), Source(name, line, lines[line - 1].strip() if line else "")))
+            facts.append(
+                StaticFact(
+                    f"{name} {key}",
+                    json.dumps(value),
+                    Source(name, line, lines[line - 1].strip() if line else ""),
+                )
+            )
     return facts
 
 
@@ -156,7 +240,10 @@ def _json_line(lines: list[str], path: list[str]) -> int:
     """The line (1-based, 0 if not found) of a nested key: each key searched after its parent's."""
     line = 0
     for key in path:
-        line = next((i for i in range(line + 1, len(lines) + 1) if f'"{key}"' in lines[i - 1]), 0)
+        line = next(
+            (i for i in range(line + 1, len(lines) + 1) if f'"{key}"' in lines[i - 1]),
+            0,
+        )
         if not line:
             return 0
     return line
@@ -168,31 +255,53 @@ def _flatten(data: object, prefix: str = ""):
             if key == "auto_map":
                 continue
             path = f"{prefix}.{key}" if prefix else key
-            if isinstance(value, dict) and not (set(value) <= {"height", "width", "shortest_edge", "longest_edge"}):
+            if isinstance(value, dict) and not (
+                set(value) <= {"height", "width", "shortest_edge", "longest_edge"}
+            ):
                 yield from _flatten(value, path)
             else:
                 yield path, value
 
 
-_ROLES = {"AutoProcessor": "processor", "AutoConfig": "config", "AutoImageProcessor": "image processor", "AutoVideoProcessor": "video processor", "AutoFeatureExtractor": "feature extractor"}
+_ROLES = {
+    "AutoProcessor": "processor",
+    "AutoConfig": "config",
+    "AutoImageProcessor": "image processor",
+    "AutoVideoProcessor": "video processor",
+    "AutoFeatureExtractor": "feature extractor",
+}
 
 
-def inspect_statically(directory: Path, model_type: str, processor_code: ProcessorCode | None = None) -> StaticReport:
+def inspect_statically(
+    directory: Path, model_type: str, processor_code: ProcessorCode | None = None
+) -> StaticReport:
     """Read the snapshot's own modules and configs without running them (see the module docstring).
 
     With ``processor_code`` (``--processor-code``), its processor class is read
     too, in place of the one ``auto_map`` names.
     """
     facts = _json_facts(directory, "config.json", ("model_type",), ())[:1]
-    facts += _auto_map_facts(directory, skip=("AutoProcessor",) if processor_code else ())
+    facts += _auto_map_facts(
+        directory, skip=("AutoProcessor",) if processor_code else ()
+    )
     if processor_code is not None:
         facts += _processor_code_facts(processor_code)
-    facts += _json_facts(directory, "config.json", ("architectures",), ("_token_id", "_token_index"))
-    for name in ("processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json"):
+    facts += _json_facts(
+        directory, "config.json", ("architectures",), ("_token_id", "_token_index")
+    )
+    for name in (
+        "processor_config.json",
+        "preprocessor_config.json",
+        "video_preprocessor_config.json",
+    ):
         facts += _json_facts(directory, name, _GEOMETRY, ("_token", "_token_id"))
     facts += _missing_package_facts(directory, processor_code)
     modules = tuple(shipped_modules(directory))
-    outside = (str(processor_code.root / processor_code.module_file),) if processor_code else ()
+    outside = (
+        (str(processor_code.root / processor_code.module_file),)
+        if processor_code
+        else ()
+    )
     return StaticReport(model_type, modules, tuple(facts), outside=outside)
 
 
@@ -202,7 +311,9 @@ def _auto_map_facts(directory: Path, skip: tuple[str, ...]) -> list[StaticFact]:
     parsed: dict[str, _Module | None] = {}
     first: dict[str, tuple[str, str]] = {}
     for auto, module_name, class_name in auto_references(directory):
-        first.setdefault(auto, (module_name, class_name))  # a [slow, fast] pair: the first
+        first.setdefault(
+            auto, (module_name, class_name)
+        )  # a [slow, fast] pair: the first
     for auto, (module_name, class_name) in sorted(first.items()):
         if auto in skip:
             continue
@@ -211,13 +322,23 @@ def _auto_map_facts(directory: Path, skip: tuple[str, ...]) -> list[StaticFact]:
                 parsed[module_name] = _Module(directory, module_name)
             except (OSError, cst.ParserSyntaxError) as exc:
                 parsed[module_name] = None
-                facts.append(StaticFact(f"{auto} module", f"{module_name} cannot be read ({type(exc).__name__})"))
+                facts.append(
+                    StaticFact(
+                        f"{auto} module",
+                        f"{module_name} cannot be read ({type(exc).__name__})",
+                    )
+                )
         module = parsed[module_name]
         if module is None:
             continue
         classdef = module.classes.get(class_name)
         if classdef is None:
-            facts.append(StaticFact(auto, f"{class_name} is not defined at the top level of {module_name}"))
+            facts.append(
+                StaticFact(
+                    auto,
+                    f"{class_name} is not defined at the top level of {module_name}",
+                )
+            )
             continue
         facts += _class_facts(module, classdef, _ROLES.get(auto, auto))
     return facts
@@ -228,12 +349,26 @@ def _processor_code_facts(code: ProcessorCode) -> list[StaticFact]:
     try:
         module = _Module(code.root, code.module_file)
     except (OSError, cst.ParserSyntaxError) as exc:
-        return [StaticFact("processor module", f"{code.module_file} cannot be read ({type(exc).__name__})")]
+        return [
+            StaticFact(
+                "processor module",
+                f"{code.module_file} cannot be read ({type(exc).__name__})",
+            )
+        ]
     return _class_facts(module, module.classes[code.class_name], "processor")
 
 
-def _missing_package_facts(directory: Path, code: ProcessorCode | None) -> list[StaticFact]:
+def _missing_package_facts(
+    directory: Path, code: ProcessorCode | None
+) -> list[StaticFact]:
     """Packages the code imports that are not installed: running it would stop there."""
     missing = missing_packages(directory, shipped_modules(directory))
     missing += missing_packages(code.root, [code.module_file]) if code else []
-    return [StaticFact("needs package", f"`{m.package}`, not installed (pip install {m.package})", Source(m.file, m.line, m.code)) for m in missing]
+    return [
+        StaticFact(
+            "needs package",
+            f"`{m.package}`, not installed (pip install {m.package})",
+            Source(m.file, m.line, m.code),
+        )
+        for m in missing
+    ]

@@ -56,17 +56,27 @@ def _port_params(func: cst.FunctionDef, body: cst.BaseSuite) -> cst.Parameters:
     when the rewritten reads of the item use it, ``**kwargs`` only when the
     body reads them.
     """
-    size = [cst.Param(cst.Name(n), cst.Annotation(cst.Name("int"))) for n in ("image_height", "image_width")]
-    configured = [cst.Param(cst.Name(CONFIGURED))] if m.findall(body, m.Name(CONFIGURED)) else []
+    size = [
+        cst.Param(cst.Name(n), cst.Annotation(cst.Name("int")))
+        for n in ("image_height", "image_width")
+    ]
+    configured = (
+        [cst.Param(cst.Name(CONFIGURED))] if m.findall(body, m.Name(CONFIGURED)) else []
+    )
     star = func.params.star_kwarg
     if star is not None and not m.findall(body, m.Name(star.name.value)):
         star = None
-    return cst.Parameters([cst.Param(cst.Name("self")), *configured, *size], star_kwarg=star)
+    return cst.Parameters(
+        [cst.Param(cst.Name("self")), *configured, *size], star_kwarg=star
+    )
 
 
 def merged_image_kwargs(processor) -> dict:
     """The merged image kwargs HF passes to the hook (as the port computes them)."""
-    kwargs = processor._merge_kwargs(processor.valid_processor_kwargs, tokenizer_init_kwargs=processor.tokenizer.init_kwargs)
+    kwargs = processor._merge_kwargs(
+        processor.valid_processor_kwargs,
+        tokenizer_init_kwargs=processor.tokenizer.init_kwargs,
+    )
     return kwargs["images_kwargs"]
 
 
@@ -88,12 +98,18 @@ PREPROCESS_IMPORTS = (
 def _carry_preprocessing(transplant: Transplanter, processor_cls: type[Any]) -> Source:
     """Queue the port's blank-image preprocessing, cited at HF's call of its image processor."""
     found = find_method(processor_cls, "_process_images")
-    call = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("image_processor")))
+    call = m.Call(
+        func=m.Attribute(value=m.Name("self"), attr=m.Name("image_processor"))
+    )
     calls = m.findall(found[1], call) if found else []
     if found is None or not calls:
-        raise AnalysisError(f"{processor_cls.__name__} does not call its image processor in _process_images")
+        raise AnalysisError(
+            f"{processor_cls.__name__} does not call its image processor in _process_images"
+        )
     source = found[0].source(calls[0])
-    transplant.helpers[PREPROCESS_FUNCTION] = HelperFunction(PREPROCESS_FUNCTION, PREPROCESS_CODE, source, f"`{source.code}`")
+    transplant.helpers[PREPROCESS_FUNCTION] = HelperFunction(
+        PREPROCESS_FUNCTION, PREPROCESS_CODE, source, f"`{source.code}`"
+    )
     transplant.imports.update(PREPROCESS_IMPORTS)
     return source
 
@@ -103,23 +119,37 @@ def _rewritten_hook(func: cst.FunctionDef, reads: ItemReadRewriter) -> cst.Funct
     body = rewritten(func.body, reads)
     statements = list(body.body)
     first = statements[0] if statements else None
-    if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr) and len(statements) > 1:
-        statements = statements[1:]  # the port cites the HF line instead of the docstring
+    if (
+        isinstance(first, cst.SimpleStatementLine)
+        and isinstance(first.body[0], cst.Expr)
+        and len(statements) > 1
+    ):
+        statements = statements[
+            1:
+        ]  # the port cites the HF line instead of the docstring
     kwargs = func.params.star_kwarg.name.value if func.params.star_kwarg else None
     switched = [r for r in reads.used.values() if r.kind == "constant"]
     if switched and kwargs is None:
-        raise AnalysisError(f"{HOOK} cannot see the settings under which {switched[0].key!r} is constant")
+        raise AnalysisError(
+            f"{HOOK} cannot see the settings under which {switched[0].key!r} is constant"
+        )
     body = body.with_changes(body=statements)
     params, returns = _port_params(func, body), cst.Annotation(cst.Name("str"))
-    return func.with_changes(name=cst.Name(HOOK), params=params, returns=returns, decorators=(), body=body)
+    return func.with_changes(
+        name=cst.Name(HOOK), params=params, returns=returns, decorators=(), body=body
+    )
 
 
-def analyze_replacement_text(processor_cls: type[Any], image_processor_cls: type[Any]) -> CountRule:
+def analyze_replacement_text(
+    processor_cls: type[Any], image_processor_cls: type[Any]
+) -> CountRule:
     """The replacement hook of ``processor_cls`` as a port function of the item's size."""
     # ProcessorMixin's own hook only raises NotImplementedError; the model's must define it.
     found = find_method(processor_cls, HOOK, models_only=True)
     if found is None:
-        raise AnalysisError(f"{processor_cls.__name__} defines no {HOOK}; its expansion cannot be derived statically")
+        raise AnalysisError(
+            f"{processor_cls.__name__} defines no {HOOK}; its expansion cannot be derived statically"
+        )
     parsed, func = found
     inputs, index = (p.name.value for p in func.params.params[1:3])
     kwargs = func.params.star_kwarg.name.value if func.params.star_kwarg else None
@@ -129,12 +159,16 @@ def analyze_replacement_text(processor_cls: type[Any], image_processor_cls: type
     code = transplant.code(_rewritten_hook(func, reads), processor_cls, "processor")
     leaked = free_names(code) & {inputs, index}
     if leaked:
-        raise AnalysisError(f"{HOOK} of {processor_cls.__name__} reads the processed item beyond what its size explains")
+        raise AnalysisError(
+            f"{HOOK} of {processor_cls.__name__} reads the processed item beyond what its size explains"
+        )
     owner = next(k for k in processor_cls.__mro__ if HOOK in vars(k))
     namespace = vars(inspect.getmodule(owner))
     carry_read_helpers(transplant, reads.used, image_processor_cls, api)
     switched = any(r.kind == "constant" for r in reads.used.values())
-    preprocess_source = _carry_preprocessing(transplant, processor_cls) if switched else None
+    preprocess_source = (
+        _carry_preprocessing(transplant, processor_cls) if switched else None
+    )
     transplant.resolve(code, namespace, HOOK)
     source = parsed.source(func)
     return CountRule(
@@ -143,10 +177,15 @@ def analyze_replacement_text(processor_cls: type[Any], image_processor_cls: type
         uses_geometry=False,
         strategy="derived",
         source=source,
-        size_dependent=bool(set(reads.used) - {r.key for r in reads.used.values() if r.kind == "constant"}),
+        size_dependent=bool(
+            set(reads.used)
+            - {r.key for r in reads.used.values() if r.kind == "constant"}
+        ),
         helpers=tuple(transplant.helpers.values()),
         imports=tuple(sorted(transplant.imports)),
         item_reads=tuple((r.key, r.kind, r.source) for r in reads.used.values()),
-        replacement=HelperFunction(HOOK, code, source, f"{owner.__name__}.{HOOK}", True),
+        replacement=HelperFunction(
+            HOOK, code, source, f"{owner.__name__}.{HOOK}", True
+        ),
         preprocess_source=preprocess_source,
     )

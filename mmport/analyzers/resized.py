@@ -46,7 +46,14 @@ from mmport.analyzers.sourcefile import bound_names, find_method, names_in
 from mmport.hf.syntax import find_all, rewritten, statements, string_value
 from mmport.spec import HelperFunction
 
-__all__ = ["COUNT_FUNCTION", "RESIZED_FUNCTION", "RESIZED_KEY", "ResizedSize", "TokenApi", "analyze_token_api"]
+__all__ = [
+    "COUNT_FUNCTION",
+    "RESIZED_FUNCTION",
+    "RESIZED_KEY",
+    "ResizedSize",
+    "TokenApi",
+    "analyze_token_api",
+]
 
 # The processor's API for counting from original sizes, its argument, and the list it fills.
 TOKENS_API = "_get_num_multimodal_tokens"
@@ -76,7 +83,13 @@ class ResizedSize:
     """One value of the token API as port code: an :class:`ItemRead`, the function computing it,
     the HF module globals its free names resolve in, and the image processor methods it calls."""
 
-    def __init__(self, read: ItemRead, function: HelperFunction, namespace: dict, calls: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        read: ItemRead,
+        function: HelperFunction,
+        namespace: dict,
+        calls: tuple[str, ...] = (),
+    ) -> None:
         self.read = read
         self.function = function
         self.namespace = namespace
@@ -84,26 +97,48 @@ class ResizedSize:
 
 
 def _assign(stmt: cst.CSTNode) -> cst.Assign | None:
-    node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+    node = (
+        stmt.body[0]
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+        else None
+    )
     return node if isinstance(node, cst.Assign) and len(node.targets) == 1 else None
 
 
 def _pair(target: cst.BaseExpression) -> tuple[str, str] | None:
     """``(a, b)`` for the target ``a, b``."""
     if isinstance(target, cst.Tuple) and len(target.elements) == 2:
-        names = [el.value.value for el in target.elements if isinstance(el.value, cst.Name)]
+        names = [
+            el.value.value for el in target.elements if isinstance(el.value, cst.Name)
+        ]
         return (names[0], names[1]) if len(names) == 2 else None
     return None
 
 
-def _size_loop(body: list[cst.BaseStatement]) -> tuple[int, cst.For, cst.CSTTransformer] | None:
+def _size_loop(
+    body: list[cst.BaseStatement],
+) -> tuple[int, cst.For, cst.CSTTransformer] | None:
     """The ``for height, width in image_sizes:`` (or ``for image_size in ...``) statement, its index,
     and the rewrite that names the loop's size ``height`` and ``width``."""
     for index, stmt in enumerate(body):
-        if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Name) and stmt.iter.value == RESIZED_KEY:
+        if (
+            isinstance(stmt, cst.For)
+            and isinstance(stmt.iter, cst.Name)
+            and stmt.iter.value == RESIZED_KEY
+        ):
             loop_vars = _pair(stmt.target)
             if loop_vars is not None:
-                return index, stmt, _Rename({loop_vars[0]: "height", loop_vars[1]: "width", "self": "processor"})
+                return (
+                    index,
+                    stmt,
+                    _Rename(
+                        {
+                            loop_vars[0]: "height",
+                            loop_vars[1]: "width",
+                            "self": "processor",
+                        }
+                    ),
+                )
             if isinstance(stmt.target, cst.Name):
                 return index, stmt, _SizeIndex(stmt.target.value)
     return None
@@ -115,7 +150,9 @@ class _SizeIndex(cst.CSTTransformer):
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.Subscript) -> cst.BaseExpression:
+    def leave_Subscript(
+        self, original_node: cst.Subscript, updated_node: cst.Subscript
+    ) -> cst.BaseExpression:
         index = original_node.slice[0].slice
         if (
             isinstance(original_node.value, cst.Name)
@@ -127,14 +164,29 @@ class _SizeIndex(cst.CSTTransformer):
             return cst.Name("height" if index.value.value == "0" else "width")
         return updated_node
 
-    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg | cst.FlattenSentinel[cst.Arg]:
+    def leave_Arg(
+        self, original_node: cst.Arg, updated_node: cst.Arg
+    ) -> cst.Arg | cst.FlattenSentinel[cst.Arg]:
         """``f(*image_size)`` → ``f(height, width)``."""
-        if original_node.star == "*" and isinstance(original_node.value, cst.Name) and original_node.value.value == self.name:
-            return cst.FlattenSentinel([cst.Arg(cst.Name("height")), updated_node.with_changes(star="", value=cst.Name("width"))])
+        if (
+            original_node.star == "*"
+            and isinstance(original_node.value, cst.Name)
+            and original_node.value.value == self.name
+        ):
+            return cst.FlattenSentinel(
+                [
+                    cst.Arg(cst.Name("height")),
+                    updated_node.with_changes(star="", value=cst.Name("width")),
+                ]
+            )
         return updated_node
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
-        return updated_node.with_changes(value="processor") if original_node.value == "self" else updated_node
+        return (
+            updated_node.with_changes(value="processor")
+            if original_node.value == "self"
+            else updated_node
+        )
 
 
 class _ImageProcessorCalls(cst.CSTTransformer):
@@ -149,16 +201,24 @@ class _ImageProcessorCalls(cst.CSTTransformer):
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         owner = m.Attribute(value=m.Name("processor"), attr=m.Name("image_processor"))
-        if isinstance(original_node.func, cst.Attribute) and m.matches(original_node.func, m.Attribute(value=owner)):
+        if isinstance(original_node.func, cst.Attribute) and m.matches(
+            original_node.func, m.Attribute(value=owner)
+        ):
             self.called.append(original_node.func.attr.value)
-            return updated_node.with_changes(func=cst.Name(original_node.func.attr.value), args=(cst.Arg(original_node.func.value), *updated_node.args))
+            return updated_node.with_changes(
+                func=cst.Name(original_node.func.attr.value),
+                args=(cst.Arg(original_node.func.value), *updated_node.args),
+            )
         return updated_node
 
 
 def _is_merge_kwargs(stmt: cst.CSTNode) -> bool:
     """``images_kwargs = self._merge_kwargs(**kwargs)["images_kwargs"]`` (or through ``merged["images_kwargs"]``)."""
     assign = _assign(stmt)
-    return assign is not None and any(string_value(s) == "images_kwargs" for s in m.findall(assign.value, m.SimpleString()))
+    return assign is not None and any(
+        string_value(s) == "images_kwargs"
+        for s in m.findall(assign.value, m.SimpleString())
+    )
 
 
 class _Rename(cst.CSTTransformer):
@@ -166,7 +226,9 @@ class _Rename(cst.CSTTransformer):
         self.names = names
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
-        return updated_node.with_changes(value=self.names.get(original_node.value, original_node.value))
+        return updated_node.with_changes(
+            value=self.names.get(original_node.value, original_node.value)
+        )
 
 
 def _appended_count(loop: cst.For) -> tuple[int, cst.BaseExpression] | None:
@@ -189,10 +251,20 @@ def _appended_count(loop: cst.For) -> tuple[int, cst.BaseExpression] | None:
 def _hook_entries(loop: cst.For) -> dict[str, tuple[int, str]]:
     """``self.replace_image_token({"key": [name]}, image_idx=0)`` in the loop body: key → (index, name)."""
     entries = {}
-    one_item = m.Dict([m.DictElement(key=m.SimpleString(), value=m.List([m.Element(m.Name())]))])
+    one_item = m.Dict(
+        [m.DictElement(key=m.SimpleString(), value=m.List([m.Element(m.Name())]))]
+    )
     for index, stmt in enumerate(statements(loop.body)):
-        for call in find_all(stmt, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(HOOK))), cst.Call):
-            entry = _one_item_entry(call.args[0].value) if call.args and m.matches(call.args[0].value, one_item) else None
+        for call in find_all(
+            stmt,
+            m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(HOOK))),
+            cst.Call,
+        ):
+            entry = (
+                _one_item_entry(call.args[0].value)
+                if call.args and m.matches(call.args[0].value, one_item)
+                else None
+            )
             if entry is not None:
                 entries[entry[0]] = (index, entry[1])
     return entries
@@ -201,7 +273,9 @@ def _hook_entries(loop: cst.For) -> dict[str, tuple[int, str]]:
 def _one_item_entry(node: cst.BaseExpression) -> tuple[str, str] | None:
     """``("key", "name")`` for ``{"key": [name]}``."""
     element = node.elements[0] if isinstance(node, cst.Dict) else None
-    if not (isinstance(element, cst.DictElement) and isinstance(element.value, cst.List)):
+    if not (
+        isinstance(element, cst.DictElement) and isinstance(element.value, cst.List)
+    ):
         return None
     key, item = string_value(element.key), element.value.elements[0].value
     return (key, item.value) if key is not None and isinstance(item, cst.Name) else None
@@ -225,34 +299,72 @@ def analyze_token_api(processor_cls: type[Any]) -> TokenApi:
         index, loop, rename = located
         before = top[:position] + block[:index]
         body = statements(loop.body)
-        sized = ((s, a) for s in body if (a := _assign(s)) and _pair(a.targets[0].target))
-        resize, assign = next(((s, a) for s, a in sized if {"height", "width"} & names_in(rewritten(a.value, rename))), (None, None))
+        sized = (
+            (s, a) for s in body if (a := _assign(s)) and _pair(a.targets[0].target)
+        )
+        resize, assign = next(
+            (
+                (s, a)
+                for s, a in sized
+                if {"height", "width"} & names_in(rewritten(a.value, rename))
+            ),
+            (None, None),
+        )
         resized = None
         if resize is not None and assign is not None:
             value = rewritten(assign.value, rename)
-            code = _function_code(before, [], value, rename, RESIZED_FUNCTION, "tuple[int, int]")
-            resized = ResizedSize(ItemRead(RESIZED_KEY, "resized", parsed.source(resize)), HelperFunction(RESIZED_FUNCTION, code, parsed.source(resize), origin), namespace)
+            code = _function_code(
+                before, [], value, rename, RESIZED_FUNCTION, "tuple[int, int]"
+            )
+            resized = ResizedSize(
+                ItemRead(RESIZED_KEY, "resized", parsed.source(resize)),
+                HelperFunction(RESIZED_FUNCTION, code, parsed.source(resize), origin),
+                namespace,
+            )
         count = None
         appended = _appended_count(loop)
         if appended is not None:
             at, value = appended
-            code = _function_code(before, body[:at], rewritten(value, rename), rename, COUNT_FUNCTION, "int")
-            count = ResizedSize(ItemRead("", "tokens", parsed.source(body[at])), HelperFunction(COUNT_FUNCTION, code, parsed.source(body[at]), origin), namespace)
+            code = _function_code(
+                before,
+                body[:at],
+                rewritten(value, rename),
+                rename,
+                COUNT_FUNCTION,
+                "int",
+            )
+            count = ResizedSize(
+                ItemRead("", "tokens", parsed.source(body[at])),
+                HelperFunction(COUNT_FUNCTION, code, parsed.source(body[at]), origin),
+                namespace,
+            )
         entries = {}
         for key, (at, name) in _hook_entries(loop).items():
             calls = _ImageProcessorCalls()
             function = _entry_function(key)
-            code = _function_code(before, body[:at], cst.Name(name), rename, function, None, calls)
+            code = _function_code(
+                before, body[:at], cst.Name(name), rename, function, None, calls
+            )
             source = parsed.source(body[at])
             read = ItemRead(key, "entry", source, value=function)
-            entries[key] = ResizedSize(read, HelperFunction(function, code, source, origin), namespace, tuple(calls.called))
+            entries[key] = ResizedSize(
+                read,
+                HelperFunction(function, code, source, origin),
+                namespace,
+                tuple(calls.called),
+            )
         return TokenApi(resized, count, entries)
     return TokenApi(None, None)
 
 
 def _function_code(
-    before: list[cst.BaseStatement], loop_body: list[cst.BaseStatement], value: cst.BaseExpression,
-    rename: cst.CSTTransformer, name: str, returns: str | None, calls: cst.CSTTransformer | None = None,
+    before: list[cst.BaseStatement],
+    loop_body: list[cst.BaseStatement],
+    value: cst.BaseExpression,
+    rename: cst.CSTTransformer,
+    name: str,
+    returns: str | None,
+    calls: cst.CSTTransformer | None = None,
 ) -> str:
     """``def name(processor, height, width, images_kwargs)``: the slice of HF lines ``value`` needs, then ``value``.
 
@@ -263,7 +375,9 @@ def _function_code(
     kept: list[cst.BaseStatement] = []
     for stmt in reversed([rewritten(s, rename) for s in (*before, *loop_body)]):
         if _is_merge_kwargs(stmt):
-            kwargs_name = next(iter(bound_names(stmt)))  # HF passes the merged image kwargs to the hook already
+            kwargs_name = next(
+                iter(bound_names(stmt))
+            )  # HF passes the merged image kwargs to the hook already
             needed.discard(kwargs_name)
             continue
         if bound_names(stmt) & needed:
@@ -278,4 +392,8 @@ def _function_code(
     funcdef = cst.parse_statement(header)
     assert isinstance(funcdef, cst.FunctionDef)  # the header is a def
     body = [*kept, cst.SimpleStatementLine([cst.Return(value)])]
-    return cst.Module([]).code_for_node(funcdef.with_changes(body=funcdef.body.with_changes(body=body))).strip()
+    return (
+        cst.Module([])
+        .code_for_node(funcdef.with_changes(body=funcdef.body.with_changes(body=body)))
+        .strip()
+    )

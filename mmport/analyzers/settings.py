@@ -22,14 +22,26 @@ from mmport.hf.code import is_hf_code
 from mmport.hf.kwargs import typed_kwarg_classes
 from mmport.spec import CountRule, SettingSpec, Source
 
-__all__ = ["count_settings", "typed_kwargs", "unfollowed_switches", "unread_geometry_factors"]
+__all__ = [
+    "count_settings",
+    "typed_kwargs",
+    "unfollowed_switches",
+    "unread_geometry_factors",
+]
 
 
-def typed_kwargs(processor: Any, sub_processor: Any, modality: str) -> dict[str, Source | None]:
+def typed_kwargs(
+    processor: Any, sub_processor: Any, modality: str
+) -> dict[str, Source | None]:
     """Each typed call kwarg of ``modality``'s scope, with where its annotation is declared."""
     declared = typed_kwarg_classes(processor, sub_processor, modality)
     # The nearest class whose HF source shows the annotation (a class built at run time shows none).
-    return {name: next((s for k in classes if (s := _declared_at(k, name)) is not None), None) for name, classes in declared.items()}
+    return {
+        name: next(
+            (s for k in classes if (s := _declared_at(k, name)) is not None), None
+        )
+        for name, classes in declared.items()
+    }
 
 
 def _declared_at(klass: type, name: str) -> Source | None:
@@ -38,7 +50,11 @@ def _declared_at(klass: type, name: str) -> Source | None:
         return None
     for statement in parsed.classdef.body.body:
         for node in getattr(statement, "body", ()):
-            if isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name) and node.target.value == name:
+            if (
+                isinstance(node, cst.AnnAssign)
+                and isinstance(node.target, cst.Name)
+                and node.target.value == name
+            ):
                 return parsed.source(statement)
     return None
 
@@ -69,12 +85,24 @@ def _reads(code: str) -> set[str]:
 
 def _count_code(count: CountRule, geometry_expr: str) -> list[tuple[str, Source]]:
     """Each piece of code the port runs for the count, with its provenance."""
-    pieces = [("\n".join(count.statements) + "\n" + count.result, count.source)] if count.result else []
+    pieces = (
+        [("\n".join(count.statements) + "\n" + count.result, count.source)]
+        if count.result
+        else []
+    )
     pieces += [(helper.code, helper.source) for helper in count.helpers]
     if count.replacement is not None:
         pieces.append((count.replacement.code, count.replacement.source))
     if count.outputs is not None:
-        pieces += [(h.code, h.source) for h in (count.outputs.hook, count.outputs.completion, *count.outputs.helpers) if h]
+        pieces += [
+            (h.code, h.source)
+            for h in (
+                count.outputs.hook,
+                count.outputs.completion,
+                *count.outputs.helpers,
+            )
+            if h
+        ]
     if geometry_expr:
         pieces.append((geometry_expr, count.source))
     return pieces
@@ -82,17 +110,27 @@ def _count_code(count: CountRule, geometry_expr: str) -> list[tuple[str, Source]
 
 def _folded_into(sub_processor: Any, read: set[str]) -> dict[str, str]:
     """Kwargs the sub-processor's own ``_standardize_kwargs`` writes into a name the count reads: kwarg → that name."""
-    found = find_method(type(sub_processor), "_standardize_kwargs", models_only=True) if sub_processor is not None else None
+    found = (
+        find_method(type(sub_processor), "_standardize_kwargs", models_only=True)
+        if sub_processor is not None
+        else None
+    )
     if found is None:
         return {}
     _, func = found
-    params = {p.name.value for p in func.params.params} | {p.name.value for p in func.params.kwonly_params}
+    params = {p.name.value for p in func.params.params} | {
+        p.name.value for p in func.params.kwonly_params
+    }
     folded: dict[str, str] = {}
 
     class Writes(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
-                base = target.target.value if isinstance(target.target, cst.Subscript) else target.target
+                base = (
+                    target.target.value
+                    if isinstance(target.target, cst.Subscript)
+                    else target.target
+                )
                 if isinstance(base, cst.Name) and base.value in read:
                     for name in _reads_names(node.value) & params:
                         folded.setdefault(name, base.value)
@@ -113,7 +151,11 @@ def _reads_names(node: cst.CSTNode) -> set[str]:
 
 
 def count_settings(
-    processor: Any, sub_processor: Any, modality: str, count: CountRule, geometry_expr: str = ""
+    processor: Any,
+    sub_processor: Any,
+    modality: str,
+    count: CountRule,
+    geometry_expr: str = "",
 ) -> tuple[SettingSpec, ...]:
     """The typed call kwargs of ``modality`` that the count's code reads, each with where it is read and declared.
 
@@ -129,7 +171,9 @@ def count_settings(
         names = _reads(code)
         read_anywhere |= names
         for name in sorted(names & typed.keys()):
-            settings.setdefault(name, SettingSpec(name, _line_of(code, name, source), typed[name]))
+            settings.setdefault(
+                name, SettingSpec(name, _line_of(code, name, source), typed[name])
+            )
     for name, into in sorted(_folded_into(sub_processor, read_anywhere).items()):
         if name in typed and name not in settings:
             read_at = settings[into].read_at if into in settings else count.source
@@ -156,7 +200,13 @@ def _guarded_geometry(node: cst.If, calls: tuple[str, ...] = GEOMETRY_CALLS) -> 
     class Calls(cst.CSTVisitor):
         def visit_Call(self, call: cst.Call) -> None:
             func = call.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            name = (
+                func.attr.value
+                if isinstance(func, cst.Attribute)
+                else func.value
+                if isinstance(func, cst.Name)
+                else ""
+            )
             called.append(name)
 
     node.body.visit(Calls())
@@ -164,7 +214,11 @@ def _guarded_geometry(node: cst.If, calls: tuple[str, ...] = GEOMETRY_CALLS) -> 
 
 
 def unfollowed_switches(
-    sub_processor: Any, modality: str, processor: Any, followed: set[str], calls: tuple[str, ...] = GEOMETRY_CALLS
+    sub_processor: Any,
+    modality: str,
+    processor: Any,
+    followed: set[str],
+    calls: tuple[str, ...] = GEOMETRY_CALLS,
 ) -> tuple[SettingSpec, ...]:
     """Preprocessing switches (``do_resize``) HF's ``_preprocess`` reads to make any of ``calls``, but the port does not follow.
 
@@ -172,7 +226,11 @@ def unfollowed_switches(
     port counts (or, with ``calls`` that split an item into tiles, holds in one
     row); the port refuses such requests rather than get them wrong.
     """
-    found = find_method(type(sub_processor), "_preprocess") if sub_processor is not None else None
+    found = (
+        find_method(type(sub_processor), "_preprocess")
+        if sub_processor is not None
+        else None
+    )
     if found is None:
         return ()
     parsed, func = found
@@ -181,13 +239,28 @@ def unfollowed_switches(
 
     class Ifs(cst.CSTVisitor):
         def visit_If(self, node: cst.If) -> None:
-            test = node.test.expression if isinstance(node.test, cst.UnaryOperation) else node.test
-            while isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            test = (
+                node.test.expression
+                if isinstance(node.test, cst.UnaryOperation)
+                else node.test
+            )
+            while isinstance(test, cst.BooleanOperation) and isinstance(
+                test.operator, cst.And
+            ):
                 test = test.left  # ``if crop_to_patches and max_patches > 1:``
             name = test.value if isinstance(test, cst.Name) else ""
-            switch = name.startswith("do_") or isinstance(getattr(sub_processor, name, None), bool)
-            if switch and name in typed and name not in followed and _guarded_geometry(node, calls):
-                switches.setdefault(name, SettingSpec(name, parsed.source(node), typed[name]))
+            switch = name.startswith("do_") or isinstance(
+                getattr(sub_processor, name, None), bool
+            )
+            if (
+                switch
+                and name in typed
+                and name not in followed
+                and _guarded_geometry(node, calls)
+            ):
+                switches.setdefault(
+                    name, SettingSpec(name, parsed.source(node), typed[name])
+                )
 
     func.visit(Ifs())
     return tuple(switches.values())
@@ -195,7 +268,13 @@ def unfollowed_switches(
 
 def _called_name(call: cst.Call) -> str:
     func = call.func
-    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return (
+        func.attr.value
+        if isinstance(func, cst.Attribute)
+        else func.value
+        if isinstance(func, cst.Name)
+        else ""
+    )
 
 
 class _GeometryFactors(cst.CSTVisitor):
@@ -231,7 +310,11 @@ def _operations(node: cst.BaseExpression) -> list[cst.BinaryOperation]:
 
 
 def unread_geometry_factors(
-    sub_processor: Any, modality: str, processor: Any, followed: set[str], calls: tuple[str, ...] = GEOMETRY_CALLS
+    sub_processor: Any,
+    modality: str,
+    processor: Any,
+    followed: set[str],
+    calls: tuple[str, ...] = GEOMETRY_CALLS,
 ) -> tuple[SettingSpec, ...]:
     """Typed kwargs HF's ``_preprocess`` computes a geometry call's argument from, which the count does not read.
 
@@ -244,7 +327,11 @@ def unread_geometry_factors(
     counts an item under such a request by HF's own processing of an item of
     its size.
     """
-    found = find_method(type(sub_processor), "_preprocess") if sub_processor is not None else None
+    found = (
+        find_method(type(sub_processor), "_preprocess")
+        if sub_processor is not None
+        else None
+    )
     if found is None:
         return ()
     parsed, func = found

@@ -17,7 +17,12 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from mmport.hf.code import REMOTE_CODE_PACKAGE, defining_class, outside_code_path, transformers_classes
+from mmport.hf.code import (
+    REMOTE_CODE_PACKAGE,
+    defining_class,
+    outside_code_path,
+    transformers_classes,
+)
 from mmport.spec import Source
 
 __all__ = [
@@ -56,7 +61,11 @@ class ParsedClass:
 
     def methods(self) -> dict[str, cst.FunctionDef]:
         """The methods the class body defines, by name."""
-        return {stmt.name.value: stmt for stmt in self.classdef.body.body if isinstance(stmt, cst.FunctionDef)}
+        return {
+            stmt.name.value: stmt
+            for stmt in self.classdef.body.body
+            if isinstance(stmt, cst.FunctionDef)
+        }
 
 
 def relative_source_path(path: Path | str) -> str:
@@ -82,15 +91,23 @@ def parse_class(klass: type[Any]) -> ParsedClass | None:
         filename = inspect.getsourcefile(klass)
     except (OSError, TypeError):
         return None
-    wrapper = MetadataWrapper(cst.parse_module(textwrap.dedent("".join(lines))), unsafe_skip_copy=True)
-    classdef = next((s for s in wrapper.module.body if isinstance(s, cst.ClassDef)), None)
+    wrapper = MetadataWrapper(
+        cst.parse_module(textwrap.dedent("".join(lines))), unsafe_skip_copy=True
+    )
+    classdef = next(
+        (s for s in wrapper.module.body if isinstance(s, cst.ClassDef)), None
+    )
     if classdef is None or filename is None:
         return None
     positions = dict(wrapper.resolve(PositionProvider))
-    return ParsedClass(relative_source_path(filename), classdef, wrapper.module, positions, first_line)
+    return ParsedClass(
+        relative_source_path(filename), classdef, wrapper.module, positions, first_line
+    )
 
 
-def find_method(cls: type[Any], name: str, *, models_only: bool = False) -> tuple[ParsedClass, cst.FunctionDef] | None:
+def find_method(
+    cls: type[Any], name: str, *, models_only: bool = False
+) -> tuple[ParsedClass, cst.FunctionDef] | None:
     """The first definition of method ``name`` along ``cls``'s MRO, parsed (see :func:`mmport.hf.code.defining_class`)."""
     klass = defining_class(cls, name, models_only=models_only)
     parsed = parse_class(klass) if klass is not None else None
@@ -99,7 +116,9 @@ def find_method(cls: type[Any], name: str, *, models_only: bool = False) -> tupl
     return parsed, parsed.methods()[name]
 
 
-def class_assignments(cls: type[Any]) -> dict[str, tuple[ParsedClass, cst.Assign | cst.AnnAssign]]:
+def class_assignments(
+    cls: type[Any],
+) -> dict[str, tuple[ParsedClass, cst.Assign | cst.AnnAssign]]:
     """Class-level ``name = value`` (or ``name: T = value``) lines along the MRO (nearest class wins)."""
     found: dict[str, tuple[ParsedClass, cst.Assign | cst.AnnAssign]] = {}
     for klass in transformers_classes(cls):
@@ -124,7 +143,11 @@ class SelfAssignments(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         target = node.targets[0].target
-        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        if (
+            isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+        ):
             self.nodes.setdefault(target.attr.value, node)
 
 

@@ -31,14 +31,29 @@ from typing import Any
 import libcst as cst
 
 from mmport.analyzers.itemreads import PATCHES_FUNCTION, ItemRead, analyze_item_reads
-from mmport.analyzers.resized import COUNT_FUNCTION, RESIZED_FUNCTION, RESIZED_KEY, TokenApi, analyze_token_api
+from mmport.analyzers.resized import (
+    COUNT_FUNCTION,
+    RESIZED_FUNCTION,
+    RESIZED_KEY,
+    TokenApi,
+    analyze_token_api,
+)
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
 from mmport.hf.syntax import string_value
 
-__all__ = ["CONFIGURED", "PREPROCESS_FUNCTION", "ItemReadRewriter", "carry_read_helpers", "is_dead_list_guard", "item_reads"]
+__all__ = [
+    "CONFIGURED",
+    "PREPROCESS_FUNCTION",
+    "ItemReadRewriter",
+    "carry_read_helpers",
+    "is_dead_list_guard",
+    "item_reads",
+]
 
-SIZE = cst.Tuple([cst.Element(cst.Name("image_height")), cst.Element(cst.Name("image_width"))])
+SIZE = cst.Tuple(
+    [cst.Element(cst.Name("image_height")), cst.Element(cst.Name("image_width"))]
+)
 # The port's name for the processor whose sub-processors hold a request's settings.
 CONFIGURED = "configured"
 # The port's function running HF's image processor on a blank image of the item's size.
@@ -47,7 +62,11 @@ PREPROCESS_FUNCTION = "preprocess_blank_image"
 
 def _patches_call(kwargs: str | None = None) -> cst.Call:
     image_processor = cst.Attribute(cst.Name(CONFIGURED), cst.Name("image_processor"))
-    args = [cst.Arg(image_processor), cst.Arg(cst.Name("image_height")), cst.Arg(cst.Name("image_width"))]
+    args = [
+        cst.Arg(image_processor),
+        cst.Arg(cst.Name("image_height")),
+        cst.Arg(cst.Name("image_width")),
+    ]
     # HF's own callers pass the merged image kwargs, so settings a processor overrides
     # apply; with none to forward, an empty dict (some versions call .get on it)
     # leaves the image processor's own settings.
@@ -72,8 +91,12 @@ def _switched_read(read: ItemRead, kwargs: str) -> cst.BaseExpression:
     """
     setting = json.dumps(read.setting)
     processed = f"{PREPROCESS_FUNCTION}(processor.image_processor, image_height, image_width, {kwargs})"
-    switched = f"{kwargs}.get({setting}, getattr(processor.image_processor, {setting}, None))"
-    return cst.parse_expression(f"({processed}[{json.dumps(read.key)}][0] if {switched} else {read.value})")
+    switched = (
+        f"{kwargs}.get({setting}, getattr(processor.image_processor, {setting}, None))"
+    )
+    return cst.parse_expression(
+        f"({processed}[{json.dumps(read.key)}][0] if {switched} else {read.value})"
+    )
 
 
 def _token_count_keys(image_processor_cls: type[Any] | None) -> list[str]:
@@ -82,14 +105,20 @@ def _token_count_keys(image_processor_cls: type[Any] | None) -> list[str]:
     return [n for n in names if re.fullmatch(r"num_\w*(tokens?|toks?)(_per_image)?", n)]
 
 
-def item_reads(processor_cls: type[Any], image_processor_cls: type[Any] | None) -> tuple[dict[str, ItemRead], TokenApi]:
+def item_reads(
+    processor_cls: type[Any], image_processor_cls: type[Any] | None
+) -> tuple[dict[str, ItemRead], TokenApi]:
     """What the per-item outputs follow from: the image processor's own code, else the processor's token API.
 
     ``image_sizes`` the image processor returns after resizing is the resize
     ``_get_num_multimodal_tokens`` recomputes; an output named as a token count
     is the count that method appends for the item (:mod:`mmport.analyzers.resized`).
     """
-    reads = analyze_item_reads(image_processor_cls) if image_processor_cls is not None else {}
+    reads = (
+        analyze_item_reads(image_processor_cls)
+        if image_processor_cls is not None
+        else {}
+    )
     api = analyze_token_api(processor_cls)
     derived: dict[str, ItemRead] = {}
     if api.resized is not None and RESIZED_KEY not in reads:
@@ -103,27 +132,45 @@ def item_reads(processor_cls: type[Any], image_processor_cls: type[Any] | None) 
     return derived | reads, api
 
 
-def carry_read_helpers(transplant: Transplanter, used: dict[str, ItemRead], image_processor_cls: type[Any] | None, api: TokenApi) -> None:
+def carry_read_helpers(
+    transplant: Transplanter,
+    used: dict[str, ItemRead],
+    image_processor_cls: type[Any] | None,
+    api: TokenApi,
+) -> None:
     """Transplant the functions the rewritten reads call."""
     kinds = {read.kind for read in used.values()}
     if kinds - {"size", "constant", "resized", "tokens", "entry"}:
-        transplant.method(_given(image_processor_cls, PATCHES_FUNCTION), PATCHES_FUNCTION, "image_processor")
-    if any(read.kind == "resized" and read.value == PATCHES_FUNCTION for read in used.values()):
+        transplant.method(
+            _given(image_processor_cls, PATCHES_FUNCTION),
+            PATCHES_FUNCTION,
+            "image_processor",
+        )
+    if any(
+        read.kind == "resized" and read.value == PATCHES_FUNCTION
+        for read in used.values()
+    ):
         _carry_patches_resize(transplant, _given(image_processor_cls, PATCHES_FUNCTION))
         kinds.discard("resized")
     found_by_kind = [("resized", api.resized), ("tokens", api.count)]
-    found_by_kind += [("entry", api.entries[r.key]) for r in used.values() if r.kind == "entry"]
+    found_by_kind += [
+        ("entry", api.entries[r.key]) for r in used.values() if r.kind == "entry"
+    ]
     for kind, found in found_by_kind:
         if kind in kinds and found is not None:
             for method in found.calls:
-                transplant.method(_given(image_processor_cls, method), method, "image_processor")
+                transplant.method(
+                    _given(image_processor_cls, method), method, "image_processor"
+                )
             transplant.add(found.function, found.namespace)
 
 
 def _given(image_processor_cls: type[Any] | None, method: str) -> type[Any]:
     """The image processor class whose ``method`` the reads call; mmport must have been given it."""
     if image_processor_cls is None:
-        raise AnalysisError(f"the item reads call the image processor's {method}, but no image processor class was given")
+        raise AnalysisError(
+            f"the item reads call the image processor's {method}, but no image processor class was given"
+        )
     return image_processor_cls
 
 
@@ -133,14 +180,35 @@ class _ReturnSize(cst.CSTTransformer):
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
         body = list(updated_node.body.body)
-        body[-1] = cst.SimpleStatementLine([cst.Return(cst.Tuple([cst.Element(cst.Name("height")), cst.Element(cst.Name("width"))], lpar=[], rpar=[]))])
+        body[-1] = cst.SimpleStatementLine(
+            [
+                cst.Return(
+                    cst.Tuple(
+                        [
+                            cst.Element(cst.Name("height")),
+                            cst.Element(cst.Name("width")),
+                        ],
+                        lpar=[],
+                        rpar=[],
+                    )
+                )
+            ]
+        )
         returns = cst.Annotation(cst.parse_expression("tuple[int, int]"))
-        return updated_node.with_changes(name=cst.Name(self.name), returns=returns, body=updated_node.body.with_changes(body=body))
+        return updated_node.with_changes(
+            name=cst.Name(self.name),
+            returns=returns,
+            body=updated_node.body.with_changes(body=body),
+        )
 
 
-def _carry_patches_resize(transplant: Transplanter, image_processor_cls: type[Any]) -> None:
+def _carry_patches_resize(
+    transplant: Transplanter, image_processor_cls: type[Any]
+) -> None:
     """``resized_image_size(image_processor, height, width, images_kwargs)``: the patch function up to its resize.
 
     ``get_number_of_image_patches`` resizes ``height`` and ``width`` before it
@@ -149,10 +217,21 @@ def _carry_patches_resize(transplant: Transplanter, image_processor_cls: type[An
     """
     had_patches = PATCHES_FUNCTION in transplant.helpers
     transplant.method(image_processor_cls, PATCHES_FUNCTION, "image_processor")
-    patches = transplant.helpers[PATCHES_FUNCTION] if had_patches else transplant.helpers.pop(PATCHES_FUNCTION)
-    code = cst.parse_module(patches.code).visit(_ReturnSize(RESIZED_FUNCTION)).code.strip()
+    patches = (
+        transplant.helpers[PATCHES_FUNCTION]
+        if had_patches
+        else transplant.helpers.pop(PATCHES_FUNCTION)
+    )
+    code = (
+        cst.parse_module(patches.code).visit(_ReturnSize(RESIZED_FUNCTION)).code.strip()
+    )
     owner = next(k for k in image_processor_cls.__mro__ if PATCHES_FUNCTION in vars(k))
-    helper = dataclasses.replace(patches, name=RESIZED_FUNCTION, code=code, owner=f"{patches.owner}, up to its resize")
+    helper = dataclasses.replace(
+        patches,
+        name=RESIZED_FUNCTION,
+        code=code,
+        owner=f"{patches.owner}, up to its resize",
+    )
     transplant.add(helper, vars(inspect.getmodule(owner)))
 
 
@@ -167,7 +246,11 @@ def _flattened(node: cst.BaseExpression) -> cst.BaseExpression | None:
     outer, inner = node.for_in, node.for_in.inner_for_in
     if inner is None or inner.inner_for_in is not None or outer.ifs or inner.ifs:
         return None
-    if not (isinstance(outer.target, cst.Name) and isinstance(inner.target, cst.Name) and isinstance(inner.iter, cst.Name)):
+    if not (
+        isinstance(outer.target, cst.Name)
+        and isinstance(inner.target, cst.Name)
+        and isinstance(inner.iter, cst.Name)
+    ):
         return None
     if inner.iter.value == outer.target.value and inner.target.value == node.elt.value:
         return outer.iter
@@ -181,7 +264,13 @@ class ItemReadRewriter(cst.CSTTransformer):
     (the caller then refuses the statement as reading the processed item).
     """
 
-    def __init__(self, inputs: str, index: str, reads: dict[str, ItemRead], kwargs: str | None = None) -> None:
+    def __init__(
+        self,
+        inputs: str,
+        index: str,
+        reads: dict[str, ItemRead],
+        kwargs: str | None = None,
+    ) -> None:
         self.inputs = inputs
         self.index = index
         self.reads = reads
@@ -192,7 +281,11 @@ class ItemReadRewriter(cst.CSTTransformer):
     def _key_read(self, node: cst.BaseExpression) -> ItemRead | None:
         """The fact for ``inputs["key"]`` (or its flattening), if ``node`` is one."""
         node = _flattened(node) or node
-        if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == self.inputs):
+        if not (
+            isinstance(node, cst.Subscript)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == self.inputs
+        ):
             return None
         key = node.slice[0].slice
         value = string_value(key.value) if isinstance(key, cst.Index) else None
@@ -203,20 +296,38 @@ class ItemReadRewriter(cst.CSTTransformer):
         if not isinstance(node, cst.Subscript):
             return None
         outer = node.slice[0].slice
-        if not (isinstance(outer, cst.Index) and isinstance(outer.value, cst.Name) and outer.value.value == self.index):
+        if not (
+            isinstance(outer, cst.Index)
+            and isinstance(outer.value, cst.Name)
+            and outer.value.value == self.index
+        ):
             return None
         if isinstance(node.value, cst.Name) and node.value.value in self.aliases:
             return self.aliases[node.value.value]
         return self._key_read(node.value)
 
-    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+    def leave_Assign(
+        self, original_node: cst.Assign, updated_node: cst.Assign
+    ) -> cst.Assign:
         target = original_node.targets[0].target
-        read = self._key_read(original_node.value) if len(original_node.targets) == 1 else None
-        if read is not None and isinstance(target, cst.Name) and read.kind in ("item", "count", "part", "tokens", "constant"):
+        read = (
+            self._key_read(original_node.value)
+            if len(original_node.targets) == 1
+            else None
+        )
+        if (
+            read is not None
+            and isinstance(target, cst.Name)
+            and read.kind in ("item", "count", "part", "tokens", "constant")
+        ):
             self.aliases[target.value] = read
-        if isinstance(original_node.value, cst.Subscript) and isinstance(updated_node.value, cst.BinaryOperation):
+        if isinstance(original_node.value, cst.Subscript) and isinstance(
+            updated_node.value, cst.BinaryOperation
+        ):
             # A whole right-hand side needs no parentheses of its own.
-            return updated_node.with_changes(value=updated_node.value.with_changes(lpar=(), rpar=()))
+            return updated_node.with_changes(
+                value=updated_node.value.with_changes(lpar=(), rpar=())
+            )
         return updated_node
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
@@ -231,7 +342,9 @@ class ItemReadRewriter(cst.CSTTransformer):
             return cst.RemovalSentinel.REMOVE
         return updated_node
 
-    def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.BaseExpression) -> cst.BaseExpression:
+    def leave_Subscript(
+        self, original_node: cst.Subscript, updated_node: cst.BaseExpression
+    ) -> cst.BaseExpression:
         read = self._read(original_node)
         if read is not None and read.kind == "size":
             self.used[read.key] = read
@@ -239,35 +352,67 @@ class ItemReadRewriter(cst.CSTTransformer):
         if read is not None and read.kind == "grid":
             # One frame per image: the entry is (1, grid_h, grid_w).
             self.used[read.key] = read
-            return cst.Tuple([cst.Element(cst.Integer("1")), cst.StarredElement(_patches_call())])
+            return cst.Tuple(
+                [cst.Element(cst.Integer("1")), cst.StarredElement(_patches_call())]
+            )
         if read is not None and read.kind == "item":
             self.used[read.key] = read
-            return cst.Subscript(_patches_call(self.kwargs), [cst.SubscriptElement(cst.Index(cst.Integer(str(read.position))))])
+            return cst.Subscript(
+                _patches_call(self.kwargs),
+                [cst.SubscriptElement(cst.Index(cst.Integer(str(read.position))))],
+            )
         if read is not None and read.kind in ("resized", "tokens", "entry"):
             # The size after HF's resize, the item's token count, or the entry HF's
             # token API hands the hook, recomputed from the original size (mmport.analyzers.resized).
             self.used[read.key] = read
-            args = [cst.Arg(cst.Name(n)) for n in (CONFIGURED, "image_height", "image_width")]
-            if read.value == PATCHES_FUNCTION:  # the image processor's own resize (carry_read_helpers)
-                args[0] = cst.Arg(cst.Attribute(cst.Name(CONFIGURED), cst.Name("image_processor")))
+            args = [
+                cst.Arg(cst.Name(n))
+                for n in (CONFIGURED, "image_height", "image_width")
+            ]
+            if (
+                read.value == PATCHES_FUNCTION
+            ):  # the image processor's own resize (carry_read_helpers)
+                args[0] = cst.Arg(
+                    cst.Attribute(cst.Name(CONFIGURED), cst.Name("image_processor"))
+                )
             kwargs = cst.Name(self.kwargs) if self.kwargs else cst.Dict([])
-            function = {"resized": RESIZED_FUNCTION, "tokens": COUNT_FUNCTION, "entry": read.value}[read.kind]
+            function = {
+                "resized": RESIZED_FUNCTION,
+                "tokens": COUNT_FUNCTION,
+                "entry": read.value,
+            }[read.kind]
             return cst.Call(cst.Name(function), [*args, cst.Arg(kwargs)])
         if read is not None and read.kind in ("count", "part"):
             self.used[read.key] = read
             if read.kind == "part":
                 offset = cst.Integer(str(read.offset))
-                return cst.BinaryOperation(_patches_call(self.kwargs), cst.Subtract(), offset, lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                return cst.BinaryOperation(
+                    _patches_call(self.kwargs),
+                    cst.Subtract(),
+                    offset,
+                    lpar=[cst.LeftParen()],
+                    rpar=[cst.RightParen()],
+                )
             return _patches_call(self.kwargs)
         if read is not None and read.kind == "constant":
             self.used[read.key] = read
             # Without the hook's kwargs the switch cannot be seen: the callers refuse such a hook.
-            return _switched_read(read, self.kwargs) if self.kwargs else cst.Integer(read.value)
+            return (
+                _switched_read(read, self.kwargs)
+                if self.kwargs
+                else cst.Integer(read.value)
+            )
         return updated_node
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+    def leave_Call(
+        self, original_node: cst.Call, updated_node: cst.Call
+    ) -> cst.BaseExpression:
         func = original_node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "prod" and not original_node.args:
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "prod"
+            and not original_node.args
+        ):
             read = self._read(func.value)
             if read is not None and read.kind == "patches":
                 self.used[read.key] = read
@@ -284,11 +429,28 @@ def is_dead_list_guard(stmt: cst.CSTNode, tuples: set[str]) -> bool:
     if not isinstance(stmt, cst.If) or stmt.orelse is not None:
         return False
     test = stmt.test
-    if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+    if not (
+        isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    ):
         return False
     call = test.expression
-    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "isinstance"):
+    if not (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Name)
+        and call.func.value == "isinstance"
+    ):
         return False
-    subject, kinds = call.args[0].value, call.args[1].value if len(call.args) > 1 else None
-    kind_names = {el.value.value for el in kinds.elements if isinstance(el.value, cst.Name)} if isinstance(kinds, cst.Tuple) else set()
-    return isinstance(subject, cst.Name) and subject.value in tuples and "tuple" in kind_names
+    subject, kinds = (
+        call.args[0].value,
+        call.args[1].value if len(call.args) > 1 else None,
+    )
+    kind_names = (
+        {el.value.value for el in kinds.elements if isinstance(el.value, cst.Name)}
+        if isinstance(kinds, cst.Tuple)
+        else set()
+    )
+    return (
+        isinstance(subject, cst.Name)
+        and subject.value in tuples
+        and "tuple" in kind_names
+    )

@@ -59,9 +59,15 @@ def _prefixed(elt: cst.BaseExpression, sample: str) -> cst.BaseExpression | None
     """``f"{token}{sample}"`` or ``token + sample`` → ``token``."""
     if isinstance(elt, cst.FormattedString) and len(elt.parts) == 2:
         head, tail = elt.parts
-        if isinstance(head, cst.FormattedStringExpression) and isinstance(tail, cst.FormattedStringExpression):
+        if isinstance(head, cst.FormattedStringExpression) and isinstance(
+            tail, cst.FormattedStringExpression
+        ):
             return head.expression if _is_name(tail.expression, sample) else None
-    if isinstance(elt, cst.BinaryOperation) and isinstance(elt.operator, cst.Add) and _is_name(elt.right, sample):
+    if (
+        isinstance(elt, cst.BinaryOperation)
+        and isinstance(elt.operator, cst.Add)
+        and _is_name(elt.right, sample)
+    ):
         return elt.left
     return None
 
@@ -79,7 +85,9 @@ def _starts_with(test: cst.BaseExpression, sample: str) -> cst.BaseExpression | 
     return None
 
 
-def _prefix_rule(elt: cst.BaseExpression, sample: str) -> tuple[cst.BaseExpression, str] | None:
+def _prefix_rule(
+    elt: cst.BaseExpression, sample: str
+) -> tuple[cst.BaseExpression, str] | None:
     """The prepended expression and when HF skips it (see :class:`~mmport.spec.TextPrefix`)."""
     token = _prefixed(elt, sample)
     if token is not None:
@@ -97,7 +105,10 @@ class _PrefixedText(cst.CSTVisitor):
     def __init__(self) -> None:
         self.locals: dict[str, cst.BaseExpression] = {}
         self.branches: list[tuple[cst.BaseExpression, cst.BaseSuite]] = []
-        self.found: tuple[cst.ListComp, cst.BaseExpression, str, tuple[cst.BaseExpression, ...]] | None = None
+        self.found: (
+            tuple[cst.ListComp, cst.BaseExpression, str, tuple[cst.BaseExpression, ...]]
+            | None
+        ) = None
         # The bindings in force where the comprehension runs.
         self.locals_then: dict[str, cst.BaseExpression] = {}
 
@@ -120,7 +131,9 @@ class _PrefixedText(cst.CSTVisitor):
             return
         rule = _prefix_rule(node.elt, for_in.target.value)
         if rule is not None:
-            guards = tuple(test for test, body in self.branches if _contains(body, node))
+            guards = tuple(
+                test for test, body in self.branches if _contains(body, node)
+            )
             self.found = (node, rule[0], rule[1], guards)
             self.locals_then = dict(self.locals)
 
@@ -133,14 +146,21 @@ def _is_tokenizer(expr: cst.BaseExpression) -> bool:
 
 
 def _tokenizer_attrs(
-    expr: cst.BaseExpression, local: Mapping[str, cst.BaseExpression], init: Mapping[str, cst.BaseExpression]
+    expr: cst.BaseExpression,
+    local: Mapping[str, cst.BaseExpression],
+    init: Mapping[str, cst.BaseExpression],
 ) -> tuple[str, ...]:
     """The tokenizer attributes ``expr`` reads, in fallback order; ``()`` when it reads anything else."""
     if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
-        left, right = _tokenizer_attrs(expr.left, local, init), _tokenizer_attrs(expr.right, local, init)
+        left, right = (
+            _tokenizer_attrs(expr.left, local, init),
+            _tokenizer_attrs(expr.right, local, init),
+        )
         return left + right if left and right else ()
     if isinstance(expr, cst.Name) and expr.value in local:
-        rest = {k: v for k, v in local.items() if k != expr.value}  # `x = x or y` must not loop
+        rest = {
+            k: v for k, v in local.items() if k != expr.value
+        }  # `x = x or y` must not loop
         return _tokenizer_attrs(local[expr.value], rest, init)
     if not isinstance(expr, cst.Attribute):
         return ()
@@ -196,8 +216,12 @@ def analyze_text_prefix(processor_cls: type[Any]) -> TextPrefix | None:
         if visitor.found is None:
             continue
         comp, token, unless, guards = visitor.found
-        attrs = _tokenizer_attrs(token, visitor.locals_then, _constructor_values(processor_cls))
-        if attrs and set(attrs) <= set(PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES):
+        attrs = _tokenizer_attrs(
+            token, visitor.locals_then, _constructor_values(processor_cls)
+        )
+        if attrs and set(attrs) <= set(
+            PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES
+        ):
             with_special = any(_reads_add_special_tokens(test) for test in guards)
             return TextPrefix(attrs, parsed.source(comp), unless, with_special)
     return None

@@ -44,7 +44,9 @@ __all__ = ["Transplanter", "free_names"]
 def free_names(code: str) -> set[str]:
     """Names that ``code`` reads but neither binds nor finds among builtins."""
     wrapper = MetadataWrapper(cst.parse_module(code))
-    scopes = {scope for scope in wrapper.resolve(ScopeProvider).values() if scope is not None}
+    scopes = {
+        scope for scope in wrapper.resolve(ScopeProvider).values() if scope is not None
+    }
     free = set()
     for scope in scopes:
         for access in scope.accesses:
@@ -61,16 +63,30 @@ class _BuiltinAnnotations(cst.CSTTransformer):
     aliases along, and a transplant must not fail on a hint.
     """
 
-    def leave_Param(self, original_node: cst.Param, updated_node: cst.Param) -> cst.Param:
+    def leave_Param(
+        self, original_node: cst.Param, updated_node: cst.Param
+    ) -> cst.Param:
         annotation = original_node.annotation
-        if annotation is not None and any(not hasattr(builtins, n) for n in _annotation_names(annotation)):
-            tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-            return updated_node.with_changes(annotation=None, equal=tight if updated_node.default is not None else updated_node.equal)
+        if annotation is not None and any(
+            not hasattr(builtins, n) for n in _annotation_names(annotation)
+        ):
+            tight = cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""),
+                whitespace_after=cst.SimpleWhitespace(""),
+            )
+            return updated_node.with_changes(
+                annotation=None,
+                equal=tight if updated_node.default is not None else updated_node.equal,
+            )
         return updated_node
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
         returns = original_node.returns
-        if returns is not None and any(not hasattr(builtins, n) for n in _annotation_names(returns)):
+        if returns is not None and any(
+            not hasattr(builtins, n) for n in _annotation_names(returns)
+        ):
             return updated_node.with_changes(returns=None)
         return updated_node
 
@@ -96,25 +112,41 @@ class _Rewrite(cst.CSTTransformer):
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         func = original_node.func
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
             name = func.attr.value
             if name in self.methods:
                 self.called.append(name)
                 owner = () if self.methods[name] else (cst.Arg(cst.Name(self.owner)),)
-                return updated_node.with_changes(func=cst.Name(name), args=(*owner, *updated_node.args))
+                return updated_node.with_changes(
+                    func=cst.Name(name), args=(*owner, *updated_node.args)
+                )
         return updated_node
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
-        return updated_node.with_changes(value=self.owner) if original_node.value == "self" else updated_node
+        return (
+            updated_node.with_changes(value=self.owner)
+            if original_node.value == "self"
+            else updated_node
+        )
 
 
 def _parse_function(func: types.FunctionType) -> tuple[cst.FunctionDef, Source]:
     """A module-level function's tree and provenance (its ``def`` line)."""
     lines, first_line = inspect.getsourcelines(func)
-    wrapper = MetadataWrapper(cst.parse_module(textwrap.dedent("".join(lines))), unsafe_skip_copy=True)
+    wrapper = MetadataWrapper(
+        cst.parse_module(textwrap.dedent("".join(lines))), unsafe_skip_copy=True
+    )
     funcdef = next(s for s in wrapper.module.body if isinstance(s, cst.FunctionDef))
     line = wrapper.resolve(PositionProvider)[funcdef.name].start.line + first_line - 1
-    return funcdef, Source(relative_source_path(inspect.getsourcefile(func) or ""), line, f"def {func.__name__}(...)")
+    return funcdef, Source(
+        relative_source_path(inspect.getsourcefile(func) or ""),
+        line,
+        f"def {func.__name__}(...)",
+    )
 
 
 def _without_docstring(funcdef: cst.FunctionDef) -> cst.FunctionDef:
@@ -163,22 +195,41 @@ class Transplanter:
                 self.imports.add(f"import {value.__name__} as {name}")  # ``np``
             elif _from_stdlib(value, name):
                 self.imports.add(f"from {value.__module__} import {name}")
-            elif _is_transformers_function(value) and self.import_shared and _is_shared_utility(value, name):
-                self.imports.add(f"from {inspect.unwrap(value).__module__} import {name}")
+            elif (
+                _is_transformers_function(value)
+                and self.import_shared
+                and _is_shared_utility(value, name)
+            ):
+                self.imports.add(
+                    f"from {inspect.unwrap(value).__module__} import {name}"
+                )
             elif _is_transformers_function(value):
                 self._function_or_import(value, name)
             elif _from_installed_package(value, name):
                 self.imports.add(f"from {value.__module__} import {name}")
-            elif (logger_line := _module_logger_line(value, namespace, name)) is not None:
+            elif (
+                logger_line := _module_logger_line(value, namespace, name)
+            ) is not None:
                 # HF's own idiom, so `logger.warning_once` works as in HF.
                 self.imports.add("from transformers.utils import logging")
-                self.helpers.setdefault(name, HelperFunction(name, f"{name} = logging.get_logger(__name__)", logger_line))
+                self.helpers.setdefault(
+                    name,
+                    HelperFunction(
+                        name, f"{name} = logging.get_logger(__name__)", logger_line
+                    ),
+                )
             elif _is_transformers_utility_class(value, name):
                 self.imports.add(f"from {value.__module__} import {name}")
-            elif name not in self.helpers and (constant_line := _constant_line(namespace, name)):
-                self.helpers[name] = HelperFunction(name, f"{name} = {value!r}", constant_line)
+            elif name not in self.helpers and (
+                constant_line := _constant_line(namespace, name)
+            ):
+                self.helpers[name] = HelperFunction(
+                    name, f"{name} = {value!r}", constant_line
+                )
             elif name not in self.helpers:
-                raise AnalysisError(f"{where} reads `{name}`, which mmport cannot carry into a port")
+                raise AnalysisError(
+                    f"{where} reads `{name}`, which mmport cannot carry into a port"
+                )
 
     def method(self, owner_cls: type[Any], name: str, owner: str) -> None:
         """Transplant method ``name`` of ``owner_cls`` as ``def name(owner, ...)``."""
@@ -188,25 +239,54 @@ class Transplanter:
         if name in self.helpers:
             return
         if any(not _is_staticmethod_decorator(d) for d in found[1].decorators):
-            raise AnalysisError(f"{owner_cls.__name__}.{name} is decorated; mmport transplants plain methods only")
+            raise AnalysisError(
+                f"{owner_cls.__name__}.{name} is decorated; mmport transplants plain methods only"
+            )
         parsed, funcdef = found
-        self.helpers[name] = HelperFunction(name, "", parsed.source(funcdef), f"{owner_cls.__name__}.{name}")
+        self.helpers[name] = HelperFunction(
+            name, "", parsed.source(funcdef), f"{owner_cls.__name__}.{name}"
+        )
         klass = next(k for k in owner_cls.__mro__ if name in vars(k))
         # A staticmethod becomes a plain function; its decorator has no meaning there.
-        code = self.code(rewritten(_without_docstring(funcdef).with_changes(decorators=()), _BuiltinAnnotations()), owner_cls, owner)
-        self.resolve(code, vars(inspect.getmodule(klass)), f"{owner_cls.__name__}.{name}")
+        code = self.code(
+            rewritten(
+                _without_docstring(funcdef).with_changes(decorators=()),
+                _BuiltinAnnotations(),
+            ),
+            owner_cls,
+            owner,
+        )
+        self.resolve(
+            code, vars(inspect.getmodule(klass)), f"{owner_cls.__name__}.{name}"
+        )
         static = _methods(owner_cls).get(name, False)
-        self._add(HelperFunction(name, code, parsed.source(funcdef), f"{owner_cls.__name__}.{name}", not static))
+        self._add(
+            HelperFunction(
+                name,
+                code,
+                parsed.source(funcdef),
+                f"{owner_cls.__name__}.{name}",
+                not static,
+            )
+        )
 
     def function(self, func: Callable[..., Any]) -> None:
         """Transplant a module-level transformers function verbatim (with its cache decorator, if any)."""
-        plain: types.FunctionType = inspect.unwrap(func)  # a transformers function, as _is_transformers_function found
+        plain: types.FunctionType = inspect.unwrap(
+            func
+        )  # a transformers function, as _is_transformers_function found
         name = plain.__name__
         if name in self.helpers:
             return
         funcdef, source = _parse_function(plain)
         self.helpers[name] = HelperFunction(name, "", source)
-        code = cst.Module([]).code_for_node(rewritten(_without_docstring(funcdef), _BuiltinAnnotations())).strip()
+        code = (
+            cst.Module([])
+            .code_for_node(
+                rewritten(_without_docstring(funcdef), _BuiltinAnnotations())
+            )
+            .strip()
+        )
         self.resolve(code, plain.__globals__, name)
         self._add(HelperFunction(name, code, source))
 
@@ -222,7 +302,10 @@ class Transplanter:
             self.function(func)
         except AnalysisError:
             module = inspect.unwrap(func).__module__
-            if is_hf_code(module, models_only=True) or getattr(sys.modules.get(module), name, None) is not func:
+            if (
+                is_hf_code(module, models_only=True)
+                or getattr(sys.modules.get(module), name, None) is not func
+            ):
                 raise
             self.helpers, self.imports = helpers, imports
             self.imports.add(f"from {module} import {name}")
@@ -249,16 +332,26 @@ def _from_installed_package(value: object, name: str) -> bool:
     """A function or class another installed package exports under ``name`` (``num2words``): imported, as HF does."""
     module = getattr(value, "__module__", None) or ""
     top = module.split(".")[0]
-    if not module or is_hf_code(module) or top in ("transformers", "builtins", "__main__") or top in sys.stdlib_module_names:
+    if (
+        not module
+        or is_hf_code(module)
+        or top in ("transformers", "builtins", "__main__")
+        or top in sys.stdlib_module_names
+    ):
         return False
-    return (inspect.isfunction(value) or inspect.isclass(value)) and getattr(sys.modules.get(module), name, None) is value
+    return (inspect.isfunction(value) or inspect.isclass(value)) and getattr(
+        sys.modules.get(module), name, None
+    ) is value
 
 
 def _is_shared_utility(value: Callable[..., Any], name: str) -> bool:
     """A function of transformers' shared utilities (``image_utils``, ``video_utils``), not of one model."""
     func = inspect.unwrap(value)
     module = func.__module__
-    return not is_hf_code(module, models_only=True) and getattr(sys.modules.get(module), name, None) is value
+    return (
+        not is_hf_code(module, models_only=True)
+        and getattr(sys.modules.get(module), name, None) is value
+    )
 
 
 def _module_logger_line(value: object, namespace: dict, name: str) -> Source | None:
@@ -273,8 +366,12 @@ def _logger_line(namespace: dict, name: str) -> Source | None:
     if not filename:
         return None
     for node in ast.parse(Path(filename).read_text()).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return Source(relative_source_path(filename), node.lineno, ast.unparse(node))
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return Source(
+                relative_source_path(filename), node.lineno, ast.unparse(node)
+            )
     return None
 
 
@@ -295,25 +392,48 @@ def _is_transformers_utility_class(value: object, name: str) -> bool:
 def _constant_line(namespace: dict, name: str) -> Source | None:
     """Where a transformers module assigns ``name`` a plain literal (number, string)."""
     value, module = namespace.get(name), namespace.get("__name__", "")
-    if type(value) not in (int, float, str, bool) or not is_hf_code(module) or name not in namespace:
+    if (
+        type(value) not in (int, float, str, bool)
+        or not is_hf_code(module)
+        or name not in namespace
+    ):
         return None
     filename = namespace.get("__file__") or ""
     for node in ast.parse(Path(filename).read_text()).body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant):
-            return Source(relative_source_path(filename), node.lineno, f"{name} = {value!r}")
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
+        if (
+            any(isinstance(t, ast.Name) and t.id == name for t in targets)
+            and isinstance(node, (ast.Assign, ast.AnnAssign))
+            and isinstance(node.value, ast.Constant)
+        ):
+            return Source(
+                relative_source_path(filename), node.lineno, f"{name} = {value!r}"
+            )
     return None
 
 
 def _is_staticmethod_decorator(decorator: cst.Decorator) -> bool:
-    return isinstance(decorator.decorator, cst.Name) and decorator.decorator.value == "staticmethod"
+    return (
+        isinstance(decorator.decorator, cst.Name)
+        and decorator.decorator.value == "staticmethod"
+    )
 
 
 def _from_stdlib(value: object, name: str) -> bool:
     """A class or function the standard library exports under ``name`` (``Fraction``)."""
     module = getattr(value, "__module__", None) or ""
     top = module.split(".")[0]
-    return top in sys.stdlib_module_names and not top.startswith("_") and getattr(sys.modules.get(module), name, None) is value
+    return (
+        top in sys.stdlib_module_names
+        and not top.startswith("_")
+        and getattr(sys.modules.get(module), name, None) is value
+    )
 
 
 def _methods(cls: type[Any]) -> dict[str, bool]:

@@ -27,7 +27,9 @@ class PlaceholderWrappers:
     source: Source
 
 
-def analyze_placeholder_wrappers(processor_cls: type[Any], token_attr: str = "image_token") -> PlaceholderWrappers | None:
+def analyze_placeholder_wrappers(
+    processor_cls: type[Any], token_attr: str = "image_token"
+) -> PlaceholderWrappers | None:
     """The wrapper tokens ``validate_inputs`` demands around ``token_attr``, if any."""
     found = find_method(processor_cls, "validate_inputs", models_only=True)
     if found is None:

@@ -33,7 +33,14 @@ import libcst.matchers as m
 from mmport.hf.code import method_node
 from mmport.hf.modalities import SUB_PROCESSORS
 
-__all__ = ["INPUT_TYPES", "USUAL_PARAMETERS", "forwards_settings", "items_call", "items_parameter", "takes_usual_parameter"]
+__all__ = [
+    "INPUT_TYPES",
+    "USUAL_PARAMETERS",
+    "forwards_settings",
+    "items_call",
+    "items_parameter",
+    "takes_usual_parameter",
+]
 
 # The parameter each modality's items usually go in by, and the type HF annotates it with.
 USUAL_PARAMETERS = {"image": "images", "video": "videos", "audio": "audio"}
@@ -49,27 +56,44 @@ class _SubProcessorCalls(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+        if not (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
             return
-        if func.attr.value in self.attributes and node.args and isinstance(node.args[0].value, cst.Name) and not node.args[0].keyword:
+        if (
+            func.attr.value in self.attributes
+            and node.args
+            and isinstance(node.args[0].value, cst.Name)
+            and not node.args[0].keyword
+        ):
             self.calls.append((node.args[0].value.value, node))
 
 
 def _annotated(func: cst.FunctionDef, type_name: str) -> cst.Param | None:
     """The parameter whose annotation names ``type_name`` (``images: VideoInput | None``)."""
     for param in (*func.params.params, *func.params.kwonly_params):
-        if param.annotation is not None and m.findall(param.annotation, m.Name(type_name)):
+        if param.annotation is not None and m.findall(
+            param.annotation, m.Name(type_name)
+        ):
             return param
     return None
 
 
-def items_parameter(func: cst.FunctionDef, modality: str) -> tuple[cst.Param, cst.Call | None] | None:
+def items_parameter(
+    func: cst.FunctionDef, modality: str
+) -> tuple[cst.Param, cst.Call | None] | None:
     """The parameter of ``func`` (a processor's ``__call__``) taking ``modality``'s items, where it is
     not the usual one, and the sub-processor call that receives it (None when none is found)."""
     calls = _SubProcessorCalls(SUB_PROCESSORS[modality])
     func.visit(calls)
-    params = {p.name.value: p for p in (*func.params.params, *func.params.kwonly_params)}
-    param = _annotated(func, INPUT_TYPES[modality]) or next((params[n] for n, _ in calls.calls if n in params), None)
+    params = {
+        p.name.value: p for p in (*func.params.params, *func.params.kwonly_params)
+    }
+    param = _annotated(func, INPUT_TYPES[modality]) or next(
+        (params[n] for n, _ in calls.calls if n in params), None
+    )
     if param is None or param.name.value == USUAL_PARAMETERS[modality]:
         return None
     return param, next((c for n, c in calls.calls if n == param.name.value), None)
@@ -86,7 +110,10 @@ def forwards_settings(call: cst.Call | None) -> bool:
 
 def takes_usual_parameter(processor_cls: type[Any], modality: str) -> bool:
     """True when ``processor_cls.__call__`` has the usual parameter for ``modality`` (``videos``)."""
-    return USUAL_PARAMETERS[modality] in inspect.signature(processor_cls.__call__).parameters
+    return (
+        USUAL_PARAMETERS[modality]
+        in inspect.signature(processor_cls.__call__).parameters
+    )
 
 
 @lru_cache(maxsize=256)

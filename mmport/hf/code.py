@@ -57,7 +57,9 @@ def is_hf_code(module: str, *, models_only: bool = False) -> bool:
     A snapshot's own modules count as model code: transplanted into ports, never
     imported; so do the modules of ``--processor-code`` (:func:`add_outside_code`).
     """
-    if module.startswith(REMOTE_CODE_PACKAGE + ".") or module.startswith("transformers.models." if models_only else "transformers."):
+    if module.startswith(REMOTE_CODE_PACKAGE + ".") or module.startswith(
+        "transformers.models." if models_only else "transformers."
+    ):
         return True
     return bool(_OUTSIDE_CODE) and _is_outside_module(module)
 
@@ -69,12 +71,25 @@ def _is_outside_module(module: str) -> bool:
 
 def transformers_classes(cls: type[Any], *, models_only: bool = False) -> list[type]:
     """``cls``'s MRO restricted to transformers (optionally its ``models/``) classes."""
-    return [k for k in cls.__mro__ if is_hf_code(k.__module__, models_only=models_only) or k is cls]
+    return [
+        k
+        for k in cls.__mro__
+        if is_hf_code(k.__module__, models_only=models_only) or k is cls
+    ]
 
 
-def defining_class(cls: type[Any], name: str, *, models_only: bool = False) -> type | None:
+def defining_class(
+    cls: type[Any], name: str, *, models_only: bool = False
+) -> type | None:
     """The first class along :func:`transformers_classes` whose body defines ``name``."""
-    return next((k for k in transformers_classes(cls, models_only=models_only) if name in vars(k)), None)
+    return next(
+        (
+            k
+            for k in transformers_classes(cls, models_only=models_only)
+            if name in vars(k)
+        ),
+        None,
+    )
 
 
 @lru_cache(maxsize=256)
@@ -92,7 +107,10 @@ def method_node(cls: type[Any], name: str, *, models_only: bool = False) -> Any:
         return None
     try:
         source = inspect.getsource(function)
-    except (OSError, TypeError):  # no source to read (a builtin, a class built at run time)
+    except (
+        OSError,
+        TypeError,
+    ):  # no source to read (a builtin, a class built at run time)
         return None
     node = cst.parse_module(textwrap.dedent(source)).body[0]
     return node if isinstance(node, cst.FunctionDef) else None

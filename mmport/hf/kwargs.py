@@ -18,13 +18,24 @@ SCOPES = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kw
 # length (vLLM processes and caches each item alone): never what an item is.
 NOT_SETTINGS = frozenset(
     {
-        "return_tensors", "device", "input_data_format", "data_format", "return_metadata", "sampling_rate",
-        "padding", "pad_to_multiple_of", "max_length", "truncation", "return_attention_mask",
+        "return_tensors",
+        "device",
+        "input_data_format",
+        "data_format",
+        "return_metadata",
+        "sampling_rate",
+        "padding",
+        "pad_to_multiple_of",
+        "max_length",
+        "truncation",
+        "return_attention_mask",
     }
 )
 
 
-def typed_kwarg_classes(processor: Any, sub_processor: Any, modality: str) -> dict[str, tuple[type, ...]]:
+def typed_kwarg_classes(
+    processor: Any, sub_processor: Any, modality: str
+) -> dict[str, tuple[type, ...]]:
     """Each typed call kwarg of ``modality``'s scope, with the classes that annotate it, nearest first.
 
     The processor's kwargs class for the scope (and its bases) comes first,
@@ -32,11 +43,15 @@ def typed_kwarg_classes(processor: Any, sub_processor: Any, modality: str) -> di
     """
     classes = []
     try:
-        scope = typing.get_type_hints(processor.valid_processor_kwargs).get(SCOPES[modality])
+        scope = typing.get_type_hints(processor.valid_processor_kwargs).get(
+            SCOPES[modality]
+        )
         classes += list(getattr(scope, "__mro__", ()))
     except Exception:
         pass  # an annotation that does not resolve: the sub-processor's own kwargs remain
-    classes += list(getattr(getattr(sub_processor, "valid_kwargs", None), "__mro__", ()))
+    classes += list(
+        getattr(getattr(sub_processor, "valid_kwargs", None), "__mro__", ())
+    )
     found: dict[str, tuple[type, ...]] = {}
     for klass in classes:
         for name in getattr(klass, "__annotations__", {}):

@@ -78,7 +78,11 @@ def _layout_in(rendered: str, token: str, specials: list[str]) -> str | None:
     end = at
     while rendered.startswith(token, end):
         end += len(token)
-    others = [text for text in specials if text != token and not _is_role_marker(text, rendered)]
+    others = [
+        text
+        for text in specials
+        if text != token and not _is_role_marker(text, rendered)
+    ]
     start, end = _grow(rendered, at, end, others)
     return rendered[start:end]
 
@@ -101,12 +105,23 @@ def template_layouts(processor: Any, tokens: Mapping[str, str]) -> dict[str, str
     specials = _special_texts(processor)
     layouts: dict[str, str] = {}
     for modality, token in tokens.items():
-        message = [{"role": "user", "content": [{"type": modality}, {"type": "text", "text": _TEXT}]}]
+        message = [
+            {
+                "role": "user",
+                "content": [{"type": modality}, {"type": "text", "text": _TEXT}],
+            }
+        ]
         try:
-            rendered = processor.apply_chat_template(message, chat_template=template, tokenize=False)
-        except Exception:  # a template that takes another message form: it says nothing here
+            rendered = processor.apply_chat_template(
+                message, chat_template=template, tokenize=False
+            )
+        except (
+            Exception
+        ):  # a template that takes another message form: it says nothing here
             continue
-        layout = _layout_in(rendered if isinstance(rendered, str) else str(rendered), token, specials)
+        layout = _layout_in(
+            rendered if isinstance(rendered, str) else str(rendered), token, specials
+        )
         if layout:
             layouts[modality] = layout
     return layouts
@@ -114,6 +129,11 @@ def template_layouts(processor: Any, tokens: Mapping[str, str]) -> dict[str, str
 
 def usable_layout(layout: str | None, placeholder: str | None) -> str | None:
     """``layout`` where it holds the placeholder HF expands and adds text around it; else None."""
-    if not layout or not placeholder or placeholder not in layout or layout == placeholder:
+    if (
+        not layout
+        or not placeholder
+        or placeholder not in layout
+        or layout == placeholder
+    ):
         return None
     return layout

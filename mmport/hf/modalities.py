@@ -13,10 +13,20 @@ from typing import Any
 
 from mmport.errors import AnalysisError, one_line
 
-__all__ = ["SUB_PROCESSORS", "handled_modalities", "most_written", "refused_modalities", "sub_processor"]
+__all__ = [
+    "SUB_PROCESSORS",
+    "handled_modalities",
+    "most_written",
+    "refused_modalities",
+    "sub_processor",
+]
 
 # The processor attributes holding each modality's sub-processor, in the order HF looks them up.
-SUB_PROCESSORS = {"image": ("image_processor",), "video": ("video_processor",), "audio": ("audio_processor", "feature_extractor")}
+SUB_PROCESSORS = {
+    "image": ("image_processor",),
+    "video": ("video_processor",),
+    "audio": ("audio_processor", "feature_extractor"),
+}
 
 
 def handled_modalities(processor: Any) -> list[str]:
@@ -26,8 +36,15 @@ def handled_modalities(processor: Any) -> list[str]:
     attributes = set(processor.get_attributes())
     found = []
     for modality in MODALITIES:
-        has_sub = any(getattr(processor, a, None) is not None for a in SUB_PROCESSORS[modality] if a in attributes)
-        if has_sub and (modality == "image" or getattr(processor, f"{modality}_token", None) is not None):
+        has_sub = any(
+            getattr(processor, a, None) is not None
+            for a in SUB_PROCESSORS[modality]
+            if a in attributes
+        )
+        if has_sub and (
+            modality == "image"
+            or getattr(processor, f"{modality}_token", None) is not None
+        ):
             found.append(modality)
     return found
 
@@ -47,9 +64,16 @@ def refused_modalities(processor: Any) -> dict[str, str]:
         if modality == "image":
             continue
         try:
-            run_items(processor, [probe_media(modality, 0)], wrapped_placeholder(processor, f"{modality}_token"), modality)
+            run_items(
+                processor,
+                [probe_media(modality, 0)],
+                wrapped_placeholder(processor, f"{modality}_token"),
+                modality,
+            )
         except Exception as exc:
-            refused[modality] = f"HF refuses an ordinary {modality} with its placeholder ({one_line(exc)})"
+            refused[modality] = (
+                f"HF refuses an ordinary {modality} with its placeholder ({one_line(exc)})"
+            )
     return refused
 
 
@@ -62,7 +86,9 @@ def sub_processor(processor: Any, modality: str) -> tuple[str, Any]:
     raise AnalysisError(f"{type(processor).__name__} has no {modality} processor")
 
 
-def most_written(ids: list[int], bare: set[int], named: set[int] | frozenset[int]) -> int | None:
+def most_written(
+    ids: list[int], bare: set[int], named: set[int] | frozenset[int]
+) -> int | None:
     """The id written most for an item (not in the bare prompt), preferring ids the config names.
 
     A video's expansion holds timestamps and frame markers beside its

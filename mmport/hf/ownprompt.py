@@ -37,7 +37,9 @@ def writes_own_prompt(processor: Any) -> bool:
     return no ``input_ids`` for them.
     """
     if processor not in _WRITES_OWN_PROMPT:
-        _WRITES_OWN_PROMPT[processor] = _refuses_text_with_images(processor) and _prompts_images_alone(processor)
+        _WRITES_OWN_PROMPT[processor] = _refuses_text_with_images(
+            processor
+        ) and _prompts_images_alone(processor)
     return _WRITES_OWN_PROMPT[processor]
 
 
@@ -70,7 +72,9 @@ def _prompts_images_alone(processor: Any) -> bool:
     return "input_ids" in out
 
 
-def run_recording_prompt(processor: Any, text: str | None, images: list, **settings: Any) -> tuple[str, Any]:
+def run_recording_prompt(
+    processor: Any, text: str | None, images: list, **settings: Any
+) -> tuple[str, Any]:
     """HF's output for one text *or* one image, and the prompt HF wrote for it, under a request's ``settings``.
 
     The prompt is the first sample's text as HF's ``prepare_inputs_layout``
@@ -97,5 +101,7 @@ def run_recording_prompt(processor: Any, text: str | None, images: list, **setti
     finally:
         del processor.prepare_inputs_layout
     if not seen or not seen[-1]:
-        raise AnalysisError(f"{type(processor).__name__} writes its prompt outside prepare_inputs_layout; mmport cannot read it")
+        raise AnalysisError(
+            f"{type(processor).__name__} writes its prompt outside prepare_inputs_layout; mmport cannot read it"
+        )
     return seen[-1][0], out

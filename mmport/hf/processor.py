@@ -79,13 +79,25 @@ def call_processor(
         if sampling_rate is not None:
             media["sampling_rate"] = sampling_rate
     if images and "images" in media:
-        raise ValueError(f"{type(processor).__name__} takes images and videos under one parameter, `images`")
+        raise ValueError(
+            f"{type(processor).__name__} takes images and videos under one parameter, `images`"
+        )
     with quiet_transformers():
         if prompt is None:
-            return processor(**({"images": list(images)} if images else {}), **media, return_tensors="pt")
+            return processor(
+                **({"images": list(images)} if images else {}),
+                **media,
+                return_tensors="pt",
+            )
         if writes_own_prompt(processor):
-            return processor(**({"images": images} if images else {"text": [prompt]}), **settings, return_tensors="pt")
-        nested = {"images": [images] if images else None} if "images" not in media else {}
+            return processor(
+                **({"images": images} if images else {"text": [prompt]}),
+                **settings,
+                return_tensors="pt",
+            )
+        nested = (
+            {"images": [images] if images else None} if "images" not in media else {}
+        )
         try:
             return processor(text=[prompt], **nested, **media, return_tensors="pt")
         except ValueError:
@@ -93,7 +105,9 @@ def call_processor(
                 raise
             # Some processors (GOT-OCR2) read a nested list as pages of one document
             # and refuse it; a flat list is then their one sample's images.
-            return processor(text=[prompt], images=list(images), **media, return_tensors="pt")
+            return processor(
+                text=[prompt], images=list(images), **media, return_tensors="pt"
+            )
 
 
 def _video_arguments(processor: Any, videos: Sequence[Any]) -> dict[str, Any]:
@@ -103,7 +117,10 @@ def _video_arguments(processor: Any, videos: Sequence[Any]) -> dict[str, Any]:
     parameter, forwards = items_call(type(processor), "video")  # type: ignore[arg-type]  # a class is hashable; mypy misreads type[...] against Hashable
     arguments: dict[str, Any] = {parameter: [frames for frames, _ in videos]}
     if forwards:
-        arguments["video_metadata"] = [{k: v for k, v in meta.items() if k != "do_sample_frames"} for _, meta in videos]
+        arguments["video_metadata"] = [
+            {k: v for k, v in meta.items() if k != "do_sample_frames"}
+            for _, meta in videos
+        ]
         arguments["do_sample_frames"] = False
     return arguments
 
@@ -116,7 +133,9 @@ def token_id_of(processor: Any, token_attr: str = "image_token") -> int:
     """
     if hasattr(processor, f"{token_attr}_id"):
         return getattr(processor, f"{token_attr}_id")
-    return processor.tokenizer.convert_tokens_to_ids(str(getattr(processor, token_attr)))
+    return processor.tokenizer.convert_tokens_to_ids(
+        str(getattr(processor, token_attr))
+    )
 
 
 def text_boundaries(tokenizer: Any) -> set[int]:
@@ -136,7 +155,9 @@ def probe_media(modality: str, index: int) -> Any:
     if modality == "video":
         width, height = VIDEO_PROBE_SIZES[index]
         frames = VIDEO_PROBE_FRAMES[index]
-        return make_video(frames, width, height, index), video_metadata(frames, width, height, 2.0)
+        return make_video(frames, width, height, index), video_metadata(
+            frames, width, height, 2.0
+        )
     return make_audio(AUDIO_PROBE_SAMPLES[index], index)
 
 
@@ -146,14 +167,31 @@ def media_kwargs(processor: Any, modality: str, items: list) -> dict[str, Any]:
         return {"images": items}
     if modality == "video":
         return {"images": [], "videos": items}
-    rate = next((getattr(getattr(processor, a, None), "sampling_rate", None) for a in ("feature_extractor", "audio_processor")), None)
+    rate = next(
+        (
+            getattr(getattr(processor, a, None), "sampling_rate", None)
+            for a in ("feature_extractor", "audio_processor")
+        ),
+        None,
+    )
     return {"images": [], "audios": items, "sampling_rate": rate}
 
 
-def run_items(processor: Any, items: list, placeholder: str | None, modality: str = "image", **settings: Any) -> dict[str, Any]:
+def run_items(
+    processor: Any,
+    items: list,
+    placeholder: str | None,
+    modality: str = "image",
+    **settings: Any,
+) -> dict[str, Any]:
     """HF's multimodal outputs for ``items`` of ``modality``, each with its ``placeholder`` in the prompt (under ``settings``)."""
     prompt = (placeholder or "") * len(items)
-    return mm_outputs(processor, call_processor(processor, prompt, **media_kwargs(processor, modality, items), **settings))
+    return mm_outputs(
+        processor,
+        call_processor(
+            processor, prompt, **media_kwargs(processor, modality, items), **settings
+        ),
+    )
 
 
 def _text_only_keys(processor: Any) -> frozenset[str]:
@@ -167,7 +205,11 @@ def _text_only_keys(processor: Any) -> frozenset[str]:
     if processor not in _TEXT_ONLY_KEYS:
         try:
             out = call_processor(processor, "text", [])
-            keys = {k for k, v in out.items() if isinstance(v, torch.Tensor) and v.numel() > 0}
+            keys = {
+                k
+                for k, v in out.items()
+                if isinstance(v, torch.Tensor) and v.numel() > 0
+            }
         except Exception:  # HF refuses text alone: no key is text-only
             keys = set()
         _TEXT_ONLY_KEYS[processor] = frozenset(keys)
@@ -183,7 +225,11 @@ def mm_outputs(processor: Any, out: Any) -> dict[str, Any]:
     """
     import torch
 
-    text_keys = set(processor.tokenizer.model_input_names) | {"labels"} | _text_only_keys(processor)
+    text_keys = (
+        set(processor.tokenizer.model_input_names)
+        | {"labels"}
+        | _text_only_keys(processor)
+    )
     shape = out["input_ids"].shape if "input_ids" in out else None
     return {
         k: v

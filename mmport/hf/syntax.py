@@ -22,7 +22,9 @@ __all__ = ["find_all", "rewritten", "statements", "string_value"]
 NodeT = TypeVar("NodeT", bound=cst.CSTNode)
 
 
-def find_all(tree: cst.CSTNode, matcher: m.BaseMatcherNode, kind: type[NodeT]) -> list[NodeT]:
+def find_all(
+    tree: cst.CSTNode, matcher: m.BaseMatcherNode, kind: type[NodeT]
+) -> list[NodeT]:
     """``m.findall(tree, matcher)``, keeping the nodes of type ``kind`` (all of them, when ``matcher`` matches that kind)."""
     return [node for node in m.findall(tree, matcher) if isinstance(node, kind)]
 
@@ -36,15 +38,26 @@ def string_value(node: cst.CSTNode | None) -> str | None:
 
 
 # The kinds a rewrite keeps: an expression stays an expression, a statement a statement.
-_KINDS: tuple[type[cst.CSTNode], ...] = (cst.BaseExpression, cst.BaseStatement, cst.BaseSuite, cst.CSTNode)
+_KINDS: tuple[type[cst.CSTNode], ...] = (
+    cst.BaseExpression,
+    cst.BaseStatement,
+    cst.BaseSuite,
+    cst.CSTNode,
+)
 
 
 @overload
-def rewritten(node: cst.BaseExpression, transformer: cst.CSTTransformer) -> cst.BaseExpression: ...
+def rewritten(
+    node: cst.BaseExpression, transformer: cst.CSTTransformer
+) -> cst.BaseExpression: ...
 @overload
-def rewritten(node: cst.BaseStatement, transformer: cst.CSTTransformer) -> cst.BaseStatement: ...
+def rewritten(
+    node: cst.BaseStatement, transformer: cst.CSTTransformer
+) -> cst.BaseStatement: ...
 @overload
-def rewritten(node: cst.BaseSuite, transformer: cst.CSTTransformer) -> cst.BaseSuite: ...
+def rewritten(
+    node: cst.BaseSuite, transformer: cst.CSTTransformer
+) -> cst.BaseSuite: ...
 @overload
 def rewritten(node: cst.CSTNode, transformer: cst.CSTTransformer) -> cst.CSTNode: ...
 def rewritten(node: cst.CSTNode, transformer: cst.CSTTransformer) -> cst.CSTNode:
@@ -52,7 +65,9 @@ def rewritten(node: cst.CSTNode, transformer: cst.CSTTransformer) -> cst.CSTNode
     result = node.visit(transformer)
     kind = next(k for k in _KINDS if isinstance(node, k))
     if not isinstance(result, kind):
-        raise TypeError(f"{type(transformer).__name__} turned a {type(node).__name__} into {result!r}, not a {kind.__name__}")
+        raise TypeError(
+            f"{type(transformer).__name__} turned a {type(node).__name__} into {result!r}, not a {kind.__name__}"
+        )
     return result
 
 

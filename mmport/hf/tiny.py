@@ -27,11 +27,29 @@ MIN_LAYERS = 2
 HEADS = 2
 MIN_WIDTH = 64
 
-_WIDTH_SUFFIXES = ("hidden_size", "embed_dim", "d_model", "projection_dim", "_output_dim", "_input_dim")
+_WIDTH_SUFFIXES = (
+    "hidden_size",
+    "embed_dim",
+    "d_model",
+    "projection_dim",
+    "_output_dim",
+    "_input_dim",
+)
 # MLP widths: ``intermediate_size``, and a Whisper-style audio encoder's ``encoder_ffn_dim``.
 _INTERMEDIATE_SUFFIXES = ("intermediate_size", "_ffn_dim")
-_LAYER_KEYS = ("num_hidden_layers", "num_layers", "depth", "encoder_layers", "decoder_layers")
-_HEAD_KEYS = ("num_attention_heads", "num_heads", "encoder_attention_heads", "decoder_attention_heads")
+_LAYER_KEYS = (
+    "num_hidden_layers",
+    "num_layers",
+    "depth",
+    "encoder_layers",
+    "decoder_layers",
+)
+_HEAD_KEYS = (
+    "num_attention_heads",
+    "num_heads",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+)
 _ROPE_KEYS = ("rope_parameters", "rope_scaling")
 # Lists sized by the layer count; the config rebuilds them for the new count.
 _PER_LAYER_LISTS = ("layer_types",)
@@ -50,7 +68,9 @@ def _layers(config: dict) -> Iterator[dict]:
 
 
 def _width_key(key: str) -> bool:
-    return any(key == s or key.endswith(s) for s in _WIDTH_SUFFIXES) and key != "head_dim"
+    return (
+        any(key == s or key.endswith(s) for s in _WIDTH_SUFFIXES) and key != "head_dim"
+    )
 
 
 def _width(layer: dict) -> int | None:
@@ -77,7 +97,12 @@ def _kept_head_dim(layer: dict) -> int | None:
         # heads: its code may use either (Pixtral's attention splits by width
         # / heads, its rotary by head_dim), so the twin keeps them equal.
         # Language models read head_dim itself: widths are free, it stays.
-        if "patch_size" in layer and heads and width and width // heads[1] == layer["head_dim"]:
+        if (
+            "patch_size" in layer
+            and heads
+            and width
+            and width // heads[1] == layer["head_dim"]
+        ):
             return layer["head_dim"]
         return None
     if heads and width and _rope_sections(layer):
@@ -93,7 +118,9 @@ def _rope_sections(layer: dict) -> bool:
     language model with rope settings keeps its head size. Vision towers
     derive their rotary sizes from the width.
     """
-    return "vocab_size" in layer and any(isinstance(layer.get(key), dict) for key in _ROPE_KEYS)
+    return "vocab_size" in layer and any(
+        isinstance(layer.get(key), dict) for key in _ROPE_KEYS
+    )
 
 
 def _feature_layer_depth(config: dict) -> int:

@@ -27,7 +27,11 @@ __all__ = ["placeholder_wrappers", "wrapped_placeholder", "wrapper_call"]
 
 def _self_token(node: cst.BaseExpression) -> str | None:
     """``self.<name>_token`` → ``<name>_token``."""
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+    if (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+    ):
         return node.attr.value if node.attr.value.endswith("_token") else None
     return None
 
@@ -45,21 +49,29 @@ class _WrappedCalls(cst.CSTVisitor):
                 self.found = (before, after, node)
 
 
-def wrapper_call(validate_inputs: cst.FunctionDef, token_attr: str) -> tuple[str, str, cst.Call] | None:
+def wrapper_call(
+    validate_inputs: cst.FunctionDef, token_attr: str
+) -> tuple[str, str, cst.Call] | None:
     """``(before, after, call)``: the attributes ``validate_inputs`` demands around ``token_attr``, and the call that checks."""
     visitor = _WrappedCalls(token_attr)
     validate_inputs.visit(visitor)
     return visitor.found
 
 
-def placeholder_wrappers(processor_cls: type[Any], token_attr: str = "image_token") -> tuple[str, str] | None:
+def placeholder_wrappers(
+    processor_cls: type[Any], token_attr: str = "image_token"
+) -> tuple[str, str] | None:
     """The attributes naming the tokens HF demands before and after ``token_attr``, if any."""
     func = method_node(processor_cls, "validate_inputs", models_only=True)  # type: ignore[arg-type]  # a class is hashable; mypy misreads type[...] against Hashable
     found = wrapper_call(func, token_attr) if func is not None else None
     return found[:2] if found else None
 
 
-def wrapped_placeholder(processor: Any, token_attr: str = "image_token", wrappers: tuple[str, str] | None = None) -> str:
+def wrapped_placeholder(
+    processor: Any,
+    token_attr: str = "image_token",
+    wrappers: tuple[str, str] | None = None,
+) -> str:
     """The text one item takes in a prompt the HF processor accepts (``wrappers``: the attributes, already read)."""
     token = str(getattr(processor, token_attr))
     wrappers = wrappers or placeholder_wrappers(type(processor), token_attr)

@@ -45,7 +45,8 @@ def terminal_columns() -> int:
     if columns > 0:
         return columns
     try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns or _FALLBACK_COLUMNS  # type: ignore[union-attr]
+        stdout = sys.__stdout__  # None when Python runs without one
+        return os.get_terminal_size(stdout.fileno()).columns or _FALLBACK_COLUMNS  # type: ignore[union-attr]
     except (AttributeError, ValueError, OSError):
         return _FALLBACK_COLUMNS
 
@@ -66,7 +67,9 @@ def program_name(path: str | None = None, main_module: ModuleType | None = None)
     return f"python -m {module.lstrip('.')}"
 
 
-def help_page(args: Sequence[str], program: str, columns: int, environ: Mapping[str, str]) -> str | None:
+def help_page(
+    args: Sequence[str], program: str, columns: int, environ: Mapping[str, str]
+) -> str | None:
     """What typer prints for ``program ARGS`` on a terminal ``columns`` wide; None where only typer can say.
 
     A shell asking for completions (``_MMPORT_COMPLETE``) is typer's to answer too.

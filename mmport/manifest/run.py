@@ -33,7 +33,14 @@ from mmport.errors import EXIT_CODES, verdict_exit_code, worst_exit_code
 from mmport.manifest import ManifestEntry
 from mmport.pool import WorkerFailure, WorkerPool, serve
 
-__all__ = ["PortOutcome", "combined_json", "combined_junit", "default_workers", "exit_code", "verify_many"]
+__all__ = [
+    "PortOutcome",
+    "combined_json",
+    "combined_junit",
+    "default_workers",
+    "exit_code",
+    "verify_many",
+]
 
 # A port that takes longer is reported as timed out and its worker replaced:
 # the slowest family of docs/coverage.md takes about a minute.
@@ -54,7 +61,9 @@ class PortOutcome:
     report_junit: str = ""  # Report.to_junit(), likewise
     error: str = ""  # the one line a bad input or a failure of mmport's gave
     failing: list[str] = field(default_factory=list)  # names of the failed checks
-    unjudged: list[str] = field(default_factory=list)  # ``check: what the snapshot lacks``, per check that cannot judge
+    unjudged: list[str] = field(
+        default_factory=list
+    )  # ``check: what the snapshot lacks``, per check that cannot judge
 
     @property
     def verdict(self) -> str:
@@ -87,17 +96,23 @@ def verify_many(
 
     ``on_start`` and ``on_done`` hear of each port as it starts and ends (for a progress bar).
     """
-    jobs = [_job(index, entry, probes, seed, backend) for index, entry in enumerate(entries)]
+    jobs = [
+        _job(index, entry, probes, seed, backend) for index, entry in enumerate(entries)
+    ]
     started = on_start or (lambda entry: None)
     done = on_done or (lambda outcome: None)
     outcomes: dict[int, PortOutcome] = {}
-    for job, answer in _answers(jobs, workers, time_limit, lambda job: started(entries[job["index"]])):
+    for job, answer in _answers(
+        jobs, workers, time_limit, lambda job: started(entries[job["index"]])
+    ):
         outcome = outcomes[job["index"]] = _outcome(entries[job["index"]], answer)
         done(outcome)
     return [outcomes[index] for index in range(len(entries))]
 
 
-def _job(index: int, entry: ManifestEntry, probes: int, seed: int, backend: str) -> dict[str, Any]:
+def _job(
+    index: int, entry: ManifestEntry, probes: int, seed: int, backend: str
+) -> dict[str, Any]:
     """One port as a worker's JSON job."""
     return {
         "index": index,
@@ -112,7 +127,9 @@ def _job(index: int, entry: ManifestEntry, probes: int, seed: int, backend: str)
     }
 
 
-def _answers(jobs: list[dict], workers: int, time_limit: float, on_start: Callable[[dict], None]) -> Iterator[tuple[dict, Any]]:
+def _answers(
+    jobs: list[dict], workers: int, time_limit: float, on_start: Callable[[dict], None]
+) -> Iterator[tuple[dict, Any]]:
     """``(job, answer)`` pairs: from a pool of workers, or from this process with one worker."""
     if workers <= 1 or len(jobs) <= 1:
         # A second interpreter would only add its torch import. The price: no time
@@ -124,8 +141,19 @@ def _answers(jobs: list[dict], workers: int, time_limit: float, on_start: Callab
     # Workers share the cores: each with every core as torch threads would oversubscribe them.
     threads = max(1, (os.cpu_count() or 1) // workers)
     backend = jobs[0]["backend"]
-    command = [sys.executable, "-m", "mmport.manifest.run", "--worker", "--threads", str(threads), "--backend", backend]
-    yield from WorkerPool(command, jobs=workers, time_limit=time_limit, env=_worker_env()).run(jobs, on_start=on_start)
+    command = [
+        sys.executable,
+        "-m",
+        "mmport.manifest.run",
+        "--worker",
+        "--threads",
+        str(threads),
+        "--backend",
+        backend,
+    ]
+    yield from WorkerPool(
+        command, jobs=workers, time_limit=time_limit, env=_worker_env()
+    ).run(jobs, on_start=on_start)
 
 
 def _worker_env() -> dict[str, str]:
@@ -159,11 +187,25 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             trust_remote_code=job["trust_remote_code"],
         )
     except MmportError as exc:
-        return {"code": exc.exit_code, "error": str(exc).strip(), "seconds": time.perf_counter() - started}
-    except Exception as exc:  # a bug of mmport's: this port's row says so, the other ports go on
-        return {"code": 3, "error": f"internal error: {one_line(exc)}", "seconds": time.perf_counter() - started}
+        return {
+            "code": exc.exit_code,
+            "error": str(exc).strip(),
+            "seconds": time.perf_counter() - started,
+        }
+    except (
+        Exception
+    ) as exc:  # a bug of mmport's: this port's row says so, the other ports go on
+        return {
+            "code": 3,
+            "error": f"internal error: {one_line(exc)}",
+            "seconds": time.perf_counter() - started,
+        }
     failing = [c.name for c in report.checks.values() if c.status == "fail"]
-    unjudged = [f"{c.name}: {c.unjudged[0].lacking.describe()}" for c in report.checks.values() if c.status == "cannot_judge"]
+    unjudged = [
+        f"{c.name}: {c.unjudged[0].lacking.describe()}"
+        for c in report.checks.values()
+        if c.status == "cannot_judge"
+    ]
     return {
         "code": verdict_exit_code(report.verdict),
         "seconds": report.seconds,
@@ -174,11 +216,18 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _outcome(entry: ManifestEntry, answer: dict[str, Any] | WorkerFailure) -> PortOutcome:
+def _outcome(
+    entry: ManifestEntry, answer: dict[str, Any] | WorkerFailure
+) -> PortOutcome:
     """A worker's answer (or the pool's WorkerFailure) as a PortOutcome."""
     if isinstance(answer, WorkerFailure):
         what = "hung" if answer.kind == "timeout" else "died"
-        return PortOutcome(entry, 3, answer.seconds, error=f"the worker verifying this port {what}: {answer.detail}")
+        return PortOutcome(
+            entry,
+            3,
+            answer.seconds,
+            error=f"the worker verifying this port {what}: {answer.detail}",
+        )
     return PortOutcome(
         entry,
         answer["code"],
@@ -198,7 +247,11 @@ def combined_junit(outcomes: list[PortOutcome]) -> str:
     """
     root = ET.Element("testsuites", name="mmport verify")
     for outcome in outcomes:
-        suite = ET.fromstring(outcome.report_junit) if outcome.report_junit else _error_suite(outcome)
+        suite = (
+            ET.fromstring(outcome.report_junit)
+            if outcome.report_junit
+            else _error_suite(outcome)
+        )
         # Two ports of one REF would share a suite name; the port's path tells them apart.
         suite.set("name", f"mmport verify {outcome.entry.ref} ({outcome.entry.label})")
         for case in suite.iter("testcase"):
@@ -212,9 +265,22 @@ def combined_junit(outcomes: list[PortOutcome]) -> str:
 
 def _error_suite(outcome: PortOutcome) -> ET.Element:
     """The suite of a port verify could not finish: one errored ``verify`` case."""
-    suite = ET.Element("testsuite", tests="1", failures="0", errors="1", skipped="0", time=f"{outcome.seconds:.3f}")
-    case = ET.SubElement(suite, "testcase", classname=f"mmport.verify.{outcome.entry.ref}", name="verify")
-    ET.SubElement(case, "error", message=outcome.error.splitlines()[0] if outcome.error else outcome.verdict).text = outcome.error
+    suite = ET.Element(
+        "testsuite",
+        tests="1",
+        failures="0",
+        errors="1",
+        skipped="0",
+        time=f"{outcome.seconds:.3f}",
+    )
+    case = ET.SubElement(
+        suite, "testcase", classname=f"mmport.verify.{outcome.entry.ref}", name="verify"
+    )
+    ET.SubElement(
+        case,
+        "error",
+        message=outcome.error.splitlines()[0] if outcome.error else outcome.verdict,
+    ).text = outcome.error
     return suite
 
 
@@ -223,7 +289,14 @@ def combined_json(outcomes: list[PortOutcome]) -> str:
     reports = [
         json.loads(o.report_json)
         if o.report_json
-        else {"ref": o.entry.ref, "port": str(o.entry.port), "passed": False, "exit_code": o.code, "error": o.error, "seconds": round(o.seconds, 3)}
+        else {
+            "ref": o.entry.ref,
+            "port": str(o.entry.port),
+            "passed": False,
+            "exit_code": o.code,
+            "error": o.error,
+            "seconds": round(o.seconds, 3),
+        }
         for o in outcomes
     ]
     return json.dumps(reports, indent=2)
@@ -243,13 +316,17 @@ def _warm_up(threads: int, backend: str) -> None:
     from mmport.runtime.backends import select_backend
 
     torch.set_num_threads(threads)
-    with contextlib.suppress(Exception):  # a bad backend: the first job reports it, as its own error
+    with contextlib.suppress(
+        Exception
+    ):  # a bad backend: the first job reports it, as its own error
         select_backend(backend)  # imports vLLM, when it is the backend
 
 
 def main() -> None:
     """The worker's side: ``python -m mmport.manifest.run --worker`` answers jobs on stdin."""
-    parser = argparse.ArgumentParser(description="A worker of mmport verify --manifest (not for direct use).")
+    parser = argparse.ArgumentParser(
+        description="A worker of mmport verify --manifest (not for direct use)."
+    )
     parser.add_argument("--worker", action="store_true", required=True)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--backend", default="auto")

@@ -47,7 +47,11 @@ __all__ = [
     "select_backend",
 ]
 
-_BASE_NAMES = ("BaseProcessingInfo", "BaseDummyInputsBuilder", "BaseMultiModalProcessor")
+_BASE_NAMES = (
+    "BaseProcessingInfo",
+    "BaseDummyInputsBuilder",
+    "BaseMultiModalProcessor",
+)
 _module_counter = itertools.count()
 _NOT_IDENT = re.compile(r"\W")
 _STUBBED_ARCHS: set[str] = set()
@@ -58,10 +62,15 @@ def _pick_class(module: ModuleType, base: type[Any]) -> type[Any] | str:
     defined = [
         obj
         for obj in vars(module).values()
-        if isinstance(obj, type) and issubclass(obj, base) and obj is not base and obj.__module__ == module.__name__
+        if isinstance(obj, type)
+        and issubclass(obj, base)
+        and obj is not base
+        and obj.__module__ == module.__name__
     ]
     # Intermediate classes the port subclasses itself do not count.
-    leaves = [c for c in defined if not any(o is not c and issubclass(o, c) for o in defined)]
+    leaves = [
+        c for c in defined if not any(o is not c and issubclass(o, c) for o in defined)
+    ]
     if not leaves:
         return f"no subclass of {base.__name__}"
     if len(leaves) > 1:
@@ -84,7 +93,9 @@ class Backend(ABC):
             return importlib.import_module(f"vllm.{name}")
 
     @abstractmethod
-    def _make_context(self, snapshot_dir: Path, port: PortClasses, trust_remote_code: bool) -> Any:
+    def _make_context(
+        self, snapshot_dir: Path, port: PortClasses, trust_remote_code: bool
+    ) -> Any:
         """An ``InputProcessingContext`` for the snapshot (``trust_remote_code``: run the code it ships)."""
 
     def load_port(self, path: Path) -> PortClasses:
@@ -96,11 +107,17 @@ class Backend(ABC):
         """
         path = Path(path)
         if not path.is_file():
-            raise PortLoadError(f"{path}: no such port file; pass the path of the port's processing module")
+            raise PortLoadError(
+                f"{path}: no such port file; pass the path of the port's processing module"
+            )
         name = f"mmport_port_{_NOT_IDENT.sub('_', path.stem)}_{next(_module_counter)}"
         # A source loader of its own: the file is Python whatever its name ends in.
-        spec = importlib.util.spec_from_loader(name, importlib.machinery.SourceFileLoader(name, str(path)))
-        assert spec is not None and spec.loader is not None  # a spec from a loader given: never None
+        spec = importlib.util.spec_from_loader(
+            name, importlib.machinery.SourceFileLoader(name, str(path))
+        )
+        assert (
+            spec is not None and spec.loader is not None
+        )  # a spec from a loader given: never None
         module = importlib.util.module_from_spec(spec)
         # Registered before running, as a normal import would (dataclasses need it).
         sys.modules[name] = module
@@ -109,9 +126,13 @@ class Backend(ABC):
                 spec.loader.exec_module(module)
         except Exception as exc:
             del sys.modules[name]
-            raise PortLoadError(f"{path}: the port does not import under {self.name}: {one_line(exc)}") from exc
+            raise PortLoadError(
+                f"{path}: the port does not import under {self.name}: {one_line(exc)}"
+            ) from exc
         processing = self.vllm_module("multimodal.processing")
-        picked = [_pick_class(module, getattr(processing, base)) for base in _BASE_NAMES]
+        picked = [
+            _pick_class(module, getattr(processing, base)) for base in _BASE_NAMES
+        ]
         problems = [p for p in picked if isinstance(p, str)]
         if problems:
             raise PortLoadError(
@@ -128,14 +149,18 @@ class Backend(ABC):
             "run where vLLM 0.33 is importable (see docs/vllm.md) or pass a port file"
         )
 
-    def chat_placeholders(self, snapshot_dir: Path, modalities: Iterable[str]) -> dict[str, str]:
+    def chat_placeholders(
+        self, snapshot_dir: Path, modalities: Iterable[str]
+    ) -> dict[str, str]:
         """Modality → the text this vLLM writes for one item in a chat prompt of the snapshot's model.
 
         The bundled runtime registers no model classes, so it knows none (docs/vllm.md).
         """
         return {}
 
-    def build(self, port: PortClasses, snapshot_dir: Path, *, trust_remote_code: bool = False) -> PortRunner:
+    def build(
+        self, port: PortClasses, snapshot_dir: Path, *, trust_remote_code: bool = False
+    ) -> PortRunner:
         """Instantiate the port's classes on a context for ``snapshot_dir``."""
         with self.activate():
             ctx = self._make_context(Path(snapshot_dir), port, trust_remote_code)
@@ -144,7 +169,9 @@ class Backend(ABC):
                 processor = port.processor(info, port.dummy_inputs(info))
             except Exception as exc:
                 where = port.path or f"{self.name}'s own port ({port.module_name})"
-                raise PortLoadError(f"{where}: the port's classes fail to build: {one_line(exc)}") from exc
+                raise PortLoadError(
+                    f"{where}: the port's classes fail to build: {one_line(exc)}"
+                ) from exc
         return PortRunner(processor, self)
 
 
@@ -157,10 +184,16 @@ class BundledBackend(Backend):
         """``import vllm`` resolves to :mod:`mmport.runtime.vllm_compat` inside the block."""
         return vllm_aliased()
 
-    def _make_context(self, snapshot_dir: Path, port: PortClasses, trust_remote_code: bool) -> Any:
-        from mmport.runtime.vllm_compat.multimodal.processing import InputProcessingContext
+    def _make_context(
+        self, snapshot_dir: Path, port: PortClasses, trust_remote_code: bool
+    ) -> Any:
+        from mmport.runtime.vllm_compat.multimodal.processing import (
+            InputProcessingContext,
+        )
 
-        ctx = InputProcessingContext.from_directory(snapshot_dir, trust_remote_code=trust_remote_code)
+        ctx = InputProcessingContext.from_directory(
+            snapshot_dir, trust_remote_code=trust_remote_code
+        )
         # As an engine started with --enable-mm-embeds: verify gives ports embeddings too.
         ctx.get_mm_config().enable_mm_embeds = True
         return ctx
@@ -174,21 +207,29 @@ class RealVllmBackend(Backend):
             with self.activate():
                 vllm = importlib.import_module("vllm")
         except Exception as exc:
-            raise MmportError(f"vLLM cannot be imported here ({one_line(exc)}); use the bundled backend") from exc
+            raise MmportError(
+                f"vLLM cannot be imported here ({one_line(exc)}); use the bundled backend"
+            ) from exc
         self.name = f"vllm {vllm.__version__}"
 
     def activate(self) -> AbstractContextManager[None]:
         """``import vllm`` is the installed vLLM inside the block (no alias can be active)."""
         return vllm_unaliased()
 
-    def _make_context(self, snapshot_dir: Path, port: PortClasses, trust_remote_code: bool) -> Any:
+    def _make_context(
+        self, snapshot_dir: Path, port: PortClasses, trust_remote_code: bool
+    ) -> Any:
         from vllm.multimodal.processing import InputProcessingContext
         from vllm.tokenizers import cached_tokenizer_from_config
 
-        if port.path is not None:  # vLLM's own processor (--port vllm) needs no stand-in
+        if (
+            port.path is not None
+        ):  # vLLM's own processor (--port vllm) needs no stand-in
             self._stub_unknown_architectures(snapshot_dir, port)
         model_config = self._model_config(snapshot_dir, trust_remote_code)
-        return InputProcessingContext(model_config, cached_tokenizer_from_config(model_config))
+        return InputProcessingContext(
+            model_config, cached_tokenizer_from_config(model_config)
+        )
 
     @staticmethod
     def _model_config(snapshot_dir: Path, trust_remote_code: bool = False) -> Any:
@@ -210,19 +251,29 @@ class RealVllmBackend(Backend):
                 trust_remote_code=trust_remote_code,
             )
         except Exception as exc:
-            raise MmportError(f"{snapshot_dir}: vLLM cannot configure this model: {one_line(exc)}") from exc
+            raise MmportError(
+                f"{snapshot_dir}: vLLM cannot configure this model: {one_line(exc)}"
+            ) from exc
 
     def load_registered(self, snapshot_dir: Path) -> PortClasses:
         """The three classes vLLM registers for the snapshot's architecture, as vLLM resolves it."""
         model_cls, arch = self._registered_model(snapshot_dir)
         factories = getattr(model_cls, "_processor_factory", None)
         if factories is None:
-            raise PortLoadError(f"{self.name} registers {arch} without a multimodal processor; it is not a multimodal model there")
+            raise PortLoadError(
+                f"{self.name} registers {arch} without a multimodal processor; it is not a multimodal model there"
+            )
         return PortClasses(
-            factories.info, factories.dummy_inputs, factories.processor, module_name=model_cls.__module__, path=None
+            factories.info,
+            factories.dummy_inputs,
+            factories.processor,
+            module_name=model_cls.__module__,
+            path=None,
         )
 
-    def chat_placeholders(self, snapshot_dir: Path, modalities: Iterable[str]) -> dict[str, str]:
+    def chat_placeholders(
+        self, snapshot_dir: Path, modalities: Iterable[str]
+    ) -> dict[str, str]:
         """``get_placeholder_str`` of the model class vLLM registers: what its chat prompts write per item.
 
         vLLM's chat front end writes this text for each item of a message whose
@@ -253,16 +304,24 @@ class RealVllmBackend(Backend):
             known = [arch for arch in architectures if arch in _vllm_architectures()]
             if not known:
                 named = ", ".join(architectures) or "no architecture"
-                raise PortLoadError(f"{self.name} registers no model for {named}; pass a port file instead of --port vllm")
+                raise PortLoadError(
+                    f"{self.name} registers no model for {named}; pass a port file instead of --port vllm"
+                )
             try:
-                model_cls, arch = ModelRegistry.resolve_model_cls(known, model_config=self._model_config(Path(snapshot_dir)))
+                model_cls, arch = ModelRegistry.resolve_model_cls(
+                    known, model_config=self._model_config(Path(snapshot_dir))
+                )
             except MmportError:
                 raise
             except Exception as exc:
-                raise PortLoadError(f"{self.name} cannot load its model class for {known[0]}: {one_line(exc)}") from exc
+                raise PortLoadError(
+                    f"{self.name} cannot load its model class for {known[0]}: {one_line(exc)}"
+                ) from exc
         return model_cls, arch
 
-    def _stub_unknown_architectures(self, snapshot_dir: Path, port: PortClasses) -> None:
+    def _stub_unknown_architectures(
+        self, snapshot_dir: Path, port: PortClasses
+    ) -> None:
         """Register a processing-only stand-in for each architecture vLLM does not know.
 
         A model being ported is usually not in vLLM yet, and vLLM refuses to
@@ -293,7 +352,9 @@ def _processing_stub(arch: str, port: PortClasses) -> type[Any]:
     from vllm.multimodal import MULTIMODAL_REGISTRY
 
     def refuse(*_args: Any, **_kwargs: Any) -> Any:
-        raise RuntimeError(f"{arch} is mmport's processing-only stand-in; it has no model")
+        raise RuntimeError(
+            f"{arch} is mmport's processing-only stand-in; it has no model"
+        )
 
     # vLLM recognises a generative model by these signatures.
     namespace = {
@@ -305,7 +366,9 @@ def _processing_stub(arch: str, port: PortClasses) -> type[Any]:
         "get_placeholder_str": classmethod(lambda cls, modality, i: None),
     }
     stub = type(arch, (nn.Module, SupportsMultiModal), namespace)
-    register = MULTIMODAL_REGISTRY.register_processor(port.processor, info=port.info, dummy_inputs=port.dummy_inputs)
+    register = MULTIMODAL_REGISTRY.register_processor(
+        port.processor, info=port.info, dummy_inputs=port.dummy_inputs
+    )
     return register(stub)
 
 
@@ -330,10 +393,14 @@ def select_backend(prefer: str = "auto") -> Backend:
     if prefer == "bundled":
         return BundledBackend()
     if prefer not in ("auto", "vllm"):
-        raise MmportError(f"unknown backend {prefer!r}; choose one of auto, vllm, bundled")
+        raise MmportError(
+            f"unknown backend {prefer!r}; choose one of auto, vllm, bundled"
+        )
     problem = _real_vllm_problem()
     if problem is None:
         return RealVllmBackend()
     if prefer == "vllm":
-        raise MmportError(f"vLLM cannot be imported here ({problem}); install vllm 0.33 or use the bundled backend")
+        raise MmportError(
+            f"vLLM cannot be imported here ({problem}); install vllm 0.33 or use the bundled backend"
+        )
     return BundledBackend()

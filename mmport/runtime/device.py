@@ -16,7 +16,15 @@ from typing import Any
 
 from mmport.errors import DeviceError
 
-__all__ = ["DEVICES", "DTYPES", "Placement", "free_memory_bytes", "placement", "release", "seeded"]
+__all__ = [
+    "DEVICES",
+    "DTYPES",
+    "Placement",
+    "free_memory_bytes",
+    "placement",
+    "release",
+    "seeded",
+]
 
 DEVICES = ("auto", "cuda", "cpu")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -51,8 +59,12 @@ def placement(device: str = "auto", dtype: str = "auto") -> Placement:
         raise DeviceError(f"unknown dtype '{dtype}'; use one of {', '.join(DTYPES)}")
     has_cuda = torch.cuda.is_available()
     if device == "cuda" and not has_cuda:
-        raise DeviceError("--device cuda was asked for but torch sees no CUDA device; use --device cpu or auto")
-    chosen = torch.device("cuda" if device == "cuda" or (device == "auto" and has_cuda) else "cpu")
+        raise DeviceError(
+            "--device cuda was asked for but torch sees no CUDA device; use --device cpu or auto"
+        )
+    chosen = torch.device(
+        "cuda" if device == "cuda" or (device == "auto" and has_cuda) else "cpu"
+    )
     if dtype == "auto":
         # bfloat16 is what GPUs serve in; on a CPU it is slow and float32 is exact enough.
         dtype = "bfloat16" if chosen.type == "cuda" else "float32"

@@ -38,7 +38,9 @@ class ModelOptions:
     def placement(self) -> Placement:
         """Check the options and resolve device and dtype, before any slow work."""
         if self.weights and self.tiny:
-            raise DeviceError("--weights and --tiny exclude each other: a tiny twin has no checkpoint weights")
+            raise DeviceError(
+                "--weights and --tiny exclude each other: a tiny twin has no checkpoint weights"
+            )
         return placement(self.device, self.dtype)
 
 
@@ -67,7 +69,9 @@ def _has_weights(path: Path) -> bool:
 def require_weights(snapshot: Any) -> None:
     """Refuse (exit 2) ``--weights`` for a snapshot that holds no weight files."""
     if not _has_weights(Path(snapshot.path)):
-        raise BadReferenceError(f"snapshot '{snapshot.ref}' holds no weights (*.safetensors, *.bin) at {snapshot.path}")
+        raise BadReferenceError(
+            f"snapshot '{snapshot.ref}' holds no weights (*.safetensors, *.bin) at {snapshot.path}"
+        )
 
 
 def _check_fits(cls: type[Any], config: Any, target: Placement) -> None:
@@ -85,7 +89,9 @@ def _check_fits(cls: type[Any], config: Any, target: Placement) -> None:
         )
 
 
-def load_model(snapshot: Any, target: Placement, *, tiny: bool, weights: bool, seed: int) -> HFModel:
+def load_model(
+    snapshot: Any, target: Placement, *, tiny: bool, weights: bool, seed: int
+) -> HFModel:
     """Build the HF model of ``snapshot`` on ``target`` (see the module docstring)."""
     from mmport.hf.tiny import tiny_twin
 
@@ -114,11 +120,15 @@ class HFModel:
         self.num_parameters = sum(p.numel() for p in model.parameters())
         # Per modality whose encoder the model exposes: the parameters that encoder takes.
         self._feature_params = {
-            modality: set(inspect.signature(getattr(model, f"get_{modality}_features")).parameters)
+            modality: set(
+                inspect.signature(getattr(model, f"get_{modality}_features")).parameters
+            )
             for modality in ("image", "video", "audio")
             if callable(getattr(model, f"get_{modality}_features", None))
         }
-        self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self._keeps_logits = (
+            "logits_to_keep" in inspect.signature(model.forward).parameters
+        )
 
     def _on_device(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         import torch
@@ -141,14 +151,20 @@ class HFModel:
         import torch
 
         params = self._feature_params[modality]
-        kwargs = {k: v for k, v in mm_kwargs.items() if "kwargs" in params or k in params}
+        kwargs = {
+            k: v for k, v in mm_kwargs.items() if "kwargs" in params or k in params
+        }
         with torch.inference_mode():
-            out = getattr(self.model, f"get_{modality}_features")(**self._on_device(kwargs))
+            out = getattr(self.model, f"get_{modality}_features")(
+                **self._on_device(kwargs)
+            )
         features = getattr(out, "pooler_output", out)
         chunks = list(features) if isinstance(features, (list, tuple)) else [features]
         return [c.reshape(-1, c.shape[-1]).float().cpu() for c in chunks]
 
-    def logits(self, inputs: Mapping[str, Any], positions: list[int] | None = None) -> Any:
+    def logits(
+        self, inputs: Mapping[str, Any], positions: list[int] | None = None
+    ) -> Any:
         """Logits of one forward pass on ``inputs`` (a processor-style batch of one).
 
         ``positions`` restricts the vocabulary projection to those positions
@@ -159,7 +175,9 @@ class HFModel:
 
         kwargs = dict(self._on_device(inputs))
         if positions is not None and self._keeps_logits:
-            kwargs["logits_to_keep"] = torch.tensor(positions, device=self.target.device)
+            kwargs["logits_to_keep"] = torch.tensor(
+                positions, device=self.target.device
+            )
         with torch.inference_mode():
             logits = self.model(**kwargs).logits.float().cpu()
         if positions is not None and not self._keeps_logits:

@@ -57,7 +57,11 @@ def _values_equal(a: Any, b: Any) -> bool:
             and all(_values_equal(a[k], b[k]) for k in a)
         )
     if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_values_equal(x, y) for x, y in zip(a, b, strict=True))
+        return (
+            type(a) is type(b)
+            and len(a) == len(b)
+            and all(_values_equal(x, y) for x, y in zip(a, b, strict=True))
+        )
     if hasattr(a, "dtype") or hasattr(b, "dtype"):
         import torch
 
@@ -121,7 +125,12 @@ class PortRunner:
         with self._activate():
             return dict(self._processor.info.get_supported_mm_limits())
 
-    def process(self, prompt: str, mm_data: dict[str, list], settings: Mapping[str, object] | None = None) -> PortOutput:
+    def process(
+        self,
+        prompt: str,
+        mm_data: dict[str, list],
+        settings: Mapping[str, object] | None = None,
+    ) -> PortOutput:
         """Parse and validate ``mm_data``, then call the processor on ``prompt``.
 
         ``settings`` are the request's processor kwargs (vLLM's ``mm_processor_kwargs``),
@@ -133,9 +142,15 @@ class PortRunner:
         """
         with self._activate():
             items = self._processor.info.parse_mm_data(mm_data)
-            return self._to_output(self._processor(prompt, items, hf_processor_mm_kwargs=dict(settings or {})))
+            return self._to_output(
+                self._processor(
+                    prompt, items, hf_processor_mm_kwargs=dict(settings or {})
+                )
+            )
 
-    def dummy(self, seq_len: int, mm_counts: dict[str, int]) -> tuple[str, dict[str, list]]:
+    def dummy(
+        self, seq_len: int, mm_counts: dict[str, int]
+    ) -> tuple[str, dict[str, list]]:
         """The builder's dummy text and dummy data (values as the builder returned them)."""
         builder = self._processor.dummy_inputs
         with self._activate():
@@ -146,8 +161,12 @@ class PortRunner:
     def dummy_output(self, seq_len: int, mm_counts: dict[str, int]) -> PortOutput:
         """The dummy inputs run through ``apply``, as vLLM's profiler does (without its padding)."""
         with self._activate():
-            inputs = self._processor.get_dummy_inputs(seq_len, mm_counts, self._dummy_options())
-            timing = self._backend.vllm_module("multimodal.processing").TimingContext(enabled=False)
+            inputs = self._processor.get_dummy_inputs(
+                seq_len, mm_counts, self._dummy_options()
+            )
+            timing = self._backend.vllm_module("multimodal.processing").TimingContext(
+                enabled=False
+            )
             return self._to_output(self._processor.apply(inputs, timing))
 
     def _dummy_options(self) -> Any:
@@ -156,7 +175,10 @@ class PortRunner:
 
     def _to_output(self, result: Mapping[str, Any]) -> PortOutput:
         placeholders = {
-            modality: [PortPlaceholder(r.offset, r.length, _embed_mask(r.is_embed)) for r in ranges]
+            modality: [
+                PortPlaceholder(r.offset, r.length, _embed_mask(r.is_embed))
+                for r in ranges
+            ]
             for modality, ranges in result["mm_placeholders"].items()
         }
         items = {

@@ -67,16 +67,26 @@ def _run_engine(python: Path, request: dict, workdir: Path, timeout_s: int) -> d
     request_path, answer_path = workdir / "request.json", workdir / "answer.json"
     request_path.write_text(json.dumps(request))
     answer_path.unlink(missing_ok=True)
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env = {
+        **os.environ,
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+    }
     try:
         done = subprocess.run(
             [str(python), str(_ENGINE), str(request_path), str(answer_path)],
-            capture_output=True, text=True, timeout=timeout_s, env=env, cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            cwd=workdir,
         )
     except subprocess.TimeoutExpired:
         return {"error": f"the engine did not answer within {timeout_s} s"}
     if not answer_path.exists():
-        return {"error": f"the engine exited {done.returncode} without an answer: {done.stderr.strip()[-800:]}"}
+        return {
+            "error": f"the engine exited {done.returncode} without an answer: {done.stderr.strip()[-800:]}"
+        }
     return json.loads(answer_path.read_text())
 
 
@@ -91,15 +101,59 @@ def _compare(probe: str, hf: Any, served: dict, label: str) -> list:
     from mmport.verify.report import Failure
 
     if tuple(served["prompt_ids"]) != hf.prompt_ids:
-        at = next((i for i, (a, b) in enumerate(zip(hf.prompt_ids, served["prompt_ids"], strict=False)) if a != b), None)
-        return [Failure(probe, f"{label}: the engine's prompt ids differ from HF's ({len(hf.prompt_ids)} vs "
-                        f"{len(served['prompt_ids'])} ids)", at, loudness="silent")]
+        at = next(
+            (
+                i
+                for i, (a, b) in enumerate(
+                    zip(hf.prompt_ids, served["prompt_ids"], strict=False)
+                )
+                if a != b
+            ),
+            None,
+        )
+        return [
+            Failure(
+                probe,
+                f"{label}: the engine's prompt ids differ from HF's ({len(hf.prompt_ids)} vs "
+                f"{len(served['prompt_ids'])} ids)",
+                at,
+                loudness="silent",
+            )
+        ]
     if tuple(served["tokens"]) != hf.tokens:
-        at = next((i for i, (a, b) in enumerate(zip(hf.tokens, served["tokens"], strict=False)) if a != b), min(len(hf.tokens), len(served["tokens"])))
-        return [Failure(probe, f"{label}: greedy tokens differ from HF generate's", at, str(list(hf.tokens)), str(served["tokens"]), loudness="silent")]
-    if hf.first_logprob is not None and not math.isclose(hf.first_logprob, served["first_logprob"], abs_tol=LOGPROB_ATOL):
-        return [Failure(probe, f"{label}: first-step logprob of the chosen token differs (atol {LOGPROB_ATOL})", 0,
-                        f"{hf.first_logprob:.6f}", f"{served['first_logprob']:.6f}", loudness="silent")]
+        at = next(
+            (
+                i
+                for i, (a, b) in enumerate(
+                    zip(hf.tokens, served["tokens"], strict=False)
+                )
+                if a != b
+            ),
+            min(len(hf.tokens), len(served["tokens"])),
+        )
+        return [
+            Failure(
+                probe,
+                f"{label}: greedy tokens differ from HF generate's",
+                at,
+                str(list(hf.tokens)),
+                str(served["tokens"]),
+                loudness="silent",
+            )
+        ]
+    if hf.first_logprob is not None and not math.isclose(
+        hf.first_logprob, served["first_logprob"], abs_tol=LOGPROB_ATOL
+    ):
+        return [
+            Failure(
+                probe,
+                f"{label}: first-step logprob of the chosen token differs (atol {LOGPROB_ATOL})",
+                0,
+                f"{hf.first_logprob:.6f}",
+                f"{served['first_logprob']:.6f}",
+                loudness="silent",
+            )
+        ]
     return []
 
 
@@ -109,7 +163,14 @@ def _model_len(reference: list, options: ServeOptions) -> int:
     return max(options.max_model_len, -(-needed // 256) * 256)
 
 
-def _engine_request(checkpoint: Any, probes: list, port: Path, options: ServeOptions, workdir: Path, model_len: int) -> dict:
+def _engine_request(
+    checkpoint: Any,
+    probes: list,
+    port: Path,
+    options: ServeOptions,
+    workdir: Path,
+    model_len: int,
+) -> dict:
     """The JSON request :mod:`mmport.serve._engine` reads (see its docstring)."""
     return {
         "workdir": str(workdir),
@@ -123,18 +184,43 @@ def _engine_request(checkpoint: Any, probes: list, port: Path, options: ServeOpt
     }
 
 
-def _control(python: Path, request: dict, probes: list, reference: list, label: str, timeout_s: int) -> tuple[str, bool]:
+def _control(
+    python: Path,
+    request: dict,
+    probes: list,
+    reference: list,
+    label: str,
+    timeout_s: int,
+) -> tuple[str, bool]:
     """vLLM's own class on the same checkpoint and prompts: (a note, whether it failed to start)."""
-    control = _run_engine(python, {**request, "port_dir": None, "module": None}, Path(request["workdir"]), timeout_s)
+    control = _run_engine(
+        python,
+        {**request, "port_dir": None, "module": None},
+        Path(request["workdir"]),
+        timeout_s,
+    )
     if "error" in control:
-        return f"{label}: vLLM's own {request['architecture']} fails: {_short(control['error'])}", True
-    failures = [f for p, h, s in zip(probes, reference, control["outputs"], strict=False) for f in _compare(p.name, h, s, label)]
+        return (
+            f"{label}: vLLM's own {request['architecture']} fails: {_short(control['error'])}",
+            True,
+        )
+    failures = [
+        f
+        for p, h, s in zip(probes, reference, control["outputs"], strict=False)
+        for f in _compare(p.name, h, s, label)
+    ]
     said = f"fails: {failures[0].describe()}" if failures else "gives HF's tokens"
     return f"{label}: vLLM's own {request['architecture']} {said}", False
 
 
 def _serve_layout(
-    snapshot: Any, model_file: Path, layout: Layout | None, options: ServeOptions, python: Path, workdir: Path, seed: int
+    snapshot: Any,
+    model_file: Path,
+    layout: Layout | None,
+    options: ServeOptions,
+    python: Path,
+    workdir: Path,
+    seed: int,
 ) -> tuple[list, list[str], dict[str, float]]:
     """Failures, notes and metrics of one layout (``None``: the snapshot's own checkpoint)."""
     from mmport.serve.checkpoint import build_checkpoint, snapshot_checkpoint
@@ -143,45 +229,92 @@ def _serve_layout(
     from mmport.verify.report import Failure
 
     if layout is None:
-        checkpoint, label, key = snapshot_checkpoint(snapshot), "snapshot weights", "weights"
+        checkpoint, label, key = (
+            snapshot_checkpoint(snapshot),
+            "snapshot weights",
+            "weights",
+        )
     else:
-        checkpoint = build_checkpoint(snapshot, workdir / f"twin-{layout.value}", layout=layout, seed=seed)
+        checkpoint = build_checkpoint(
+            snapshot, workdir / f"twin-{layout.value}", layout=layout, seed=seed
+        )
         label, key = f"{layout.value} layout", layout.value
-    probes = make_serve_probes(HFReference(snapshot).placeholders().get("image"), workdir, seed)
+    probes = make_serve_probes(
+        HFReference(snapshot).placeholders().get("image"), workdir, seed
+    )
     reference = hf_generate(checkpoint.path, probes, options.max_tokens)
-    request = _engine_request(checkpoint, probes, model_file, options, workdir, _model_len(reference, options))
+    request = _engine_request(
+        checkpoint, probes, model_file, options, workdir, _model_len(reference, options)
+    )
     answer = _run_engine(python, request, workdir, options.timeout_s)
     notes, control_broke = [], False
     if answer.get("mm_prefix_dropped"):
         # The engine attended causally over media the model attends to both ways:
         # HF is asked to do the same, so the comparison stays exact.
-        reference = hf_generate(checkpoint.path, probes, options.max_tokens, causal=True)
-        notes.append(f"{label}: this engine's attention backend has no bidirectional media attention "
-                     "(vLLM's mm-prefix mode); compared with HF attending causally (no token_type_ids)")
+        reference = hf_generate(
+            checkpoint.path, probes, options.max_tokens, causal=True
+        )
+        notes.append(
+            f"{label}: this engine's attention backend has no bidirectional media attention "
+            "(vLLM's mm-prefix mode); compared with HF attending causally (no token_type_ids)"
+        )
     if options.control:
-        note, control_broke = _control(python, request, probes, reference, label, options.timeout_s)
+        note, control_broke = _control(
+            python, request, probes, reference, label, options.timeout_s
+        )
         notes.append(note)
     if "error" in answer:
         shared = " (vLLM's own class fails too)" if control_broke else ""
         where = f" (at {answer['port_frame']})" if answer.get("port_frame") else ""
-        return [Failure(probes[0].name, f"{label}: the port did not serve{shared}: {_short(answer['error'])}{where}", loudness="loud")], notes, {}
+        return (
+            [
+                Failure(
+                    probes[0].name,
+                    f"{label}: the port did not serve{shared}: {_short(answer['error'])}{where}",
+                    loudness="loud",
+                )
+            ],
+            notes,
+            {},
+        )
     outputs = answer["outputs"]
-    failures = [f for p, h, s in zip(probes, reference, outputs, strict=False) for f in _compare(p.name, h, s, label)]
-    gaps = [abs(h.first_logprob - s["first_logprob"]) for h, s in zip(reference, outputs, strict=False) if h.first_logprob is not None]
+    failures = [
+        f
+        for p, h, s in zip(probes, reference, outputs, strict=False)
+        for f in _compare(p.name, h, s, label)
+    ]
+    gaps = [
+        abs(h.first_logprob - s["first_logprob"])
+        for h, s in zip(reference, outputs, strict=False)
+        if h.first_logprob is not None
+    ]
     compared = sum(len(h.tokens) for h in reference)
-    notes.append(f"{label}: {len(probes)} prompts, {compared} greedy tokens compared (vLLM {answer['vllm_version']})")
+    notes.append(
+        f"{label}: {len(probes)} prompts, {compared} greedy tokens compared (vLLM {answer['vllm_version']})"
+    )
     return failures, notes, {f"{key}_max_logprob_gap": max(gaps, default=0.0)}
 
 
-def check_serve(snapshot: Any, port_file: Path, result: Any, *, seed: int = 0, options: ServeOptions | None = None) -> None:
+def check_serve(
+    snapshot: Any,
+    port_file: Path,
+    result: Any,
+    *,
+    seed: int = 0,
+    options: ServeOptions | None = None,
+) -> None:
     """Fill ``result`` (the ``serve`` CheckResult) for the port whose processing file is ``port_file``."""
     options = options or ServeOptions()
     python = serve_python()
     if python is None:
-        result.skipped = (f"no serve environment: set MMPORT_SERVE_PYTHON or build {DEFAULT_SERVE_PYTHON} "
-                          "with shared/recipes/vllm-cpu-serve-env.sh")
+        result.skipped = (
+            f"no serve environment: set MMPORT_SERVE_PYTHON or build {DEFAULT_SERVE_PYTHON} "
+            "with shared/recipes/vllm-cpu-serve-env.sh"
+        )
         return
-    model_file = port_file.with_name(port_file.name.removesuffix("_processing.py") + ".py")
+    model_file = port_file.with_name(
+        port_file.name.removesuffix("_processing.py") + ".py"
+    )
     if not model_file.exists():
         result.skipped = f"no model file {model_file.name} beside the port: `mmport scaffold` writes one"
         return
@@ -192,12 +325,26 @@ def check_serve(snapshot: Any, port_file: Path, result: Any, *, seed: int = 0, o
             workdir = Path(tmp) / name
             workdir.mkdir()
             try:
-                failures, said, metrics = _serve_layout(snapshot, model_file, layout, options, python, workdir, seed)
-            except Exception as exc:  # the reference side broke: report it as this layout's outcome
+                failures, said, metrics = _serve_layout(
+                    snapshot, model_file, layout, options, python, workdir, seed
+                )
+            except (
+                Exception
+            ) as exc:  # the reference side broke: report it as this layout's outcome
                 from mmport.verify.report import Failure
 
                 reason = f"{type(exc).__name__}: {exc}"
-                failures, said, metrics = [Failure("serve", f"{name}: no HF reference ({_short(reason)})", loudness="unknown")], [], {}
+                failures, said, metrics = (
+                    [
+                        Failure(
+                            "serve",
+                            f"{name}: no HF reference ({_short(reason)})",
+                            loudness="unknown",
+                        )
+                    ],
+                    [],
+                    {},
+                )
             result.runs += 1
             result.failures.extend(failures)
             result.metrics.update(metrics)

@@ -42,7 +42,9 @@ def _register_port(port_dir: str, module: str) -> str:
     """Import the port as a package and call its ``register()``; return the class's file."""
     root = Path(tempfile.mkdtemp(prefix="mmport-serve-port-"))
     package = root / _PACKAGE
-    shutil.copytree(port_dir, package, ignore=shutil.ignore_patterns("test_*", "__pycache__"))
+    shutil.copytree(
+        port_dir, package, ignore=shutil.ignore_patterns("test_*", "__pycache__")
+    )
     (package / "__init__.py").touch()
     sys.path.insert(0, str(root))
     loaded = importlib.import_module(f"{_PACKAGE}.{module}")
@@ -59,20 +61,36 @@ def _generate(request: dict) -> tuple[list[dict], bool | None]:
         dtype="float32",
         enforce_eager=True,
         max_model_len=request["max_model_len"],
-        limit_mm_per_prompt={"image": max(len(p["images"]) for p in request["prompts"]) or 1},
+        limit_mm_per_prompt={
+            "image": max(len(p["images"]) for p in request["prompts"]) or 1
+        },
         seed=0,
     )
-    params = SamplingParams(temperature=0.0, max_tokens=request["max_tokens"], logprobs=1)
+    params = SamplingParams(
+        temperature=0.0, max_tokens=request["max_tokens"], logprobs=1
+    )
     inputs = []
     for probe in request["prompts"]:
         images = [Image.open(path).convert("RGB") for path in probe["images"]]
-        inputs.append({"prompt": probe["prompt"], "multi_modal_data": {"image": images}} if images else probe["prompt"])
+        inputs.append(
+            {"prompt": probe["prompt"], "multi_modal_data": {"image": images}}
+            if images
+            else probe["prompt"]
+        )
     answers = []
     for output in llm.generate(inputs, params, use_tqdm=False):
         completion = output.outputs[0]
-        first = completion.logprobs[0][completion.token_ids[0]].logprob if completion.token_ids else None
+        first = (
+            completion.logprobs[0][completion.token_ids[0]].logprob
+            if completion.token_ids
+            else None
+        )
         answers.append(
-            {"prompt_ids": list(output.prompt_token_ids), "tokens": list(completion.token_ids), "first_logprob": first}
+            {
+                "prompt_ids": list(output.prompt_token_ids),
+                "tokens": list(completion.token_ids),
+                "first_logprob": first,
+            }
         )
     return answers, _mm_prefix_dropped(llm)
 
@@ -91,7 +109,9 @@ def _mm_prefix_dropped(llm) -> bool | None:
         ]
 
     try:
-        found = [layer for per_worker in llm.apply_model(layers) for layer in per_worker]
+        found = [
+            layer for per_worker in llm.apply_model(layers) for layer in per_worker
+        ]
     except Exception:  # an engine without apply_model or these attributes: unknown
         return None
     return any(wanted and not supported for wanted, supported in found)
@@ -99,7 +119,11 @@ def _mm_prefix_dropped(llm) -> bool | None:
 
 def _port_frame(exc: BaseException) -> str | None:
     """Where in the port's own files the error was raised last (``llava.py:120 in embed_multimodal``)."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f"{os.sep}{_PACKAGE}{os.sep}" in f.filename]
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if f"{os.sep}{_PACKAGE}{os.sep}" in f.filename
+    ]
     if not frames:
         return None
     last = frames[-1]
@@ -115,7 +139,9 @@ def main(request_path: str, answer_path: str) -> None:
 
         answer["vllm_version"] = vllm.__version__
         if request.get("port_dir"):
-            answer["served_class_file"] = _register_port(request["port_dir"], request["module"])
+            answer["served_class_file"] = _register_port(
+                request["port_dir"], request["module"]
+            )
         answer["outputs"], answer["mm_prefix_dropped"] = _generate(request)
     except BaseException as exc:  # the answer says what broke; the caller reports it
         answer["error"] = f"{type(exc).__name__}: {exc}"

@@ -28,7 +28,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SERVABLE_HEAD_DIMS", "Layout", "TwinCheckpoint", "build_checkpoint", "hub_names", "snapshot_checkpoint"]
+__all__ = [
+    "SERVABLE_HEAD_DIMS",
+    "Layout",
+    "TwinCheckpoint",
+    "build_checkpoint",
+    "hub_names",
+    "snapshot_checkpoint",
+]
 
 # Head sizes vLLM's CPU attention kernels take (shared/recipes/vllm-cpu-serve-env.sh).
 SERVABLE_HEAD_DIMS = (64, 128)
@@ -77,7 +84,11 @@ def _servable_text(twin: dict) -> None:
     if head_dim not in SERVABLE_HEAD_DIMS:
         text["head_dim"] = _HEAD_DIM
     positions = text.get("max_position_embeddings")
-    if isinstance(positions, int) and positions < _MIN_POSITIONS and _rope_types(text.get("rope_parameters")) <= {"default"}:
+    if (
+        isinstance(positions, int)
+        and positions < _MIN_POSITIONS
+        and _rope_types(text.get("rope_parameters")) <= {"default"}
+    ):
         text["max_position_embeddings"] = _MIN_POSITIONS
 
 
@@ -100,9 +111,16 @@ def _write_modeling_defaults(model: Any) -> None:
 
 
 def _renamings(model: Any, *, legacy: bool) -> list:
-    from transformers.conversion_mapping import WeightRenaming, get_model_conversion_mapping
+    from transformers.conversion_mapping import (
+        WeightRenaming,
+        get_model_conversion_mapping,
+    )
 
-    return [w for w in get_model_conversion_mapping(model, add_legacy=legacy) if isinstance(w, WeightRenaming)]
+    return [
+        w
+        for w in get_model_conversion_mapping(model, add_legacy=legacy)
+        if isinstance(w, WeightRenaming)
+    ]
 
 
 def hub_names(model: Any, names: list[str]) -> dict[str, str]:
@@ -122,11 +140,15 @@ def _rekey_to_hub(model: Any, path: Path) -> None:
     loading = _renamings(model, legacy=True)
     runtime = {name: rename_source_key(name, loading, [])[0] for name in saved}
     hub = hub_names(model, list(runtime.values()))
-    rekeyed = {hub[runtime[name]]: tensor.contiguous() for name, tensor in saved.items()}
+    rekeyed = {
+        hub[runtime[name]]: tensor.contiguous() for name, tensor in saved.items()
+    }
     save_file(rekeyed, str(path / _WEIGHTS), metadata={"format": "pt"})
 
 
-def build_checkpoint(snapshot: Any, directory: Path, *, layout: Layout = Layout.SAVED, seed: int = 0) -> TwinCheckpoint:
+def build_checkpoint(
+    snapshot: Any, directory: Path, *, layout: Layout = Layout.SAVED, seed: int = 0
+) -> TwinCheckpoint:
     """Write a servable tiny twin of ``snapshot`` to ``directory`` (see the module docstring)."""
     from mmport.hf.tiny import twin_dict
     from mmport.runtime.device import seeded
@@ -143,11 +165,17 @@ def build_checkpoint(snapshot: Any, directory: Path, *, layout: Layout = Layout.
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(directory)
     for source in Path(snapshot.path).iterdir():
-        if source.is_file() and source.name != "config.json" and not source.name.endswith((".safetensors", ".bin")):
+        if (
+            source.is_file()
+            and source.name != "config.json"
+            and not source.name.endswith((".safetensors", ".bin"))
+        ):
             shutil.copy(source, directory / source.name)
     if layout is Layout.HUB:
         _rekey_to_hub(model, directory)
-    return TwinCheckpoint(directory, cls.__name__, layout, sum(p.numel() for p in model.parameters()))
+    return TwinCheckpoint(
+        directory, cls.__name__, layout, sum(p.numel() for p in model.parameters())
+    )
 
 
 def snapshot_checkpoint(snapshot: Any) -> TwinCheckpoint:
@@ -155,4 +183,9 @@ def snapshot_checkpoint(snapshot: Any) -> TwinCheckpoint:
     from mmport.runtime.hf_model import model_class, require_weights
 
     require_weights(snapshot)
-    return TwinCheckpoint(Path(snapshot.path), model_class(snapshot.load_config()).__name__, Layout.SAVED, 0)
+    return TwinCheckpoint(
+        Path(snapshot.path),
+        model_class(snapshot.load_config()).__name__,
+        Layout.SAVED,
+        0,
+    )

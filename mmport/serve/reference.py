@@ -34,7 +34,9 @@ class Generation:
     first_logprob: float | None
 
 
-def make_serve_probes(placeholder: str | None, directory: Path, seed: int) -> list[ServeProbe]:
+def make_serve_probes(
+    placeholder: str | None, directory: Path, seed: int
+) -> list[ServeProbe]:
     """One probe per size in ``_PROBE_SIZES``, images written under ``directory``.
 
     ``placeholder`` is the text an image takes in a prompt (verify's
@@ -48,13 +50,23 @@ def make_serve_probes(placeholder: str | None, directory: Path, seed: int) -> li
     probes = []
     for index, (width, height) in enumerate(_PROBE_SIZES):
         path = directory / f"probe-{index}.png"
-        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path)
-        prompt = f"Describe{' this' * index} {placeholder} briefly:" if placeholder else f"Describe{' this' * index} briefly:"
-        probes.append(ServeProbe(f"serve-{index} ({width}x{height})", prompt, (str(path),)))
+        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(
+            path
+        )
+        prompt = (
+            f"Describe{' this' * index} {placeholder} briefly:"
+            if placeholder
+            else f"Describe{' this' * index} briefly:"
+        )
+        probes.append(
+            ServeProbe(f"serve-{index} ({width}x{height})", prompt, (str(path),))
+        )
     return probes
 
 
-def hf_generate(checkpoint: Path, probes: list[ServeProbe], max_tokens: int, *, causal: bool = False) -> list[Generation]:
+def hf_generate(
+    checkpoint: Path, probes: list[ServeProbe], max_tokens: int, *, causal: bool = False
+) -> list[Generation]:
     """HF ``generate`` (greedy) on each probe, with the model loaded from ``checkpoint`` as HF loads it.
 
     ``causal``: without the processor's ``token_type_ids``, from which HF builds
@@ -69,19 +81,33 @@ def hf_generate(checkpoint: Path, probes: list[ServeProbe], max_tokens: int, *, 
     from mmport.runtime.hf_model import model_class
 
     processor = AutoProcessor.from_pretrained(checkpoint)
-    model = model_class(AutoConfig.from_pretrained(checkpoint)).from_pretrained(checkpoint, dtype=torch.float32).eval()
+    model = (
+        model_class(AutoConfig.from_pretrained(checkpoint))
+        .from_pretrained(checkpoint, dtype=torch.float32)
+        .eval()
+    )
     out = []
     for probe in probes:
         images = [Image.open(path).convert("RGB") for path in probe.images]
-        inputs = processor(text=[probe.prompt], images=images or None, return_tensors="pt")
+        inputs = processor(
+            text=[probe.prompt], images=images or None, return_tensors="pt"
+        )
         if causal:
             inputs.pop("token_type_ids", None)
         with torch.inference_mode():
             result = model.generate(
-                **inputs, do_sample=False, max_new_tokens=max_tokens, output_scores=True, return_dict_in_generate=True
+                **inputs,
+                do_sample=False,
+                max_new_tokens=max_tokens,
+                output_scores=True,
+                return_dict_in_generate=True,
             )
         prompt_ids = inputs["input_ids"][0].tolist()
         tokens = result.sequences[0, len(prompt_ids) :].tolist()
-        first = torch.log_softmax(result.scores[0][0].float(), dim=-1)[tokens[0]].item() if tokens else None
+        first = (
+            torch.log_softmax(result.scores[0][0].float(), dim=-1)[tokens[0]].item()
+            if tokens
+            else None
+        )
         out.append(Generation(tuple(prompt_ids), tuple(tokens), first))
     return out

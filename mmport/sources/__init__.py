@@ -22,21 +22,35 @@ def cache_root() -> Path:
 
 
 def _looks_like_path(ref: str) -> bool:
-    return ref.startswith((".", "/", "~")) or ref.endswith("/") or (os.sep in ref and Path(ref).parent.exists())
+    return (
+        ref.startswith((".", "/", "~"))
+        or ref.endswith("/")
+        or (os.sep in ref and Path(ref).parent.exists())
+    )
 
 
 def _local(ref: str, trust_remote_code: bool = False) -> Snapshot:
     path = Path(ref).expanduser()
     if not path.is_dir():
-        raise BadReferenceError(f"'{ref}' is not a directory; pass a model snapshot directory, a hub id or a model_type")
+        raise BadReferenceError(
+            f"'{ref}' is not a directory; pass a model snapshot directory, a hub id or a model_type"
+        )
     if not (path / "config.json").is_file():
         raise BadReferenceError(
             f"'{ref}' has no config.json; point at the directory that holds the model's config and processor files"
         )
     model_type = read_config_json(path).get("model_type")
     if not model_type or not isinstance(model_type, str):
-        raise BadReferenceError(f"'{path / 'config.json'}' names no model_type; is it a transformers config?")
-    return Snapshot(ref=ref, path=path.resolve(), origin="local", model_type=model_type, trust_remote_code=trust_remote_code)
+        raise BadReferenceError(
+            f"'{path / 'config.json'}' names no model_type; is it a transformers config?"
+        )
+    return Snapshot(
+        ref=ref,
+        path=path.resolve(),
+        origin="local",
+        model_type=model_type,
+        trust_remote_code=trust_remote_code,
+    )
 
 
 def _synthetic(model_type: str) -> Snapshot:
@@ -61,10 +75,18 @@ def _synthetic(model_type: str) -> Snapshot:
             staging.rename(target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return Snapshot(ref=model_type, path=target, origin="synthetic", model_type=model_type)
+    return Snapshot(
+        ref=model_type, path=target, origin="synthetic", model_type=model_type
+    )
 
 
-def resolve(ref: str, *, weights: bool = False, trust_remote_code: bool = False, processor_code: Path | None = None) -> Snapshot:
+def resolve(
+    ref: str,
+    *,
+    weights: bool = False,
+    trust_remote_code: bool = False,
+    processor_code: Path | None = None,
+) -> Snapshot:
     """Resolve ``ref``: an existing directory, a hub id ``org/name``, or a model_type.
 
     ``weights`` also fetches a hub snapshot's weights (``verify --model --weights``).
@@ -84,7 +106,9 @@ def resolve(ref: str, *, weights: bool = False, trust_remote_code: bool = False,
 
     found = find_processor_code(processor_code, snapshot.path)
     # The consent asked of a snapshot's code is asked of PATH's too, whatever the snapshot ships.
-    return dataclasses.replace(snapshot, processor_code=found, trust_remote_code=trust_remote_code, _cache={})
+    return dataclasses.replace(
+        snapshot, processor_code=found, trust_remote_code=trust_remote_code, _cache={}
+    )
 
 
 def _resolve(ref: str, weights: bool, trust_remote_code: bool) -> Snapshot:
@@ -102,4 +126,10 @@ def _resolve(ref: str, weights: bool, trust_remote_code: bool) -> Snapshot:
 
 def _local_from_hub(ref: str, path: Path, trust_remote_code: bool) -> Snapshot:
     snapshot = _local(str(path))
-    return Snapshot(ref=ref, path=snapshot.path, origin="hub", model_type=snapshot.model_type, trust_remote_code=trust_remote_code)
+    return Snapshot(
+        ref=ref,
+        path=snapshot.path,
+        origin="hub",
+        model_type=snapshot.model_type,
+        trust_remote_code=trust_remote_code,
+    )

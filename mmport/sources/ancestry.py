@@ -82,8 +82,12 @@ class _ModularVisitor(cst.CSTVisitor):
 
     def __init__(self) -> None:
         super().__init__()
-        self.first_bases: dict[str, tuple[str, int]] = {}  # class → (its first base, the class's line)
-        self.imported: dict[str, tuple[str, str]] = {}  # local name → (model folder, name there)
+        self.first_bases: dict[
+            str, tuple[str, int]
+        ] = {}  # class → (its first base, the class's line)
+        self.imported: dict[
+            str, tuple[str, str]
+        ] = {}  # local name → (model folder, name there)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         if node.bases and isinstance(node.bases[0].value, cst.Name):
@@ -108,7 +112,10 @@ class _ModularVisitor(cst.CSTVisitor):
         for alias in node.names:
             if isinstance(alias.name, cst.Name):
                 local = alias.asname.name if alias.asname is not None else alias.name
-                self.imported[cst.ensure_type(local, cst.Name).value] = (folder.value, alias.name.value)
+                self.imported[cst.ensure_type(local, cst.Name).value] = (
+                    folder.value,
+                    alias.name.value,
+                )
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,9 @@ class _Modular:
 def _modular_path(folder: str) -> Path:
     import transformers
 
-    return Path(transformers.__file__).parent / "models" / folder / f"modular_{folder}.py"
+    return (
+        Path(transformers.__file__).parent / "models" / folder / f"modular_{folder}.py"
+    )
 
 
 @cache
@@ -137,7 +146,9 @@ def _read_modular(folder: str) -> _Modular | None:
     visitor = _ModularVisitor()
     MetadataWrapper(cst.parse_module(code)).visit(visitor)
     relpath = f"models/{folder}/{path.name}"
-    return _Modular(relpath, visitor.first_bases, visitor.imported, tuple(code.splitlines()))
+    return _Modular(
+        relpath, visitor.first_bases, visitor.imported, tuple(code.splitlines())
+    )
 
 
 def derivation(folder: str, name: str) -> Derivation | None:
@@ -146,13 +157,22 @@ def derivation(folder: str, name: str) -> Derivation | None:
     if modular is None or name not in modular.first_bases:
         return None
     base, line = modular.first_bases[name]
-    if base not in modular.imported:  # defined here, or from a module outside the models
+    if (
+        base not in modular.imported
+    ):  # defined here, or from a module outside the models
         return None
     ancestor, base_there = modular.imported[base]
-    return Derivation(name, base_there, ancestor, Where(modular.relpath, line, modular.lines[line - 1].strip()))
+    return Derivation(
+        name,
+        base_there,
+        ancestor,
+        Where(modular.relpath, line, modular.lines[line - 1].strip()),
+    )
 
 
-def modular_ancestry(folder: str, name: str, depth: int = MAX_DEPTH) -> tuple[Derivation, ...]:
+def modular_ancestry(
+    folder: str, name: str, depth: int = MAX_DEPTH
+) -> tuple[Derivation, ...]:
     """The chain of derivations from class ``name`` of ``folder`` up, nearest first, at most ``depth`` long.
 
     A config class its modular file does not derive stands for its model's
@@ -169,7 +189,9 @@ def modular_ancestry(folder: str, name: str, depth: int = MAX_DEPTH) -> tuple[De
 def _derive(folder: str, name: str) -> Derivation | None:
     candidates = (name, *_model_classes(name)) if name.endswith("Config") else (name,)
     # Lazily: the model classes' names reach torch, read them only when the config derives nothing.
-    return next(filter(None, (derivation(folder, candidate) for candidate in candidates)), None)
+    return next(
+        filter(None, (derivation(folder, candidate) for candidate in candidates)), None
+    )
 
 
 def _model_classes(config_name: str) -> Iterator[str]:
@@ -190,10 +212,18 @@ def registered_model_types(class_name: str) -> list[str]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     if class_name.endswith("Config"):
-        return [model_type for model_type, name in CONFIG_MAPPING_NAMES.items() if name == class_name]
+        return [
+            model_type
+            for model_type, name in CONFIG_MAPPING_NAMES.items()
+            if name == class_name
+        ]
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
-    return [model_type for model_type, names in MODEL_MAPPING_NAMES.items() if class_name in _as_tuple(names)]
+    return [
+        model_type
+        for model_type, names in MODEL_MAPPING_NAMES.items()
+        if class_name in _as_tuple(names)
+    ]
 
 
 def text_model_ancestry(text_config: Any) -> tuple[Derivation, ...]:
@@ -212,5 +242,9 @@ def ancestor_model_types(step: Derivation) -> list[str]:
     """
     from transformers.models.auto.configuration_auto import model_type_to_module_name
 
-    own = [t for t in registered_model_types(step.base) if model_type_to_module_name(t) == step.ancestor]
+    own = [
+        t
+        for t in registered_model_types(step.base)
+        if model_type_to_module_name(t) == step.ancestor
+    ]
     return list(dict.fromkeys([step.ancestor, *own]))

@@ -44,7 +44,13 @@ CONCEPT_ALIASES: tuple[tuple[str, ...], ...] = (
 BASE_TOKEN_NAMES = frozenset({"bos_token", "eos_token", "pad_token", "unk_token"})
 
 # Constructor parameters that are sub-processors or plumbing, never settings.
-_NOT_SETTINGS = {"image_processor", "tokenizer", "video_processor", "feature_extractor", "chat_template"}
+_NOT_SETTINGS = {
+    "image_processor",
+    "tokenizer",
+    "video_processor",
+    "feature_extractor",
+    "chat_template",
+}
 
 
 def _config_layers(config: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
@@ -57,7 +63,12 @@ def _config_layers(config: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     level = [config]
     while level:
         yield from level
-        level = [v for layer in level for v in layer.values() if isinstance(v, Mapping) and "model_type" in v]
+        level = [
+            v
+            for layer in level
+            for v in layer.values()
+            if isinstance(v, Mapping) and "model_type" in v
+        ]
 
 
 def _patches_per_image(config: Mapping[str, Any]) -> int | None:
@@ -95,7 +106,9 @@ def none_default_params(processor_cls: type[Any]) -> list[str]:
     return [
         p.name
         for p in params
-        if p.default is None and p.name not in _NOT_SETTINGS and p.kind is p.POSITIONAL_OR_KEYWORD
+        if p.default is None
+        and p.name not in _NOT_SETTINGS
+        and p.kind is p.POSITIONAL_OR_KEYWORD
     ]
 
 
@@ -104,7 +117,11 @@ class _AddedTokens(cst.CSTVisitor):
         self.found: list[cst.BaseExpression] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value == "AddedToken" and node.args:
+        if (
+            isinstance(node.func, cst.Name)
+            and node.func.value == "AddedToken"
+            and node.args
+        ):
             self.found.append(node.args[0].value)
 
 
@@ -120,9 +137,17 @@ def _text_of(expr: cst.BaseExpression, constants: Mapping[str, Any]) -> str | No
 
     ``AddedToken("<image>", ...).content`` (Idefics3) is the literal too.
     """
-    if isinstance(expr, cst.Attribute) and expr.attr.value == "content" and isinstance(expr.value, cst.Call):
+    if (
+        isinstance(expr, cst.Attribute)
+        and expr.attr.value == "content"
+        and isinstance(expr.value, cst.Call)
+    ):
         call = expr.value
-        if isinstance(call.func, cst.Name) and call.func.value == "AddedToken" and call.args:
+        if (
+            isinstance(call.func, cst.Name)
+            and call.func.value == "AddedToken"
+            and call.args
+        ):
             return _text_of(call.args[0].value, constants)
     if isinstance(expr, cst.SimpleString):
         return string_value(expr)
@@ -150,11 +175,16 @@ class _AttributeReads(cst.CSTVisitor):
         # `if not hasattr(tokenizer, "image_token"): ... tokenizer.add_tokens([AddedToken("<image>")])`:
         # the processor makes the token itself when the tokenizer does not name it.
         test = node.test
-        if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+        if not (
+            isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        ):
             return
         name = self._guarded_name(test.expression)
         body = cst.Module(body=[]).code_for_node(node.body)
-        adds = f"{self.owner}.add_tokens(" in body or f"{self.owner}.add_special_tokens(" in body
+        adds = (
+            f"{self.owner}.add_tokens(" in body
+            or f"{self.owner}.add_special_tokens(" in body
+        )
         texts = [_text_of(arg, self.constants) for arg in _added_token_args(node.body)]
         if name and adds and texts and texts[0] is not None:
             self.self_added.setdefault(name, texts[0])
@@ -167,7 +197,11 @@ class _AttributeReads(cst.CSTVisitor):
             self.names.append(node.attr.value)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        name = self._guarded_name(node.test.expression if isinstance(node.test, cst.UnaryOperation) else node.test)
+        name = self._guarded_name(
+            node.test.expression
+            if isinstance(node.test, cst.UnaryOperation)
+            else node.test
+        )
         for branch in (node.body, node.orelse):
             text = string_value(branch)
             if name and text is not None:
@@ -184,10 +218,18 @@ class _AttributeReads(cst.CSTVisitor):
 
     def _guarded_name(self, node: cst.BaseExpression) -> str | None:
         """``hasattr(owner, "name")`` / ``getattr(owner, "name", ...)`` → ``name``."""
-        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and len(node.args) >= 2):
+        if not (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and len(node.args) >= 2
+        ):
             return None
         target, attr = node.args[0].value, node.args[1].value
-        if node.func.value in {"hasattr", "getattr"} and isinstance(target, cst.Name) and target.value == self.owner:
+        if (
+            node.func.value in {"hasattr", "getattr"}
+            and isinstance(target, cst.Name)
+            and target.value == self.owner
+        ):
             return string_value(attr)
         return None
 
@@ -203,7 +245,9 @@ def _constructor_reads(processor_cls: type[Any], owner: str) -> _AttributeReads:
 
 def image_processor_reads(processor_cls: type[Any]) -> list[str]:
     """Attributes the processor's constructor reads off its image processor."""
-    return list(dict.fromkeys(_constructor_reads(processor_cls, "image_processor").names))
+    return list(
+        dict.fromkeys(_constructor_reads(processor_cls, "image_processor").names)
+    )
 
 
 class _SelfTokenizerReads(cst.CSTVisitor):
@@ -248,7 +292,11 @@ def tokenizer_token_reads(processor_cls: type[Any]) -> dict[str, str | None]:
             continue
         stem = name.removesuffix("_id")
         # add_bos_token and the like are switches, not tokens.
-        if stem.endswith("_token") and not stem.startswith("add_") and stem not in BASE_TOKEN_NAMES:
+        if (
+            stem.endswith("_token")
+            and not stem.startswith("add_")
+            and stem not in BASE_TOKEN_NAMES
+        ):
             tokens.setdefault(stem, reads.defaults.get(stem))
     return tokens
 
@@ -276,10 +324,20 @@ class _TokenLiterals(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         target, value = node.targets[0].target, node.value
-        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"):
+        if not (
+            isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+        ):
             return
-        if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == "self":
-            value = cst.Name(value.attr.value)  # a class attribute: resolved like a constant
+        if (
+            isinstance(value, cst.Attribute)
+            and isinstance(value.value, cst.Name)
+            and value.value.value == "self"
+        ):
+            value = cst.Name(
+                value.attr.value
+            )  # a class attribute: resolved like a constant
         text = _text_of(value, self.constants)
         if target.attr.value.endswith("_token") and text:
             self.found.setdefault(target.attr.value, text)
@@ -319,21 +377,44 @@ class _VocabularyLookups(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         target = node.targets[0].target if len(node.targets) == 1 else None
-        is_self = isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
-        self._target = target.attr.value if is_self and isinstance(target, cst.Attribute) else None
+        is_self = (
+            isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+        )
+        self._target = (
+            target.attr.value if is_self and isinstance(target, cst.Attribute) else None
+        )
 
     def leave_Assign(self, original_node: cst.Assign) -> None:
         self._target = None
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "convert_tokens_to_ids" and node.args):
+        if not (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "convert_tokens_to_ids"
+            and node.args
+        ):
             return
         arg = node.args[0].value
-        items = [e.value for e in arg.elements] if isinstance(arg, (cst.List, cst.Tuple)) else [arg]
+        items = (
+            [e.value for e in arg.elements]
+            if isinstance(arg, (cst.List, cst.Tuple))
+            else [arg]
+        )
         for item in items:
-            named = isinstance(item, cst.Attribute) and isinstance(item.value, cst.Name) and item.value.value == "self"
-            text = _text_of(cst.Name(item.attr.value) if named and isinstance(item, cst.Attribute) else item, self.constants)
+            named = (
+                isinstance(item, cst.Attribute)
+                and isinstance(item.value, cst.Name)
+                and item.value.value == "self"
+            )
+            text = _text_of(
+                cst.Name(item.attr.value)
+                if named and isinstance(item, cst.Attribute)
+                else item,
+                self.constants,
+            )
             if text is not None:
                 self.found.append(text)
                 if self._target is not None and len(items) == 1:
@@ -344,7 +425,9 @@ def _lookup_visitors(processor_cls: type[Any]) -> Iterator[_VocabularyLookups]:
     """One visitor per transformers class of the processor, having read that class's source."""
     for klass in processor_cls.__mro__:
         if is_hf_code(klass.__module__, models_only=True) and klass is not object:
-            visitor = _VocabularyLookups({**vars(inspect.getmodule(klass)), **vars(klass)})
+            visitor = _VocabularyLookups(
+                {**vars(inspect.getmodule(klass)), **vars(klass)}
+            )
             cst.parse_module(textwrap.dedent(inspect.getsource(klass))).visit(visitor)
             yield visitor
 
@@ -370,4 +453,10 @@ def vocabulary_lookups(processor_cls: type[Any]) -> list[str]:
     vocabulary with it), so a synthetic vocabulary must hold it too. Looked up
     in every method of the processor's transformers classes, in source order.
     """
-    return list(dict.fromkeys(text for visitor in _lookup_visitors(processor_cls) for text in visitor.found))
+    return list(
+        dict.fromkeys(
+            text
+            for visitor in _lookup_visitors(processor_cls)
+            for text in visitor.found
+        )
+    )

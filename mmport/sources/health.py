@@ -45,7 +45,9 @@ def check_reference(snapshot: Any) -> None:
     for width, height in HEALTH_SIZES:
         for prompt in _attempts(processor):
             try:
-                ids = call_processor(processor, prompt, [make_image(width, height, 0)])["input_ids"][0].tolist()
+                ids = call_processor(processor, prompt, [make_image(width, height, 0)])[
+                    "input_ids"
+                ][0].tolist()
             except Exception as exc:
                 rejection = rejection or exc
                 continue
@@ -65,7 +67,9 @@ def check_reference(snapshot: Any) -> None:
     )
 
 
-def unwritten_media_token(config: Any, processor: Any, modality: str) -> tuple[str, int, int | None] | None:
+def unwritten_media_token(
+    config: Any, processor: Any, modality: str
+) -> tuple[str, int, int | None] | None:
     """``(attribute, configured id, the id HF writes most)`` when the config embeds a video or audio
     at a token HF never writes for one, nor any other token the config names; None when they agree.
 
@@ -84,7 +88,11 @@ def unwritten_media_token(config: Any, processor: Any, modality: str) -> tuple[s
         return None
     named = named_token_ids(config)
     placeholder = wrapped_placeholder(processor, f"{modality}_token")
-    ids = call_processor(processor, placeholder, **media_kwargs(processor, modality, [probe_media(modality, 0)]))["input_ids"][0].tolist()
+    ids = call_processor(
+        processor,
+        placeholder,
+        **media_kwargs(processor, modality, [probe_media(modality, 0)]),
+    )["input_ids"][0].tolist()
     try:
         text = placeholder.replace(str(getattr(processor, f"{modality}_token")), "")
         bare = set(call_processor(processor, text, [])["input_ids"][0].tolist())
@@ -100,7 +108,9 @@ def media_sides(processor: Any) -> list[str]:
     from mmport.hf.modalities import handled_modalities, refused_modalities
 
     refused = refused_modalities(processor)
-    return [m for m in handled_modalities(processor) if m != "image" and m not in refused]
+    return [
+        m for m in handled_modalities(processor) if m != "image" and m not in refused
+    ]
 
 
 def _check_media_tokens(snapshot: Any, processor: Any) -> None:

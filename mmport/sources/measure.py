@@ -23,13 +23,20 @@ _EXTRA_PREFIX, _EXTRA_SUFFIX = "num_additional_", "_tokens"
 def extra_token_params(processor_cls: type[Any]) -> list[str]:
     """Constructor settings of ``processor_cls`` that count a tower's extra tokens."""
     params = inspect.signature(processor_cls.__init__).parameters.values()
-    return [p.name for p in params if p.name.startswith(_EXTRA_PREFIX) and p.name.endswith(_EXTRA_SUFFIX)]
+    return [
+        p.name
+        for p in params
+        if p.name.startswith(_EXTRA_PREFIX) and p.name.endswith(_EXTRA_SUFFIX)
+    ]
 
 
 def measure_extra_tokens(config: Any) -> int | None:
     """Vectors the vision tower of ``config`` returns beyond one per patch, or None."""
     vision = getattr(config, "vision_config", None)
-    size, patch = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
+    size, patch = (
+        getattr(vision, "image_size", None),
+        getattr(vision, "patch_size", None),
+    )
     if not (isinstance(size, int) and isinstance(patch, int)):
         return None
     import torch
@@ -41,7 +48,9 @@ def measure_extra_tokens(config: Any) -> int | None:
         tower = AutoModel.from_config(tiny_twin(vision)).eval()
         channels = getattr(vision, "num_channels", 3)
         with torch.no_grad():
-            hidden = tower(pixel_values=torch.zeros(1, channels, size, size)).last_hidden_state
+            hidden = tower(
+                pixel_values=torch.zeros(1, channels, size, size)
+            ).last_hidden_state
     except Exception:  # a tower that needs more than pixels: leave the default
         return None
     return int(hidden.shape[1]) - (size // patch) ** 2

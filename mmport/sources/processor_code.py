@@ -39,7 +39,12 @@ from mmport.errors import BadReferenceError, RemoteCodeConsentError, one_line
 if TYPE_CHECKING:  # transformers loads lazily, inside the functions that need it
     from transformers import ProcessorMixin
 
-__all__ = ["ProcessorCode", "find_processor_code", "import_processor_class", "named_processor_class"]
+__all__ = [
+    "ProcessorCode",
+    "find_processor_code",
+    "import_processor_class",
+    "named_processor_class",
+]
 
 # Configs that may name the processor class, in the order AutoProcessor reads them.
 _NAMING_CONFIGS = (
@@ -58,7 +63,9 @@ class ProcessorCode:
     """Where ``--processor-code PATH``'s processor class is defined, as read (nothing run)."""
 
     root: Path
-    module_file: str  # under root: "processing_acme.py", "models/processing_deepseek_vl_v2.py"
+    module_file: (
+        str  # under root: "processing_acme.py", "models/processing_deepseek_vl_v2.py"
+    )
     class_name: str
     line: int
 
@@ -112,11 +119,15 @@ def find_processor_code(path: Path, snapshot_dir: Path) -> ProcessorCode:
     root = path.expanduser().resolve()
     if not root.is_dir():
         problem = "does not exist" if not root.exists() else "is not a directory"
-        raise BadReferenceError(f"--processor-code {path} {problem}; pass the directory or package holding the processor's modules")
+        raise BadReferenceError(
+            f"--processor-code {path} {problem}; pass the directory or package holding the processor's modules"
+        )
     found = _processor_classes(root)
     named = named_processor_class(snapshot_dir)
     if not found:
-        raise BadReferenceError(f"--processor-code {path} defines no ProcessorMixin subclass; pass the directory holding the processor's module")
+        raise BadReferenceError(
+            f"--processor-code {path} defines no ProcessorMixin subclass; pass the directory holding the processor's module"
+        )
     if named is None:
         raise BadReferenceError(
             f"{snapshot_dir}: its configs name no processor class (processor_class in processor_config.json) for "
@@ -125,20 +136,33 @@ def find_processor_code(path: Path, snapshot_dir: Path) -> ProcessorCode:
     chosen = next((code for code in found if code.class_name == named[1]), None)
     if chosen is None:
         defined = ", ".join(sorted({code.class_name for code in found}))
-        raise BadReferenceError(f"{snapshot_dir}: its {named[0]} names {named[1]}, which --processor-code {path} does not define (it defines {defined})")
+        raise BadReferenceError(
+            f"{snapshot_dir}: its {named[0]} names {named[1]}, which --processor-code {path} does not define (it defines {defined})"
+        )
     return chosen
 
 
 def _processor_classes(root: Path) -> list[ProcessorCode]:
     """Every class under ``root`` that derives from ``ProcessorMixin``, directly or through others found here or in transformers."""
-    classes = [(module, node) for module, tree in _modules(root) for node in tree.body if isinstance(node, ast.ClassDef)]
+    classes = [
+        (module, node)
+        for module, tree in _modules(root)
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+    ]
     processors: dict[str, ProcessorCode] = {}
     grew = True
-    while grew:  # a subclass may come before its base in the walk: repeat until nothing is added
+    while (
+        grew
+    ):  # a subclass may come before its base in the walk: repeat until nothing is added
         grew = False
         for module, node in classes:
-            if node.name not in processors and any(_is_processor_base(_base_name(b), processors) for b in node.bases):
-                processors[node.name] = ProcessorCode(root, module, node.name, node.lineno)
+            if node.name not in processors and any(
+                _is_processor_base(_base_name(b), processors) for b in node.bases
+            ):
+                processors[node.name] = ProcessorCode(
+                    root, module, node.name, node.lineno
+                )
                 grew = True
     return list(processors.values())
 
@@ -147,7 +171,10 @@ def _modules(root: Path) -> Iterator[tuple[str, ast.Module]]:
     """Each module under ``root`` that parses, by its path under ``root``; hidden and build folders skipped."""
     for path in sorted(root.rglob("*.py")):
         relative = path.relative_to(root)
-        if any(part.startswith(".") or part in _SKIPPED_DIRS for part in relative.parts[:-1]):
+        if any(
+            part.startswith(".") or part in _SKIPPED_DIRS
+            for part in relative.parts[:-1]
+        ):
             continue
         try:
             yield str(relative), ast.parse(path.read_text(errors="replace"))
@@ -157,7 +184,13 @@ def _modules(root: Path) -> Iterator[tuple[str, ast.Module]]:
 
 def _base_name(base: ast.expr) -> str:
     """A base class's own name: ``ProcessorMixin`` for ``processing_utils.ProcessorMixin``."""
-    return base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else ""
+    return (
+        base.attr
+        if isinstance(base, ast.Attribute)
+        else base.id
+        if isinstance(base, ast.Name)
+        else ""
+    )
 
 
 def _is_processor_base(name: str, found: dict[str, ProcessorCode]) -> bool:
@@ -187,7 +220,9 @@ def import_processor_class(code: ProcessorCode) -> type[ProcessorMixin]:
     module = _import(code)
     klass = getattr(module, code.class_name, None)
     if not (isinstance(klass, type) and issubclass(klass, ProcessorMixin)):
-        raise BadReferenceError(f"{code.root / code.module_file}: {code.class_name} is not a ProcessorMixin subclass once imported")
+        raise BadReferenceError(
+            f"{code.root / code.module_file}: {code.class_name} is not a ProcessorMixin subclass once imported"
+        )
     _register(klass)
     return klass
 
@@ -197,7 +232,9 @@ def _import(code: ProcessorCode) -> ModuleType:
     from mmport.sources.requirements import raised_at, unimportable
 
     if not all(part.isidentifier() for part in code.module_name.split(".")):
-        raise BadReferenceError(f"{code.root / code.module_file} cannot be imported: `{code.module_name}` is not a module name")
+        raise BadReferenceError(
+            f"{code.root / code.module_file} cannot be imported: `{code.module_name}` is not a module name"
+        )
     if str(code.import_root) not in sys.path:
         # Appended: PATH's modules shadow nothing installed, and a clash is caught below.
         sys.path.append(str(code.import_root))
@@ -207,13 +244,19 @@ def _import(code: ProcessorCode) -> ModuleType:
     except ImportError as exc:
         frame = raised_at(exc, lambda path: path.is_relative_to(code.root))
         if frame is None:  # the module itself was not found where PATH says
-            raise BadReferenceError(f"{where} cannot be imported as `{code.module_name}` ({one_line(exc)})") from None
-        raise BadReferenceError(unimportable(exc, f"--processor-code's {frame.filename}:{frame.lineno}")) from None
+            raise BadReferenceError(
+                f"{where} cannot be imported as `{code.module_name}` ({one_line(exc)})"
+            ) from None
+        raise BadReferenceError(
+            unimportable(exc, f"--processor-code's {frame.filename}:{frame.lineno}")
+        ) from None
     except Exception as exc:  # whatever PATH's code raises as it runs is a fault of the code the user gave
         raise BadReferenceError(f"{where} does not import: {one_line(exc)}") from None
     imported = Path(getattr(module, "__file__", "") or "")
     if imported.resolve() != where:
-        raise BadReferenceError(f"{where} cannot be imported as `{code.module_name}`: a module of that name comes from {imported}; rename one of them")
+        raise BadReferenceError(
+            f"{where} cannot be imported as `{code.module_name}`: a module of that name comes from {imported}; rename one of them"
+        )
     return module
 
 

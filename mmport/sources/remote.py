@@ -15,9 +15,20 @@ from pathlib import Path
 
 from mmport.errors import RemoteCodeConsentError
 from mmport.hf.code import REMOTE_CODE_PACKAGE
-from mmport.sources.requirements import missing_packages, not_installed, raised_at, unimportable
+from mmport.sources.requirements import (
+    missing_packages,
+    not_installed,
+    raised_at,
+    unimportable,
+)
 
-__all__ = ["CONFIG_FILES", "auto_references", "consent_error", "import_problem", "shipped_modules"]
+__all__ = [
+    "CONFIG_FILES",
+    "auto_references",
+    "consent_error",
+    "import_problem",
+    "shipped_modules",
+]
 
 # Files that may carry ``auto_map``: the model config and the processor configs.
 CONFIG_FILES = (
@@ -82,6 +93,8 @@ def import_problem(exc: BaseException, directory: Path) -> str | None:
         return None
     frame = raised_at(exc, lambda path: REMOTE_CODE_PACKAGE in path.parts)
     if frame is not None:
-        return unimportable(exc, f"the snapshot's {Path(frame.filename).name}:{frame.lineno}")
+        return unimportable(
+            exc, f"the snapshot's {Path(frame.filename).name}:{frame.lineno}"
+        )
     missing = missing_packages(directory, shipped_modules(directory))
     return not_installed(missing, "the snapshot's ") if missing else None

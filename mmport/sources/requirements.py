@@ -38,7 +38,13 @@ from pathlib import Path
 from mmport.errors import one_line
 from mmport.hf.code import REMOTE_CODE_PACKAGE
 
-__all__ = ["MissingPackage", "missing_packages", "not_installed", "raised_at", "unimportable"]
+__all__ = [
+    "MissingPackage",
+    "missing_packages",
+    "not_installed",
+    "raised_at",
+    "unimportable",
+]
 
 
 @dataclass(frozen=True)
@@ -74,8 +80,14 @@ def missing_packages(root: Path, files: Iterable[str]) -> list[MissingPackage]:
         for node in _required_imports(tree):
             queue += _local_modules(root, name, node)
             for top in _top_names(node):
-                if top not in found and not _is_local(root, top) and importlib.util.find_spec(top) is None:
-                    found[top] = MissingPackage(top, name, node.lineno, lines[node.lineno - 1].strip())
+                if (
+                    top not in found
+                    and not _is_local(root, top)
+                    and importlib.util.find_spec(top) is None
+                ):
+                    found[top] = MissingPackage(
+                        top, name, node.lineno, lines[node.lineno - 1].strip()
+                    )
     return list(found.values())
 
 
@@ -90,7 +102,9 @@ def _parse(path: Path) -> tuple[list[str], ast.Module]:
 
 def _required_imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
     """The imports transformers requires of a module (``dynamic_module_utils.get_imports``' walk)."""
-    if isinstance(node, ast.Try) or (isinstance(node, ast.If) and _checks_availability(node.test)):
+    if isinstance(node, ast.Try) or (
+        isinstance(node, ast.If) and _checks_availability(node.test)
+    ):
         return
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         yield node
@@ -102,8 +116,19 @@ def _checks_availability(test: ast.expr) -> bool:
     """Does an ``if`` test call one of transformers' ``is_<package>_available`` checks?"""
     from transformers.utils import import_utils
 
-    names = (getattr(call.func, "id", "") for call in ast.walk(test) if isinstance(call, ast.Call))
-    return any(name and (hasattr(import_utils, name) or re.fullmatch(r"is_flash_attn\w*available", name)) for name in names)
+    names = (
+        getattr(call.func, "id", "")
+        for call in ast.walk(test)
+        if isinstance(call, ast.Call)
+    )
+    return any(
+        name
+        and (
+            hasattr(import_utils, name)
+            or re.fullmatch(r"is_flash_attn\w*available", name)
+        )
+        for name in names
+    )
 
 
 def _top_names(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -113,19 +138,30 @@ def _top_names(node: ast.Import | ast.ImportFrom) -> list[str]:
     return [node.module.split(".")[0]] if node.level == 0 and node.module else []
 
 
-def _local_modules(root: Path, importer: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+def _local_modules(
+    root: Path, importer: str, node: ast.Import | ast.ImportFrom
+) -> list[str]:
     """The files under ``root`` an import reads: ``from .helpers import x``, ``from . import helpers``,
     or an absolute import of a sibling (``import helpers``) or of ``root``'s own package."""
     if isinstance(node, ast.ImportFrom) and node.level:
         base = Path(importer).parent
         for _ in range(node.level - 1):
             base = base.parent
-        dotted = [f"{node.module}"] if node.module else [alias.name for alias in node.names]
+        dotted = (
+            [f"{node.module}"] if node.module else [alias.name for alias in node.names]
+        )
     else:
         base = Path()
-        dotted = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        dotted = (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+        )
         # ``from pkg.models import x`` where ``root`` is the package ``pkg``: the path below it.
-        dotted = [name.split(".", 1)[1] if name.startswith(root.name + ".") else name for name in dotted]
+        dotted = [
+            name.split(".", 1)[1] if name.startswith(root.name + ".") else name
+            for name in dotted
+        ]
     paths = [base / (name.replace(".", "/") + ".py") for name in dotted if name]
     return [str(path) for path in paths if (root / path).is_file()]
 
@@ -149,9 +185,15 @@ def not_installed(missing: list[MissingPackage], owner: str) -> str:
     return f"{owner}code needs packages that are not installed: {listed} ({install})"
 
 
-def raised_at(exc: BaseException, owns: Callable[[Path], bool]) -> traceback.FrameSummary | None:
+def raised_at(
+    exc: BaseException, owns: Callable[[Path], bool]
+) -> traceback.FrameSummary | None:
     """The innermost frame of ``exc``'s traceback in a file ``owns`` accepts, if any."""
-    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if owns(Path(frame.filename))]
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if owns(Path(frame.filename))
+    ]
     return frames[-1] if frames else None
 
 
@@ -166,9 +208,17 @@ def unimportable(exc: ImportError, where: str) -> str:
         return f"{where} needs the package `{top}`, which is not installed (pip install {top})"
     # Python says which name in its message only: "cannot import name 'X' from 'Y'".
     name = re.search(r"cannot import name '([^']+)'", str(exc))
-    missing = f"no `{name[1]}` in `{exc.name}`" if name else f"no module `{exc.name}`" if exc.name else one_line(exc)
+    missing = (
+        f"no `{name[1]}` in `{exc.name}`"
+        if name
+        else f"no module `{exc.name}`"
+        if exc.name
+        else one_line(exc)
+    )
     # A snapshot's sibling modules import under HF's package for remote code: transformers decides those.
-    package = "transformers" if top in ("", "transformers", REMOTE_CODE_PACKAGE) else top
+    package = (
+        "transformers" if top in ("", "transformers", REMOTE_CODE_PACKAGE) else top
+    )
     version = _version(package)
     under = f"{package} {version}" if version else f"the installed {package}"
     return f"{where} does not import under {under}: {missing}; install the {package} release the code was written for, or update its code"

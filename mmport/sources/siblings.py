@@ -49,9 +49,17 @@ class _SelfReads(cst.CSTVisitor):
 
 def _kwarg_key(call: cst.BaseExpression, method: str) -> tuple[str, cst.Call] | None:
     """``kwargs.<method>("name", ...)`` → ``("name", call)``."""
-    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == method):
+    if not (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == method
+    ):
         return None
-    if not (isinstance(call.func.value, cst.Name) and call.func.value.value == "kwargs" and call.args):
+    if not (
+        isinstance(call.func.value, cst.Name)
+        and call.func.value.value == "kwargs"
+        and call.args
+    ):
         return None
     key = string_value(call.args[0].value)
     return (key, call) if key is not None else None
@@ -74,9 +82,15 @@ class _KwargAliases(cst.CSTVisitor):
         for target in node.targets:
             self._bind(target.target, node.value)
             sub = target.target
-            if isinstance(sub, cst.Subscript) and isinstance(sub.value, cst.Name) and sub.value.value == "kwargs":
+            if (
+                isinstance(sub, cst.Subscript)
+                and isinstance(sub.value, cst.Name)
+                and sub.value.value == "kwargs"
+            ):
                 index = sub.slice[0].slice if len(sub.slice) == 1 else None
-                key = string_value(index.value) if isinstance(index, cst.Index) else None
+                key = (
+                    string_value(index.value) if isinstance(index, cst.Index) else None
+                )
                 if key is not None:
                     self._alias(key, node.value)
 
@@ -98,7 +112,11 @@ class _KwargAliases(cst.CSTVisitor):
 
 def _model_classes(obj: Any) -> list[type]:
     """``obj``'s class and the classes of its MRO that are a model's code (not transformers' bases)."""
-    return [k for k in type(obj).__mro__ if k is type(obj) or is_hf_code(k.__module__, models_only=True)]
+    return [
+        k
+        for k in type(obj).__mro__
+        if k is type(obj) or is_hf_code(k.__module__, models_only=True)
+    ]
 
 
 def _visit(klass: type[Any], visitor: cst.CSTVisitor) -> None:
@@ -132,7 +150,11 @@ def fill_from_siblings(parts: Mapping[str, Any]) -> dict[str, list[str]]:
 
     Returns, per attribute filled, ``"<name> from <sibling>.<setting>"`` lines.
     """
-    aliases = {attribute: constructor_aliases(part) for attribute, part in parts.items() if part is not None}
+    aliases = {
+        attribute: constructor_aliases(part)
+        for attribute, part in parts.items()
+        if part is not None
+    }
     filled: dict[str, list[str]] = {}
     for attribute, part in parts.items():
         if part is None or "tokenizer" in attribute:
@@ -142,9 +164,15 @@ def fill_from_siblings(parts: Mapping[str, Any]) -> dict[str, list[str]]:
             if inspect.getattr_static(part, name, _ABSENT) is not None:
                 continue
             for sibling, names in aliases.items():
-                value = getattr(parts[sibling], names[name], None) if sibling != attribute and name in names else None
+                value = (
+                    getattr(parts[sibling], names[name], None)
+                    if sibling != attribute and name in names
+                    else None
+                )
                 if value is not None:
                     setattr(part, name, value)
-                    filled.setdefault(attribute, []).append(f"{name} from {sibling}.{names[name]}")
+                    filled.setdefault(attribute, []).append(
+                        f"{name} from {sibling}.{names[name]}"
+                    )
                     break
     return filled

@@ -28,7 +28,11 @@ def configured_token_id(config: Any, modality: str) -> tuple[str, int] | None:
 
 def named_token_ids(config: Any) -> set[int]:
     """Every token id ``config`` names itself (its ``*_token_id`` and ``*_token_index`` values)."""
-    return {v for k, v in vars(config).items() if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)}
+    return {
+        v
+        for k, v in vars(config).items()
+        if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)
+    }
 
 
 def read_config_json(directory: Path) -> dict[str, Any]:
@@ -37,11 +41,15 @@ def read_config_json(directory: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise BadReferenceError(f"'{path}' is not valid JSON ({exc.msg}, line {exc.lineno}); restore it from the checkpoint") from None
+        raise BadReferenceError(
+            f"'{path}' is not valid JSON ({exc.msg}, line {exc.lineno}); restore it from the checkpoint"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BadReferenceError(f"'{path}' cannot be read ({one_line(exc)})") from None
     if not isinstance(data, dict):
-        raise BadReferenceError(f"'{path}' holds a {type(data).__name__}, not a JSON object; is it a transformers config?")
+        raise BadReferenceError(
+            f"'{path}' holds a {type(data).__name__}, not a JSON object; is it a transformers config?"
+        )
     return data
 
 
@@ -79,10 +87,14 @@ class Snapshot:
             from transformers import AutoConfig
 
             try:
-                self._cache["config"] = AutoConfig.from_pretrained(self.path, trust_remote_code=self.trust_remote_code)
+                self._cache["config"] = AutoConfig.from_pretrained(
+                    self.path, trust_remote_code=self.trust_remote_code
+                )
             except Exception as exc:
                 self._raise_for_remote_code(exc, "its config class")
-                raise BadReferenceError(f"{self.path}: transformers cannot load config.json ({one_line(exc)})") from exc
+                raise BadReferenceError(
+                    f"{self.path}: transformers cannot load config.json ({one_line(exc)})"
+                ) from exc
         return self._cache["config"]
 
     def load_processor(self) -> Any:
@@ -96,17 +108,27 @@ class Snapshot:
 
             from mmport.hf.quiet import quiet_transformers
 
-            factory = self._outside_processor_class() if self.processor_code else AutoProcessor
+            factory = (
+                self._outside_processor_class()
+                if self.processor_code
+                else AutoProcessor
+            )
             try:
                 with quiet_transformers():
-                    processor = factory.from_pretrained(self.path, trust_remote_code=self.trust_remote_code)
+                    processor = factory.from_pretrained(
+                        self.path, trust_remote_code=self.trust_remote_code
+                    )
             except Exception as exc:
                 self._raise_for_remote_code(exc, "its processor")
                 raise BadReferenceError(
                     f"{self.path}: the HF processor does not load ({one_line(exc)}); "
                     "check processor_config.json, the image/video/audio processor config and the tokenizer files"
                 ) from exc
-            media = [a for a in getattr(processor, "get_attributes", list)() if "tokenizer" not in a]
+            media = [
+                a
+                for a in getattr(processor, "get_attributes", list)()
+                if "tokenizer" not in a
+            ]
             if not isinstance(processor, ProcessorMixin) or not media:
                 raise BadReferenceError(
                     f"{self.path}: AutoProcessor gives a {type(processor).__name__}, not a multimodal processor; "
@@ -128,7 +150,11 @@ class Snapshot:
         """A load that failed for the snapshot's own code: one line saying so (no consent, or an import it lacks)."""
         from mmport.sources.remote import consent_error, import_problem, shipped_modules
 
-        if not self.trust_remote_code and shipped_modules(self.path) and "custom code" in str(exc):
+        if (
+            not self.trust_remote_code
+            and shipped_modules(self.path)
+            and "custom code" in str(exc)
+        ):
             raise consent_error(self.path, what) from None
         problem = import_problem(exc, self.path) if self.trust_remote_code else None
         if problem:

@@ -30,7 +30,12 @@ from mmport.sources.defaults import (
 )
 from mmport.sources.measure import extra_token_params, measure_extra_tokens
 from mmport.sources.siblings import fill_from_siblings
-from mmport.sources.tokens import BASE_SPECIALS, TokenPlan, tokenizer_family, write_tokenizer
+from mmport.sources.tokens import (
+    BASE_SPECIALS,
+    TokenPlan,
+    tokenizer_family,
+    write_tokenizer,
+)
 
 __all__ = ["build_synthetic", "multimodal_model_types", "processor_class_for"]
 
@@ -44,7 +49,12 @@ _WRAPPER_IMAGE_SIZES = ((64, 64), (1600, 1200))
 # Frames in the video whose expansion shows the text written per frame (two temporal groups).
 _WRAPPER_VIDEO_FRAMES = 4
 # Processor settings that size the vision tower's token grid, as configs name them too.
-_GRID_SETTINGS = ("patch_size", "spatial_merge_size", "merge_size", "temporal_patch_size")
+_GRID_SETTINGS = (
+    "patch_size",
+    "spatial_merge_size",
+    "merge_size",
+    "temporal_patch_size",
+)
 
 
 def multimodal_model_types() -> list[str]:
@@ -56,7 +66,10 @@ def multimodal_model_types() -> list[str]:
 
 def processor_class_for(model_type: str) -> type[Any]:
     """The HF processor class for ``model_type``, or a BadReferenceError."""
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
+    from transformers.models.auto.processing_auto import (
+        PROCESSOR_MAPPING_NAMES,
+        processor_class_from_name,
+    )
 
     name = PROCESSOR_MAPPING_NAMES.get(model_type)
     if name is None:
@@ -91,22 +104,35 @@ def _special_tokens(processor_cls: type[Any]) -> tuple[dict[str, str], list[str]
     literals = token_literals(processor_cls)
     for name, default in tokenizer_token_reads(processor_cls).items():
         # A tokenizer token the processor also sets outright has that text.
-        named.setdefault(name, default or literals.get(name) or f"<{name.removesuffix('_token')}>")
+        named.setdefault(
+            name, default or literals.get(name) or f"<{name.removesuffix('_token')}>"
+        )
     # In the vocabulary, unnamed, as the processor's checkpoints hold them.
     for name, text in tokenizer_self_added(processor_cls).items():
         named.pop(name, None)
         anonymous.append(text)
     anonymous.extend(literals.values())
     # Looked up by text: special-token shaped, or named by a *_TOKEN constant (MiniMax's ']<]start of image[>[').
-    constants = {v for k, v in vars(processor_cls).items() if k.isupper() and k.endswith("_TOKEN")}
-    anonymous.extend(t for t in vocabulary_lookups(processor_cls) if _SPECIAL_SHAPE.match(t) or t in constants)
+    constants = {
+        v
+        for k, v in vars(processor_cls).items()
+        if k.isupper() and k.endswith("_TOKEN")
+    }
+    anonymous.extend(
+        t
+        for t in vocabulary_lookups(processor_cls)
+        if _SPECIAL_SHAPE.match(t) or t in constants
+    )
     return named, [t for t in dict.fromkeys(anonymous) if t not in named.values()]
 
 
 def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, int]:
     """Pin each named token to the id the config gives ``<name>_id``/``_index``."""
     fixed: dict[str, int] = {}
-    layers = [config, *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v]]
+    layers = [
+        config,
+        *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v],
+    ]
     for layer in layers:
         for key, value in layer.items():
             suffix = next((s for s in _ID_SUFFIXES if key.endswith(s)), None)
@@ -119,17 +145,30 @@ def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str,
 
 
 # Words a token's text and a config key spell differently for the same thing.
-_SAME_WORD = {"begin": "start", "bos": "start", "img": "image", "vid": "video", "eos": "end", "aud": "audio"}
+_SAME_WORD = {
+    "begin": "start",
+    "bos": "start",
+    "img": "image",
+    "vid": "video",
+    "eos": "end",
+    "aud": "audio",
+}
 # Words that tell nothing about which token is meant.
 _FILLER_WORDS = frozenset({"of", "the", "token", "id", "index"})
 
 
 def _words(text: str) -> frozenset[str]:
     """The words of a token text or config key, spelt one way (``<|begin_of_image|>`` → {start, image})."""
-    return frozenset(_SAME_WORD.get(w, w) for w in re.findall(r"[a-z]+", text.lower()) if w not in _FILLER_WORDS)
+    return frozenset(
+        _SAME_WORD.get(w, w)
+        for w in re.findall(r"[a-z]+", text.lower())
+        if w not in _FILLER_WORDS
+    )
 
 
-def _fixed_by_words(config: Mapping[str, Any], tags: Sequence[str], fixed: Mapping[str, int]) -> dict[str, int]:
+def _fixed_by_words(
+    config: Mapping[str, Any], tags: Sequence[str], fixed: Mapping[str, int]
+) -> dict[str, int]:
     """Pin tags the processor writes as text to the config ids whose names spell the same words.
 
     GLM-4V writes ``<|begin_of_image|>`` before each video frame, and its
@@ -138,12 +177,18 @@ def _fixed_by_words(config: Mapping[str, Any], tags: Sequence[str], fixed: Mappi
     id no token holds yet, and a tag and id that pair one to one.
     """
     taken = set(fixed.values())
-    layers = [config, *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v]]
+    layers = [
+        config,
+        *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v],
+    ]
     free = {
         key: value
         for layer in layers
         for key, value in layer.items()
-        if key.endswith(_ID_SUFFIXES) and isinstance(value, int) and not isinstance(value, bool) and value not in taken
+        if key.endswith(_ID_SUFFIXES)
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+        and value not in taken
     }
     pinned: dict[str, int] = {}
     for tag in tags:
@@ -151,12 +196,18 @@ def _fixed_by_words(config: Mapping[str, Any], tags: Sequence[str], fixed: Mappi
             continue
         matches = {value for key, value in free.items() if _words(key) == _words(tag)}
         unique = not any(_words(other) == _words(tag) for other in tags if other != tag)
-        if len(matches) == 1 and unique and (value := matches.pop()) not in pinned.values():
+        if (
+            len(matches) == 1
+            and unique
+            and (value := matches.pop()) not in pinned.values()
+        ):
             pinned[tag] = value
     return pinned
 
 
-def _tokens_for_unheld_ids(config: Mapping[str, Any], processor: Any, pinned: Mapping[str, int]) -> dict[str, int]:
+def _tokens_for_unheld_ids(
+    config: Mapping[str, Any], processor: Any, pinned: Mapping[str, int]
+) -> dict[str, int]:
     """A token for each id a config ``*_token_id`` names that no token holds, named after its key.
 
     Qwen2-VL's config names ``vision_start_token_id`` and its chat template
@@ -166,26 +217,47 @@ def _tokens_for_unheld_ids(config: Mapping[str, Any], processor: Any, pinned: Ma
     or ``[...]``).
     """
     tokenizer = processor.tokenizer
-    shape = str(getattr(processor, "image_token", None) or getattr(tokenizer, "image_token", None) or "<x>")
+    shape = str(
+        getattr(processor, "image_token", None)
+        or getattr(tokenizer, "image_token", None)
+        or "<x>"
+    )
     taken = set(pinned.values())
-    layers = [config, *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v]]
+    layers = [
+        config,
+        *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v],
+    ]
     made: dict[str, int] = {}
     for layer in layers:
         for key, value in layer.items():
             suffix = next((s for s in _ID_SUFFIXES if key.endswith(s)), None)
-            if suffix is None or not isinstance(value, int) or isinstance(value, bool) or value < 0 or value in taken:
+            if (
+                suffix is None
+                or not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < 0
+                or value in taken
+            ):
                 continue
             if tokenizer.convert_ids_to_tokens(value) is not None:
                 continue
             name = key[: -len(suffix)]
-            text = f"<|{name}|>" if shape.startswith("<|") else f"[{name.upper()}]" if shape.startswith("[") else f"<{name}>"
+            text = (
+                f"<|{name}|>"
+                if shape.startswith("<|")
+                else f"[{name.upper()}]"
+                if shape.startswith("[")
+                else f"<{name}>"
+            )
             if text not in made and text not in pinned:
                 made[text] = value
                 taken.add(value)
     return made
 
 
-def _backend_class(mapping: Mapping[str, Any], keys: list[str], load) -> type[Any] | None:
+def _backend_class(
+    mapping: Mapping[str, Any], keys: list[str], load
+) -> type[Any] | None:
     """The class a (backend → name) mapping gives for the first known key."""
     has_torchvision = importlib.util.find_spec("torchvision") is not None
     order = ("torchvision", "pil") if has_torchvision else ("pil",)
@@ -206,7 +278,11 @@ def _processor_families(processor_cls: type[Any]) -> list[str]:
     ``Glm4vProcessor``) has no image processor of its own in the auto
     mappings; the processor's own family does.
     """
-    folders = [k.__module__.split(".")[2] for k in processor_cls.__mro__ if k.__module__.startswith("transformers.models.")]
+    folders = [
+        k.__module__.split(".")[2]
+        for k in processor_cls.__mro__
+        if k.__module__.startswith("transformers.models.")
+    ]
     return list(dict.fromkeys(folders))
 
 
@@ -217,7 +293,10 @@ def _sub_config_families(sub_type: str) -> list[str]:
     ``modernvbert`` ``vlm_config``, whose processor is ``Idefics3Processor``;
     the image processor is registered under ``idefics3`` only.
     """
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
+    from transformers.models.auto.processing_auto import (
+        PROCESSOR_MAPPING_NAMES,
+        processor_class_from_name,
+    )
 
     name = PROCESSOR_MAPPING_NAMES.get(sub_type)
     try:
@@ -225,26 +304,44 @@ def _sub_config_families(sub_type: str) -> list[str]:
     except Exception:  # the sub-model's processor needs a backend this machine lacks
         families = []
     # A tower's own type names its family: ``audioflamingo3_encoder`` is AudioFlamingo3's.
-    stem = re.sub(r"_(audio_encoder|vision_model|encoder|vision|audio|model)$", "", sub_type)
+    stem = re.sub(
+        r"_(audio_encoder|vision_model|encoder|vision|audio|model)$", "", sub_type
+    )
     return [sub_type, *families, *([stem] if stem != sub_type else [])]
 
 
-def _lookup_keys(model_type: str, config: Mapping[str, Any], processor_cls: type[Any] | None = None) -> list[str]:
+def _lookup_keys(
+    model_type: str, config: Mapping[str, Any], processor_cls: type[Any] | None = None
+) -> list[str]:
     """The model_type, the processor's own families, then each sub-config's (vision tower first)."""
-    subs = [v["model_type"] for v in config.values() if isinstance(v, Mapping) and "model_type" in v]
+    subs = [
+        v["model_type"]
+        for v in config.values()
+        if isinstance(v, Mapping) and "model_type" in v
+    ]
     families = _processor_families(processor_cls) if processor_cls is not None else []
-    nested = [key for sub in sorted(subs, key=lambda t: "vision" not in t) for key in _sub_config_families(sub)]
+    nested = [
+        key
+        for sub in sorted(subs, key=lambda t: "vision" not in t)
+        for key in _sub_config_families(sub)
+    ]
     return list(dict.fromkeys([model_type, *families, *nested]))
 
 
-def _image_processor(model_type: str, config: Mapping[str, Any], processor_cls: type[Any] | None = None) -> Any:
+def _image_processor(
+    model_type: str, config: Mapping[str, Any], processor_cls: type[Any] | None = None
+) -> Any:
     """The default image processor, torchvision-backed when that is installed."""
     from transformers.models.auto.image_processing_auto import (
         IMAGE_PROCESSOR_MAPPING_NAMES,
         get_image_processor_class_from_name,
     )
 
-    cls = _backend_class(IMAGE_PROCESSOR_MAPPING_NAMES, _lookup_keys(model_type, config, processor_cls), get_image_processor_class_from_name)
+    cls = _backend_class(
+        IMAGE_PROCESSOR_MAPPING_NAMES,
+        _lookup_keys(model_type, config, processor_cls),
+        get_image_processor_class_from_name,
+    )
     if cls is None:
         has_torchvision = importlib.util.find_spec("torchvision") is not None
         raise BadReferenceError(
@@ -254,7 +351,12 @@ def _image_processor(model_type: str, config: Mapping[str, Any], processor_cls: 
     return cls(**_vision_geometry(cls, config))
 
 
-def _other_processor(attribute: str, model_type: str, config: Mapping[str, Any], processor_cls: type[Any] | None = None) -> Any | None:
+def _other_processor(
+    attribute: str,
+    model_type: str,
+    config: Mapping[str, Any],
+    processor_cls: type[Any] | None = None,
+) -> Any | None:
     """A default video processor or feature extractor for ``attribute``, if transformers maps one."""
     from transformers.models.auto import feature_extraction_auto, video_processing_auto
 
@@ -262,19 +364,29 @@ def _other_processor(attribute: str, model_type: str, config: Mapping[str, Any],
     mapping: Mapping[str, Any]
     if attribute == "video_processor":
         mapping = video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES
-        cls = _backend_class(mapping, keys, video_processing_auto.video_processor_class_from_name)
+        cls = _backend_class(
+            mapping, keys, video_processing_auto.video_processor_class_from_name
+        )
     elif attribute in {"feature_extractor", "audio_processor"}:
         mapping = feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES
-        cls = _backend_class(mapping, keys, feature_extraction_auto.feature_extractor_class_from_name)
+        cls = _backend_class(
+            mapping, keys, feature_extraction_auto.feature_extractor_class_from_name
+        )
     else:
         return None
     if cls is None:
         return None
     # Frames feed the same vision tower as images: a checkpoint sizes both for it.
-    return cls(**_audio_geometry(cls, config)) if attribute != "video_processor" else cls(**_vision_geometry(cls, config))
+    return (
+        cls(**_audio_geometry(cls, config))
+        if attribute != "video_processor"
+        else cls(**_vision_geometry(cls, config))
+    )
 
 
-def _audio_geometry(feature_extractor_cls: type[Any], config: Mapping[str, Any]) -> dict[str, Any]:
+def _audio_geometry(
+    feature_extractor_cls: type[Any], config: Mapping[str, Any]
+) -> dict[str, Any]:
     """The mel bins that make the feature extractor feed the configured audio tower.
 
     As with image sizes (:func:`_vision_geometry`), transformers' default
@@ -286,12 +398,17 @@ def _audio_geometry(feature_extractor_cls: type[Any], config: Mapping[str, Any])
     import inspect
 
     num_mel_bins = lookup_config(config, "num_mel_bins")
-    if not isinstance(num_mel_bins, int) or "feature_size" not in inspect.signature(feature_extractor_cls).parameters:
+    if (
+        not isinstance(num_mel_bins, int)
+        or "feature_size" not in inspect.signature(feature_extractor_cls).parameters
+    ):
         return {}
     return {"feature_size": num_mel_bins}
 
 
-def _vision_geometry(image_processor_cls: type[Any], config: Mapping[str, Any]) -> dict[str, Any]:
+def _vision_geometry(
+    image_processor_cls: type[Any], config: Mapping[str, Any]
+) -> dict[str, Any]:
     """Size settings that make the image processor feed the configured tower.
 
     transformers' default image processors and default model configs are
@@ -304,7 +421,11 @@ def _vision_geometry(image_processor_cls: type[Any], config: Mapping[str, Any]) 
     image_size = lookup_config(config, "image_size")
     if isinstance(image_size, int) and not isinstance(image_size, bool):
         height = width = image_size
-    elif isinstance(image_size, list | tuple) and len(image_size) == 2 and all(isinstance(v, int) for v in image_size):
+    elif (
+        isinstance(image_size, list | tuple)
+        and len(image_size) == 2
+        and all(isinstance(v, int) for v in image_size)
+    ):
         height, width = image_size  # InternVL's [448, 448]
     else:
         return overrides
@@ -317,7 +438,9 @@ def _vision_geometry(image_processor_cls: type[Any], config: Mapping[str, Any]) 
     return overrides
 
 
-def _patch_geometry(image_processor_cls: type[Any], config: Mapping[str, Any]) -> dict[str, Any]:
+def _patch_geometry(
+    image_processor_cls: type[Any], config: Mapping[str, Any]
+) -> dict[str, Any]:
     """The tower's ``patch_size`` for an image or video processor that patchifies for it.
 
     Qwen3-VL's default processor is Qwen2-VL's, with 14 px patches, while its
@@ -338,7 +461,11 @@ def _patch_geometry(image_processor_cls: type[Any], config: Mapping[str, Any]) -
         current, value = declared, patch
     else:
         return {}
-    return {"patch_size": value} if _same_scale(current, patch) and current != patch else {}
+    return (
+        {"patch_size": value}
+        if _same_scale(current, patch) and current != patch
+        else {}
+    )
 
 
 def _grid_params(processor_cls: type[Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -358,7 +485,12 @@ def _grid_params(processor_cls: type[Any], config: Mapping[str, Any]) -> dict[st
     for name in _GRID_SETTINGS:
         default = params[name].default if name in params else None
         value = lookup_config(config, name)
-        if isinstance(default, int) and isinstance(value, int) and value != default and _same_scale(default, value):
+        if (
+            isinstance(default, int)
+            and isinstance(value, int)
+            and value != default
+            and _same_scale(default, value)
+        ):
             found[name] = value
     return found
 
@@ -368,7 +500,9 @@ def _same_scale(a: int, b: int) -> bool:
     return min(a, b) > 0 and max(a, b) <= 2 * min(a, b)
 
 
-def _processor_kwargs(processor_cls: type[Any], config: Any, image_processor: Any) -> dict[str, Any]:
+def _processor_kwargs(
+    processor_cls: type[Any], config: Any, image_processor: Any
+) -> dict[str, Any]:
     """Settings a checkpoint would carry, derived from the config (see defaults and measure)."""
     kwargs = {}
     extra = extra_token_params(processor_cls)
@@ -388,7 +522,9 @@ def _processor_kwargs(processor_cls: type[Any], config: Any, image_processor: An
     return kwargs
 
 
-def _sub_processors(processor_cls: type[Any], model_type: str, config: Mapping[str, Any], tokenizer: Any) -> dict[str, Any]:
+def _sub_processors(
+    processor_cls: type[Any], model_type: str, config: Mapping[str, Any], tokenizer: Any
+) -> dict[str, Any]:
     """One default object per attribute the processor is built from."""
     parts: dict[str, Any] = {}
     for attribute in processor_cls.get_attributes():
@@ -397,7 +533,9 @@ def _sub_processors(processor_cls: type[Any], model_type: str, config: Mapping[s
         elif attribute == "image_processor":
             parts[attribute] = _image_processor(model_type, config, processor_cls)
         else:
-            parts[attribute] = _other_processor(attribute, model_type, config, processor_cls)
+            parts[attribute] = _other_processor(
+                attribute, model_type, config, processor_cls
+            )
     _return_metadata_if_read(processor_cls, parts.get("video_processor"))
     fill_from_siblings(parts)
     return parts
@@ -410,8 +548,19 @@ def _return_metadata_if_read(processor_cls: type[Any], video_processor: Any) -> 
     video processor returns it only with ``return_metadata``, which their
     checkpoints set; a default video processor would make every video fail.
     """
-    hook = next((k.__dict__["replace_video_token"] for k in processor_cls.__mro__ if "replace_video_token" in k.__dict__), None)
-    if video_processor is None or hook is None or getattr(video_processor, "return_metadata", True):
+    hook = next(
+        (
+            k.__dict__["replace_video_token"]
+            for k in processor_cls.__mro__
+            if "replace_video_token" in k.__dict__
+        ),
+        None,
+    )
+    if (
+        video_processor is None
+        or hook is None
+        or getattr(video_processor, "return_metadata", True)
+    ):
         return
     try:
         source = inspect.getsource(hook)
@@ -467,7 +616,10 @@ def _cover_vocabulary(config: Any, num_tokens: int) -> None:
     """
     from transformers import PretrainedConfig
 
-    for layer in [config, *(v for v in vars(config).values() if isinstance(v, PretrainedConfig))]:
+    for layer in [
+        config,
+        *(v for v in vars(config).values() if isinstance(v, PretrainedConfig)),
+    ]:
         vocab = getattr(layer, "vocab_size", None)
         if isinstance(vocab, int) and vocab < num_tokens:
             layer.vocab_size = num_tokens
@@ -487,7 +639,9 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     from transformers import CONFIG_MAPPING
 
     processor_cls = processor_class_for(model_type)
-    config_cls: type[Any] = CONFIG_MAPPING[model_type]  # a model's own config class, with its own sub-config kwargs
+    config_cls: type[Any] = CONFIG_MAPPING[
+        model_type
+    ]  # a model's own config class, with its own sub-config kwargs
     config = config_cls(**optional_sub_configs(config_cls))
     # Real checkpoints name their model class; vLLM resolves models by it.
     architecture = _architecture(model_type)
@@ -495,11 +649,24 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     config_dict = config.to_dict()
     named, anonymous = _special_tokens(processor_cls)
     # Tokens the processor adds itself still sit at the id the config names.
-    texts = {**BASE_SPECIALS, **token_literals(processor_cls), **tokenizer_self_added(processor_cls), **named}
+    texts = {
+        **BASE_SPECIALS,
+        **token_literals(processor_cls),
+        **tokenizer_self_added(processor_cls),
+        **named,
+    }
     # An id kept from a lookup by text (``self.video_start_id``) is the config's ``video_start_token_id``.
-    looked_up = {f"{attr.removesuffix('_id').removesuffix('_token')}_token": text for attr, text in looked_up_ids(processor_cls).items()}
+    looked_up = {
+        f"{attr.removesuffix('_id').removesuffix('_token')}_token": text
+        for attr, text in looked_up_ids(processor_cls).items()
+    }
     texts = {**looked_up, **texts}
-    plan = TokenPlan(named, tuple(anonymous), _fixed_ids(config_dict, texts), family=tokenizer_family(config))
+    plan = TokenPlan(
+        named,
+        tuple(anonymous),
+        _fixed_ids(config_dict, texts),
+        family=tokenizer_family(config),
+    )
     processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
     if _writes_its_own_bos(processor):
         plan = dataclasses.replace(plan, adds_bos=False)
@@ -510,16 +677,34 @@ def build_synthetic(model_type: str, directory: Path) -> None:
     unheld = _tokens_for_unheld_ids(config_dict, processor, pinned)
     if tags or unheld:
         pinned = {**pinned, **unheld}
-        plan = dataclasses.replace(plan, anonymous=(*plan.anonymous, *tags, *unheld), fixed_ids=pinned)
+        plan = dataclasses.replace(
+            plan, anonymous=(*plan.anonymous, *tags, *unheld), fixed_ids=pinned
+        )
         processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
         written = wrapper_texts(processor)
     if written:
-        processor = _write_snapshot(processor_cls, model_type, config, dataclasses.replace(plan, texts=written), directory)
-    if _align_image_token_id(config, processor) | _align_media_token_ids(config, processor) | _tower_fits_tiles(config, processor):
+        processor = _write_snapshot(
+            processor_cls,
+            model_type,
+            config,
+            dataclasses.replace(plan, texts=written),
+            directory,
+        )
+    if (
+        _align_image_token_id(config, processor)
+        | _align_media_token_ids(config, processor)
+        | _tower_fits_tiles(config, processor)
+    ):
         config.save_pretrained(directory)
 
 
-def _write_snapshot(processor_cls: type[Any], model_type: str, config: Any, plan: TokenPlan, directory: Path) -> Any:
+def _write_snapshot(
+    processor_cls: type[Any],
+    model_type: str,
+    config: Any,
+    plan: TokenPlan,
+    directory: Path,
+) -> Any:
     """Write the tokenizer, the config and the processor built on them; returns the processor."""
     from transformers import AutoTokenizer
 
@@ -548,8 +733,11 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
     from mmport.media import make_image
 
     special = text_boundaries(processor.tokenizer)
+
     def image_call(width: int, height: int) -> Callable[[], Any]:
-        return lambda: call_processor(processor, wrapped_placeholder(processor), [make_image(width, height, 0)])
+        return lambda: call_processor(
+            processor, wrapped_placeholder(processor), [make_image(width, height, 0)]
+        )
 
     calls = [image_call(width, height) for width, height in _WRAPPER_IMAGE_SIZES]
     calls += _video_wrapper_calls(processor)
@@ -557,7 +745,9 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
     for call in calls:
         try:
             ids = call()["input_ids"][0].tolist()
-        except Exception:  # the processor needs more than a placeholder: its texts stay unlearned
+        except (
+            Exception
+        ):  # the processor needs more than a placeholder: its texts stay unlearned
             continue
         run: list[int] = []
         for token in [*ids, None]:
@@ -576,7 +766,10 @@ def _video_wrapper_calls(processor: Any) -> list[Callable[[], Any]]:
     from mmport.media import make_video, video_metadata
 
     token = getattr(processor, "video_token", None)
-    if not isinstance(token, str) or getattr(processor, "video_processor", None) is None:
+    if (
+        not isinstance(token, str)
+        or getattr(processor, "video_processor", None) is None
+    ):
         return []
     frames, size = _WRAPPER_VIDEO_FRAMES, _WRAPPER_IMAGE_SIZES[0]
     video = (make_video(frames, *size, 0), video_metadata(frames, *size, fps=2.0))
@@ -618,7 +811,9 @@ def _align_media_token_ids(config: Any, processor: Any) -> bool:
     for modality in media_sides(processor):
         try:
             mismatch = unwritten_media_token(config, processor, modality)
-        except Exception:  # the processor needs more than a placeholder: leave the config as it is
+        except (
+            Exception
+        ):  # the processor needs more than a placeholder: leave the config as it is
             continue
         if mismatch is not None and mismatch[2] is not None:
             setattr(config, mismatch[0], mismatch[2])
@@ -647,21 +842,46 @@ def _tower_fits_tiles(config: Any, processor: Any) -> bool:
     from mmport.media import make_image
 
     vision = getattr(config, "vision_config", None)
-    size, patch, token = getattr(vision, "image_size", None), getattr(vision, "patch_size", None), getattr(config, "image_token_id", None)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (size, patch, token)):
+    size, patch, token = (
+        getattr(vision, "image_size", None),
+        getattr(vision, "patch_size", None),
+        getattr(config, "image_token_id", None),
+    )
+    if not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in (size, patch, token)
+    ):
         return False
     try:
-        out = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])
+        out = call_processor(
+            processor, wrapped_placeholder(processor), [make_image(64, 64, 0)]
+        )
         pixels, ids = out["pixel_values"], out["input_ids"][0].tolist()
     except Exception:  # the processor needs more than a placeholder, or gives no pixels: leave the config
         return False
-    if getattr(pixels, "ndim", 0) < 4 or pixels.shape[-1] != pixels.shape[-2] or pixels.shape[-1] == size:
+    if (
+        getattr(pixels, "ndim", 0) < 4
+        or pixels.shape[-1] != pixels.shape[-2]
+        or pixels.shape[-1] == size
+    ):
         return False
     side, tiles = int(pixels.shape[-1]), math.prod(pixels.shape[:-3])
     per_tile, rest = divmod(ids.count(token), tiles)
     grid = math.isqrt(per_tile)
-    merge = next((v for v in (lookup_config(config.to_dict(), n) for n in _MERGE_SETTINGS) if isinstance(v, int) and v > 0), 1)
-    if vision is None or rest or grid == 0 or grid * grid != per_tile or side % (grid * merge):
+    merge = next(
+        (
+            v
+            for v in (lookup_config(config.to_dict(), n) for n in _MERGE_SETTINGS)
+            if isinstance(v, int) and v > 0
+        ),
+        1,
+    )
+    if (
+        vision is None
+        or rest
+        or grid == 0
+        or grid * grid != per_tile
+        or side % (grid * merge)
+    ):
         return False
     vision.image_size, vision.patch_size = side, side // (grid * merge)
     return True
@@ -685,13 +905,19 @@ def _align_image_token_id(config: Any, processor: Any) -> bool:
     if not isinstance(current, int) or isinstance(current, bool):
         return False
     try:
-        ids = call_processor(processor, wrapped_placeholder(processor), [make_image(64, 64, 0)])["input_ids"][0].tolist()
-    except Exception:  # the processor needs more than a placeholder: leave the config as it is
+        ids = call_processor(
+            processor, wrapped_placeholder(processor), [make_image(64, 64, 0)]
+        )["input_ids"][0].tolist()
+    except (
+        Exception
+    ):  # the processor needs more than a placeholder: leave the config as it is
         return False
     # The embedding token is the one HF repeats: Llama 4 writes <|image|> once per image
     # and embeds at each <|patch|>, which its config names.
     special = text_boundaries(processor.tokenizer)
-    counts = collections.Counter(t for t in ids if t in special) or collections.Counter(ids)
+    counts = collections.Counter(t for t in ids if t in special) or collections.Counter(
+        ids
+    )
     if not counts:
         return False
     repeated, times = counts.most_common(1)[0]

@@ -36,7 +36,12 @@ __all__ = ["WHITESPACE_RUNS", "TokenPlan", "tokenizer_family", "write_tokenizer"
 # far longer runs; eight is enough for any probe's boundary).
 WHITESPACE_RUNS = tuple(char * n for char in ("\n", " ", "\t") for n in range(1, 9))
 
-BASE_SPECIALS = {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"}
+BASE_SPECIALS = {
+    "unk_token": "<unk>",
+    "bos_token": "<s>",
+    "eos_token": "</s>",
+    "pad_token": "<pad>",
+}
 
 # Special-token attributes every tokenizer class knows by name; they are set
 # directly, not as ``extra_special_tokens`` (which would shadow them).
@@ -109,7 +114,11 @@ def _bpe_family(name: str) -> type[Any] | None:
     from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
 
     family = tokenizer_class_from_name(name)
-    if family is None or family is TokenizersBackend or not issubclass(family, TokenizersBackend):
+    if (
+        family is None
+        or family is TokenizersBackend
+        or not issubclass(family, TokenizersBackend)
+    ):
         return None
     return family if _default_backend(family) is not None else None  # type: ignore[arg-type]  # a class is hashable; mypy misreads type[...] against Hashable
 
@@ -127,7 +136,9 @@ def _default_backend(family: type[Any]) -> Any | None:
         backend = family()._tokenizer
     except Exception:  # a class that needs its files to exist: it lends nothing
         return None
-    if type(backend.model).__name__ != "BPE" or getattr(backend.model, "end_of_word_suffix", None):
+    if type(backend.model).__name__ != "BPE" or getattr(
+        backend.model, "end_of_word_suffix", None
+    ):
         return None
     return backend if _adds_bos_eos_only(backend.post_processor) else None
 
@@ -178,11 +189,23 @@ def _pipeline(family: type | None) -> _Pipeline:
     backend = _default_backend(family) if family is not None else None
     if family is None or backend is None:
         # Llama-style: byte-level, and a BOS before every prompt.
-        return _Pipeline(None, pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel(), True, False, True)
+        return _Pipeline(
+            None,
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+            decoders.ByteLevel(),
+            True,
+            False,
+            True,
+        )
     byte_level = "ByteLevel" in repr(backend.pre_tokenizer) + repr(backend.decoder)
     adds_bos = _family_bos_default(family) is not None
     return _Pipeline(
-        backend.normalizer, backend.pre_tokenizer, backend.decoder, byte_level, bool(backend.model.byte_fallback), adds_bos
+        backend.normalizer,
+        backend.pre_tokenizer,
+        backend.decoder,
+        byte_level,
+        bool(backend.model.byte_fallback),
+        adds_bos,
     )
 
 
@@ -197,7 +220,11 @@ def _bpe_split(piece: str, ranks: Mapping[tuple[str, str], int]) -> list[str]:
     """``piece`` split as BPE splits it under ``ranks``: the lowest-ranked adjacent pair merges first."""
     symbols = list(piece)
     while len(symbols) > 1:
-        pairs = [(ranks.get((a, b)), i) for i, (a, b) in enumerate(itertools.pairwise(symbols)) if (a, b) in ranks]
+        pairs = [
+            (ranks.get((a, b)), i)
+            for i, (a, b) in enumerate(itertools.pairwise(symbols))
+            if (a, b) in ranks
+        ]
         if not pairs:
             break
         _, at = min(pairs)
@@ -240,21 +267,36 @@ def _build(plan: TokenPlan, pipeline: _Pipeline) -> Any:
     from tokenizers import AddedToken, Tokenizer, models, processors
 
     alphabet = pipeline.alphabet()
-    pieces = [p for text in (*WHITESPACE_RUNS, *plan.texts) for p in pipeline.pieces(text) if len(p) > 1]
+    pieces = [
+        p
+        for text in (*WHITESPACE_RUNS, *plan.texts)
+        for p in pipeline.pieces(text)
+        if len(p) > 1
+    ]
     merges = _merges_for([p for p in pieces if all(c in alphabet for c in p)])
     merged = [a + b for a, b in merges]
     vocab = _assign_ids(plan.fixed_ids, [*plan.all_specials(), *alphabet, *merged])
     unk = BASE_SPECIALS["unk_token"]
-    model = models.BPE(vocab=vocab, merges=merges, unk_token=unk, byte_fallback=pipeline.byte_fallback, fuse_unk=pipeline.byte_fallback)
+    model = models.BPE(
+        vocab=vocab,
+        merges=merges,
+        unk_token=unk,
+        byte_fallback=pipeline.byte_fallback,
+        fuse_unk=pipeline.byte_fallback,
+    )
     tokenizer = Tokenizer(model)
     tokenizer.normalizer = pipeline.normalizer
     tokenizer.pre_tokenizer = pipeline.pre_tokenizer
     tokenizer.decoder = pipeline.decoder
-    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in plan.all_specials()])
+    tokenizer.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in plan.all_specials()]
+    )
     if pipeline.adds_bos:
         bos = BASE_SPECIALS["bos_token"]
         tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, tokenizer.token_to_id(bos))]
+            single=f"{bos} $A",
+            pair=f"{bos} $A {bos} $B",
+            special_tokens=[(bos, tokenizer.token_to_id(bos))],
         )
     return tokenizer
 
@@ -265,8 +307,12 @@ def write_tokenizer(plan: TokenPlan, directory: Path) -> None:
     if plan.adds_bos is not None:
         pipeline = dataclasses.replace(pipeline, adds_bos=plan.adds_bos)
     _build(plan, pipeline).save(str(directory / "tokenizer.json"))
-    standard = {name: text for name, text in plan.named.items() if name in STANDARD_SPECIALS}
-    extra = {name: text for name, text in plan.named.items() if name not in STANDARD_SPECIALS}
+    standard = {
+        name: text for name, text in plan.named.items() if name in STANDARD_SPECIALS
+    }
+    extra = {
+        name: text for name, text in plan.named.items() if name not in STANDARD_SPECIALS
+    }
     config = {
         "tokenizer_class": plan.family.__name__ if plan.family else "TokenizersBackend",
         "add_bos_token": pipeline.adds_bos,
@@ -278,4 +324,6 @@ def write_tokenizer(plan: TokenPlan, directory: Path) -> None:
     }
     if not pipeline.adds_bos and plan.adds_bos is None:
         config["bos_token"] = None  # Qwen-style: the family names no BOS
-    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (directory / "tokenizer_config.json").write_text(
+        json.dumps(config, indent=2) + "\n"
+    )

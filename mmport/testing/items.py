@@ -33,7 +33,14 @@ if TYPE_CHECKING:
     from mmport.testing.plugin import ManifestPlugin
     from mmport.verify import CheckResult, Report
 
-__all__ = ["PORT_PROPERTY", "CheckFailed", "CheckItem", "ManifestDirectory", "ManifestFile", "PortCollector"]
+__all__ = [
+    "PORT_PROPERTY",
+    "CheckFailed",
+    "CheckItem",
+    "ManifestDirectory",
+    "ManifestFile",
+    "PortCollector",
+]
 
 # The user property naming each item's port: timings are summed per port from it (under xdist too).
 PORT_PROPERTY = "mmport_port"
@@ -90,7 +97,10 @@ class PortCollector(pytest.Collector):
         try:
             self.report = self._verify()
         except MmportError as exc:
-            pytest.fail(f"mmport could not verify {self.entry.label} against {self.entry.ref}: {exc}", pytrace=False)
+            pytest.fail(
+                f"mmport could not verify {self.entry.label} against {self.entry.ref}: {exc}",
+                pytrace=False,
+            )
 
     def _verify(self) -> Report:
         """``mmport verify REF --port PORT`` with the manifest entry's and the command line's options."""
@@ -122,10 +132,14 @@ class CheckFailed(Exception):
         failures = self.result.failures
         # The first line is the one pytest's short summary (-ra) keeps.
         lines = [f"first difference: {failures[0].describe()}"]
-        lines.append(f"the {self.result.name} check of {self.label} (against {self.ref}) failed {len(failures)} time(s):")
+        lines.append(
+            f"the {self.result.name} check of {self.label} (against {self.ref}) failed {len(failures)} time(s):"
+        )
         lines += [f"  {failure.describe()}" for failure in failures[:SHOWN_FAILURES]]
         if len(failures) > SHOWN_FAILURES:
-            lines.append(f"  ... and {len(failures) - SHOWN_FAILURES} more (mmport verify --html shows them all)")
+            lines.append(
+                f"  ... and {len(failures) - SHOWN_FAILURES} more (mmport verify --html shows them all)"
+            )
         return "\n".join(lines)
 
 
@@ -144,14 +158,18 @@ class CheckItem(pytest.Item):
     def runtest(self) -> None:
         """Read this check's status from the port's report."""
         port = self.port
-        assert port.report is not None, "the port's setup verified it before any check runs"
+        assert port.report is not None, (
+            "the port's setup verified it before any check runs"
+        )
         result = port.report.checks[self.name]
         if result.status == "fail":
             raise CheckFailed(port.entry.label, port.entry.ref, result)
         if result.status in ("skip", "cannot_judge"):
             pytest.skip(result.detail() or "no probe exercised this check")
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> Any:
         """mmport's own account of a failed check; a traceback only for a fault of mmport's."""
         if isinstance(excinfo.value, CheckFailed):
             return excinfo.value.describe()
@@ -166,7 +184,9 @@ class CheckItem(pytest.Item):
         return self.path, None, f"{self.name} check of {self.port.name}"
 
 
-def _port_collectors(parent: pytest.Collector, plugin: ManifestPlugin) -> Iterator[PortCollector]:
+def _port_collectors(
+    parent: pytest.Collector, plugin: ManifestPlugin
+) -> Iterator[PortCollector]:
     """A collector per port this run verifies (this shard's), under ``parent``."""
     for name, entry in plugin.ports():
         yield PortCollector.from_parent(parent, name=name, entry=entry)
@@ -180,5 +200,7 @@ def _ref_keyword(ref: str) -> str:
 def _port_of(item: pytest.Item) -> PortCollector:
     """A check item's port collector: every check is collected under one."""
     parent = item.parent
-    assert isinstance(parent, PortCollector), "check items are collected under their port"
+    assert isinstance(parent, PortCollector), (
+        "check items are collected under their port"
+    )
     return parent

@@ -50,16 +50,23 @@ class ManifestPlugin:
             durations = read_durations(self.durations_file)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from exc
-        return [(name, self.named[name]) for name in shard_labels(list(self.named), self.shard, durations)]
+        return [
+            (name, self.named[name])
+            for name in shard_labels(list(self.named), self.shard, durations)
+        ]
 
-    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> ManifestFile | None:
+    def pytest_collect_file(
+        self, file_path: Path, parent: pytest.Collector
+    ) -> ManifestFile | None:
         """The manifest, when it is a file pytest's collection reaches."""
         if file_path.resolve() == self.manifest:
             return ManifestFile.from_parent(parent, path=file_path, plugin=self)
         return None
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> ManifestDirectory | None:
+    def pytest_collect_directory(
+        self, path: Path, parent: pytest.Collector
+    ) -> ManifestDirectory | None:
         """The manifest, when it is a directory of ports: collected as ports, not as Python files."""
         if path.resolve() == self.manifest:
             return ManifestDirectory.from_parent(parent, path=path, plugin=self)
@@ -77,7 +84,9 @@ class ManifestPlugin:
             return  # an xdist worker: the controller saw every report and records them
         measured = {port: round(seconds, 3) for port, seconds in self.seconds.items()}
         if self.config.cache is not None:
-            self.config.cache.set(CACHE_KEY, {**self.config.cache.get(CACHE_KEY, {}), **measured})
+            self.config.cache.set(
+                CACHE_KEY, {**self.config.cache.get(CACHE_KEY, {}), **measured}
+            )
         if self.config.getoption("mmport_store_durations"):
             write_durations(self.durations_file, measured)
 
@@ -131,8 +140,13 @@ def _add_collection_arg(config: pytest.Config, manifest: Path) -> None:
     a plain ``pytest``; paths on the command line say what to run, unless the
     manifest came from ``--mmport-manifest``.
     """
-    named_paths = config.args_source == pytest.Config.ArgsSource.ARGS and config.getoption("mmport_manifest") is None
-    if named_paths or any(_covers(config.invocation_params.dir, arg, manifest) for arg in config.args):
+    named_paths = (
+        config.args_source == pytest.Config.ArgsSource.ARGS
+        and config.getoption("mmport_manifest") is None
+    )
+    if named_paths or any(
+        _covers(config.invocation_params.dir, arg, manifest) for arg in config.args
+    ):
         return
     config.args.append(str(manifest))
 

@@ -40,20 +40,28 @@ class Shard:
         """``"2/4"`` as ``Shard(2, 4)``; a ValueError that says what to write for anything else."""
         found = SHARD_SPEC.match(spec.strip())
         if found is None or not 1 <= int(found["index"]) <= int(found["count"]):
-            raise ValueError(f"--mmport-shard {spec!r} is not K/N with 1 <= K <= N; write e.g. --mmport-shard 1/2")
+            raise ValueError(
+                f"--mmport-shard {spec!r} is not K/N with 1 <= K <= N; write e.g. --mmport-shard 1/2"
+            )
         return cls(int(found["index"]), int(found["count"]))
 
 
-def shard_labels(labels: list[str], shard: Shard, durations: dict[str, float] | None = None) -> list[str]:
+def shard_labels(
+    labels: list[str], shard: Shard, durations: dict[str, float] | None = None
+) -> list[str]:
     """The labels of ``shard``, in their given order: balanced by ``durations`` when any apply, else round robin."""
     if durations and any(label in durations for label in labels):
         owner = _balanced(labels, shard.count, durations)
     else:
-        owner = {label: index % shard.count for index, label in enumerate(sorted(labels))}
+        owner = {
+            label: index % shard.count for index, label in enumerate(sorted(labels))
+        }
     return [label for label in labels if owner[label] == shard.index - 1]
 
 
-def _balanced(labels: list[str], count: int, durations: dict[str, float]) -> dict[str, int]:
+def _balanced(
+    labels: list[str], count: int, durations: dict[str, float]
+) -> dict[str, int]:
     """Greedy longest-first: each port, slowest first, goes to the shard with the least time so far.
 
     A port without a recorded duration counts as the mean of those recorded.
@@ -78,13 +86,22 @@ def read_durations(path: Path) -> dict[str, float]:
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"durations file '{path}' is not readable JSON ({exc}); delete it, or rewrite it with --mmport-store-durations") from exc
-    if not isinstance(data, dict) or not all(isinstance(v, int | float) for v in data.values()):
-        raise ValueError(f"durations file '{path}' is not a JSON object of port label to seconds; rewrite it with --mmport-store-durations")
+        raise ValueError(
+            f"durations file '{path}' is not readable JSON ({exc}); delete it, or rewrite it with --mmport-store-durations"
+        ) from exc
+    if not isinstance(data, dict) or not all(
+        isinstance(v, int | float) for v in data.values()
+    ):
+        raise ValueError(
+            f"durations file '{path}' is not a JSON object of port label to seconds; rewrite it with --mmport-store-durations"
+        )
     return {str(label): float(seconds) for label, seconds in data.items()}
 
 
 def write_durations(path: Path, measured: dict[str, float]) -> None:
     """Merge ``measured`` into the durations in ``path`` (ports not run this time keep theirs)."""
-    merged = {**read_durations(path), **{label: round(seconds, 3) for label, seconds in measured.items()}}
+    merged = {
+        **read_durations(path),
+        **{label: round(seconds, 3) for label, seconds in measured.items()},
+    }
     path.write_text(json.dumps(dict(sorted(merged.items())), indent=2) + "\n")

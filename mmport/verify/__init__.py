@@ -27,7 +27,14 @@ if TYPE_CHECKING:
     from mmport.verify.reference import HFReference
     from mmport.verify.session import Session
 
-__all__ = ["CheckResult", "Failure", "ModelOptions", "Report", "ServeOptions", "verify_port"]
+__all__ = [
+    "CheckResult",
+    "Failure",
+    "ModelOptions",
+    "Report",
+    "ServeOptions",
+    "verify_port",
+]
 
 # ``--port vllm``: the processor vLLM itself registers for the snapshot's architecture.
 VLLM_PORT = "vllm"
@@ -80,13 +87,25 @@ def verify_port(
         snapshot = _resolved(ref, model, serve, trust_remote_code, processor_code)
         chosen = select_backend(backend)
         checks = {name: CheckResult(name) for name in CHECKS}
-        session = _session(snapshot, chosen, port_path, trust_remote_code, model, target, checks["model"], seed, notify)
+        session = _session(
+            snapshot,
+            chosen,
+            port_path,
+            trust_remote_code,
+            model,
+            target,
+            checks["model"],
+            seed,
+            notify,
+        )
         hf, model_check = session.hf, session.model_check
         log = ProbeLog()
         _run_default_probes(session, probes, seed, checks, log, notify)
         # One judge per run: the tiny twin it may build, and each setting's fit, are cached in it.
         fits = FitJudge(hf, model_check.model if model_check else None, seed=seed)
-        settings = _request_settings(hf, fits, processor_kwargs, seed, settings_per_modality, notify)
+        settings = _request_settings(
+            hf, fits, processor_kwargs, seed, settings_per_modality, notify
+        )
         _run_setting_probes(session, settings, seed, checks, log, notify)
         if processor_kwargs:
             _refuse_unjudged_kwargs(session)
@@ -99,19 +118,34 @@ def verify_port(
             notify("sweeping item sizes for the count curves")
         swept = count_curves(session) if curves else {}
     return Report(
-        ref, str(port_path), chosen.name, probes, seed, checks,
+        ref,
+        str(port_path),
+        chosen.name,
+        probes,
+        seed,
+        checks,
         seconds=time.perf_counter() - started,
         probe_cases=log.cases,
         probe_modalities=log.modalities,
         settings=[(s.modality, s.describe(), s.origin) for s in settings],
-        token_windows=session.token_windows, probe_items=log.sizes, curves=swept,
+        token_windows=session.token_windows,
+        probe_items=log.sizes,
+        curves=swept,
         settings_sought=bool(processor_kwargs) or settings_per_modality > 0,
-        settings_not_applicable=fits.not_applicable(), settings_undecided=fits.undecided(),
+        settings_not_applicable=fits.not_applicable(),
+        settings_undecided=fits.undecided(),
     )
 
 
 def _session(
-    snapshot: Snapshot, chosen, port_path: Path, trust_remote_code: bool, model: ModelOptions | None, target, result: CheckResult, seed: int,
+    snapshot: Snapshot,
+    chosen,
+    port_path: Path,
+    trust_remote_code: bool,
+    model: ModelOptions | None,
+    target,
+    result: CheckResult,
+    seed: int,
     notify: Callable[[str], None],
 ) -> Session:
     """The port loaded and built, beside the HF reference learned from the snapshot (and HF's model, with ``--model``)."""
@@ -120,13 +154,23 @@ def _session(
     from mmport.verify.session import Session
 
     notify("loading the port")
-    port = chosen.load_registered(snapshot.path) if str(port_path) == VLLM_PORT else chosen.load_port(Path(port_path))
+    port = (
+        chosen.load_registered(snapshot.path)
+        if str(port_path) == VLLM_PORT
+        else chosen.load_port(Path(port_path))
+    )
     notify("learning the HF reference")
     check_reference(snapshot)
-    hf = HFReference(snapshot, chat_layouts=chosen.chat_placeholders(snapshot.path, MODALITIES))
+    hf = HFReference(
+        snapshot, chat_layouts=chosen.chat_placeholders(snapshot.path, MODALITIES)
+    )
     model_check = _model_check(hf, model, target, result, seed, notify)
     notify("building the port")
-    return Session(hf, chosen.build(port, snapshot.path, trust_remote_code=trust_remote_code), model_check)
+    return Session(
+        hf,
+        chosen.build(port, snapshot.path, trust_remote_code=trust_remote_code),
+        model_check,
+    )
 
 
 @dataclasses.dataclass
@@ -137,7 +181,9 @@ class ProbeLog:
     modalities: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     sizes: dict[str, list[ItemSize]] = dataclasses.field(default_factory=dict)
 
-    def record(self, probe: Probe, described: str, notify: Callable[[str], None]) -> None:
+    def record(
+        self, probe: Probe, described: str, notify: Callable[[str], None]
+    ) -> None:
         """Log ``probe`` under its name and say it is running."""
         self.modalities[probe.name] = [item.modality for item in probe.items]
         self.sizes[probe.name] = [ItemSize.of(item) for item in probe.items]
@@ -146,20 +192,36 @@ class ProbeLog:
 
 
 def _resolved(
-    ref: str, model: ModelOptions | None, serve: ServeOptions | None, trust_remote_code: bool, processor_code: Path | None
+    ref: str,
+    model: ModelOptions | None,
+    serve: ServeOptions | None,
+    trust_remote_code: bool,
+    processor_code: Path | None,
 ) -> Snapshot:
     """The snapshot ``ref`` names, with its weights where the model or serve checks need the checkpoint's own."""
     from mmport.runtime.hf_model import require_weights
     from mmport.sources import resolve
 
     own_weights = bool(model and model.weights) or bool(serve and serve.weights)
-    snapshot = resolve(ref, weights=own_weights, trust_remote_code=trust_remote_code, processor_code=processor_code)
+    snapshot = resolve(
+        ref,
+        weights=own_weights,
+        trust_remote_code=trust_remote_code,
+        processor_code=processor_code,
+    )
     if serve and serve.weights:
         require_weights(snapshot)  # before any slow work
     return snapshot
 
 
-def _model_check(hf: HFReference, model: ModelOptions | None, target, result: CheckResult, seed: int, notify: Callable[[str], None]) -> ModelCheck | None:
+def _model_check(
+    hf: HFReference,
+    model: ModelOptions | None,
+    target,
+    result: CheckResult,
+    seed: int,
+    notify: Callable[[str], None],
+) -> ModelCheck | None:
     """The HF model checking the port alongside the processor (``--model``), or None with the check skipped."""
     from mmport.runtime.hf_model import load_model
     from mmport.verify.model_check import ModelCheck
@@ -169,24 +231,51 @@ def _model_check(hf: HFReference, model: ModelOptions | None, target, result: Ch
         return None
     assert target is not None, "model.placement() ran first"
     notify(f"building the HF model on {target.device.type}…")
-    hf_model = load_model(hf.snapshot, target, tiny=model.tiny, weights=model.weights, seed=seed)
-    return ModelCheck(hf_model, {m: ref.embed_id for m, ref in hf.modalities.items()}, result)
+    hf_model = load_model(
+        hf.snapshot, target, tiny=model.tiny, weights=model.weights, seed=seed
+    )
+    return ModelCheck(
+        hf_model, {m: ref.embed_id for m, ref in hf.modalities.items()}, result
+    )
 
 
-def _run_default_probes(session: Session, count: int, seed: int, checks: dict[str, CheckResult], log: ProbeLog, notify: Callable[[str], None]) -> None:
+def _run_default_probes(
+    session: Session,
+    count: int,
+    seed: int,
+    checks: dict[str, CheckResult],
+    log: ProbeLog,
+    notify: Callable[[str], None],
+) -> None:
     """The seeded probes, under the processor's defaults."""
     from mmport.verify.probes import make_probes
 
     hf = session.hf
-    written = " (HF writes the request's prompt around it)" if hf.writes_own_prompt else ""
-    for probe in make_probes(count, seed, limits=session.probe_limits(), audio_seconds=hf.kept_audio_seconds()):
+    written = (
+        " (HF writes the request's prompt around it)" if hf.writes_own_prompt else ""
+    )
+    for probe in make_probes(
+        count,
+        seed,
+        limits=session.probe_limits(),
+        audio_seconds=hf.kept_audio_seconds(),
+    ):
         described = ", ".join(item.describe() for item in probe.items) or "no items"
-        log.record(probe, f"{described}; prompt {probe.prompt(hf.placeholders())!r}{written}", notify)
+        log.record(
+            probe,
+            f"{described}; prompt {probe.prompt(hf.placeholders())!r}{written}",
+            notify,
+        )
         session.run_probe(probe, checks)
 
 
 def _run_setting_probes(
-    session: Session, settings: list[Setting], seed: int, checks: dict[str, CheckResult], log: ProbeLog, notify: Callable[[str], None]
+    session: Session,
+    settings: list[Setting],
+    seed: int,
+    checks: dict[str, CheckResult],
+    log: ProbeLog,
+    notify: Callable[[str], None],
 ) -> None:
     """A few probes under each request setting, each led by an item HF counts differently under it, so a port ignoring it shows."""
     from mmport.verify.probes import make_probes
@@ -197,35 +286,65 @@ def _run_setting_probes(
         if setting.modality in session.unsupported:
             continue  # the port declares the modality unsupported: nothing of it is probed
         limits = session.probe_limits()
-        limits = {setting.modality: limits[setting.modality]} if setting.modality in limits else limits
+        limits = (
+            {setting.modality: limits[setting.modality]}
+            if setting.modality in limits
+            else limits
+        )
         told = telling_items(hf, setting)
         if setting.origin == "pinned" and not told:
-            session.outside_contract.append(f"HF counts no reference item differently under {setting.describe()}")
+            session.outside_contract.append(
+                f"HF counts no reference item differently under {setting.describe()}"
+            )
         # The first carries that item alone: HF cannot batch items some settings leave ragged.
-        for index, probe in enumerate(make_probes(SETTING_PROBES, seed + 1, limits=limits, audio_seconds=hf.kept_audio_seconds())):
+        for index, probe in enumerate(
+            make_probes(
+                SETTING_PROBES,
+                seed + 1,
+                limits=limits,
+                audio_seconds=hf.kept_audio_seconds(),
+            )
+        ):
             if told:
                 lead = told[index % len(told)]
                 probe = probe.leading(lead, session.limits.get(lead.modality))
-            probe = dataclasses.replace(probe, name=f"{probe.name} [{setting.describe()}]")
+            probe = dataclasses.replace(
+                probe, name=f"{probe.name} [{setting.describe()}]"
+            )
             described = ", ".join(item.describe() for item in probe.items)
-            log.record(probe, f"{described}; prompt {probe.prompt(hf.placeholders())!r}; request settings {setting.describe()}", notify)
+            log.record(
+                probe,
+                f"{described}; prompt {probe.prompt(hf.placeholders())!r}; request settings {setting.describe()}",
+                notify,
+            )
             session.run_probe(probe, checks, setting)
 
 
 def _refuse_unjudged_kwargs(session: Session) -> None:
     """Raise when nothing under the user's ``--processor-kwargs`` could be compared: the settings, not the port, are at fault."""
     if session.under_settings["media"] and not session.under_settings["compared"]:
-        said = (session.rejected or session.outside_contract or list(session.refused_settings.values()) or ["no reason given"])[-1]
-        raise MmportError(f"the HF processor rejects every probe under --processor-kwargs (or gives it nothing to compare): {said}")
+        said = (
+            session.rejected
+            or session.outside_contract
+            or list(session.refused_settings.values())
+            or ["no reason given"]
+        )[-1]
+        raise MmportError(
+            f"the HF processor rejects every probe under --processor-kwargs (or gives it nothing to compare): {said}"
+        )
 
 
 def _check_whole_port(session: Session, checks: dict[str, CheckResult]) -> None:
     """The checks of the port as a whole: embedding inputs, dummy inputs, limits; then close the per-probe checks."""
     from mmport.verify.embeds import check_embeddings
 
-    hidden_size = getattr(session.hf.snapshot.load_config().get_text_config(), "hidden_size", None)
+    hidden_size = getattr(
+        session.hf.snapshot.load_config().get_text_config(), "hidden_size", None
+    )
     if hidden_size is None:
-        checks["embeds"].skipped = "the config names no text hidden size to shape embeddings by"
+        checks[
+            "embeds"
+        ].skipped = "the config names no text hidden size to shape embeddings by"
     else:
         check_embeddings(session, checks["embeds"], hidden_size)
     session.check_dummy(checks["dummy"])
@@ -234,7 +353,12 @@ def _check_whole_port(session: Session, checks: dict[str, CheckResult]) -> None:
 
 
 def _request_settings(
-    hf: HFReference, fits: FitJudge, processor_kwargs: dict | None, seed: int, per_modality: int, notify: Callable[[str], None]
+    hf: HFReference,
+    fits: FitJudge,
+    processor_kwargs: dict | None,
+    seed: int,
+    per_modality: int,
+    notify: Callable[[str], None],
 ) -> list[Setting]:
     """The settings probes also run under: the user's (``--processor-kwargs``), else drawn from HF's count changes.
 
@@ -250,23 +374,34 @@ def _request_settings(
         fit = fits.fit(pinned)
         if fit.verdict == "not applicable":
             # Nothing the user asked for can be judged: no engine serves such a request.
-            raise MmportError(f"--processor-kwargs {pinned.describe()} is not applicable to this checkpoint: {fit.reason}")
+            raise MmportError(
+                f"--processor-kwargs {pinned.describe()} is not applicable to this checkpoint: {fit.reason}"
+            )
         return [pinned]
     notify("finding settings that change HF's counts (and that the HF model takes)")
     return count_changing_settings(hf, seed, per_modality, keep=fits.applicable)
 
 
 def _check_serve(
-    snapshot, port_path: Path, result: CheckResult, serve: ServeOptions | None, seed: int, notify: Callable[[str], None]
+    snapshot,
+    port_path: Path,
+    result: CheckResult,
+    serve: ServeOptions | None,
+    seed: int,
+    notify: Callable[[str], None],
 ) -> None:
     """The ``serve`` check: skipped unless asked for, and for ``--port vllm`` (there is no model file to serve)."""
     from mmport.serve import check_serve
 
     if serve is None:
-        result.skipped = "pass --serve to serve the port's model class in a real vLLM engine"
+        result.skipped = (
+            "pass --serve to serve the port's model class in a real vLLM engine"
+        )
     elif str(port_path) == VLLM_PORT:
         result.skipped = "--port vllm names vLLM's own processor: there is no generated model class to serve"
     else:
-        served = "the snapshot's checkpoint" if serve.weights else "tiny twin checkpoints"
+        served = (
+            "the snapshot's checkpoint" if serve.weights else "tiny twin checkpoints"
+        )
         notify(f"serving the port in a vLLM engine ({served})…")
         check_serve(snapshot, Path(port_path), result, seed=seed, options=serve)

@@ -33,7 +33,9 @@ __all__ = [
 WINDOW = 12
 
 
-def first_divergence(expected: list[int], actual: list[int], skip: frozenset[int] = frozenset()) -> int | None:
+def first_divergence(
+    expected: list[int], actual: list[int], skip: frozenset[int] = frozenset()
+) -> int | None:
     """The first index where two sequences differ (length included), or None; indices in ``skip`` are not compared."""
     for index, (a, b) in enumerate(zip(expected, actual, strict=False)):
         if a != b and index not in skip:
@@ -46,7 +48,11 @@ def _at(seq: list[int], index: int) -> str:
 
 
 def check_tokens(
-    result: CheckResult, probe: str, expected: list[int], actual: list[int], overwritten: frozenset[int] = frozenset()
+    result: CheckResult,
+    probe: str,
+    expected: list[int],
+    actual: list[int],
+    overwritten: frozenset[int] = frozenset(),
 ) -> int | None:
     """The port's prompt token ids equal HF's ``input_ids``; the first differing position, if any.
 
@@ -60,7 +66,16 @@ def check_tokens(
     position = first_divergence(expected, actual, skip=overwritten)
     if position is not None:
         message = f"token ids differ (HF {len(expected)} tokens, port {len(actual)})"
-        result.failures.append(Failure(probe, message, position, _at(expected, position), _at(actual, position), loudness="silent"))
+        result.failures.append(
+            Failure(
+                probe,
+                message,
+                position,
+                _at(expected, position),
+                _at(actual, position),
+                loudness="silent",
+            )
+        )
     elif (index := first_divergence(expected, actual)) is not None:
         note = f"{probe}: ids under embedding positions differ (from position {index}: HF {_at(expected, index)}, port {_at(actual, index)}); vLLM overwrites them"
         if note not in (result.summary or ""):
@@ -69,7 +84,10 @@ def check_tokens(
 
 
 def token_window(
-    expected: list[int], actual: list[int], position: int, spell: Callable[[list[int]], list[str]] | None = None
+    expected: list[int],
+    actual: list[int],
+    position: int,
+    spell: Callable[[list[int]], list[str]] | None = None,
 ) -> TokenWindow:
     """Both sequences from :data:`WINDOW` tokens before ``position`` to :data:`WINDOW` after it.
 
@@ -77,9 +95,14 @@ def token_window(
     ``convert_ids_to_tokens``); a side that ends early is shorter.
     """
     start = max(0, position - WINDOW)
-    hf, port = expected[start : position + WINDOW + 1], actual[start : position + WINDOW + 1]
+    hf, port = (
+        expected[start : position + WINDOW + 1],
+        actual[start : position + WINDOW + 1],
+    )
     hf_tokens, port_tokens = (spell(hf), spell(port)) if spell else ([], [])
-    return TokenWindow(position, start, tuple(hf), tuple(port), tuple(hf_tokens), tuple(port_tokens))
+    return TokenWindow(
+        position, start, tuple(hf), tuple(port), tuple(hf_tokens), tuple(port_tokens)
+    )
 
 
 def check_placeholders(
@@ -101,26 +124,68 @@ def check_placeholders(
     """
     result.runs += 1
     for modality in dict.fromkeys(item.modality for item in items):
-        wanted = [count for item, count in zip(items, counts, strict=False) if item.modality == modality]
+        wanted = [
+            count
+            for item, count in zip(items, counts, strict=False)
+            if item.modality == modality
+        ]
         ranges = placeholders.get(modality, [])
         if len(ranges) != len(wanted):
-            result.failures.append(Failure(probe, f"number of {modality} placeholder ranges", None, str(len(wanted)), str(len(ranges)), loudness="loud"))
+            result.failures.append(
+                Failure(
+                    probe,
+                    f"number of {modality} placeholder ranges",
+                    None,
+                    str(len(wanted)),
+                    str(len(ranges)),
+                    loudness="loud",
+                )
+            )
             return
         for index, (count, ph) in enumerate(zip(wanted, ranges, strict=False)):
             if ph.num_embeds != count:
                 message = f"{modality} {index}: number of embedding positions in the placeholder"
-                result.failures.append(Failure(probe, message, ph.offset, str(count), str(ph.num_embeds), loudness="loud"))
+                result.failures.append(
+                    Failure(
+                        probe,
+                        message,
+                        ph.offset,
+                        str(count),
+                        str(ph.num_embeds),
+                        loudness="loud",
+                    )
+                )
                 return
     if hf_ids is None:
         return
     for embed_id in dict.fromkeys(embed_ids[item.modality] for item in items):
-        sharing = [m for m in dict.fromkeys(item.modality for item in items) if embed_ids[m] == embed_id]
+        sharing = [
+            m
+            for m in dict.fromkeys(item.modality for item in items)
+            if embed_ids[m] == embed_id
+        ]
         hf_positions = [i for i, t in enumerate(hf_ids) if t == embed_id]
-        port_positions = sorted(p for m in sharing for ph in placeholders.get(m, []) for p in embed_positions(ph))
+        port_positions = sorted(
+            p
+            for m in sharing
+            for ph in placeholders.get(m, [])
+            for p in embed_positions(ph)
+        )
         position = first_divergence(hf_positions, port_positions)
         if position is not None:
-            message = f"{'/'.join(sharing)} embedding position #{position} of the prompt"
-            result.failures.append(Failure(probe, message, None, _at(hf_positions, position), _at(port_positions, position), loudness="silent"))
+            message = (
+                f"{'/'.join(sharing)} embedding position #{position} of the prompt"
+            )
+            result.failures.append(
+                Failure(
+                    probe,
+                    message,
+                    None,
+                    _at(hf_positions, position),
+                    _at(port_positions, position),
+                    loudness="silent",
+                )
+            )
             return
 
 
@@ -149,13 +214,23 @@ def port_key(key: str, actual: Mapping[str, Any], want: Any = None) -> str | Non
         return key
     renamed = [k for k in actual if k.startswith(key + "_")]
     if want is not None:
-        renamed = [k for k in renamed if isinstance(want, torch.Tensor) and _matches_item(want, actual[k])]
+        renamed = [
+            k
+            for k in renamed
+            if isinstance(want, torch.Tensor) and _matches_item(want, actual[k])
+        ]
         # A port's model class may consume the value under a name of its own: the value decides.
-        renamed = renamed or [k for k in actual if isinstance(want, torch.Tensor) and _matches_item(want, actual[k])]
+        renamed = renamed or [
+            k
+            for k in actual
+            if isinstance(want, torch.Tensor) and _matches_item(want, actual[k])
+        ]
     return renamed[0] if len(renamed) == 1 or (renamed and want is not None) else None
 
 
-def compare_items(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[str, str, str] | None:
+def compare_items(
+    expected: dict[str, Any], actual: dict[str, Any]
+) -> tuple[str, str, str] | None:
     """First differing key between HF on one item and the port's item: (key, HF, port)."""
     for key, want in expected.items():
         name = port_key(key, actual, want) or port_key(key, actual)
@@ -192,15 +267,29 @@ def _equal_or_padded(want: torch.Tensor, got: torch.Tensor) -> bool:
         return torch.equal(got, want)
     if got.dim() != want.dim() or got.dtype != want.dtype:
         return False
-    longer = [axis for axis, (g, w) in enumerate(zip(got.shape, want.shape, strict=True)) if g != w]
+    longer = [
+        axis
+        for axis, (g, w) in enumerate(zip(got.shape, want.shape, strict=True))
+        if g != w
+    ]
     if len(longer) != 1 or got.shape[longer[0]] < want.shape[longer[0]]:
         return False
     axis = longer[0]
-    kept, padding = got.narrow(axis, 0, want.shape[axis]), got.narrow(axis, want.shape[axis], got.shape[axis] - want.shape[axis])
+    kept, padding = (
+        got.narrow(axis, 0, want.shape[axis]),
+        got.narrow(axis, want.shape[axis], got.shape[axis] - want.shape[axis]),
+    )
     return torch.equal(kept, want) and not padding.any()
 
 
-def check_fields(result: CheckResult, probe: str, hf_mm: dict, items: Sequence[Any], singles: list[dict], actual) -> None:
+def check_fields(
+    result: CheckResult,
+    probe: str,
+    hf_mm: dict,
+    items: Sequence[Any],
+    singles: list[dict],
+    actual,
+) -> None:
     """Every HF output key is carried, and slicing per item reproduces HF on that item alone.
 
     ``items`` are the probe's items in prompt order, ``singles`` HF's
@@ -216,19 +305,45 @@ def check_fields(result: CheckResult, probe: str, hf_mm: dict, items: Sequence[A
         per_item = {key for single in singles for key in single}
         named = {key for key in hf_mm if port_key(key, carried) is not None}
         # A key carried under another name holds HF's value for an item alone.
-        named |= {key for single, item in zip(singles, port_items, strict=False) for key in single if port_key(key, item, single[key]) is not None}
-        idle = {key for key in hf_mm if key in per_item and _carries_nothing(key, hf_mm[key], singles, _item_counts(items))}
-        singles = [{k: v for k, v in single.items() if k not in idle} for single in singles]
-        missing = sorted(key for key in hf_mm if key in per_item and key not in named and key not in idle)
+        named |= {
+            key
+            for single, item in zip(singles, port_items, strict=False)
+            for key in single
+            if port_key(key, item, single[key]) is not None
+        }
+        idle = {
+            key
+            for key in hf_mm
+            if key in per_item
+            and _carries_nothing(key, hf_mm[key], singles, _item_counts(items))
+        }
+        singles = [
+            {k: v for k, v in single.items() if k not in idle} for single in singles
+        ]
+        missing = sorted(
+            key
+            for key in hf_mm
+            if key in per_item and key not in named and key not in idle
+        )
         if missing:
-            result.failures.append(Failure(probe, f"HF returns {missing} but the port's field config drops them", loudness="loud"))
+            result.failures.append(
+                Failure(
+                    probe,
+                    f"HF returns {missing} but the port's field config drops them",
+                    loudness="loud",
+                )
+            )
             return
-    for index, (item, single, port_item) in enumerate(zip(items, singles, port_items, strict=False)):
+    for index, (item, single, port_item) in enumerate(
+        zip(items, singles, port_items, strict=False)
+    ):
         diff = compare_items(single, port_item)
         if diff is not None:
             key, want, got = diff
             message = f"{item.modality} {_index_in_modality(items, index)} field '{key}' differs from HF on that item alone"
-            result.failures.append(Failure(probe, message, None, want, got, loudness="silent"))
+            result.failures.append(
+                Failure(probe, message, None, want, got, loudness="silent")
+            )
             return
 
 
@@ -238,7 +353,9 @@ def _item_counts(items: Sequence[Any]) -> set[int]:
     return {len(items), *(modalities.count(m) for m in modalities)}
 
 
-def _carries_nothing(key: str, together: Any, singles: list[dict], counts: set[int]) -> bool:
+def _carries_nothing(
+    key: str, together: Any, singles: list[dict], counts: set[int]
+) -> bool:
     """True for an HF output no item needs from the port: vLLM hands its model each item as HF gives it alone.
 
     Two kinds, told by value: a count of the prompt's items (LLaVA-OneVision's
@@ -274,11 +391,15 @@ def _items_in_order(items: Sequence[Any], actual) -> list[dict]:
     for index, item in enumerate(items):
         modality_items = actual.items.get(item.modality, [])
         position = _index_in_modality(items, index)
-        ordered.append(modality_items[position] if position < len(modality_items) else {})
+        ordered.append(
+            modality_items[position] if position < len(modality_items) else {}
+        )
     return ordered
 
 
-def check_cache(result: CheckResult, probe: str, items: Sequence[Any], together, alone: list) -> None:
+def check_cache(
+    result: CheckResult, probe: str, items: Sequence[Any], together, alone: list
+) -> None:
     """Items processed one by one equal the same items processed together."""
     result.runs += 1
     together_items = _items_in_order(items, together)
@@ -289,11 +410,15 @@ def check_cache(result: CheckResult, probe: str, items: Sequence[Any], together,
         if position >= len(ranges) or solo_embeds != ranges[position].num_embeds:
             message = f"{item.modality} {position}: embedding positions alone vs with the probe's other items"
             got = str(ranges[position].num_embeds) if position < len(ranges) else "none"
-            result.failures.append(Failure(probe, message, None, str(solo_embeds), got, loudness="silent"))
+            result.failures.append(
+                Failure(probe, message, None, str(solo_embeds), got, loudness="silent")
+            )
             return
         diff = compare_items(solo.items[item.modality][0], together_items[index])
         if diff is not None:
             key, want, got = diff
             message = f"{item.modality} {position} field '{key}' alone differs from the same item beside others"
-            result.failures.append(Failure(probe, message, None, want, got, loudness="silent"))
+            result.failures.append(
+                Failure(probe, message, None, want, got, loudness="silent")
+            )
             return

@@ -36,7 +36,11 @@ VIDEO_SIZES = ((64, 64), (224, 224))
 VIDEO_FPS = 2.0
 # Seconds of audio: a fraction of a second to three 30 s windows, with both sides of the first edge.
 AUDIO_SECONDS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 29.9, 30.1, 45.0, 60.0, 90.0)
-X_LABELS = {"image": "image area (px², log scale)", "video": "frames", "audio": "seconds"}
+X_LABELS = {
+    "image": "image area (px², log scale)",
+    "video": "frames",
+    "audio": "seconds",
+}
 
 
 def sweep(modality: str) -> list[tuple[str, float, Item]]:
@@ -45,12 +49,19 @@ def sweep(modality: str) -> list[tuple[str, float, Item]]:
         points = []
         for group, ratio in IMAGE_RATIOS.items():
             for area in IMAGE_AREAS:
-                width, height = max(1, round(math.sqrt(area * ratio))), max(1, round(math.sqrt(area / ratio)))
-                points.append((group, float(width * height), Item("image", (width, height))))
+                width, height = (
+                    max(1, round(math.sqrt(area * ratio))),
+                    max(1, round(math.sqrt(area / ratio))),
+                )
+                points.append(
+                    (group, float(width * height), Item("image", (width, height)))
+                )
         return points
     if modality == "video":
         return [
-            (f"{w}×{h} frames", float(n), Item("video", (w, h), n, VIDEO_FPS)) for w, h in VIDEO_SIZES for n in VIDEO_FRAMES
+            (f"{w}×{h} frames", float(n), Item("video", (w, h), n, VIDEO_FPS))
+            for w, h in VIDEO_SIZES
+            for n in VIDEO_FRAMES
         ]
     return [("audio", s, Item("audio", seconds=s)) for s in AUDIO_SECONDS]
 
@@ -76,7 +87,11 @@ def _curve(session, modality: str) -> CountCurve:
         except Exception:
             continue  # HF rejects the item: there is no count to hold the port to
         port, error = _port_count(session, item, alone.prompt)
-        points.append(CurvePoint(group, item.describe(), x, alone.input_ids.count(embed_id), port, error))
+        points.append(
+            CurvePoint(
+                group, item.describe(), x, alone.input_ids.count(embed_id), port, error
+            )
+        )
     return CountCurve(modality, X_LABELS[modality], modality == "image", tuple(points))
 
 

@@ -48,17 +48,30 @@ def _item_size(item: Item, sampling_rate: int | None) -> list[list[float]]:
     return [[max(1, round(item.seconds * (sampling_rate or 16_000)))]]
 
 
-def _sized(item: Item, embeds: torch.Tensor, expected: HFOutput, sampling_rate: int | None) -> dict[str, object]:
-    metadata = [key for key, role in EMBEDDING_FIELDS[item.modality] if role == "metadata"]
+def _sized(
+    item: Item, embeds: torch.Tensor, expected: HFOutput, sampling_rate: int | None
+) -> dict[str, object]:
+    metadata = [
+        key for key, role in EMBEDDING_FIELDS[item.modality] if role == "metadata"
+    ]
     values = _item_size(item, sampling_rate)
     dtypes = {"video_fps": torch.float32}
-    sized = {key: torch.tensor([value], dtype=dtypes.get(key, torch.int64)) for key, value in zip(metadata, values, strict=False)}
+    sized = {
+        key: torch.tensor([value], dtype=dtypes.get(key, torch.int64))
+        for key, value in zip(metadata, values, strict=False)
+    }
     return {f"{item.modality}_embeds": [embeds], **sized}
 
 
-def _outputs(item: Item, embeds: torch.Tensor, expected: HFOutput, sampling_rate: int | None) -> dict[str, object] | None:
+def _outputs(
+    item: Item, embeds: torch.Tensor, expected: HFOutput, sampling_rate: int | None
+) -> dict[str, object] | None:
     """The rows beside HF's integer outputs for the item; None when HF gives it none."""
-    grids = {k: v for k, v in expected.mm.items() if isinstance(v, torch.Tensor) and not v.is_floating_point() and v.dim() >= 1}
+    grids = {
+        k: v
+        for k, v in expected.mm.items()
+        if isinstance(v, torch.Tensor) and not v.is_floating_point() and v.dim() >= 1
+    }
     if not grids:
         return None
     return {f"{item.modality}_embeds": [embeds], **grids}
@@ -104,17 +117,32 @@ def check_embeddings(session: Session, result: CheckResult, hidden_size: int) ->
                 except Exception as exc:
                     # A form raising for what the snapshot lacks is not refused: it cannot be judged.
                     if not session.cannot_judge(result, name, exc):
-                        refused.setdefault(modality, []).append(f"{form}: {one_line(exc)}")
+                        refused.setdefault(modality, []).append(
+                            f"{form}: {one_line(exc)}"
+                        )
                     continue
                 result.runs += 1
                 taken.add(modality)
                 check_tokens(result, name, expected.input_ids, actual.prompt_token_ids)
-                given = (actual.items.get(modality) or [{}])[0].get(f"{modality}_embeds")
-                if given is None or not torch.equal(torch.as_tensor(given).float(), embeds):
-                    result.failures.append(Failure(name, f"the port's {modality}_embeds field does not hold the embeddings given", loudness="silent"))
-    untaken = [f"{modality} ({reasons[0]})" for modality, reasons in refused.items() if modality not in taken]
+                given = (actual.items.get(modality) or [{}])[0].get(
+                    f"{modality}_embeds"
+                )
+                if given is None or not torch.equal(
+                    torch.as_tensor(given).float(), embeds
+                ):
+                    result.failures.append(
+                        Failure(
+                            name,
+                            f"the port's {modality}_embeds field does not hold the embeddings given",
+                            loudness="silent",
+                        )
+                    )
+    untaken = [
+        f"{modality} ({reasons[0]})"
+        for modality, reasons in refused.items()
+        if modality not in taken
+    ]
     if untaken:
         result.summary = "the port does not take embeddings of: " + "; ".join(untaken)
         if not result.runs:
             result.skipped = result.summary
-

@@ -70,7 +70,11 @@ def _side_pair(value: Any) -> tuple[int, int] | None:
     """``image_size`` as (height, width): an integer side, or a pair of them."""
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value, value
-    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) and v > 0 for v in value):
+    if (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and all(isinstance(v, int) and v > 0 for v in value)
+    ):
         return value[0], value[1]
     return None
 
@@ -83,13 +87,19 @@ def _tower_class(sub_config: Any) -> type[Any] | None:
     if type(sub_config) in AutoModel._model_mapping:
         return AutoModel._model_mapping[type(sub_config)]  # type: ignore[return-value]  # transformers types the lazy mapping's values as (slow, fast) pairs; model mappings hold one class
     # Towers AutoModel does not map (Blip2VisionConfig) are named after their config.
-    found = getattr(transformers, type(sub_config).__name__.removesuffix("Config") + "Model", None)
+    found = getattr(
+        transformers, type(sub_config).__name__.removesuffix("Config") + "Model", None
+    )
     return found if isinstance(found, type) else None
 
 
 def _interpolation_default(method: Any) -> Any:
     """The default of a method's ``interpolate_pos_encoding`` parameter; ``inspect.Parameter.empty`` without one."""
-    parameter = inspect.signature(method).parameters.get("interpolate_pos_encoding") if callable(method) else None
+    parameter = (
+        inspect.signature(method).parameters.get("interpolate_pos_encoding")
+        if callable(method)
+        else None
+    )
     return parameter.default if parameter is not None else inspect.Parameter.empty
 
 
@@ -98,7 +108,11 @@ def _source(method: Any) -> str:
     function = inspect.unwrap(method)
     path = Path(inspect.getsourcefile(function) or "?")
     parts = path.parts
-    shown = Path(*parts[parts.index("transformers") :]) if "transformers" in parts else path.name
+    shown = (
+        Path(*parts[parts.index("transformers") :])
+        if "transformers" in parts
+        else path.name
+    )
     return f"{shown}:{inspect.getsourcelines(function)[1]}"
 
 
@@ -112,24 +126,42 @@ def fixed_inputs(config: Any) -> list[FixedInput]:
         outer = model_class(config)
     except MmportError:
         return []
-    if any(_interpolation_default(getattr(outer, name, None)) not in (inspect.Parameter.empty, False, None) for name in _ENTRY_POINTS):
+    if any(
+        _interpolation_default(getattr(outer, name, None))
+        not in (inspect.Parameter.empty, False, None)
+        for name in _ENTRY_POINTS
+    ):
         return []
     fixed = []
     for name in getattr(config, "sub_configs", {}) or {}:
         sub = getattr(config, name, None)
         size = _side_pair(getattr(sub, "image_size", None))
         tower = _tower_class(sub) if size else None
-        if size is not None and tower is not None and _interpolation_default(tower.forward) in (False, None):
+        if (
+            size is not None
+            and tower is not None
+            and _interpolation_default(tower.forward) in (False, None)
+        ):
             fixed.append(FixedInput(name, tower.__name__, size, _source(tower.forward)))
     return fixed
 
 
 def _pixel_sides(output: HFOutput) -> dict[str, tuple[int, int]]:
     """(height, width) of each image-like tensor HF returned: floating, ``(..., channels, height, width)``."""
-    return {key: (v.shape[-2], v.shape[-1]) for key, v in output.mm.items() if v.is_floating_point() and v.ndim >= 4}
+    return {
+        key: (v.shape[-2], v.shape[-1])
+        for key, v in output.mm.items()
+        if v.is_floating_point() and v.ndim >= 4
+    }
 
 
-def static_misfit(towers: list[FixedInput], default: HFOutput, under: HFOutput, item: str, described: str) -> str:
+def static_misfit(
+    towers: list[FixedInput],
+    default: HFOutput,
+    under: HFOutput,
+    item: str,
+    described: str,
+) -> str:
     """Why no tower takes HF's pixels under a setting, or "" when the static rule tells nothing.
 
     A tensor counts only if it has a tower's size under the defaults (so it is
@@ -151,7 +183,9 @@ def _refusal(model: HFModel, output: HFOutput) -> str:
     """HF's model on HF's own outputs for one item: "" when it runs, else its error in one line."""
     try:
         model.logits(output.inputs, [len(output.input_ids) - 1])
-    except Exception as exc:  # the HF model refusing HF's processor outputs is the fact measured here
+    except (
+        Exception
+    ) as exc:  # the HF model refusing HF's processor outputs is the fact measured here
         return one_line(exc)
     finally:
         release(model.target)
@@ -162,19 +196,30 @@ def _tiny_twin(snapshot: Any, seed: int) -> tuple[HFModel | None, str]:
     """A tiny twin of the snapshot's model on the CPU, or None and why it cannot be built."""
     auto_map = snapshot.config_dict.get("auto_map") or {}
     if any(str(key).startswith("AutoModel") for key in auto_map):
-        return None, "the snapshot's model class is its own code (auto_map), which no tiny twin is built from"
+        return (
+            None,
+            "the snapshot's model class is its own code (auto_map), which no tiny twin is built from",
+        )
     try:
-        return load_model(snapshot, placement("cpu", "float32"), tiny=True, weights=False, seed=seed), ""
-    except MmportError as exc:  # no model class, remote code without consent, a config HF refuses
+        return load_model(
+            snapshot, placement("cpu", "float32"), tiny=True, weights=False, seed=seed
+        ), ""
+    except (
+        MmportError
+    ) as exc:  # no model class, remote code without consent, a config HF refuses
         return None, str(exc)
-    except Exception as exc:  # HF's own code failing to build the twin is the fact reported
+    except (
+        Exception
+    ) as exc:  # HF's own code failing to build the twin is the fact reported
         return None, f"its tiny twin cannot be built ({one_line(exc)})"
 
 
 class FitJudge:
     """Decides once per setting, per verify run, whether the HF model takes it (see the module docstring)."""
 
-    def __init__(self, hf: HFReference, model: HFModel | None = None, *, seed: int = 0) -> None:
+    def __init__(
+        self, hf: HFReference, model: HFModel | None = None, *, seed: int = 0
+    ) -> None:
         self.hf = hf
         self.seed = seed
         self._model = model  # --model's model, else a tiny twin built when a setting first needs one
@@ -183,8 +228,12 @@ class FitJudge:
         self._model_error = ""  # why no model could be built
         self._towers: list[FixedInput] | None = None
         self._fits: dict[str, SettingFit] = {}
-        self._defaults_refused: dict[str, str] = {}  # per modality: the model's error on an ordinary item, or ""
-        self.model_seconds = 0.0  # spent building and running the model (what the dynamic rule costs)
+        self._defaults_refused: dict[
+            str, str
+        ] = {}  # per modality: the model's error on an ordinary item, or ""
+        self.model_seconds = (
+            0.0  # spent building and running the model (what the dynamic rule costs)
+        )
 
     def applicable(self, setting: Setting) -> bool:
         """False when the HF model cannot take what HF's processor gives under ``setting``."""
@@ -213,30 +262,57 @@ class FitJudge:
     def _decide(self, setting: Setting) -> SettingFit:
         told = telling_items(self.hf, setting)
         if not told:
-            return SettingFit(setting.modality, setting.describe(), "applicable", "HF counts no reference item differently under it")
+            return SettingFit(
+                setting.modality,
+                setting.describe(),
+                "applicable",
+                "HF counts no reference item differently under it",
+            )
         item, described = told[0], setting.describe()
         under = self.hf.single(item, setting)
-        reason = static_misfit(self._fixed(), self.hf.single(item), under, item.describe(), described)
+        reason = static_misfit(
+            self._fixed(), self.hf.single(item), under, item.describe(), described
+        )
         if reason:
-            return SettingFit(item.modality, described, "not applicable", reason, STATIC, item.describe())
+            return SettingFit(
+                item.modality,
+                described,
+                "not applicable",
+                reason,
+                STATIC,
+                item.describe(),
+            )
         return self._run(item, described, under)
 
     def _run(self, item: Any, described: str, under: HFOutput) -> SettingFit:
         """The dynamic rule: HF's model on HF's outputs for ``item`` under the setting."""
         model = self._the_model()
         if model is None:
-            return SettingFit(item.modality, described, "undecided", f"no HF model to run: {self._model_error}", "", item.describe())
+            return SettingFit(
+                item.modality,
+                described,
+                "undecided",
+                f"no HF model to run: {self._model_error}",
+                "",
+                item.describe(),
+            )
         basis = f"{model.name} ({self._model_kind})"
         error = self._timed(_refusal, model, under)
         if not error:
-            return SettingFit(item.modality, described, "applicable", "", basis, item.describe())
+            return SettingFit(
+                item.modality, described, "applicable", "", basis, item.describe()
+            )
         # Only now is the control needed: a refusal tells only if the model takes ordinary items.
         refused = self._defaults_refusal(model, item.modality)
         if refused:
             reason = f"{basis} refuses an ordinary {item.modality} under the defaults too ({refused})"
-            return SettingFit(item.modality, described, "undecided", reason, basis, item.describe())
+            return SettingFit(
+                item.modality, described, "undecided", reason, basis, item.describe()
+            )
         reason = f"HF's {model.name} raises on HF's outputs for {item.describe()} under {described}: {error}"
-        return SettingFit(item.modality, described, "not applicable", reason, basis, item.describe())
+        return SettingFit(
+            item.modality, described, "not applicable", reason, basis, item.describe()
+        )
 
     def _timed(self, call: Callable[..., Any], *args: Any) -> Any:
         """``call(*args)``, its time added to :attr:`model_seconds`."""
@@ -249,7 +325,9 @@ class FitJudge:
     def _the_model(self) -> HFModel | None:
         if not self._model_tried:
             self._model_tried = True
-            self._model, self._model_error = self._timed(_tiny_twin, self.hf.snapshot, self.seed)
+            self._model, self._model_error = self._timed(
+                _tiny_twin, self.hf.snapshot, self.seed
+            )
         return self._model
 
     def _defaults_refusal(self, model: HFModel, modality: str) -> str:

@@ -68,18 +68,29 @@ def render_html(report: Report) -> str:
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>mmport verify {escape(report.ref)}: {verdict}</title><style>{CSS}</style></head>\n"
-        "<body><main>\n" + "\n".join(part for part in body if part) + "\n</main></body></html>\n"
+        "<body><main>\n"
+        + "\n".join(part for part in body if part)
+        + "\n</main></body></html>\n"
     )
 
 
 def _header(report: Report, verdict: str) -> str:
-    settings = "; ".join(f"{kwargs} ({modality or 'all'}, {origin})" for modality, kwargs, origin in report.settings)
+    settings = "; ".join(
+        f"{kwargs} ({modality or 'all'}, {origin})"
+        for modality, kwargs, origin in report.settings
+    )
     rows = [
         ("port", f"<code>{escape(report.port)}</code>"),
         ("backend", escape(report.backend)),
         ("probes", f"{report.probes} (seed {report.seed})"),
         ("time", f"{report.seconds:.1f} s"),
-        ("request settings", escape(settings or f"none {'the model takes ' if report.settings_not_applicable else ''}changes HF's counts here: probes ran under the defaults")),
+        (
+            "request settings",
+            escape(
+                settings
+                or f"none {'the model takes ' if report.settings_not_applicable else ''}changes HF's counts here: probes ran under the defaults"
+            ),
+        ),
         *_setting_fits(report),
     ]
     meta = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in rows)
@@ -92,16 +103,30 @@ def _header(report: Report, verdict: str) -> str:
 def _setting_fits(report: Report) -> list[tuple[str, str]]:
     """Header rows for settings the HF model cannot take, and those whose fit could not be told."""
     rows = []
-    for label, fits in (("not applicable to this checkpoint", report.settings_not_applicable), ("model fit not told", report.settings_undecided)):
+    for label, fits in (
+        ("not applicable to this checkpoint", report.settings_not_applicable),
+        ("model fit not told", report.settings_undecided),
+    ):
         if fits:
-            rows.append((label, "<br>".join(f"<code>{escape(f.setting)}</code> ({escape(f.modality)}): {escape(f.reason)}" for f in fits)))
+            rows.append(
+                (
+                    label,
+                    "<br>".join(
+                        f"<code>{escape(f.setting)}</code> ({escape(f.modality)}): {escape(f.reason)}"
+                        for f in fits
+                    ),
+                )
+            )
     return rows
 
 
 def _first_failure(report: Report) -> Failure | None:
     """The failure to name first: a token difference HF and the port can be read at, else any."""
     failures = [f for c in report.checks.values() for f in c.failures]
-    return next((f for f in failures if f.probe in report.token_windows), failures[0] if failures else None)
+    return next(
+        (f for f in failures if f.probe in report.token_windows),
+        failures[0] if failures else None,
+    )
 
 
 def _first_difference(report: Report) -> str:
@@ -109,7 +134,10 @@ def _first_difference(report: Report) -> str:
     if failure is None:
         return ""
     window = report.token_windows.get(failure.probe)
-    items = ", ".join(i.described for i in report.probe_items.get(failure.probe, [])) or "no items"
+    items = (
+        ", ".join(i.described for i in report.probe_items.get(failure.probe, []))
+        or "no items"
+    )
     if window is None:
         return f'<section class="first-diff"><strong>First difference:</strong> {escape(failure.describe())}</section>'
     said = (
@@ -149,7 +177,11 @@ def _failures(report: Report) -> str:
         if not check.failures:
             continue
         parts.append(f"<h3>{escape(check.name)}</h3>")
-        parts.append('<ul class="failures">' + "".join(_failure_item(f) for f in check.failures) + "</ul>")
+        parts.append(
+            '<ul class="failures">'
+            + "".join(_failure_item(f) for f in check.failures)
+            + "</ul>"
+        )
         if check.name != "tokens":
             continue
         for failure in check.failures:
@@ -162,7 +194,9 @@ def _failures(report: Report) -> str:
 
 def _failure_item(failure: Failure) -> str:
     """One failure as a list item, its severity (loud or silent; defaults or a setting) marked."""
-    severity = f'<span class="severity {failure.loudness}">{escape(failure.severity())}</span>'
+    severity = (
+        f'<span class="severity {failure.loudness}">{escape(failure.severity())}</span>'
+    )
     return f"<li>{escape(failure.describe(severity=False))} {severity}</li>"
 
 
@@ -172,7 +206,11 @@ def _unjudged(report: Report) -> str:
     for check in report.checks.values():
         if check.status == "cannot_judge":
             parts.append(f"<h3>{escape(check.name)}</h3>")
-            parts.append('<ul class="failures">' + "".join(f"<li>{escape(u.describe())}</li>" for u in check.unjudged) + "</ul>")
+            parts.append(
+                '<ul class="failures">'
+                + "".join(f"<li>{escape(u.describe())}</li>" for u in check.unjudged)
+                + "</ul>"
+            )
     if not parts:
         return ""
     lead = "<p>The port or HF raised because the snapshot lacks what real checkpoints of the family carry: no verdict either way.</p>"
@@ -182,15 +220,23 @@ def _unjudged(report: Report) -> str:
 def _window(probe: str, window: TokenWindow, open_: bool) -> str:
     """HF's and the port's tokens side by side, the first differing position marked."""
     rows = []
-    for position in range(window.start, window.start + max(len(window.hf), len(window.port))):
+    for position in range(
+        window.start, window.start + max(len(window.hf), len(window.port))
+    ):
         index = position - window.start
         differ = window.hf[index : index + 1] != window.port[index : index + 1]
         kind = "first" if position == window.position else "differ" if differ else ""
         mark = " ← first difference" if position == window.position else ""
-        cells = _cells(window.hf, window.hf_tokens, index, "") + _cells(window.port, window.port_tokens, index, "sep")
-        rows.append(f'<tr class="{kind}"><td class="num mono">{position}{mark}</td>{cells}</tr>')
+        cells = _cells(window.hf, window.hf_tokens, index, "") + _cells(
+            window.port, window.port_tokens, index, "sep"
+        )
+        rows.append(
+            f'<tr class="{kind}"><td class="num mono">{position}{mark}</td>{cells}</tr>'
+        )
     head = '<tr><th>position</th><th>HF id</th><th>HF token</th><th class="sep">port id</th><th>port token</th></tr>'
-    summary = f"tokens of <code>{escape(probe)}</code> around position {window.position}"
+    summary = (
+        f"tokens of <code>{escape(probe)}</code> around position {window.position}"
+    )
     return f'<details{" open" if open_ else ""}><summary>{summary}</summary><table class="window">{head}{"".join(rows)}</table></details>'
 
 
@@ -203,12 +249,19 @@ def _cells(ids: tuple[int, ...], texts: tuple[str, ...], index: int, first: str)
 
 
 def _failing_probes(report: Report) -> str:
-    failing = dict.fromkeys(f.probe for c in report.checks.values() for f in c.failures if f.probe in report.probe_items)
+    failing = dict.fromkeys(
+        f.probe
+        for c in report.checks.values()
+        for f in c.failures
+        if f.probe in report.probe_items
+    )
     if not failing:
         return ""
     parts = ["<section><h2>Failing probes</h2>"]
     for probe in failing:
-        parts.append(f"<h3><code>{escape(probe)}</code></h3><p>{escape(report.probe_cases.get(probe, ''))}</p>")
+        parts.append(
+            f"<h3><code>{escape(probe)}</code></h3><p>{escape(report.probe_cases.get(probe, ''))}</p>"
+        )
         parts.append(_items(report.probe_items[probe]))
     return "".join(parts) + "</section>"
 
@@ -228,23 +281,41 @@ def _items(items: list[ItemSize]) -> str:
         return "<p>No items: text only.</p>"
     present = {item.modality for item in items}
     columns = [c for c in ITEM_COLUMNS if present & set(c[1])]
-    head = "<tr><th>#</th><th>modality</th>" + "".join(f"<th>{name}</th>" for name, _, _ in columns) + "</tr>"
+    head = (
+        "<tr><th>#</th><th>modality</th>"
+        + "".join(f"<th>{name}</th>" for name, _, _ in columns)
+        + "</tr>"
+    )
     rows = []
     for index, item in enumerate(items):
-        cells = [cell(item) if item.modality in applies else "—" for _, applies, cell in columns]
-        rows.append(f"<tr><td>{index}</td><td>{escape(item.modality)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        cells = [
+            cell(item) if item.modality in applies else "—"
+            for _, applies, cell in columns
+        ]
+        rows.append(
+            f"<tr><td>{index}</td><td>{escape(item.modality)}</td>"
+            + "".join(f"<td>{c}</td>" for c in cells)
+            + "</tr>"
+        )
     return f'<table class="items">{head}{"".join(rows)}</table>'
 
 
 def _curves(report: Report) -> str:
     if not report.curves:
         return ""
-    parts = ["<section><h2>Count against item size</h2>",
-             "<p>Each item processed alone: HF's embedding positions and the port's placeholder's.</p>"]
+    parts = [
+        "<section><h2>Count against item size</h2>",
+        "<p>Each item processed alone: HF's embedding positions and the port's placeholder's.</p>",
+    ]
     for modality, curve in report.curves.items():
         parts.append(f"<h3>{escape(modality)}</h3>{_agreement(curve)}")
         groups = dict.fromkeys(p.group for p in curve.points)
-        panels = [panel(g, [p for p in curve.points if p.group == g], curve.x_label, curve.log_x) for g in groups]
+        panels = [
+            panel(
+                g, [p for p in curve.points if p.group == g], curve.x_label, curve.log_x
+            )
+            for g in groups
+        ]
         parts.append(f'<div class="panels">{"".join(panels)}</div>')
     return "".join(parts) + "</section>"
 

@@ -85,7 +85,11 @@ def snapshot_lacks(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
     None
     """
     for link in _chain(exc):
-        found = _missing_key(link, facts) or _missing_attribute(link, facts) or _unknown_text(link, facts)
+        found = (
+            _missing_key(link, facts)
+            or _missing_attribute(link, facts)
+            or _unknown_text(link, facts)
+        )
         if found is not None:
             return found
     return None
@@ -132,7 +136,10 @@ def _source_lines(filename: str, first: int, last: int) -> list[str]:
     """Lines ``first`` to ``last`` of a source file (empty strings where it cannot be read)."""
     import linecache
 
-    return [linecache.getline(filename, number).rstrip("\n") for number in range(first, last + 1)]
+    return [
+        linecache.getline(filename, number).rstrip("\n")
+        for number in range(first, last + 1)
+    ]
 
 
 def _resolve(node: ast.AST, frame: FrameType) -> tuple[bool, Any]:
@@ -142,7 +149,10 @@ def _resolve(node: ast.AST, frame: FrameType) -> tuple[bool, Any]:
     """
     if isinstance(node, ast.Name):
         scopes = (frame.f_locals, frame.f_globals)
-        return next(((True, scope[node.id]) for scope in scopes if node.id in scope), (False, None))
+        return next(
+            ((True, scope[node.id]) for scope in scopes if node.id in scope),
+            (False, None),
+        )
     if isinstance(node, ast.Attribute):
         found, owner = _resolve(node.value, frame)
         if found and hasattr(owner, node.attr):
@@ -152,14 +162,22 @@ def _resolve(node: ast.AST, frame: FrameType) -> tuple[bool, Any]:
 
 def _missing_key(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
     """A vocabulary looked up by a text it lacks: ``vocab[text]`` or ``tokenizer.get_vocab()[text]``."""
-    if type(exc) is not KeyError or len(exc.args) != 1 or not facts.lacks_text(exc.args[0]):
+    if (
+        type(exc) is not KeyError
+        or len(exc.args) != 1
+        or not facts.lacks_text(exc.args[0])
+    ):
         return None
     tb = _innermost(exc.__traceback__)
     node = _raising_node(tb) if tb is not None else None
     if tb is None or not isinstance(node, ast.Subscript):
         return None
     container = node.value
-    if isinstance(container, ast.Call) and isinstance(container.func, ast.Attribute) and container.func.attr == "get_vocab":
+    if (
+        isinstance(container, ast.Call)
+        and isinstance(container.func, ast.Attribute)
+        and container.func.attr == "get_vocab"
+    ):
         return Lacking("vocabulary", exc.args[0])
     found, value = _resolve(container, tb.tb_frame)
     if found and isinstance(value, Mapping) and _is_vocabulary(value, facts):
@@ -169,7 +187,10 @@ def _missing_key(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
 
 def _is_vocabulary(mapping: Mapping, facts: SnapshotFacts) -> bool:
     """True when ``mapping`` has exactly the snapshot vocabulary's texts (a copy of ``get_vocab()``)."""
-    return len(mapping) == len(facts.vocabulary) and mapping.keys() == facts.vocabulary.keys()
+    return (
+        len(mapping) == len(facts.vocabulary)
+        and mapping.keys() == facts.vocabulary.keys()
+    )
 
 
 def _is_config(value: object) -> bool:
@@ -189,7 +210,11 @@ def _missing_attribute(exc: BaseException, facts: SnapshotFacts) -> Lacking | No
     tb = _innermost(exc.__traceback__)
     node = _raising_node(tb) if tb is not None else None
     # ``<owner>.<attr>.<name>`` where ``<owner>.<attr>`` gave the None.
-    if tb is None or not (isinstance(node, ast.Attribute) and node.attr == exc.name and isinstance(node.value, ast.Attribute)):
+    if tb is None or not (
+        isinstance(node, ast.Attribute)
+        and node.attr == exc.name
+        and isinstance(node.value, ast.Attribute)
+    ):
         return None
     attr = node.value.attr
     found, owner = _resolve(node.value.value, tb.tb_frame)
@@ -207,7 +232,9 @@ def _unknown_text(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
     while tb is not None:
         code = tb.tb_frame.f_code
         if TEXT_LOOKUP in code.co_names:
-            text = next((t for t in _looked_up_texts(code) if facts.lacks_text(t)), None)
+            text = next(
+                (t for t in _looked_up_texts(code) if facts.lacks_text(t)), None
+            )
             if text is not None:
                 return Lacking("vocabulary", text)
         tb = tb.tb_next
@@ -222,6 +249,14 @@ def _looked_up_texts(code) -> list[str]:
         return []
     texts = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == TEXT_LOOKUP:
-            texts += [arg.value for arg in node.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == TEXT_LOOKUP
+        ):
+            texts += [
+                arg.value
+                for arg in node.args
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+            ]
     return texts

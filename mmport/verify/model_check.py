@@ -34,22 +34,46 @@ def _max_diff(a: Any, b: Any) -> float:
 class ModelCheck:
     """Feeds one probe's HF and port outputs to the HF model and compares."""
 
-    def __init__(self, model: HFModel, embed_ids: dict[str, int], result: CheckResult) -> None:
+    def __init__(
+        self, model: HFModel, embed_ids: dict[str, int], result: CheckResult
+    ) -> None:
         self.model = model
         self.embed_ids = embed_ids  # per modality: the token its embeddings go to
         self.result = result
         self.max_logit_diff = 0.0
         self.max_feature_diff = 0.0
-        self.items_checked: dict[str, int] = {}  # per modality: items whose features were compared
-        self.no_encoder: set[str] = set()  # modalities probed whose encoder the model does not expose
-        self.unrunnable_settings: set[str] = set()  # request settings under which HF's model refuses HF's outputs
+        self.items_checked: dict[
+            str, int
+        ] = {}  # per modality: items whose features were compared
+        self.no_encoder: set[str] = (
+            set()
+        )  # modalities probed whose encoder the model does not expose
+        self.unrunnable_settings: set[str] = (
+            set()
+        )  # request settings under which HF's model refuses HF's outputs
 
-    def _fail(self, probe: str, message: str, expected: Any = None, actual: Any = None, *, loudness: Loudness) -> None:
+    def _fail(
+        self,
+        probe: str,
+        message: str,
+        expected: Any = None,
+        actual: Any = None,
+        *,
+        loudness: Loudness,
+    ) -> None:
         expected, actual = (None if v is None else str(v) for v in (expected, actual))
-        self.result.failures.append(Failure(probe, message, None, expected, actual, loudness=loudness))
+        self.result.failures.append(
+            Failure(probe, message, None, expected, actual, loudness=loudness)
+        )
 
     def run_probe(
-        self, probe: str, modalities: list[str], singles: list[HFOutput], expected: HFOutput, actual: PortOutput, setting: str | None = None
+        self,
+        probe: str,
+        modalities: list[str],
+        singles: list[HFOutput],
+        expected: HFOutput,
+        actual: PortOutput,
+        setting: str | None = None,
     ) -> None:
         """Apply both model checks to one probe; ``singles`` are HF's outputs per item alone,
         ``modalities`` each item's modality, in the probe's order, ``setting`` the request
@@ -68,30 +92,53 @@ class ModelCheck:
         self.result.runs += 1
         try:
             for modality in dict.fromkeys(modalities):
-                alone = [single for single, m in zip(singles, modalities, strict=False) if m == modality]
+                alone = [
+                    single
+                    for single, m in zip(singles, modalities, strict=False)
+                    if m == modality
+                ]
                 if not self._check_items(probe, modality, alone, actual):
                     return
             self._check_logits(probe, expected, actual, positions, reference)
         finally:
             release(self.model.target)
 
-    def _check_items(self, probe: str, modality: str, singles: list[HFOutput], actual: PortOutput) -> bool:
+    def _check_items(
+        self, probe: str, modality: str, singles: list[HFOutput], actual: PortOutput
+    ) -> bool:
         """The per-item encoder check for one modality; False when the port's items cannot be matched up."""
         placeholders = actual.placeholders.get(modality, [])
         items = actual.items.get(modality, [])
         if len(items) != len(singles) or len(placeholders) != len(singles):
             message = f"items and placeholders the port returned for the {modality}s"
-            self._fail(probe, message, len(singles), f"{len(items)} items, {len(placeholders)} placeholders", loudness="loud")
+            self._fail(
+                probe,
+                message,
+                len(singles),
+                f"{len(items)} items, {len(placeholders)} placeholders",
+                loudness="loud",
+            )
             return False
         if not self.model.has_features(modality):
             self.no_encoder.add(modality)
             return True
         for index, single in enumerate(singles):
-            self._check_item(probe, modality, index, single, items[index], placeholders[index].num_embeds)
-        self.items_checked[modality] = self.items_checked.get(modality, 0) + len(singles)
+            self._check_item(
+                probe,
+                modality,
+                index,
+                single,
+                items[index],
+                placeholders[index].num_embeds,
+            )
+        self.items_checked[modality] = self.items_checked.get(modality, 0) + len(
+            singles
+        )
         return True
 
-    def _item_kwargs(self, probe: str, name: str, item: dict, like: dict) -> dict | None:
+    def _item_kwargs(
+        self, probe: str, name: str, item: dict, like: dict
+    ) -> dict | None:
         """The item's kwargs in HF's one-item layout, or None after reporting why not."""
         kwargs = {}
         for key, value in item.items():
@@ -100,12 +147,26 @@ class ModelCheck:
             layout = rebatch([value], like[key])
             if layout is None:
                 message = f"{name}: the port's `{key}` fits no layout of HF's one-item `{key}`"
-                self._fail(probe, message, tuple(like[key].shape), tuple(getattr(value, "shape", ())), loudness="loud")
+                self._fail(
+                    probe,
+                    message,
+                    tuple(like[key].shape),
+                    tuple(getattr(value, "shape", ())),
+                    loudness="loud",
+                )
                 return None
             kwargs[key] = layout.value
         return kwargs
 
-    def _check_item(self, probe: str, modality: str, index: int, single: HFOutput, item: dict, num_embeds: int) -> None:
+    def _check_item(
+        self,
+        probe: str,
+        modality: str,
+        index: int,
+        single: HFOutput,
+        item: dict,
+        num_embeds: int,
+    ) -> None:
         name = f"{modality} {index}" if modality != "image" else f"item {index}"
         kwargs = self._item_kwargs(probe, name, item, single.mm)
         if kwargs is None:
@@ -113,7 +174,11 @@ class ModelCheck:
         try:
             features = self.model.features(modality, kwargs)
         except Exception as exc:
-            self._fail(probe, f"{name}: the HF encoder raised on the port's kwargs: {one_line(exc)}", loudness="loud")
+            self._fail(
+                probe,
+                f"{name}: the HF encoder raised on the port's kwargs: {one_line(exc)}",
+                loudness="loud",
+            )
             return
         count = sum(f.shape[0] for f in features)
         if count != num_embeds:
@@ -123,49 +188,92 @@ class ModelCheck:
         reference = self.model.features(modality, single.mm)
         shapes = [tuple(f.shape) for f in reference], [tuple(f.shape) for f in features]
         if shapes[0] != shapes[1]:
-            self._fail(probe, f"{name}: encoder output shapes on the port's kwargs vs HF's", *shapes, loudness="loud")
+            self._fail(
+                probe,
+                f"{name}: encoder output shapes on the port's kwargs vs HF's",
+                *shapes,
+                loudness="loud",
+            )
             return
         diff = max(map(_max_diff, reference, features), default=0.0)
         self.max_feature_diff = max(self.max_feature_diff, diff)
         scale = max((float(f.abs().max()) for f in reference if f.numel()), default=0.0)
         if not diff <= self.model.target.tolerance(scale):
-            keys = ", ".join(k for k in kwargs if not _same(kwargs[k], single.mm[k])) or "none of the inputs"
+            keys = (
+                ", ".join(k for k in kwargs if not _same(kwargs[k], single.mm[k]))
+                or "none of the inputs"
+            )
             message = f"{name}: encoder features on the port's kwargs differ from HF's (max |Δ| {diff:.3g})"
             self._fail(probe, f"{message}; diverging: {keys}", loudness="silent")
 
-    def _check_logits(self, probe: str, expected: HFOutput, actual: PortOutput, positions: list[int], reference: Any) -> None:
+    def _check_logits(
+        self,
+        probe: str,
+        expected: HFOutput,
+        actual: PortOutput,
+        positions: list[int],
+        reference: Any,
+    ) -> None:
         """The port's ids and re-batched kwargs against HF's ``reference`` logits at ``positions``."""
         import torch
 
         if len(actual.prompt_token_ids) != len(expected.input_ids):
             message = "logits not compared: the port's prompt has another length than HF's (see tokens)"
-            self._fail(probe, message, len(expected.input_ids), len(actual.prompt_token_ids), loudness="silent")
+            self._fail(
+                probe,
+                message,
+                len(expected.input_ids),
+                len(actual.prompt_token_ids),
+                loudness="silent",
+            )
             return
-        inputs = {**expected.inputs, "input_ids": torch.tensor([actual.prompt_token_ids])}
+        inputs = {
+            **expected.inputs,
+            "input_ids": torch.tensor([actual.prompt_token_ids]),
+        }
         for key in expected.mm:
             inputs.pop(key)
         segments = {}
         for key in expected.mm:
-            values: list[Any] = [item[key] for items in actual.items.values() for item in items if key in item]  # the port's tensors
+            values: list[Any] = [
+                item[key]
+                for items in actual.items.values()
+                for item in items
+                if key in item
+            ]  # the port's tensors
             if not values:
                 continue  # the port drops this key; the forward shows whether HF needed it
             layout = rebatch(values, expected.mm[key])
             if layout is None:
                 message = f"the port's per-item `{key}` re-batch into no layout of HF's `{key}`"
-                self._fail(probe, message, tuple(expected.mm[key].shape), [tuple(v.shape) for v in values], loudness="loud")
+                self._fail(
+                    probe,
+                    message,
+                    tuple(expected.mm[key].shape),
+                    [tuple(v.shape) for v in values],
+                    loudness="loud",
+                )
                 return
             inputs[key], segments[key] = layout.value, layout.segments
         try:
             logits = self.model.logits(inputs, positions)
         except Exception as exc:
-            self._fail(probe, f"the HF model raised on the port's ids and kwargs: {one_line(exc)}", loudness="loud")
+            self._fail(
+                probe,
+                f"the HF model raised on the port's ids and kwargs: {one_line(exc)}",
+                loudness="loud",
+            )
             return
         diff = _max_diff(reference, logits)
         self.max_logit_diff = max(self.max_logit_diff, diff)
         tolerance = self.model.target.tolerance(float(reference.abs().max()))
         if not diff <= tolerance:
             message = f"logits differ from HF's forward on its own outputs: max |Δ| {diff:.3g} > {tolerance:.3g}"
-            self._fail(probe, message + _diverging(inputs, expected.mm, segments), loudness="silent")
+            self._fail(
+                probe,
+                message + _diverging(inputs, expected.mm, segments),
+                loudness="silent",
+            )
 
     def _reference_logits(self, expected: HFOutput, positions: list[int]) -> Any:
         """HF's forward on its own outputs; failing here is the snapshot's fault, not the port's."""
@@ -183,10 +291,19 @@ class ModelCheck:
             "max_logit_diff": self.max_logit_diff,
             "max_feature_diff": self.max_feature_diff,
             "parameters": float(self.model.num_parameters),
-            **{f"{modality}_items_encoded": float(count) for modality, count in self.items_checked.items()},
+            **{
+                f"{modality}_items_encoded": float(count)
+                for modality, count in self.items_checked.items()
+            },
         }
         target = self.model.target
-        checked = ", ".join(f"{count} {modality}(s)" for modality, count in self.items_checked.items()) or "no items"
+        checked = (
+            ", ".join(
+                f"{count} {modality}(s)"
+                for modality, count in self.items_checked.items()
+            )
+            or "no items"
+        )
         summary = (
             f"{self.model.name} ({self.model.num_parameters / 1e6:.1f}M params, {target.device.type} {target.dtype_name}): "
             f"max |Δlogits| {self.max_logit_diff:.3g}, max |Δfeatures| {self.max_feature_diff:.3g} over {checked}"
@@ -207,13 +324,20 @@ def _text_positions(input_ids: list[int], embed_ids: set[int]) -> list[int]:
     of them depends on every item embedding before it; the logits at embedding
     positions themselves are never sampled.
     """
-    return [i for i, token in enumerate(input_ids) if token not in embed_ids] or [len(input_ids) - 1]
+    return [i for i, token in enumerate(input_ids) if token not in embed_ids] or [
+        len(input_ids) - 1
+    ]
 
 
 def _same(a: Any, b: Any) -> bool:
     import torch
 
-    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)
+    return (
+        isinstance(a, torch.Tensor)
+        and isinstance(b, torch.Tensor)
+        and a.shape == b.shape
+        and torch.equal(a, b)
+    )
 
 
 def _diverging(inputs: dict, reference: dict, segments: dict) -> str:

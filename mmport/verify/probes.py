@@ -23,9 +23,32 @@ from mmport.media import MODALITIES, make_audio, make_image, make_video, video_m
 
 __all__ = ["MAX_PROBE_ITEMS", "Item", "Probe", "make_probes", "media_of", "port_data"]
 
-WORDS = ("describe", "the", "picture", "what", "is", "shown", "here", "left", "right", "and", "a", "cat")
+WORDS = (
+    "describe",
+    "the",
+    "picture",
+    "what",
+    "is",
+    "shown",
+    "here",
+    "left",
+    "right",
+    "and",
+    "a",
+    "cat",
+)
 # (width, height): tiny, small, square, huge, and extreme aspect ratios both ways.
-SIZES = ((1, 1), (7, 5), (64, 64), (224, 224), (333, 517), (1600, 1200), (1024, 96), (96, 1024), (2000, 40))
+SIZES = (
+    (1, 1),
+    (7, 5),
+    (64, 64),
+    (224, 224),
+    (333, 517),
+    (1600, 1200),
+    (1024, 96),
+    (96, 1024),
+    (2000, 40),
+)
 # Videos cost frames × pixels: moderate sizes, odd and even frame counts, a range of rates.
 VIDEO_SIZES = ((32, 32), (64, 48), (224, 224), (333, 517), (640, 360))
 VIDEO_FRAMES = (1, 2, 3, 4, 5, 8)
@@ -66,8 +89,12 @@ class Item:
         if self.modality == "image":
             return make_image(width, height, self.seed)
         if self.modality == "video":
-            return make_video(self.frames, width, height, self.seed), video_metadata(self.frames, width, height, self.fps)
-        return make_audio(max(1, round(self.seconds * (sampling_rate or 16_000))), self.seed)
+            return make_video(self.frames, width, height, self.seed), video_metadata(
+                self.frames, width, height, self.fps
+            )
+        return make_audio(
+            max(1, round(self.seconds * (sampling_rate or 16_000))), self.seed
+        )
 
     def key(self) -> tuple:
         """What decides the item's count (not its pixels or samples): equal keys, equal counts."""
@@ -122,7 +149,9 @@ class Probe:
         """The same probe with ``item`` first: added, or (at the modality's ``limit``) in place of its first such item."""
         if limit is None or len(self.of(item.modality)) < limit:
             return Probe(self.name, (item, *self.items), ("", *self.pieces), self.seed)
-        index = next(i for i, other in enumerate(self.items) if other.modality == item.modality)
+        index = next(
+            i for i, other in enumerate(self.items) if other.modality == item.modality
+        )
         items = list(self.items)
         items[index] = item
         return Probe(self.name, tuple(items), self.pieces, self.seed)
@@ -130,7 +159,9 @@ class Probe:
     def without(self, dropped: set[int]) -> Probe:
         """The same probe with items at positions ``dropped`` left out (their text joined)."""
         items, pieces = [], [self.pieces[0]]
-        for index, (item, piece) in enumerate(zip(self.items, self.pieces[1:], strict=True)):
+        for index, (item, piece) in enumerate(
+            zip(self.items, self.pieces[1:], strict=True)
+        ):
             if index in dropped:
                 pieces[-1] = (pieces[-1] + " " + piece).strip()
             else:
@@ -149,8 +180,12 @@ def port_data(items: list[Item], sampling_rate: int | None) -> dict[str, list]:
     """The items as vLLM's loaders hand them to a port: images, ``(frames, metadata)``, ``(waveform, rate)``."""
     data: dict[str, list] = {}
     for item in items:
-        media = item.picture if item.picture is not None else media_of(item, sampling_rate)
-        data.setdefault(item.modality, []).append((media, sampling_rate) if item.modality == "audio" else media)
+        media = (
+            item.picture if item.picture is not None else media_of(item, sampling_rate)
+        )
+        data.setdefault(item.modality, []).append(
+            (media, sampling_rate) if item.modality == "audio" else media
+        )
     return data
 
 
@@ -170,17 +205,32 @@ def _pieces(rng: random.Random, count: int, edges: bool) -> tuple[str, ...]:
     return tuple(pieces)
 
 
-def _draw(modality: str, rng: random.Random, seed: int, frames: int | None = None) -> Item:
+def _draw(
+    modality: str, rng: random.Random, seed: int, frames: int | None = None
+) -> Item:
     if modality == "image":
         return Item("image", rng.choice(SIZES), seed=seed)
     if modality == "video":
-        return Item("video", rng.choice(VIDEO_SIZES), frames or rng.choice(VIDEO_FRAMES), rng.choice(VIDEO_FPS), seed=seed)
+        return Item(
+            "video",
+            rng.choice(VIDEO_SIZES),
+            frames or rng.choice(VIDEO_FRAMES),
+            rng.choice(VIDEO_FPS),
+            seed=seed,
+        )
     return Item("audio", seconds=rng.choice(AUDIO_SECONDS), seed=seed)
 
 
-def _plans(modalities: list[str], limits: Mapping[str, int | None]) -> list[dict[str, int]]:
+def _plans(
+    modalities: list[str], limits: Mapping[str, int | None]
+) -> list[dict[str, int]]:
     """The deterministic first probes: nothing, one item per modality, several per modality, all together."""
-    cap = {m: MAX_PROBE_ITEMS if (limit := limits.get(m)) is None else max(1, min(MAX_PROBE_ITEMS, limit)) for m in modalities}
+    cap = {
+        m: MAX_PROBE_ITEMS
+        if (limit := limits.get(m)) is None
+        else max(1, min(MAX_PROBE_ITEMS, limit))
+        for m in modalities
+    }
     plans: list[dict[str, int]] = [{}]
     if len(modalities) == 1:
         return plans + [{modalities[0]: n} for n in range(1, cap[modalities[0]] + 1)]
@@ -189,7 +239,9 @@ def _plans(modalities: list[str], limits: Mapping[str, int | None]) -> list[dict
     return [*plans, dict.fromkeys(modalities, 1)]
 
 
-def _random_plan(modalities: list[str], limits: Mapping[str, int | None], rng: random.Random) -> dict[str, int]:
+def _random_plan(
+    modalities: list[str], limits: Mapping[str, int | None], rng: random.Random
+) -> dict[str, int]:
     plan = {}
     for modality in modalities:
         limit = limits.get(modality)
@@ -221,16 +273,30 @@ def make_probes(
     plans = _plans(modalities, limits)
     probes = []
     for index in range(count):
-        plan = plans[index] if index < len(plans) else _random_plan(modalities, limits, rng)
+        plan = (
+            plans[index]
+            if index < len(plans)
+            else _random_plan(modalities, limits, rng)
+        )
         frames = rng.choice(VIDEO_FRAMES)
         base = seed * 1000 + index
         items = [
-            _draw(modality, rng, base * 100 + len(plan) * 10 + n, frames if plan[modality] > 1 else None)
+            _draw(
+                modality,
+                rng,
+                base * 100 + len(plan) * 10 + n,
+                frames if plan[modality] > 1 else None,
+            )
             for modality in modalities
             for n in range(plan.get(modality, 0))
         ]
         if audio_seconds is not None:
-            items = [replace(i, seconds=min(i.seconds, audio_seconds)) if i.modality == "audio" else i for i in items]
+            items = [
+                replace(i, seconds=min(i.seconds, audio_seconds))
+                if i.modality == "audio"
+                else i
+                for i in items
+            ]
         rng.shuffle(items)  # modalities interleaved in the prompt
         # Text before, between and after items: one piece more than items.
         pieces = _pieces(rng, len(items), edges=index < len(plans))

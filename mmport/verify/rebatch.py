@@ -24,7 +24,9 @@ class Rebatched:
     """One key's combined value and the part of it each item contributed."""
 
     value: Any
-    segments: tuple[Any, ...]  # index into ``value`` per item (a row, a row range, or everything)
+    segments: tuple[
+        Any, ...
+    ]  # index into ``value`` per item (a row, a row range, or everything)
 
 
 def _layouts(values: Sequence[Any]) -> list[Rebatched]:
@@ -33,10 +35,19 @@ def _layouts(values: Sequence[Any]) -> list[Rebatched]:
     rows = [v.shape[0] if v.dim() else 1 for v in values]
     starts = [sum(rows[:i]) for i in range(len(rows))]
     flat = tuple(slice(s, s + n) for s, n in zip(starts, rows, strict=True))
-    layouts = [Rebatched(torch.stack(list(values)), tuple(range(len(values))))] if _same_shape(values) else []
-    if all(v.dim() for v in values) and _same_shape([v[0] for v in values if v.shape[0]] or values[:1]):
+    layouts = (
+        [Rebatched(torch.stack(list(values)), tuple(range(len(values))))]
+        if _same_shape(values)
+        else []
+    )
+    if all(v.dim() for v in values) and _same_shape(
+        [v[0] for v in values if v.shape[0]] or values[:1]
+    ):
         cat = torch.cat(list(values))
-        layouts += [Rebatched(cat, flat), Rebatched(cat.unsqueeze(0), tuple((0, s) for s in flat))]
+        layouts += [
+            Rebatched(cat, flat),
+            Rebatched(cat.unsqueeze(0), tuple((0, s) for s in flat)),
+        ]
     if all(v.shape == values[0].shape and torch.equal(v, values[0]) for v in values):
         layouts.append(Rebatched(values[0], (slice(None),) * len(values)))
     return layouts

@@ -17,7 +17,12 @@ import torch
 
 from mmport.errors import BadReferenceError
 from mmport.hf.layout import template_layouts, usable_layout
-from mmport.hf.modalities import SUB_PROCESSORS, handled_modalities, most_written, refused_modalities
+from mmport.hf.modalities import (
+    SUB_PROCESSORS,
+    handled_modalities,
+    most_written,
+    refused_modalities,
+)
 from mmport.hf.ownprompt import run_recording_prompt, writes_own_prompt
 from mmport.hf.processor import call_processor, mm_outputs, token_id_of
 from mmport.hf.wrappers import wrapped_placeholder
@@ -27,7 +32,6 @@ from mmport.verify.probes import Item, media_of
 from mmport.verify.settings import Setting
 
 __all__ = ["HFOutput", "HFReference", "ModalityRef"]
-
 
 
 @dataclass
@@ -47,8 +51,12 @@ class ModalityRef:
     """How one modality appears in HF's prompts and outputs."""
 
     modality: str
-    token_attr: str  # the processor attribute of the placeholder token (``image_token``)
-    placeholder: str | None  # the text one item takes; None where HF inserts items itself
+    token_attr: (
+        str  # the processor attribute of the placeholder token (``image_token``)
+    )
+    placeholder: (
+        str | None
+    )  # the text one item takes; None where HF inserts items itself
     embed_id: int  # the id at the item's embedding positions in HF's ``input_ids``
 
 
@@ -65,7 +73,10 @@ class HFReference:
     """Calls the snapshot's HF processor; learns its placeholder convention per modality."""
 
     def __init__(
-        self, snapshot: Snapshot, base_setting: dict[str, Any] | None = None, chat_layouts: Mapping[str, str] | None = None
+        self,
+        snapshot: Snapshot,
+        base_setting: dict[str, Any] | None = None,
+        chat_layouts: Mapping[str, str] | None = None,
     ) -> None:
         self.snapshot = snapshot
         # What vLLM's chat front end writes per item for this model (its registered class), if known.
@@ -85,13 +96,17 @@ class HFReference:
         if self.refused and not self.modalities:
             # Nothing left to judge a port on: the snapshot, not the port, is at fault.
             reasons = "; ".join(self.refused.values())
-            raise BadReferenceError(f"{snapshot.path}: {type(self.processor).__name__} cannot be a reference: {reasons}")
+            raise BadReferenceError(
+                f"{snapshot.path}: {type(self.processor).__name__} cannot be a reference: {reasons}"
+            )
 
     # The image-only view older callers use.
     @property
     def placeholder(self) -> str | None:
         """The image placeholder (None when HF inserts images)."""
-        return self.modalities["image"].placeholder if "image" in self.modalities else None
+        return (
+            self.modalities["image"].placeholder if "image" in self.modalities else None
+        )
 
     @property
     def embed_id(self) -> int:
@@ -121,8 +136,16 @@ class HFReference:
         token_attr = f"{modality}_token"
         item = _example(modality)
         configured = self.snapshot.model_token_id(modality)
-        own_id = token_id_of(self.processor, token_attr) if getattr(self.processor, token_attr, None) is not None else None
-        placeholder = None if self._inserts(modality, item, configured, own_id) else wrapped_placeholder(self.processor, token_attr)
+        own_id = (
+            token_id_of(self.processor, token_attr)
+            if getattr(self.processor, token_attr, None) is not None
+            else None
+        )
+        placeholder = (
+            None
+            if self._inserts(modality, item, configured, own_id)
+            else wrapped_placeholder(self.processor, token_attr)
+        )
         placeholder = self._chat_layout(modality, placeholder, item)
         embed_id = configured if configured is not None else own_id
         if modality != "image":
@@ -137,14 +160,20 @@ class HFReference:
             )
         return ModalityRef(modality, token_attr, placeholder, embed_id)
 
-    def _chat_layout(self, modality: str, placeholder: str | None, item: Item) -> str | None:
+    def _chat_layout(
+        self, modality: str, placeholder: str | None, item: Item
+    ) -> str | None:
         """The item's text as a chat prompt writes it, where HF takes it; else ``placeholder``.
 
         The checkpoint's chat template first, then what vLLM writes for the
         model (:mod:`mmport.hf.layout`): probes are the prompts vLLM hands a port.
         """
         token = getattr(self.processor, f"{modality}_token", None)
-        from_template = template_layouts(self.processor, {modality: str(token)}) if token is not None else {}
+        from_template = (
+            template_layouts(self.processor, {modality: str(token)})
+            if token is not None
+            else {}
+        )
         for layout in (from_template.get(modality), self.chat_layouts.get(modality)):
             layout = usable_layout(layout, placeholder)
             if layout is None:
@@ -156,7 +185,9 @@ class HFReference:
             return layout
         return placeholder
 
-    def _inserts(self, modality: str, item: Item, configured: int | None, own_id: int | None) -> bool:
+    def _inserts(
+        self, modality: str, item: Item, configured: int | None, own_id: int | None
+    ) -> bool:
         """True when HF puts the item's tokens in a prompt that has no placeholder.
 
         Such processors insert the tokens themselves (PaliGemma); for them
@@ -170,7 +201,9 @@ class HFReference:
             return False
         return expected is not None and expected in output.input_ids
 
-    def _expanded_id(self, placeholder: str | None, item: Item, expected: int | None) -> int | None:
+    def _expanded_id(
+        self, placeholder: str | None, item: Item, expected: int | None
+    ) -> int | None:
         """``expected`` if HF writes it for one item, else the id HF writes most (InternVL's video frames are image tokens)."""
         try:
             ids = self.run(placeholder or "", [item]).input_ids
@@ -182,7 +215,9 @@ class HFReference:
         named = named_token_ids(self.snapshot.load_config())
         return most_written(ids, bare, named) or expected
 
-    def run(self, prompt: str, items: list[Any], setting: Setting | None = None) -> HFOutput:
+    def run(
+        self, prompt: str, items: list[Any], setting: Setting | None = None
+    ) -> HFOutput:
         """Process one prompt with ``items`` (probe :class:`Item` values, or images); raises what HF raises.
 
         With a ``setting``, HF is called with its kwargs, as vLLM calls it for a
@@ -194,29 +229,54 @@ class HFReference:
         answers several images with several samples, which no one vLLM
         request holds: that is refused here like any input HF rejects.
         """
-        items = [item if isinstance(item, Item) else _image_item(item) for item in items]
+        items = [
+            item if isinstance(item, Item) else _image_item(item) for item in items
+        ]
         media = _media(items, self.sampling_rate)
         kwargs = {**self.base_setting, **(setting.kwargs if setting else {})}
         if self.writes_own_prompt:
             if len(items) > 1:
-                raise ValueError(f"{type(self.processor).__name__} makes each image its own sample, not one prompt")
-            prompt, out = run_recording_prompt(self.processor, prompt, media["images"], **kwargs)
+                raise ValueError(
+                    f"{type(self.processor).__name__} makes each image its own sample, not one prompt"
+                )
+            prompt, out = run_recording_prompt(
+                self.processor, prompt, media["images"], **kwargs
+            )
         else:
-            out = call_processor(self.processor, prompt, **media, sampling_rate=self.sampling_rate, **kwargs)
-        inputs = {k: v for k, v in out.items() if k != "labels" and isinstance(v, torch.Tensor)}
-        return HFOutput(out["input_ids"][0].tolist(), mm_outputs(self.processor, out), inputs, prompt)
+            out = call_processor(
+                self.processor,
+                prompt,
+                **media,
+                sampling_rate=self.sampling_rate,
+                **kwargs,
+            )
+        inputs = {
+            k: v
+            for k, v in out.items()
+            if k != "labels" and isinstance(v, torch.Tensor)
+        }
+        return HFOutput(
+            out["input_ids"][0].tolist(),
+            mm_outputs(self.processor, out),
+            inputs,
+            prompt,
+        )
 
     def single(self, item: Any, setting: Setting | None = None) -> HFOutput:
         """HF on one item alone (the minimal prompt that carries it)."""
         item = item if isinstance(item, Item) else _image_item(item)
-        return self.run(self.modalities[item.modality].placeholder or "", [item], setting)
+        return self.run(
+            self.modalities[item.modality].placeholder or "", [item], setting
+        )
 
     def item_count(self, item: Any, setting: Setting | None = None) -> int:
         """Embedding positions HF gives this item alone (cached per count-deciding key: never the pixels)."""
         item = item if isinstance(item, Item) else _image_item(item)
         key = (item.key(), setting.key() if setting else "")
         if key not in self._counts:
-            self._counts[key] = self.single(item, setting).input_ids.count(self.modalities[item.modality].embed_id)
+            self._counts[key] = self.single(item, setting).input_ids.count(
+                self.modalities[item.modality].embed_id
+            )
         return self._counts[key]
 
     def kept_audio_seconds(self) -> float | None:
@@ -231,11 +291,19 @@ class HFReference:
             return None
         if not hasattr(self, "_kept_audio"):
             self._kept_audio: float | None = None
-            samples = next((getattr(getattr(self.processor, a, None), "n_samples", None) for a in ("feature_extractor", "audio_processor")), None)
+            samples = next(
+                (
+                    getattr(getattr(self.processor, a, None), "n_samples", None)
+                    for a in ("feature_extractor", "audio_processor")
+                ),
+                None,
+            )
             if isinstance(samples, int) and samples > 0:
                 window = samples / self.sampling_rate
                 try:
-                    cut = self.item_count(Item("audio", seconds=window * 1.5)) == self.item_count(Item("audio", seconds=window))
+                    cut = self.item_count(
+                        Item("audio", seconds=window * 1.5)
+                    ) == self.item_count(Item("audio", seconds=window))
                 except Exception:  # HF refuses the longer audio: it keeps no more than the window either
                     cut = True
                 self._kept_audio = window if cut else None
@@ -249,13 +317,20 @@ class HFReference:
         counts of grid-aligned images as they were and change only its.
         """
         items = self.reference_items(modality)
-        return [items[0], Item("image", (333, 517)), *items[1:]] if modality == "image" else items
+        return (
+            [items[0], Item("image", (333, 517)), *items[1:]]
+            if modality == "image"
+            else items
+        )
 
     def reference_items(self, modality: str) -> list[Item]:
         """Items whose counts show whether a setting changes HF's count: a small and a large one, of two shapes."""
         return {
             "image": [Item("image", (224, 224)), Item("image", (1600, 1200))],
-            "video": [Item("video", (64, 64), frames=4, fps=2.0), Item("video", (448, 256), frames=8, fps=2.0)],
+            "video": [
+                Item("video", (64, 64), frames=4, fps=2.0),
+                Item("video", (448, 256), frames=8, fps=2.0),
+            ],
             "audio": [Item("audio", seconds=1.0), Item("audio", seconds=12.0)],
         }[modality]
 
@@ -264,8 +339,12 @@ def _media(items: list[Item], sampling_rate: int | None) -> dict[str, list]:
     """``call_processor``'s media arguments for ``items``: images, (frames, metadata) videos, waveforms."""
     media: dict[str, list] = {"images": [], "videos": [], "audios": []}
     for item in items:
-        value = item.picture if item.picture is not None else media_of(item, sampling_rate)
-        media[f"{item.modality}s" if item.modality != "audio" else "audios"].append(value)
+        value = (
+            item.picture if item.picture is not None else media_of(item, sampling_rate)
+        )
+        media[f"{item.modality}s" if item.modality != "audio" else "audios"].append(
+            value
+        )
     return media
 
 

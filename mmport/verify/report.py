@@ -25,7 +25,17 @@ __all__ = [
 ]
 
 # The parity contract, in the order checks are reported (DESIGN §4).
-CHECKS = ("tokens", "placeholders", "fields", "cache", "embeds", "dummy", "limits", "model", "serve")
+CHECKS = (
+    "tokens",
+    "placeholders",
+    "fields",
+    "cache",
+    "embeds",
+    "dummy",
+    "limits",
+    "model",
+    "serve",
+)
 
 # How a failure shows to a vLLM user: ``loud`` when vLLM (or the port) raises an
 # error the user sees; ``silent`` when vLLM serves a wrong answer (token ids,
@@ -63,7 +73,11 @@ class Failure:
 
     def severity(self) -> str:
         """How bad it is, in words: ``silent, under the defaults`` or ``loud, only under max_pixels=3136``."""
-        when = "under the defaults" if self.setting is None else f"only under {self.setting}"
+        when = (
+            "under the defaults"
+            if self.setting is None
+            else f"only under {self.setting}"
+        )
         return f"{self.loudness}, {when}"
 
     def describe(self, severity: bool = True) -> str:
@@ -166,7 +180,15 @@ class ItemSize:
     def of(cls, item) -> ItemSize:
         """The sizes of a probe :class:`~mmport.verify.probes.Item`."""
         width, height = item.size
-        return cls(item.modality, width, height, item.frames, item.fps, item.seconds, item.describe())
+        return cls(
+            item.modality,
+            width,
+            height,
+            item.frames,
+            item.fps,
+            item.seconds,
+            item.describe(),
+        )
 
 
 @dataclass(frozen=True)
@@ -276,13 +298,23 @@ class Report:
         for check in self.checks.values():
             for failure in check.failures:
                 named = {m for m in MODALITIES if m in failure.message}
-                failed |= set(self.probe_modalities.get(failure.probe, ())) or named or every
+                failed |= (
+                    set(self.probe_modalities.get(failure.probe, ())) or named or every
+                )
         return failed
 
     def failure_summary(self) -> str:
         """Every failure and every probe that could not be judged, one per line (for assertion messages)."""
-        lines = [f"{c.name}: {f.describe()}" for c in self.checks.values() for f in c.failures]
-        lines += [f"{c.name}: {u.describe()}" for c in self.checks.values() for u in c.unjudged]
+        lines = [
+            f"{c.name}: {f.describe()}"
+            for c in self.checks.values()
+            for f in c.failures
+        ]
+        lines += [
+            f"{c.name}: {u.describe()}"
+            for c in self.checks.values()
+            for u in c.unjudged
+        ]
         return "\n".join(lines) or "all checks passed"
 
     def to_json(self) -> str:
@@ -298,11 +330,20 @@ class Report:
             "seconds": round(self.seconds, 3),
             "probe_cases": self.probe_cases,
             "probe_modalities": self.probe_modalities,
-            "settings": [{"modality": m, "kwargs": k, "origin": o} for m, k, o in self.settings],
-            "settings_not_applicable": [_fit_json(f) for f in self.settings_not_applicable],
+            "settings": [
+                {"modality": m, "kwargs": k, "origin": o} for m, k, o in self.settings
+            ],
+            "settings_not_applicable": [
+                _fit_json(f) for f in self.settings_not_applicable
+            ],
             "settings_undecided": [_fit_json(f) for f in self.settings_undecided],
-            "token_windows": {probe: asdict(w) for probe, w in self.token_windows.items()},
-            "probe_items": {probe: [asdict(i) for i in items] for probe, items in self.probe_items.items()},
+            "token_windows": {
+                probe: asdict(w) for probe, w in self.token_windows.items()
+            },
+            "probe_items": {
+                probe: [asdict(i) for i in items]
+                for probe, items in self.probe_items.items()
+            },
             "curves": {modality: asdict(c) for modality, c in self.curves.items()},
             "checks": {
                 name: {
@@ -323,7 +364,9 @@ class Report:
         """The report as JUnit XML: one testcase per check."""
         failed = sum(c.status == "fail" for c in self.checks.values())
         # A check that cannot judge is a skipped case: neither a pass CI counts silently nor a failure of the port.
-        skipped = sum(c.status in ("skip", "cannot_judge") for c in self.checks.values())
+        skipped = sum(
+            c.status in ("skip", "cannot_judge") for c in self.checks.values()
+        )
         suite = ET.Element(
             "testsuite",
             name=f"mmport verify {self.ref}",
@@ -332,7 +375,12 @@ class Report:
             skipped=str(skipped),
             time=f"{self.seconds:.3f}",
         )
-        ET.SubElement(ET.SubElement(suite, "properties"), "property", name="verdict", value=self.verdict)
+        ET.SubElement(
+            ET.SubElement(suite, "properties"),
+            "property",
+            name="verdict",
+            value=self.verdict,
+        )
         for c in self.checks.values():
             _junit_case(suite, self.ref, c)
         return ET.tostring(suite, encoding="unicode", xml_declaration=True)
@@ -340,7 +388,9 @@ class Report:
 
 def _junit_case(suite: ET.Element, ref: str, c: CheckResult) -> None:
     """One check as a ``<testcase>``: its runs and status as properties, then its failure or skip."""
-    case = ET.SubElement(suite, "testcase", classname=f"mmport.verify.{ref}", name=c.name)
+    case = ET.SubElement(
+        suite, "testcase", classname=f"mmport.verify.{ref}", name=c.name
+    )
     properties = ET.SubElement(case, "properties")
     # How many comparisons the check made: a pass over none is no pass.
     ET.SubElement(properties, "property", name="runs", value=str(c.runs))
@@ -350,12 +400,22 @@ def _junit_case(suite: ET.Element, ref: str, c: CheckResult) -> None:
         node.text = "\n".join(f.describe() for f in c.failures)
     elif c.status == "cannot_judge":
         reason = c.unjudged[0]
-        node = ET.SubElement(case, "skipped", message=f"cannot judge: {reason.lacking.describe()}")
+        node = ET.SubElement(
+            case, "skipped", message=f"cannot judge: {reason.lacking.describe()}"
+        )
         node.text = "\n".join(u.describe() for u in c.unjudged)
     elif c.status == "skip":
-        ET.SubElement(case, "skipped", message=c.skipped or "no probe exercised this check")
+        ET.SubElement(
+            case, "skipped", message=c.skipped or "no probe exercised this check"
+        )
 
 
 def _fit_json(fit: SettingFit) -> dict[str, str]:
     """A setting's fit in the report's JSON: ``kwargs`` named as ``settings`` names them."""
-    return {"modality": fit.modality, "kwargs": fit.setting, "reason": fit.reason, "basis": fit.basis, "item": fit.item}
+    return {
+        "modality": fit.modality,
+        "kwargs": fit.setting,
+        "reason": fit.reason,
+        "basis": fit.basis,
+        "item": fit.item,
+    }

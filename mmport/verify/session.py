@@ -38,13 +38,18 @@ def _larger_than(dummy, modality: str, sampling_rate: int | None) -> list[Item]:
     """Items a step larger than the port's dummy item: twice the frames, twice the sides, twice the length."""
     if modality == "video":
         count, height, width = _video_geometry(dummy)
-        larger = [Item("video", (width * 2, height * 2), count, 2.0)] if max(width, height) * 2 <= WORST_CASE_SIDE else []
+        larger = (
+            [Item("video", (width * 2, height * 2), count, 2.0)]
+            if max(width, height) * 2 <= WORST_CASE_SIDE
+            else []
+        )
         if count * 2 <= WORST_CASE_FRAMES:
             larger.insert(0, Item("video", (width, height), count * 2, 2.0))
         return larger
     audio = dummy[0] if isinstance(dummy, tuple) else dummy
     seconds = 2 * len(audio) / (sampling_rate or 16_000)
     return [Item("audio", seconds=seconds)] if seconds <= WORST_CASE_SECONDS else []
+
 
 def _video_geometry(dummy) -> tuple[int, int, int]:
     """A dummy video's frame count, height and width: an array of frames, a list of frames (arrays or
@@ -53,7 +58,9 @@ def _video_geometry(dummy) -> tuple[int, int, int]:
     if hasattr(frames, "shape"):
         return len(frames), frames.shape[1], frames.shape[2]
     first = frames[0]
-    width, height = (first.shape[1], first.shape[0]) if hasattr(first, "shape") else first.size
+    width, height = (
+        (first.shape[1], first.shape[0]) if hasattr(first, "shape") else first.size
+    )
     return len(frames), height, width
 
 
@@ -93,29 +100,53 @@ class Session:
         self.hf = hf
         self.runner = runner
         self.model_check = model_check  # a ModelCheck with --model, else None
-        self.max_count: dict[str, int] = {}  # per modality: the largest count HF gave an item alone
+        self.max_count: dict[
+            str, int
+        ] = {}  # per modality: the largest count HF gave an item alone
         self.rejected: list[str] = []  # probes HF rejects, with HF's reason
-        self.outside_contract: list[str] = []  # items or probes HF answers in a way vLLM cannot hold
+        self.outside_contract: list[
+            str
+        ] = []  # items or probes HF answers in a way vLLM cannot hold
         # Probes with items within the port's limits, and those HF answered and the checks
         # compared: under the default settings, and under a request's settings.
         self.defaults = {"media": 0, "compared": 0}
         self.under_settings = {"media": 0, "compared": 0}
-        self.refused_settings: dict[str, str] = {}  # settings the port refuses outright, with its words
-        self.drawn: dict[str, int] = {}  # per modality: items drawn into probes within the limits
+        self.refused_settings: dict[
+            str, str
+        ] = {}  # settings the port refuses outright, with its words
+        self.drawn: dict[
+            str, int
+        ] = {}  # per modality: items drawn into probes within the limits
         self.judged: dict[str, int] = {}  # ... and items compared against HF
-        self.token_windows: dict[str, TokenWindow] = {}  # per probe whose tokens differ: both sides around it
-        self.facts = SnapshotFacts.of(getattr(hf.processor, "tokenizer", None), hf.snapshot.load_config())
-        self.unjudged: list[CannotJudge] = []  # every probe the snapshot kept from being judged, either side
-        self.hf_unjudged: list[CannotJudge] = []  # ... of them, those HF itself raised on
-        self.settings_of: dict[str, str] = {}  # probe name -> the request settings it ran under
+        self.token_windows: dict[
+            str, TokenWindow
+        ] = {}  # per probe whose tokens differ: both sides around it
+        self.facts = SnapshotFacts.of(
+            getattr(hf.processor, "tokenizer", None), hf.snapshot.load_config()
+        )
+        self.unjudged: list[
+            CannotJudge
+        ] = []  # every probe the snapshot kept from being judged, either side
+        self.hf_unjudged: list[
+            CannotJudge
+        ] = []  # ... of them, those HF itself raised on
+        self.settings_of: dict[
+            str, str
+        ] = {}  # probe name -> the request settings it ran under
         self.limits_raised: Exception | None = None
         self.limits, self.limits_error = self._port_limits()
         # Modalities the port declares it does not support (a limit of 0, or none at all:
         # vLLM allows "at most 0" of a modality the port leaves out): vLLM refuses such
         # items loudly, so they are named, not probed.
         loaded = self.limits_raised is None
-        self.unsupported = [m for m in self.hf.modalities if self.limits.get(m) == 0 or (loaded and m not in self.limits)]
-        self.limits = {m: limit for m, limit in self.limits.items() if m not in self.unsupported}
+        self.unsupported = [
+            m
+            for m in self.hf.modalities
+            if self.limits.get(m) == 0 or (loaded and m not in self.limits)
+        ]
+        self.limits = {
+            m: limit for m, limit in self.limits.items() if m not in self.unsupported
+        }
 
     def _port_limits(self) -> tuple[dict[str, int | None], str]:
         try:
@@ -124,7 +155,14 @@ class Session:
             self.limits_raised = exc
             return {}, f"the port's get_supported_mm_limits raises {one_line(exc)}"
 
-    def _raised(self, result: CheckResult, probe: str, exc: Exception, message: str, side: Literal["port", "hf"] = "port") -> bool:
+    def _raised(
+        self,
+        result: CheckResult,
+        probe: str,
+        exc: Exception,
+        message: str,
+        side: Literal["port", "hf"] = "port",
+    ) -> bool:
         """``side`` raised: cannot judge when the snapshot lacks what it looked up, else a loud failure.
 
         True when it was a failure (a comparison made, and failed).
@@ -134,7 +172,13 @@ class Session:
         result.failures.append(Failure(probe, message, loudness="loud"))
         return True
 
-    def cannot_judge(self, result: CheckResult, probe: str, exc: Exception, side: Literal["port", "hf"] = "port") -> bool:
+    def cannot_judge(
+        self,
+        result: CheckResult,
+        probe: str,
+        exc: Exception,
+        side: Literal["port", "hf"] = "port",
+    ) -> bool:
         """Record ``probe`` as unjudged in ``result`` when ``exc`` comes of what the snapshot lacks; True if it does."""
         lacking = snapshot_lacks(exc, self.facts)
         if lacking is None:
@@ -162,7 +206,11 @@ class Session:
             if modality in self.unsupported:
                 continue
             limit = self.limits.get(modality)
-            limits[modality] = MAX_PROBE_ITEMS if limit is None else max(1, min(MAX_PROBE_ITEMS, limit))
+            limits[modality] = (
+                MAX_PROBE_ITEMS
+                if limit is None
+                else max(1, min(MAX_PROBE_ITEMS, limit))
+            )
         return limits
 
     def max_probe_items(self) -> int:
@@ -171,14 +219,24 @@ class Session:
 
     def port(self, prompt: str, items: list[Item], setting: Setting | None = None):
         """The port on ``prompt`` with ``items`` (under ``setting``'s request kwargs); raises what the port raises."""
-        return self.runner.process(prompt, port_data(items, self.hf.sampling_rate), setting.kwargs if setting else None)
+        return self.runner.process(
+            prompt,
+            port_data(items, self.hf.sampling_rate),
+            setting.kwargs if setting else None,
+        )
 
     def _beyond_limits(self, probe: Probe) -> bool:
         return any(
-            (limit := self.limits.get(m)) is not None and len(probe.of(m)) > limit for m in dict.fromkeys(i.modality for i in probe.items)
+            (limit := self.limits.get(m)) is not None and len(probe.of(m)) > limit
+            for m in dict.fromkeys(i.modality for i in probe.items)
         )
 
-    def run_probe(self, probe: Probe, checks: dict[str, CheckResult], setting: Setting | None = None) -> None:
+    def run_probe(
+        self,
+        probe: Probe,
+        checks: dict[str, CheckResult],
+        setting: Setting | None = None,
+    ) -> None:
         """Run one probe through HF and the port and apply the per-probe checks.
 
         With a ``setting``, both run under the request's processor kwargs it
@@ -202,14 +260,20 @@ class Session:
             self.judged[item.modality] = self.judged.get(item.modality, 0) + 1
         if setting is None:
             for item, count in zip(probe.items, counts, strict=False):
-                self.max_count[item.modality] = max(self.max_count.get(item.modality, 0), count)
+                self.max_count[item.modality] = max(
+                    self.max_count.get(item.modality, 0), count
+                )
         in_company = self._in_company(probe, expected, counts)
         try:
             actual = self.port(expected.prompt, list(probe.items), setting)
         except NotImplementedError as exc:
             if setting is None:
                 checks["tokens"].runs += 1
-                checks["tokens"].failures.append(Failure(probe.name, f"the port raised {one_line(exc)}", loudness="loud"))
+                checks["tokens"].failures.append(
+                    Failure(
+                        probe.name, f"the port raised {one_line(exc)}", loudness="loud"
+                    )
+                )
                 return
             # Said outright, a request fails rather than getting wrong tokens: named, not judged.
             self.refused_settings.setdefault(setting.describe(), one_line(exc))
@@ -217,30 +281,43 @@ class Session:
             tally["media"] -= bool(probe.items)
             return
         except Exception as exc:
-            if self._raised(checks["tokens"], probe.name, exc, f"the port raised {one_line(exc)}"):
+            if self._raised(
+                checks["tokens"], probe.name, exc, f"the port raised {one_line(exc)}"
+            ):
                 checks["tokens"].runs += 1
             return
-        self._compare(probe, checks, expected, singles, counts, actual, in_company, setting)
+        self._compare(
+            probe, checks, expected, singles, counts, actual, in_company, setting
+        )
         if probe.items:
             # The port alone, whatever HF does: vLLM's cache needs its items independent.
             self._check_cache(probe, checks["cache"], actual, setting)
 
-    def _answer(self, probe: Probe, setting: Setting | None = None) -> tuple[Probe, HFOutput, list[HFOutput], list[int]] | None:
+    def _answer(
+        self, probe: Probe, setting: Setting | None = None
+    ) -> tuple[Probe, HFOutput, list[HFOutput], list[int]] | None:
         """HF on the probe and on each item alone; items HF gives no position are left out and named."""
         prompt = probe.prompt(self.hf.placeholders())
         try:
             expected = self.hf.run(prompt, list(probe.items), setting)
-            singles = [self.hf.single(item, setting) for item in probe.items]  # HF on each item alone
+            singles = [
+                self.hf.single(item, setting) for item in probe.items
+            ]  # HF on each item alone
         except Exception as exc:  # HF rejects this input (or an item alone)
             self._rejected(probe, exc, setting)
             return None
-        counts = [s.input_ids.count(self.hf.modalities[i.modality].embed_id) for s, i in zip(singles, probe.items, strict=True)]
+        counts = [
+            s.input_ids.count(self.hf.modalities[i.modality].embed_id)
+            for s, i in zip(singles, probe.items, strict=True)
+        ]
         empty = {index for index, count in enumerate(counts) if count == 0}
         if not empty:
             return probe, expected, singles, counts
         # vLLM needs at least one position per item, so no port can hold these items.
         for index in sorted(empty):
-            self.outside_contract.append(f"{probe.name}: HF gives {probe.items[index].describe()} no embedding positions")
+            self.outside_contract.append(
+                f"{probe.name}: HF gives {probe.items[index].describe()} no embedding positions"
+            )
         return self._answer(probe.without(empty), setting)
 
     def _rejected(self, probe: Probe, exc: Exception, setting: Setting | None) -> None:
@@ -258,8 +335,14 @@ class Session:
 
     def _in_company(self, probe: Probe, expected: HFOutput, counts: list[int]) -> bool:
         """True when HF counts some item differently beside the probe's others than alone (LLaVA-OneVision)."""
-        for embed_id in dict.fromkeys(self.hf.modalities[i.modality].embed_id for i in probe.items):
-            alone = [c for i, c in zip(probe.items, counts, strict=False) if self.hf.modalities[i.modality].embed_id == embed_id]
+        for embed_id in dict.fromkeys(
+            self.hf.modalities[i.modality].embed_id for i in probe.items
+        ):
+            alone = [
+                c
+                for i, c in zip(probe.items, counts, strict=False)
+                if self.hf.modalities[i.modality].embed_id == embed_id
+            ]
             together = expected.input_ids.count(embed_id)
             if len(alone) > 1 and together != sum(alone):
                 # vLLM processes (and caches) each item alone, so no port can match HF's prompt here.
@@ -270,14 +353,31 @@ class Session:
                 return True
         return False
 
-    def _overwritten(self, hf_ids: list[int], placeholders: Mapping[str, list]) -> frozenset[int]:
+    def _overwritten(
+        self, hf_ids: list[int], placeholders: Mapping[str, list]
+    ) -> frozenset[int]:
         """Positions where HF writes an embedding token and the port puts an embedding (vLLM replaces the id there)."""
         embed_ids = {ref.embed_id for ref in self.hf.modalities.values()}
-        port_positions = {p for ranges in placeholders.values() for ph in ranges for p in embed_positions(ph)}
-        return frozenset(p for p in port_positions if p < len(hf_ids) and hf_ids[p] in embed_ids)
+        port_positions = {
+            p
+            for ranges in placeholders.values()
+            for ph in ranges
+            for p in embed_positions(ph)
+        }
+        return frozenset(
+            p for p in port_positions if p < len(hf_ids) and hf_ids[p] in embed_ids
+        )
 
     def _compare(
-        self, probe, checks, expected: HFOutput, singles: list[HFOutput], counts: list[int], actual, in_company: bool, setting: Setting | None = None
+        self,
+        probe,
+        checks,
+        expected: HFOutput,
+        singles: list[HFOutput],
+        counts: list[int],
+        actual,
+        in_company: bool,
+        setting: Setting | None = None,
     ) -> None:
         """The port's answer against HF's: tokens, then (with items) placeholders and fields.
 
@@ -286,43 +386,97 @@ class Session:
         """
         if not in_company:
             overwritten = self._overwritten(expected.input_ids, actual.placeholders)
-            position = check_tokens(checks["tokens"], probe.name, expected.input_ids, actual.prompt_token_ids, overwritten)
+            position = check_tokens(
+                checks["tokens"],
+                probe.name,
+                expected.input_ids,
+                actual.prompt_token_ids,
+                overwritten,
+            )
             if position is not None:
-                self.token_windows[probe.name] = token_window(expected.input_ids, actual.prompt_token_ids, position, self.hf.spell)
+                self.token_windows[probe.name] = token_window(
+                    expected.input_ids, actual.prompt_token_ids, position, self.hf.spell
+                )
             if self.model_check is not None:
                 modalities = [item.modality for item in probe.items]
-                self.model_check.run_probe(probe.name, modalities, singles, expected, actual, setting.describe() if setting else None)
+                self.model_check.run_probe(
+                    probe.name,
+                    modalities,
+                    singles,
+                    expected,
+                    actual,
+                    setting.describe() if setting else None,
+                )
         if not probe.items:
             return
         embed_ids = {m: ref.embed_id for m, ref in self.hf.modalities.items()}
         hf_ids = None if in_company else expected.input_ids
-        check_placeholders(checks["placeholders"], probe.name, hf_ids, embed_ids, probe.items, counts, actual.placeholders)
-        check_fields(checks["fields"], probe.name, expected.mm, probe.items, [s.mm for s in singles], actual)
+        check_placeholders(
+            checks["placeholders"],
+            probe.name,
+            hf_ids,
+            embed_ids,
+            probe.items,
+            counts,
+            actual.placeholders,
+        )
+        check_fields(
+            checks["fields"],
+            probe.name,
+            expected.mm,
+            probe.items,
+            [s.mm for s in singles],
+            actual,
+        )
 
-    def _check_cache(self, probe: Probe, result: CheckResult, actual, setting: Setting | None = None) -> None:
+    def _check_cache(
+        self, probe: Probe, result: CheckResult, actual, setting: Setting | None = None
+    ) -> None:
         try:
-            alone = [self.port(self.hf.single(item, setting).prompt, [item], setting) for item in probe.items]
+            alone = [
+                self.port(self.hf.single(item, setting).prompt, [item], setting)
+                for item in probe.items
+            ]
         except Exception as exc:
-            if self._raised(result, probe.name, exc, f"the port raised on one item alone: {one_line(exc)}"):
+            if self._raised(
+                result,
+                probe.name,
+                exc,
+                f"the port raised on one item alone: {one_line(exc)}",
+            ):
                 result.runs += 1
             return
         check_cache(result, probe.name, probe.items, actual, alone)
 
     def finish(self, checks: dict[str, CheckResult]) -> None:
         """Name what was not compared, and fail closed: a check that compared nothing fails."""
-        notes = [f"{modality} not judged: {reason}" for modality, reason in self.hf.refused.items()]
+        notes = [
+            f"{modality} not judged: {reason}"
+            for modality, reason in self.hf.refused.items()
+        ]
         notes += [
             f"{modality} not judged: the port declares it unsupported (a limit of 0, or none), so vLLM refuses such requests loudly"
             for modality in self.unsupported
         ]
         if self.rejected:
-            notes.append(f"HF rejects {len(self.rejected)} probe(s): " + "; ".join(self.rejected))
+            notes.append(
+                f"HF rejects {len(self.rejected)} probe(s): " + "; ".join(self.rejected)
+            )
         if self.refused_settings:
-            refused = "; ".join(f"{name} ({said})" for name, said in self.refused_settings.items())
-            notes.append(f"the port refuses requests with these settings, so they were not compared: {refused}")
+            refused = "; ".join(
+                f"{name} ({said})" for name, said in self.refused_settings.items()
+            )
+            notes.append(
+                f"the port refuses requests with these settings, so they were not compared: {refused}"
+            )
         if self.outside_contract:
-            notes.append("not compared as HF answers them, vLLM cannot hold them: " + "; ".join(self.outside_contract))
-        checks["tokens"].summary = " | ".join(filter(None, [*notes, checks["tokens"].summary]))
+            notes.append(
+                "not compared as HF answers them, vLLM cannot hold them: "
+                + "; ".join(self.outside_contract)
+            )
+        checks["tokens"].summary = " | ".join(
+            filter(None, [*notes, checks["tokens"].summary])
+        )
         checks["tokens"].unjudged.extend(self.hf_unjudged)
         self._fail_closed(checks)
         self._stamp_settings(checks)
@@ -339,25 +493,46 @@ class Session:
                 "(see the rejected probes); a reference that rejects most probes cannot pass a port"
             )
             # Enough probes were kept from comparison by what the snapshot lacks: not HF's fault, nor the port's.
-            explained = 2 * (tally["compared"] + tally.get("lacking", 0)) >= tally["media"]
+            explained = (
+                2 * (tally["compared"] + tally.get("lacking", 0)) >= tally["media"]
+            )
             if not (explained and self.hf_unjudged):
-                checks["tokens"].failures.append(Failure("probes", message, loudness="unknown"))
+                checks["tokens"].failures.append(
+                    Failure("probes", message, loudness="unknown")
+                )
         for modality, drawn in self.drawn.items():
             if not self.judged.get(modality):
                 message = (
                     f"none of the {drawn} {modality} item(s) drawn could be compared (see the rejected and unholdable "
                     f"probes); a port cannot pass on a modality HF was never compared on"
                 )
-                self._gate(checks["placeholders"], Failure("probes", message, loudness="unknown"))
+                self._gate(
+                    checks["placeholders"],
+                    Failure("probes", message, loudness="unknown"),
+                )
         for name, check in checks.items():
-            if name in NEEDS and check.runs == 0 and not (check.failures or check.unjudged or check.skipped):
-                self._gate(check, Failure(name, f"compared nothing: {NEEDS[name]} reached this check", loudness="unknown"))
+            if (
+                name in NEEDS
+                and check.runs == 0
+                and not (check.failures or check.unjudged or check.skipped)
+            ):
+                self._gate(
+                    check,
+                    Failure(
+                        name,
+                        f"compared nothing: {NEEDS[name]} reached this check",
+                        loudness="unknown",
+                    ),
+                )
 
     def _stamp_settings(self, checks: dict[str, CheckResult]) -> None:
         """Name on each failure the request settings its probe ran under (None: the defaults)."""
         for check in checks.values():
             check.failures = [
-                dataclasses.replace(f, setting=self.settings_of[f.probe]) if f.probe in self.settings_of else f for f in check.failures
+                dataclasses.replace(f, setting=self.settings_of[f.probe])
+                if f.probe in self.settings_of
+                else f
+                for f in check.failures
             ]
 
     def check_dummy(self, result: CheckResult) -> None:
@@ -374,24 +549,51 @@ class Session:
             text, data = self.runner.dummy(DUMMY_SEQ_LEN, {modality: wanted})
             output = self.runner.dummy_output(DUMMY_SEQ_LEN, {modality: wanted})
         except Exception as exc:
-            self._raised(result, "dummy", exc, f"the port's dummy {modality} inputs fail: {one_line(exc)}")
+            self._raised(
+                result,
+                "dummy",
+                exc,
+                f"the port's dummy {modality} inputs fail: {one_line(exc)}",
+            )
             return
         given = data.get(modality, [])
         if len(given) != wanted:
-            result.failures.append(Failure("dummy", f"dummy {modality} count for mm_counts", None, str(wanted), str(len(given)), loudness="loud"))
+            result.failures.append(
+                Failure(
+                    "dummy",
+                    f"dummy {modality} count for mm_counts",
+                    None,
+                    str(wanted),
+                    str(len(given)),
+                    loudness="loud",
+                )
+            )
             return
         embeds = [ph.num_embeds for ph in output.placeholders.get(modality, [])]
         largest = self.max_count.get(modality, 0)
         if min(embeds, default=0) < largest:
             message = f"dummy {modality} placeholders are below the largest count seen over the probes (worst case)"
-            result.failures.append(Failure("dummy", message, None, str(largest), str(min(embeds, default=0)), loudness="loud"))
+            result.failures.append(
+                Failure(
+                    "dummy",
+                    message,
+                    None,
+                    str(largest),
+                    str(min(embeds, default=0)),
+                    loudness="loud",
+                )
+            )
             return
         if modality == "image":
             self._check_dummy_against_hf(result, text, given, embeds)
         else:
-            self._check_dummy_is_largest(result, modality, given[0], min(embeds), wanted)
+            self._check_dummy_is_largest(
+                result, modality, given[0], min(embeds), wanted
+            )
 
-    def _check_dummy_is_largest(self, result: CheckResult, modality: str, dummy, embeds: int, wanted: int) -> None:
+    def _check_dummy_is_largest(
+        self, result: CheckResult, modality: str, dummy, embeds: int, wanted: int
+    ) -> None:
         """No larger item (twice the frames, twice the frame sides, twice the length) gets more positions from HF.
 
         Within the profiling budget and the contract's bounds (videos of up to
@@ -409,11 +611,17 @@ class Session:
                     self._note_frame_cap(result, item, count, embeds, dummy)
                     continue
                 message = f"HF gives {item.describe()} more positions than the port's dummy {modality} (not the worst case)"
-                result.failures.append(Failure("dummy", message, None, str(count), str(embeds), loudness="loud"))
+                result.failures.append(
+                    Failure(
+                        "dummy", message, None, str(count), str(embeds), loudness="loud"
+                    )
+                )
                 return
 
     @staticmethod
-    def _note_frame_cap(result: CheckResult, item: Item, count: int, embeds: int, dummy) -> None:
+    def _note_frame_cap(
+        result: CheckResult, item: Item, count: int, embeds: int, dummy
+    ) -> None:
         """A dummy video with fewer frames than HF takes: the port's declared profile, not a miscount.
 
         vLLM's contract lets a port bound the frames it profiles (its own
@@ -429,18 +637,35 @@ class Session:
         )
         result.summary = "; ".join(filter(None, [result.summary, note]))
 
-    def _check_dummy_against_hf(self, result: CheckResult, text: str, images: list, embeds: list[int]) -> None:
+    def _check_dummy_against_hf(
+        self, result: CheckResult, text: str, images: list, embeds: list[int]
+    ) -> None:
         try:
             self.hf.run(text, images)
         except Exception as exc:
-            self._raised(result, "dummy", exc, f"HF rejects the port's dummy text and images: {one_line(exc)}", side="hf")
+            self._raised(
+                result,
+                "dummy",
+                exc,
+                f"HF rejects the port's dummy text and images: {one_line(exc)}",
+                side="hf",
+            )
             return
         # What vLLM must give: each item as HF counts it alone (the same as HF's count
         # for the whole prompt, unless HF counts an item differently in company).
         alone = sum(self.hf.item_count(image) for image in images)
         if alone != sum(embeds):
             message = "embedding positions for the dummy inputs"
-            result.failures.append(Failure("dummy", message, None, str(alone), str(sum(embeds)), loudness="loud"))
+            result.failures.append(
+                Failure(
+                    "dummy",
+                    message,
+                    None,
+                    str(alone),
+                    str(sum(embeds)),
+                    loudness="loud",
+                )
+            )
 
     def check_limits(self, result: CheckResult) -> None:
         """The port declares every modality HF handles, and HF accepts as many items as each limit allows."""
@@ -448,18 +673,44 @@ class Session:
         if self.limits_raised is not None:  # set with limits_error, by _port_limits
             self._raised(result, "limits", self.limits_raised, self.limits_error)
             return
-        missing = [m for m in self.hf.modalities if m not in self.limits and m not in self.unsupported]
+        missing = [
+            m
+            for m in self.hf.modalities
+            if m not in self.limits and m not in self.unsupported
+        ]
         if missing:
-            result.failures.append(Failure("limits", f"HF handles {', '.join(missing)} but the port declares no limit for it", loudness="loud"))
+            result.failures.append(
+                Failure(
+                    "limits",
+                    f"HF handles {', '.join(missing)} but the port declares no limit for it",
+                    loudness="loud",
+                )
+            )
         for modality in self.hf.modalities:
             if modality in self.limits:
                 self._check_limit(result, modality, self.limits[modality])
 
     def _limit_items(self, modality: str, count: int) -> list[Item]:
-        small = {"image": Item("image", (32, 32)), "video": Item("video", (32, 32), frames=2, fps=2.0), "audio": Item("audio", seconds=0.5)}
-        return [Item(modality, small[modality].size, small[modality].frames, small[modality].fps, small[modality].seconds, seed=i) for i in range(count)]
+        small = {
+            "image": Item("image", (32, 32)),
+            "video": Item("video", (32, 32), frames=2, fps=2.0),
+            "audio": Item("audio", seconds=0.5),
+        }
+        return [
+            Item(
+                modality,
+                small[modality].size,
+                small[modality].frames,
+                small[modality].fps,
+                small[modality].seconds,
+                seed=i,
+            )
+            for i in range(count)
+        ]
 
-    def _check_limit(self, result: CheckResult, modality: str, limit: int | None) -> None:
+    def _check_limit(
+        self, result: CheckResult, modality: str, limit: int | None
+    ) -> None:
         count = limit if limit is not None else UNLIMITED_PROBE
         items = self._limit_items(modality, count)
         placeholder = self.hf.modalities[modality].placeholder or ""
@@ -467,7 +718,13 @@ class Session:
         try:
             output = self.hf.run(placeholder * count + " limits", items)
         except Exception as exc:
-            self._raised(result, "limits", exc, f"the port allows {allowed} {modality}s but HF rejects {count}: {one_line(exc)}", side="hf")
+            self._raised(
+                result,
+                "limits",
+                exc,
+                f"the port allows {allowed} {modality}s but HF rejects {count}: {one_line(exc)}",
+                side="hf",
+            )
             return
         prompt = output.prompt
         if count > 1 and self._expands_as_one(output, items):
@@ -478,7 +735,12 @@ class Session:
         try:
             self.port(prompt, items)
         except Exception as exc:
-            self._raised(result, "limits", exc, f"the port rejects {count} {modality}s within its own limit: {one_line(exc)}")
+            self._raised(
+                result,
+                "limits",
+                exc,
+                f"the port rejects {count} {modality}s within its own limit: {one_line(exc)}",
+            )
             return
         if limit is not None:
             self._check_limit_is_needed(result, modality, limit)
@@ -487,9 +749,16 @@ class Session:
         """True when HF's prompt for these like items holds no more embedding positions than one of them alone."""
         embed_id = self.hf.modalities[items[0].modality].embed_id
         one = self.hf.item_count(items[0])
-        return 0 < output.input_ids.count(embed_id) <= one < sum(self.hf.item_count(item) for item in items)
+        return (
+            0
+            < output.input_ids.count(embed_id)
+            <= one
+            < sum(self.hf.item_count(item) for item in items)
+        )
 
-    def _check_limit_is_needed(self, result: CheckResult, modality: str, limit: int) -> None:
+    def _check_limit_is_needed(
+        self, result: CheckResult, modality: str, limit: int
+    ) -> None:
         """Say so when HF expands one more item than the port's limit: a restriction, not a disagreement.
 
         vLLM's contract makes ``get_supported_mm_limits`` the port's own
@@ -510,4 +779,3 @@ class Session:
         if ids.count(ref.embed_id) == expanded:
             note = f"the port allows {limit} {modality}(s) where HF expands {limit + 1} (vLLM refuses more, loudly)"
             result.summary = "; ".join(filter(None, [result.summary, note]))
-

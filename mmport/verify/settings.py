@@ -25,7 +25,12 @@ from mmport.errors import AnalysisError, MmportError
 from mmport.hf.kwargs import SCOPES, typed_kwarg_classes
 from mmport.hf.modalities import sub_processor
 
-__all__ = ["Setting", "count_changing_settings", "parse_processor_kwargs", "typed_call_kwargs"]
+__all__ = [
+    "Setting",
+    "count_changing_settings",
+    "parse_processor_kwargs",
+    "typed_call_kwargs",
+]
 
 # How many count-changing settings each modality's probes run under.
 SETTINGS_PER_MODALITY = 3
@@ -41,7 +46,9 @@ class Setting:
 
     def describe(self) -> str:
         """``max_pixels=3136, do_resize=False``: how reports name the setting."""
-        return ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in self.kwargs.items())
+        return ", ".join(
+            f"{k}={json.dumps(v, default=str)}" for k, v in self.kwargs.items()
+        )
 
     def key(self) -> str:
         """A stable key for caches."""
@@ -55,18 +62,30 @@ def parse_processor_kwargs(text: str | None) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise MmportError(f"--processor-kwargs is not valid JSON ({exc.msg} at column {exc.colno}); give an object such as '{{\"max_pixels\": 200704}}'") from exc
+        raise MmportError(
+            f"--processor-kwargs is not valid JSON ({exc.msg} at column {exc.colno}); give an object such as '{{\"max_pixels\": 200704}}'"
+        ) from exc
     if not isinstance(value, dict) or not value:
-        raise MmportError("--processor-kwargs must be a non-empty JSON object of processor kwargs, such as '{\"max_pixels\": 200704}'")
+        raise MmportError(
+            "--processor-kwargs must be a non-empty JSON object of processor kwargs, such as '{\"max_pixels\": 200704}'"
+        )
     return value
 
 
 def check_known_kwargs(processor: Any, kwargs: dict[str, Any]) -> None:
     """Every key of ``kwargs`` is a typed call kwarg of the processor, or one of its scopes; else a :class:`MmportError`."""
-    known = {name for modality in SCOPES for name in typed_call_kwargs(processor, modality)}
+    known = {
+        name for modality in SCOPES for name in typed_call_kwargs(processor, modality)
+    }
     known |= set(SCOPES.values()) | {"text_kwargs"}
-    with contextlib.suppress(Exception):  # a processor without typed text kwargs: the others are all it knows
-        known |= set(typing.get_type_hints(typing.get_type_hints(processor.valid_processor_kwargs)["text_kwargs"]))
+    with contextlib.suppress(
+        Exception
+    ):  # a processor without typed text kwargs: the others are all it knows
+        known |= set(
+            typing.get_type_hints(
+                typing.get_type_hints(processor.valid_processor_kwargs)["text_kwargs"]
+            )
+        )
     unknown = [key for key in kwargs if key not in known]
     if unknown:
         raise MmportError(
@@ -77,7 +96,9 @@ def check_known_kwargs(processor: Any, kwargs: dict[str, Any]) -> None:
 
 def typed_call_kwargs(processor: Any, modality: str) -> list[str]:
     """The typed call kwargs of ``modality``'s scope: the processor's kwargs class and the sub-processor's own."""
-    return list(typed_kwarg_classes(processor, _sub_processor(processor, modality), modality))
+    return list(
+        typed_kwarg_classes(processor, _sub_processor(processor, modality), modality)
+    )
 
 
 def _sub_processor(processor: Any, modality: str) -> Any:
@@ -90,7 +111,10 @@ def _sub_processor(processor: Any, modality: str) -> Any:
 def _defaults(processor: Any, modality: str) -> dict[str, Any]:
     """Each typed kwarg's value in an ordinary call: the processor's call defaults, else the sub-processor's attribute."""
     try:
-        merged = processor._merge_kwargs(processor.valid_processor_kwargs, tokenizer_init_kwargs=processor.tokenizer.init_kwargs)
+        merged = processor._merge_kwargs(
+            processor.valid_processor_kwargs,
+            tokenizer_init_kwargs=processor.tokenizer.init_kwargs,
+        )
         scoped = dict(merged.get(SCOPES[modality], {}))
     except Exception:
         scoped = {}
@@ -116,12 +140,27 @@ def variations(value: Any) -> list[Any]:
     if isinstance(value, bool):
         return [not value]
     if isinstance(value, int):
-        return list(dict.fromkeys(v for v in (int(value * f) for f in FACTORS) if v >= 1 and v != value)) if value > 0 else []
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # transformers' SizeDict
+        return (
+            list(
+                dict.fromkeys(
+                    v
+                    for v in (int(value * f) for f in FACTORS)
+                    if v >= 1 and v != value
+                )
+            )
+            if value > 0
+            else []
+        )
+    if dataclasses.is_dataclass(value) and not isinstance(
+        value, type
+    ):  # transformers' SizeDict
         value = dataclasses.asdict(value)
     if isinstance(value, dict):
         sides = {k: v for k, v in value.items() if v is not None}
-        if sides and all(isinstance(v, int) and not isinstance(v, bool) and v > 1 for v in sides.values()):
+        if sides and all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 1
+            for v in sides.values()
+        ):
             return [{k: max(1, int(v * f)) for k, v in sides.items()} for f in FACTORS]
     return []
 
@@ -155,10 +194,21 @@ def is_architecture(name: str, default: Any, architecture: dict[str, Any]) -> bo
             return True
     if dataclasses.is_dataclass(default) and not isinstance(default, type):
         default = dataclasses.asdict(default)
-    sides = [v for v in default.values() if v is not None] if isinstance(default, dict) else []
-    if not sides or not all(isinstance(v, int) and not isinstance(v, bool) for v in sides) or len(set(sides)) != 1:
+    sides = (
+        [v for v in default.values() if v is not None]
+        if isinstance(default, dict)
+        else []
+    )
+    if (
+        not sides
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in sides)
+        or len(set(sides)) != 1
+    ):
         return False  # not a square size of integer sides
-    return any(str(key).endswith("image_size") and value == sides[0] for key, value in architecture.items())
+    return any(
+        str(key).endswith("image_size") and value == sides[0]
+        for key, value in architecture.items()
+    )
 
 
 def telling_items(hf: Any, setting: Setting) -> list:
@@ -180,12 +230,21 @@ def _reshapes_patches(hf: Any, item: Any, setting: Setting) -> bool:
     widths = []
     for given in (None, setting):
         outputs = hf.single(item, given).mm
-        widths.append(sorted((k, v.shape[-1]) for k, v in outputs.items() if v.is_floating_point() and v.ndim >= 2))
+        widths.append(
+            sorted(
+                (k, v.shape[-1])
+                for k, v in outputs.items()
+                if v.is_floating_point() and v.ndim >= 2
+            )
+        )
     return widths[0] != widths[1]
 
 
 def count_changing_settings(
-    hf: Any, seed: int = 0, per_modality: int = SETTINGS_PER_MODALITY, keep: Callable[[Setting], bool] | None = None
+    hf: Any,
+    seed: int = 0,
+    per_modality: int = SETTINGS_PER_MODALITY,
+    keep: Callable[[Setting], bool] | None = None,
 ) -> list[Setting]:
     """Up to ``per_modality`` settings per modality under which HF counts a reference item differently (seeded).
 
@@ -222,7 +281,11 @@ def count_changing_settings(
                 setting = Setting({name: value}, modality)
                 try:
                     counts = [hf.item_count(item, setting) for item in items]
-                    if counts == baseline or not all(counts) or _reshapes_patches(hf, items[0], setting):
+                    if (
+                        counts == baseline
+                        or not all(counts)
+                        or _reshapes_patches(hf, items[0], setting)
+                    ):
                         continue
                 except Exception:
                     continue  # HF rejects the value: no request could carry it

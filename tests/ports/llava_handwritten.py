@@ -20,7 +20,12 @@ from transformers.models.llava import LlavaProcessor
 from vllm.config.multimodal import MultiModalDummyOptions
 from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItems
-from vllm.multimodal.parse import ImageEmbeddingItems, ImageProcessorItems, ImageSize, MultiModalDataItems
+from vllm.multimodal.parse import (
+    ImageEmbeddingItems,
+    ImageProcessorItems,
+    ImageSize,
+    MultiModalDataItems,
+)
 from vllm.multimodal.processing import (
     BaseDummyInputsBuilder,
     BaseMultiModalProcessor,
@@ -63,7 +68,9 @@ class LlavaProcessingInfo(BaseProcessingInfo):
             token_id = self.get_tokenizer().convert_tokens_to_ids(processor.image_token)
         return token_id
 
-    def get_processed_image_size(self, *, image_width: int, image_height: int) -> ImageSize:
+    def get_processed_image_size(
+        self, *, image_width: int, image_height: int
+    ) -> ImageSize:
         """The size of ``pixel_values`` for an input image, following the image processor's steps."""
         image_processor = self.get_hf_processor().image_processor
         height, width = image_height, image_width
@@ -80,7 +87,9 @@ class LlavaProcessingInfo(BaseProcessingInfo):
                 target = size["shortest_edge"]
                 short, long = min(height, width), max(height, width)
                 scaled = int(target * long / short)
-                height, width = (target, scaled) if height <= width else (scaled, target)
+                height, width = (
+                    (target, scaled) if height <= width else (scaled, target)
+                )
         if getattr(image_processor, "do_center_crop", False):
             height, width = _as_height_width(dict(image_processor.crop_size))
         return ImageSize(width=width, height=height)
@@ -88,9 +97,13 @@ class LlavaProcessingInfo(BaseProcessingInfo):
     def get_num_image_tokens(self, *, image_width: int, image_height: int) -> int:
         """Placeholder tokens the HF processor writes for one image of this size."""
         processor = self.get_hf_processor()
-        size = self.get_processed_image_size(image_width=image_width, image_height=image_height)
+        size = self.get_processed_image_size(
+            image_width=image_width, image_height=image_height
+        )
         patch = processor.patch_size
-        num_tokens = (size.height // patch) * (size.width // patch) + processor.num_additional_image_tokens
+        num_tokens = (size.height // patch) * (
+            size.width // patch
+        ) + processor.num_additional_image_tokens
         if processor.vision_feature_select_strategy == "default":
             num_tokens -= 1
         return num_tokens
@@ -151,11 +164,19 @@ class LlavaMultiModalProcessor(BaseMultiModalProcessor[LlavaProcessingInfo]):
         image_token_id = self.info.get_image_token_id()
 
         def image_tokens(item_idx: int) -> list[int]:
-            images = mm_items.get_items("image", (ImageEmbeddingItems, ImageProcessorItems))
+            images = mm_items.get_items(
+                "image", (ImageEmbeddingItems, ImageProcessorItems)
+            )
             if isinstance(images, ImageEmbeddingItems):
                 return [image_token_id] * images.get_feature_size(item_idx)
             size = images.get_image_size(item_idx)
-            count = self.info.get_num_image_tokens(image_width=size.width, image_height=size.height)
+            count = self.info.get_num_image_tokens(
+                image_width=size.width, image_height=size.height
+            )
             return [image_token_id] * count
 
-        return [PromptReplacement(modality="image", target=[image_token_id], replacement=image_tokens)]
+        return [
+            PromptReplacement(
+                modality="image", target=[image_token_id], replacement=image_tokens
+            )
+        ]

@@ -13,7 +13,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location("llava_handwritten_base", Path(__file__).with_name("llava_handwritten.py"))
+_spec = importlib.util.spec_from_file_location(
+    "llava_handwritten_base", Path(__file__).with_name("llava_handwritten.py")
+)
 _base = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_base)
 
@@ -34,5 +36,9 @@ class LlavaLackingMultiModalProcessor(_base.LlavaMultiModalProcessor):
 
     def _get_prompt_updates(self, mm_items, hf_processor_mm_kwargs, out_mm_kwargs):
         vocab = self.info.get_tokenizer().get_vocab()
-        self.newline_id = vocab[NEWLINE_BYTE_TOKEN]  # raises where the snapshot lacks the entry
-        return super()._get_prompt_updates(mm_items, hf_processor_mm_kwargs, out_mm_kwargs)
+        self.newline_id = vocab[
+            NEWLINE_BYTE_TOKEN
+        ]  # raises where the snapshot lacks the entry
+        return super()._get_prompt_updates(
+            mm_items, hf_processor_mm_kwargs, out_mm_kwargs
+        )

@@ -20,7 +20,10 @@ def split(hf_outputs, fields):
 def test_batched_field_gives_each_item_its_row():
     pixels = torch.arange(3 * 2).reshape(3, 2)
 
-    items = split({"pixel_values": pixels}, {"pixel_values": MultiModalFieldConfig.batched("image")})
+    items = split(
+        {"pixel_values": pixels},
+        {"pixel_values": MultiModalFieldConfig.batched("image")},
+    )
 
     assert [item["pixel_values"].tolist() for item in items] == [[0, 1], [2, 3], [4, 5]]
 
@@ -29,9 +32,16 @@ def test_flat_from_sizes_gives_each_item_its_run_of_rows():
     patches = torch.arange(9)
     sizes = torch.tensor([3, 4, 2])
 
-    items = split({"patches": patches}, {"patches": MultiModalFieldConfig.flat_from_sizes("image", sizes)})
+    items = split(
+        {"patches": patches},
+        {"patches": MultiModalFieldConfig.flat_from_sizes("image", sizes)},
+    )
 
-    assert [item["patches"].tolist() for item in items] == [[0, 1, 2], [3, 4, 5, 6], [7, 8]]
+    assert [item["patches"].tolist() for item in items] == [
+        [0, 1, 2],
+        [3, 4, 5, 6],
+        [7, 8],
+    ]
 
 
 def test_flat_from_sizes_can_slice_along_a_later_dim():
@@ -49,7 +59,10 @@ def test_shared_field_gives_every_item_the_whole_value():
 
     items = split(
         {"table": table, "pixel_values": torch.zeros(3, 1)},
-        {"table": MultiModalFieldConfig.shared("image", 3), "pixel_values": MultiModalFieldConfig.batched("image")},
+        {
+            "table": MultiModalFieldConfig.shared("image", 3),
+            "pixel_values": MultiModalFieldConfig.batched("image"),
+        },
     )
 
     assert all(item["table"] is table for item in items)
@@ -71,11 +84,17 @@ def test_keys_of_one_modality_must_agree_on_the_item_count():
     }
 
     with pytest.raises(ValueError, match="Cannot merge different batch sizes"):
-        MultiModalKwargsItems.from_hf_inputs({"pixel_values": torch.zeros(2, 1), "image_sizes": torch.zeros(3)}, fields)
+        MultiModalKwargsItems.from_hf_inputs(
+            {"pixel_values": torch.zeros(2, 1), "image_sizes": torch.zeros(3)}, fields
+        )
 
 
 def test_batching_items_back_restores_the_hf_layout():
-    outputs = {"patches": torch.arange(9).reshape(9, 1), "sizes": torch.tensor([3, 4, 2]), "table": torch.ones(2)}
+    outputs = {
+        "patches": torch.arange(9).reshape(9, 1),
+        "sizes": torch.tensor([3, 4, 2]),
+        "table": torch.ones(2),
+    }
     fields = {
         "patches": MultiModalFieldConfig.flat_from_sizes("image", outputs["sizes"]),
         "sizes": MultiModalFieldConfig.batched("image"),

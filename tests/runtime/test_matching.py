@@ -28,17 +28,27 @@ def bind(updates, counts):
     grouped = {}
     for update in updates:
         grouped.setdefault(update.modality, []).append(update)
-    return {m: [[u.resolve(i) for u in us] for i in range(counts.get(m, 0))] for m, us in grouped.items()}
+    return {
+        m: [[u.resolve(i) for u in us] for i in range(counts.get(m, 0))]
+        for m, us in grouped.items()
+    }
 
 
 def apply(prompt, updates, counts):
-    new_ids, result, placeholders = apply_token_matches_with_placeholders(prompt, bind(updates, counts))
-    spans = {m: [(p.start_idx, p.length) for p in found] for m, found in placeholders.items()}
+    new_ids, result, placeholders = apply_token_matches_with_placeholders(
+        prompt, bind(updates, counts)
+    )
+    spans = {
+        m: [(p.start_idx, p.length) for p in found] for m, found in placeholders.items()
+    }
     return new_ids, result, spans
 
 
 def test_token_matches_do_not_overlap():
-    assert [tuple(m) for m in iter_token_matches([X, X, X, X, X], [X, X])] == [(0, 2), (2, 4)]
+    assert [tuple(m) for m in iter_token_matches([X, X, X, X, X], [X, X])] == [
+        (0, 2),
+        (2, 4),
+    ]
     assert list(iter_token_matches([X, Y], [])) == []
 
 
@@ -63,7 +73,9 @@ def test_unmatched_item_is_reported_as_none():
 
 
 def test_insertion_at_start_puts_every_item_before_the_prompt():
-    update = PromptInsertion("image", PromptIndexTargets.start(), lambda i: [IMG] * (i + 1))
+    update = PromptInsertion(
+        "image", PromptIndexTargets.start(), lambda i: [IMG] * (i + 1)
+    )
 
     new_ids, _, spans = apply([BOS, X], [update], {"image": 2})
 
@@ -122,7 +134,9 @@ def test_select_token_id_marks_only_that_token_as_embedding():
     details = PromptUpdateDetails.select_token_id([X, IMG, IMG, Y], IMG)
     update = PromptReplacement("image", [IMG], details)
 
-    _, _, placeholders = apply_token_matches_with_placeholders([BOS, IMG], bind([update], {"image": 1}))
+    _, _, placeholders = apply_token_matches_with_placeholders(
+        [BOS, IMG], bind([update], {"image": 1})
+    )
 
     (info,) = placeholders["image"]
     assert info.is_embed.tolist() == [False, True, True, False]
@@ -141,7 +155,10 @@ def test_find_placeholders_scans_items_in_order():
 
     found = find_mm_placeholders([BOS, IMG, X, IMG, IMG], updates)
 
-    assert [(p.item_idx, p.start_idx, p.length) for p in found["image"]] == [(0, 1, 1), (1, 3, 2)]
+    assert [(p.item_idx, p.start_idx, p.length) for p in found["image"]] == [
+        (0, 1, 1),
+        (1, 3, 2),
+    ]
 
 
 def test_find_placeholders_carries_the_embedding_mask():

@@ -17,7 +17,14 @@ from mmport.runtime.backends import BundledBackend, PortOutput, select_backend
 pytestmark = pytest.mark.vllm
 
 ERROR_CASES = ["no_fields", "no_updates", "empty_replacement"]
-WORKING_CASES = ["replace", "insert_start", "insert_prefix", "insert_end", "select_token_id", "text_fallback"]
+WORKING_CASES = [
+    "replace",
+    "insert_start",
+    "insert_prefix",
+    "insert_end",
+    "select_token_id",
+    "text_fallback",
+]
 WORKING_CASES += ["flat_and_shared"]
 
 
@@ -29,7 +36,9 @@ def backends():
 
 
 def build_both(backends, port_path, snapshot):
-    return [backend.build(backend.load_port(port_path), snapshot) for backend in backends]
+    return [
+        backend.build(backend.load_port(port_path), snapshot) for backend in backends
+    ]
 
 
 def assert_same(bundled: PortOutput, real: PortOutput) -> None:
@@ -41,7 +50,10 @@ def assert_same(bundled: PortOutput, real: PortOutput) -> None:
         for mine, theirs in zip(items, real.items[modality], strict=True):
             assert mine.keys() == theirs.keys()
             for key, value in mine.items():
-                assert (value.dtype, value.shape) == (theirs[key].dtype, theirs[key].shape), key
+                assert (value.dtype, value.shape) == (
+                    theirs[key].dtype,
+                    theirs[key].shape,
+                ), key
                 assert value.equal(theirs[key]), key
     assert bundled == real
 
@@ -59,22 +71,33 @@ LLAVA_PROBES = [
 
 
 @pytest.mark.parametrize(("prompt", "pictures"), LLAVA_PROBES)
-def test_handwritten_llava_port_gives_identical_output(backends, llava_port_file, llava_snapshot, prompt, pictures):
+def test_handwritten_llava_port_gives_identical_output(
+    backends, llava_port_file, llava_snapshot, prompt, pictures
+):
     bundled, real = build_both(backends, llava_port_file, llava_snapshot)
 
-    assert_same(bundled.process(prompt, {"image": pictures}), real.process(prompt, {"image": pictures}))
+    assert_same(
+        bundled.process(prompt, {"image": pictures}),
+        real.process(prompt, {"image": pictures}),
+    )
 
 
-def test_handwritten_llava_dummy_path_is_identical(backends, llava_port_file, llava_snapshot):
+def test_handwritten_llava_dummy_path_is_identical(
+    backends, llava_port_file, llava_snapshot
+):
     bundled, real = build_both(backends, llava_port_file, llava_snapshot)
 
     assert bundled.dummy(4096, {"image": 2})[0] == real.dummy(4096, {"image": 2})[0]
-    assert_same(bundled.dummy_output(4096, {"image": 2}), real.dummy_output(4096, {"image": 2}))
+    assert_same(
+        bundled.dummy_output(4096, {"image": 2}), real.dummy_output(4096, {"image": 2})
+    )
     assert bundled.supported_mm_limits() == real.supported_mm_limits()
 
 
 @pytest.mark.parametrize("case", WORKING_CASES)
-def test_runtime_features_give_identical_output(backends, write_port, llava_snapshot, case):
+def test_runtime_features_give_identical_output(
+    backends, write_port, llava_snapshot, case
+):
     bundled, real = build_both(backends, write_port(case), llava_snapshot)
     pictures = [picture(40, 30, 1), picture(64, 48, 2)]
 
@@ -94,18 +117,30 @@ def raised(runner, prompt, pictures):
 def test_count_checks_fail_alike(backends, write_port, llava_snapshot, case):
     bundled, real = build_both(backends, write_port(case), llava_snapshot)
 
-    assert raised(bundled, "<image>", [picture(32, 32, 1)]) == raised(real, "<image>", [picture(32, 32, 1)])
+    assert raised(bundled, "<image>", [picture(32, 32, 1)]) == raised(
+        real, "<image>", [picture(32, 32, 1)]
+    )
 
 
-def test_unmatched_target_and_item_limit_fail_alike(backends, write_port, llava_snapshot):
-    bundled, real = build_both(backends, write_port("replace", MAX_IMAGES=1), llava_snapshot)
+def test_unmatched_target_and_item_limit_fail_alike(
+    backends, write_port, llava_snapshot
+):
+    bundled, real = build_both(
+        backends, write_port("replace", MAX_IMAGES=1), llava_snapshot
+    )
     pictures = [picture(32, 32, 1)]
 
-    assert raised(bundled, "no placeholder", pictures) == raised(real, "no placeholder", pictures)
-    assert raised(bundled, "<image><image>", pictures * 2) == raised(real, "<image><image>", pictures * 2)
+    assert raised(bundled, "no placeholder", pictures) == raised(
+        real, "no placeholder", pictures
+    )
+    assert raised(bundled, "<image><image>", pictures * 2) == raised(
+        real, "<image><image>", pictures * 2
+    )
 
 
-def test_architecture_unknown_to_vllm_still_builds(backends, llava_port_file, llava_snapshot, tmp_path):
+def test_architecture_unknown_to_vllm_still_builds(
+    backends, llava_port_file, llava_snapshot, tmp_path
+):
     snapshot = shutil.copytree(llava_snapshot, tmp_path / "renamed")
     config = json.loads((snapshot / "config.json").read_text())
     config["architectures"] = ["MmportTestOnlyLlavaForConditionalGeneration"]
@@ -113,7 +148,10 @@ def test_architecture_unknown_to_vllm_still_builds(backends, llava_port_file, ll
     bundled, real = build_both(backends, llava_port_file, snapshot)
     prompt, pictures = LLAVA_PROBES[0]
 
-    assert_same(bundled.process(prompt, {"image": pictures}), real.process(prompt, {"image": pictures}))
+    assert_same(
+        bundled.process(prompt, {"image": pictures}),
+        real.process(prompt, {"image": pictures}),
+    )
 
 
 # -- the matching algorithm alone, on random updates ---------------------------
@@ -127,10 +165,23 @@ def random_updates(rng):
     for modality, base in (("image", 100), ("audio", 200)):
         for _ in range(rng.randint(1, 2)):
             target = rng.choice(
-                [("tokens", rng.sample(TOKENS, rng.randint(1, 2))), ("start",), ("end",), ("prefix", TOKENS[:1])]
+                [
+                    ("tokens", rng.sample(TOKENS, rng.randint(1, 2))),
+                    ("start",),
+                    ("end",),
+                    ("prefix", TOKENS[:1]),
+                ]
             )
             content = [base + rng.randint(0, 3)] * rng.randint(0, 3) + [base]
-            spec.append((modality, rng.choice(["insert", "replace"]), target, content, rng.random() < 0.3))
+            spec.append(
+                (
+                    modality,
+                    rng.choice(["insert", "replace"]),
+                    target,
+                    content,
+                    rng.random() < 0.3,
+                )
+            )
     return spec
 
 
@@ -143,23 +194,44 @@ def build_updates(processing, spec):
             target = getattr(processing.PromptIndexTargets, kind)(*args)
         else:
             target = args[0]
-        details = processing.PromptUpdateDetails.select_token_id(content, content[-1]) if select else content
-        cls = processing.PromptInsertion if mode == "insert" else processing.PromptReplacement
+        details = (
+            processing.PromptUpdateDetails.select_token_id(content, content[-1])
+            if select
+            else content
+        )
+        cls = (
+            processing.PromptInsertion
+            if mode == "insert"
+            else processing.PromptReplacement
+        )
         updates.append(cls(modality, target, lambda i, d=details: d))
     return updates
 
 
-def matching_outcome(apply_matches, find_placeholders, processing, spec, prompt, counts):
+def matching_outcome(
+    apply_matches, find_placeholders, processing, spec, prompt, counts
+):
     grouped = {}
     for update in build_updates(processing, spec):
         grouped.setdefault(update.modality, []).append(update)
-    bound = {m: [[u.resolve(i) for u in us] for i in range(counts[m])] for m, us in grouped.items()}
+    bound = {
+        m: [[u.resolve(i) for u in us] for i in range(counts[m])]
+        for m, us in grouped.items()
+    }
     new_ids, result, placeholders = apply_matches(prompt, bound)
     found = find_placeholders(new_ids, bound)
 
     def describe(infos):
         return {
-            m: [(p.item_idx, p.start_idx, p.length, None if p.is_embed is None else p.is_embed.tolist()) for p in ps]
+            m: [
+                (
+                    p.item_idx,
+                    p.start_idx,
+                    p.length,
+                    None if p.is_embed is None else p.is_embed.tolist(),
+                )
+                for p in ps
+            ]
             for m, ps in infos.items()
         }
 

@@ -22,13 +22,17 @@ def run(write_port, llava_snapshot):
 
     def build(case, **settings):
         backend = BundledBackend()
-        return backend.build(backend.load_port(write_port(case, **settings)), llava_snapshot)
+        return backend.build(
+            backend.load_port(write_port(case, **settings)), llava_snapshot
+        )
 
     return build
 
 
 def images(count):
-    return [Image.new("RGB", (40 + 10 * i, 30), (20 * i, 100, 200)) for i in range(count)]
+    return [
+        Image.new("RGB", (40 + 10 * i, 30), (20 * i, 100, 200)) for i in range(count)
+    ]
 
 
 def test_replacement_expands_each_image_token(run):
@@ -39,8 +43,14 @@ def test_replacement_expands_each_image_token(run):
 
     starts = [p.offset for p in out.placeholders["image"]]
     assert [p.length for p in out.placeholders["image"]] == [TOKENS_PER_IMAGE] * 2
-    assert all(out.prompt_token_ids[s : s + TOKENS_PER_IMAGE] == [image_id] * TOKENS_PER_IMAGE for s in starts)
-    assert runner.tokenizer.decode(out.prompt_token_ids).count("<image>") == 2 * TOKENS_PER_IMAGE
+    assert all(
+        out.prompt_token_ids[s : s + TOKENS_PER_IMAGE] == [image_id] * TOKENS_PER_IMAGE
+        for s in starts
+    )
+    assert (
+        runner.tokenizer.decode(out.prompt_token_ids).count("<image>")
+        == 2 * TOKENS_PER_IMAGE
+    )
 
 
 def test_text_prompt_is_tokenized_with_special_tokens(run):
@@ -69,7 +79,10 @@ def test_insertions_land_where_their_target_says(run, case, first_placeholder):
         (at, TOKENS_PER_IMAGE),
         (at + TOKENS_PER_IMAGE, TOKENS_PER_IMAGE),
     ]
-    assert out.prompt_token_ids[:at] + out.prompt_token_ids[at + 2 * TOKENS_PER_IMAGE :] == prompt_ids
+    assert (
+        out.prompt_token_ids[:at] + out.prompt_token_ids[at + 2 * TOKENS_PER_IMAGE :]
+        == prompt_ids
+    )
 
 
 def test_select_token_id_excludes_wrapping_tokens_from_embeddings(run):
@@ -77,7 +90,10 @@ def test_select_token_id_excludes_wrapping_tokens_from_embeddings(run):
 
     (placeholder,) = out.placeholders["image"]
     assert placeholder.is_embed == (False,) + (True,) * TOKENS_PER_IMAGE + (False,)
-    assert (placeholder.length, placeholder.num_embeds) == (TOKENS_PER_IMAGE + 2, TOKENS_PER_IMAGE)
+    assert (placeholder.length, placeholder.num_embeds) == (
+        TOKENS_PER_IMAGE + 2,
+        TOKENS_PER_IMAGE,
+    )
 
 
 def test_text_fallback_matches_a_target_written_as_characters(run):
@@ -96,18 +112,33 @@ def test_fields_split_per_item_as_if_each_image_were_processed_alone(run):
     together = runner.process("<image><image>", {"image": pictures})
     alone = [runner.process("<image>", {"image": [p]}) for p in pictures]
 
-    assert sorted(together.items["image"][0]) == ["channel_means", "planes", "planes_per_image"]
+    assert sorted(together.items["image"][0]) == [
+        "channel_means",
+        "planes",
+        "planes_per_image",
+    ]
     for item, single in zip(together.items["image"], alone, strict=True):
         assert item["planes"].shape[0] == 3  # one plane per colour channel
-        assert all(torch.equal(item[key], single.items["image"][0][key]) for key in item)
+        assert all(
+            torch.equal(item[key], single.items["image"][0][key]) for key in item
+        )
 
 
 @pytest.mark.parametrize(
     ("case", "first_sentence"),
     [
-        ("no_fields", "Expected there to be 1 image items in keyword arguments corresponding to 1 image data items"),
-        ("no_updates", "Expected there to be 1 prompt updates corresponding to 1 image items"),
-        ("empty_replacement", "Expected there to be 1 prompt placeholders corresponding to 1 image items"),
+        (
+            "no_fields",
+            "Expected there to be 1 image items in keyword arguments corresponding to 1 image data items",
+        ),
+        (
+            "no_updates",
+            "Expected there to be 1 prompt updates corresponding to 1 image items",
+        ),
+        (
+            "empty_replacement",
+            "Expected there to be 1 prompt placeholders corresponding to 1 image items",
+        ),
     ],
 )
 def test_vllm_count_checks_raise_its_runtime_errors(run, case, first_sentence):
@@ -116,12 +147,17 @@ def test_vllm_count_checks_raise_its_runtime_errors(run, case, first_sentence):
 
 
 def test_an_update_that_matches_nowhere_fails_like_vllm(run):
-    with pytest.raises(AssertionError, match=r"Failed to apply prompt replacement for mm_items\['image'\]\[0\]"):
+    with pytest.raises(
+        AssertionError,
+        match=r"Failed to apply prompt replacement for mm_items\['image'\]\[0\]",
+    ):
         run("replace").process("no placeholder here", {"image": images(1)})
 
 
 def test_item_count_above_the_ports_limit_is_rejected(run):
-    with pytest.raises(VLLMValidationError, match=r"At most 1 image\(s\) may be provided in one prompt"):
+    with pytest.raises(
+        VLLMValidationError, match=r"At most 1 image\(s\) may be provided in one prompt"
+    ):
         run("replace", MAX_IMAGES=1).process("<image><image>", {"image": images(2)})
 
 

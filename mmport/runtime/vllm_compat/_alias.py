@@ -41,7 +41,9 @@ def compat_modules() -> dict[str, ModuleType]:
     for info in pkgutil.walk_packages(package.__path__, prefix=f"{_PACKAGE}."):
         if info.name == __name__:
             continue
-        modules[_ALIAS_ROOT + info.name[len(_PACKAGE) :]] = importlib.import_module(info.name)
+        modules[_ALIAS_ROOT + info.name[len(_PACKAGE) :]] = importlib.import_module(
+            info.name
+        )
     return modules
 
 
@@ -54,7 +56,9 @@ def _real_vllm_names() -> list[str]:
     """
     if _ALIAS_ROOT not in sys.modules:
         return []
-    return [n for n in sys.modules if n == _ALIAS_ROOT or n.startswith(_ALIAS_ROOT + ".")]
+    return [
+        n for n in sys.modules if n == _ALIAS_ROOT or n.startswith(_ALIAS_ROOT + ".")
+    ]
 
 
 @contextmanager
@@ -85,5 +89,7 @@ def vllm_unaliased() -> Iterator[None]:
     """While active, ``vllm`` is whatever is really installed; no alias block can start."""
     with _lock:
         if _depth:
-            raise RuntimeError("the real vLLM was requested inside a bundled-runtime block")
+            raise RuntimeError(
+                "the real vLLM was requested inside a bundled-runtime block"
+            )
         yield

@@ -25,14 +25,18 @@ class VLLMValidationError(VLLMClientError):
     Like vLLM's, it is *not* a ``ValueError``: catch it by this type.
     """
 
-    def __init__(self, message: str, *, parameter: str | None = None, value: Any = None) -> None:
+    def __init__(
+        self, message: str, *, parameter: str | None = None, value: Any = None
+    ) -> None:
         super().__init__(message)
         self.parameter = parameter
         self.value = value
 
     def __str__(self) -> str:
         extras = [
-            f"{name}={val}" for name, val in (("parameter", self.parameter), ("value", self.value)) if val is not None
+            f"{name}={val}"
+            for name, val in (("parameter", self.parameter), ("value", self.value))
+            if val is not None
         ]
         base = super().__str__()
         return f"{base} ({', '.join(extras)})" if extras else base

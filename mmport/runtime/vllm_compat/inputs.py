@@ -8,7 +8,15 @@ one entry per modality, each a single item or a list of items.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    NotRequired,
+    TypeAlias,
+    TypedDict,
+    TypeVar,
+)
 
 if TYPE_CHECKING:
     from .multimodal.inputs import MultiModalKwargsItems, PlaceholderRange

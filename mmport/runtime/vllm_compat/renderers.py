@@ -109,11 +109,19 @@ class TokenizeParams:
             else:
                 kwargs["truncation"] = truncation
         if kwargs:
-            logger.warning("Ignoring tokenization arguments vLLM does not support: %s", kwargs)
+            logger.warning(
+                "Ignoring tokenization arguments vLLM does not support: %s", kwargs
+            )
         output = self.max_output_tokens
-        if has_max_length and self.max_total_tokens is not None and max_length is not None:
+        if (
+            has_max_length
+            and self.max_total_tokens is not None
+            and max_length is not None
+        ):
             output = self.max_total_tokens - max_length
-        return TokenizeParams(max_total_tokens=self.max_total_tokens, max_output_tokens=output, **updated)
+        return TokenizeParams(
+            max_total_tokens=self.max_total_tokens, max_output_tokens=output, **updated
+        )
 
     def get_encode_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``tokenizer.encode`` under these parameters."""

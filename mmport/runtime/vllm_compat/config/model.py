@@ -37,7 +37,11 @@ def _derive_max_model_len(hf_config: Any) -> int:
     (vLLM also stretches it by RoPE scaling factors; synthetic and probe
     snapshots carry none, and only prompts longer than this are affected.)
     """
-    text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+    text_config = (
+        hf_config.get_text_config()
+        if hasattr(hf_config, "get_text_config")
+        else hf_config
+    )
     found = [getattr(text_config, key, None) for key in _MAX_LEN_KEYS]
     lengths = [int(v) for v in found if isinstance(v, (int, float)) and v > 0]
     return min(lengths) if lengths else _DEFAULT_MAX_LEN
@@ -63,13 +67,21 @@ class ModelConfig:
     revision: str | None = None
 
     @classmethod
-    def from_directory(cls, path: str | Path, *, dtype: str = "float32", trust_remote_code: bool = False) -> ModelConfig:
+    def from_directory(
+        cls,
+        path: str | Path,
+        *,
+        dtype: str = "float32",
+        trust_remote_code: bool = False,
+    ) -> ModelConfig:
         """Load ``config.json`` (via ``AutoConfig``) and derive the context length."""
         import torch
         from transformers import AutoConfig
 
         directory = Path(path)
-        hf_config = AutoConfig.from_pretrained(directory, trust_remote_code=trust_remote_code)
+        hf_config = AutoConfig.from_pretrained(
+            directory, trust_remote_code=trust_remote_code
+        )
         return cls(
             trust_remote_code=trust_remote_code,
             model=str(directory),

@@ -68,7 +68,9 @@ class MultiModalDummyOptions(dict[str, BaseDummyOptions]):
     """Dummy options keyed by modality; ``.get("image")`` is ``None`` when unset."""
 
 
-def _merge_nested(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+def _merge_nested(
+    base: Mapping[str, Any], override: Mapping[str, Any]
+) -> dict[str, Any]:
     """``base`` updated by ``override``, merging nested mappings key by key."""
     merged = dict(base)
     for key, value in override.items():
@@ -83,7 +85,9 @@ def _merge_nested(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[
 class MultiModalConfig:
     """The multi-modal part of a model config, as the processing path reads it."""
 
-    limit_per_prompt: MultiModalDummyOptions = field(default_factory=MultiModalDummyOptions)
+    limit_per_prompt: MultiModalDummyOptions = field(
+        default_factory=MultiModalDummyOptions
+    )
     mm_processor_kwargs: dict[str, object] | None = None
     enable_mm_embeds: bool = False
     language_model_only: bool = False
@@ -96,6 +100,8 @@ class MultiModalConfig:
         options = self.limit_per_prompt.get(modality)
         return DEFAULT_LIMIT_PER_PROMPT if options is None else options.count
 
-    def merge_mm_processor_kwargs(self, inference_kwargs: Mapping[str, object]) -> dict[str, object]:
+    def merge_mm_processor_kwargs(
+        self, inference_kwargs: Mapping[str, object]
+    ) -> dict[str, object]:
         """Configured processor kwargs overridden by request-time ones (nested-aware)."""
         return _merge_nested(self.mm_processor_kwargs or {}, inference_kwargs)

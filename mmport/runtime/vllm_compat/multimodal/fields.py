@@ -53,7 +53,10 @@ def nested_tensors_equal(a: Any, b: Any, check_dtype: bool = True) -> bool:
                 isinstance(a, container)
                 and isinstance(b, container)
                 and len(a) == len(b)
-                and all(nested_tensors_equal(x, y, check_dtype) for x, y in zip(a, b, strict=True))
+                and all(
+                    nested_tensors_equal(x, y, check_dtype)
+                    for x, y in zip(a, b, strict=True)
+                )
             )
     return a == b
 
@@ -86,7 +89,9 @@ class BaseMultiModalField(ABC):
     keep_on_cpu: bool = False
 
     @abstractmethod
-    def build_elems(self, modality: str, key: str, data: Any) -> Sequence[MultiModalFieldElem]:
+    def build_elems(
+        self, modality: str, key: str, data: Any
+    ) -> Sequence[MultiModalFieldElem]:
         """Split the HF output ``data`` for ``key`` into one element per item."""
 
     @abstractmethod
@@ -97,7 +102,9 @@ class BaseMultiModalField(ABC):
         """Batch elements of this field (CPU only; device and pinning are ignored)."""
         kinds = {type(elem.field) for elem in elems}
         if len(kinds) > 1:
-            raise ValueError(f"Cannot merge different field_types={sorted(k.__name__ for k in kinds)}")
+            raise ValueError(
+                f"Cannot merge different field_types={sorted(k.__name__ for k in kinds)}"
+            )
         return self._reduce_data([elem.data for elem in elems])
 
 
@@ -105,7 +112,9 @@ class BaseMultiModalField(ABC):
 class MultiModalBatchedField(BaseMultiModalField):
     """Item ``i`` is ``data[i]``; batching stacks items along a new first dim."""
 
-    def build_elems(self, modality: str, key: str, data: Any) -> Sequence[MultiModalFieldElem]:
+    def build_elems(
+        self, modality: str, key: str, data: Any
+    ) -> Sequence[MultiModalFieldElem]:
         return [MultiModalFieldElem(item, self) for item in data]
 
     def _reduce_data(self, batch: list[Any]) -> Any:
@@ -122,10 +131,16 @@ class MultiModalFlatField(BaseMultiModalField):
     slices: Sequence[slice] | Sequence[Sequence[slice]]
     dim: int = 0
 
-    def build_elems(self, modality: str, key: str, data: Any) -> Sequence[MultiModalFieldElem]:
-        if not all(isinstance(s, slice) for s in self.slices) and not isinstance(data, torch.Tensor):
+    def build_elems(
+        self, modality: str, key: str, data: Any
+    ) -> Sequence[MultiModalFieldElem]:
+        if not all(isinstance(s, slice) for s in self.slices) and not isinstance(
+            data, torch.Tensor
+        ):
             # vLLM fails this case with an AssertionError; keep the same type.
-            raise AssertionError(f"field {key!r}: tuple slices need a torch.Tensor, got {type(data).__name__}")
+            raise AssertionError(
+                f"field {key!r}: tuple slices need a torch.Tensor, got {type(data).__name__}"
+            )
         return [MultiModalFieldElem(data[s], self) for s in self.slices]
 
     def _reduce_data(self, batch: list[Any]) -> Any:
@@ -162,7 +177,9 @@ class MultiModalSharedField(BaseMultiModalField):
 
     batch_size: int
 
-    def build_elems(self, modality: str, key: str, data: Any) -> Sequence[MultiModalFieldElem]:
+    def build_elems(
+        self, modality: str, key: str, data: Any
+    ) -> Sequence[MultiModalFieldElem]:
         return [MultiModalFieldElem(data, self)] * self.batch_size
 
     def _reduce_data(self, batch: list[Any]) -> Any:
@@ -179,7 +196,9 @@ class MultiModalFieldConfig:
     @staticmethod
     def batched(modality: str, *, keep_on_cpu: bool = False) -> MultiModalFieldConfig:
         """Item ``i`` is row ``i`` of the data (``data[i]``)."""
-        return MultiModalFieldConfig(MultiModalBatchedField(keep_on_cpu=keep_on_cpu), modality)
+        return MultiModalFieldConfig(
+            MultiModalBatchedField(keep_on_cpu=keep_on_cpu), modality
+        )
 
     @staticmethod
     def flat(
@@ -195,18 +214,28 @@ class MultiModalFieldConfig:
 
     @staticmethod
     def flat_from_sizes(
-        modality: str, size_per_item: torch.Tensor, dim: int = 0, *, keep_on_cpu: bool = False
+        modality: str,
+        size_per_item: torch.Tensor,
+        dim: int = 0,
+        *,
+        keep_on_cpu: bool = False,
     ) -> MultiModalFieldConfig:
         """Consecutive runs of ``size_per_item[i]`` entries along ``dim`` form item ``i``."""
         if size_per_item.ndim != 1:
-            raise ValueError(f"size_per_item should be a 1-D tensor, but found shape: {size_per_item.shape}")
+            raise ValueError(
+                f"size_per_item should be a 1-D tensor, but found shape: {size_per_item.shape}"
+            )
         bounds = [0, *accumulate(int(n) for n in size_per_item)]
         lead = (slice(None),) * dim
         slices = [(*lead, slice(start, end)) for start, end in pairwise(bounds)]
-        return MultiModalFieldConfig.flat(modality, slices, dim=dim, keep_on_cpu=keep_on_cpu)
+        return MultiModalFieldConfig.flat(
+            modality, slices, dim=dim, keep_on_cpu=keep_on_cpu
+        )
 
     @staticmethod
-    def shared(modality: str, batch_size: int, *, keep_on_cpu: bool = False) -> MultiModalFieldConfig:
+    def shared(
+        modality: str, batch_size: int, *, keep_on_cpu: bool = False
+    ) -> MultiModalFieldConfig:
         """All ``batch_size`` items share the whole data."""
         field = MultiModalSharedField(batch_size=batch_size, keep_on_cpu=keep_on_cpu)
         return MultiModalFieldConfig(field, modality)

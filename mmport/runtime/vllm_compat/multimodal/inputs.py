@@ -72,7 +72,9 @@ class PlaceholderRange:
             return self.length
         return self.embeds_cumsum[-1] if self.embeds_cumsum else 0
 
-    def get_embeds_indices_in_range(self, start_idx: int, end_idx: int) -> tuple[int, int]:
+    def get_embeds_indices_in_range(
+        self, start_idx: int, end_idx: int
+    ) -> tuple[int, int]:
         """The embedding indices covered by placeholder positions ``[start_idx, end_idx)``."""
         if self.embeds_cumsum is None:
             return start_idx, end_idx
@@ -112,7 +114,9 @@ def _can_batch(left: MultiModalKwargsItem, right: MultiModalKwargsItem) -> bool:
         other = right[key]
         if type(elem.field) is not type(other.field):
             return False
-        if isinstance(elem.field, MultiModalSharedField) and not nested_tensors_equal(elem.data, other.data):
+        if isinstance(elem.field, MultiModalSharedField) and not nested_tensors_equal(
+            elem.data, other.data
+        ):
             return False
     return True
 
@@ -155,16 +159,21 @@ class MultiModalKwargsItems(UserDict[str, Sequence[_I]]):
         for modality, keys in keys_by_modality.items():
             batch_sizes = {key: len(elems_by_key[key]) for key in keys}
             if len(set(batch_sizes.values())) > 1:
-                raise ValueError(f"Cannot merge different batch sizes for {modality=}! Found: {batch_sizes=}")
+                raise ValueError(
+                    f"Cannot merge different batch sizes for {modality=}! Found: {batch_sizes=}"
+                )
             count = next(iter(batch_sizes.values()))
             items_by_modality[modality] = [
-                MultiModalKwargsItem({key: elems_by_key[key][i] for key in keys}) for i in range(count)
+                MultiModalKwargsItem({key: elems_by_key[key][i] for key in keys})
+                for i in range(count)
             ]
         return MultiModalKwargsItems(items_by_modality)
 
     def __getitem__(self, modality: str) -> Sequence[_I]:
         if modality not in self.data:
-            raise KeyError(f"Modality {modality!r} not found. Available modalities: {set(self.data)}")
+            raise KeyError(
+                f"Modality {modality!r} not found. Available modalities: {set(self.data)}"
+            )
         return self.data[modality]
 
     def require_data(self) -> MultiModalKwargsItems:
@@ -186,11 +195,15 @@ class MultiModalKwargsItems(UserDict[str, Sequence[_I]]):
             group_counts[modality] = len(groups)
             out.update(_batch(groups[0]))
         if any(count != 1 for count in group_counts.values()):
-            raise RuntimeError(f"Some modalities cannot be merged into a single batch ({group_counts=})")
+            raise RuntimeError(
+                f"Some modalities cannot be merged into a single batch ({group_counts=})"
+            )
         return out
 
 
-def _split_batchable(items: Sequence[MultiModalKwargsItem]) -> list[list[MultiModalKwargsItem]]:
+def _split_batchable(
+    items: Sequence[MultiModalKwargsItem],
+) -> list[list[MultiModalKwargsItem]]:
     """Runs of consecutive items that can be batched together."""
     groups: list[list[MultiModalKwargsItem]] = [[items[0]]]
     for item in items[1:]:

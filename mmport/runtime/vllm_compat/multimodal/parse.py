@@ -107,7 +107,9 @@ class ProcessorBatchItems(ModalityDataItems[Sequence[_T], _T]):
         return {}
 
 
-class EmbeddingItems(ModalityDataItems[torch.Tensor | list[torch.Tensor], torch.Tensor]):
+class EmbeddingItems(
+    ModalityDataItems[torch.Tensor | list[torch.Tensor], torch.Tensor]
+):
     """Precomputed embeddings: a ``(items, tokens, hidden)`` tensor or 2-D tensors."""
 
     def __init__(self, data: torch.Tensor | list[torch.Tensor], modality: str) -> None:
@@ -138,7 +140,9 @@ class EmbeddingItems(ModalityDataItems[torch.Tensor | list[torch.Tensor], torch.
         return len(self.get(item_idx))
 
 
-class DictEmbeddingItems(ModalityDataItems[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]):
+class DictEmbeddingItems(
+    ModalityDataItems[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]
+):
     """Items given as a dict of tensors: embeddings with the fields that size their placeholders.
 
     ``fields_factory`` gives the field config that splits ``data`` into items
@@ -171,7 +175,9 @@ class DictEmbeddingItems(ModalityDataItems[Mapping[str, torch.Tensor], Mapping[s
         fields_config = fields_factory(data)
         declared = set(required_fields) | set(optional_fields)
         if declared - fields_config.keys():
-            raise ValueError(f"declared_fields={declared} should be a subset of fields={set(fields_config)}")
+            raise ValueError(
+                f"declared_fields={declared} should be a subset of fields={set(fields_config)}"
+            )
         self.fields_config = fields_config
         self.required_fields = set(required_fields)
         self._kwargs = MultiModalKwargsItems.from_hf_inputs(dict(data), fields_config)
@@ -216,7 +222,11 @@ class ImageProcessorItems(ProcessorBatchItems[Any]):
 class ImageEmbeddingItems(EmbeddingItems):
     """Precomputed image embeddings."""
 
-    def __init__(self, data: torch.Tensor | list[torch.Tensor], expected_hidden_size: int | None = None) -> None:
+    def __init__(
+        self,
+        data: torch.Tensor | list[torch.Tensor],
+        expected_hidden_size: int | None = None,
+    ) -> None:
         super().__init__(data, "image")
 
 
@@ -248,7 +258,11 @@ class VideoProcessorItems(ProcessorBatchItems[Any]):
 class VideoEmbeddingItems(EmbeddingItems):
     """Precomputed video embeddings."""
 
-    def __init__(self, data: torch.Tensor | list[torch.Tensor], expected_hidden_size: int | None = None) -> None:
+    def __init__(
+        self,
+        data: torch.Tensor | list[torch.Tensor],
+        expected_hidden_size: int | None = None,
+    ) -> None:
         super().__init__(data, "video")
 
 
@@ -266,7 +280,11 @@ class AudioProcessorItems(ProcessorBatchItems[Any]):
 class AudioEmbeddingItems(EmbeddingItems):
     """Precomputed audio embeddings."""
 
-    def __init__(self, data: torch.Tensor | list[torch.Tensor], expected_hidden_size: int | None = None) -> None:
+    def __init__(
+        self,
+        data: torch.Tensor | list[torch.Tensor],
+        expected_hidden_size: int | None = None,
+    ) -> None:
         super().__init__(data, "audio")
 
 
@@ -277,14 +295,18 @@ class AudioResampler:
     installed (vLLM's default is torchaudio, so samples may differ slightly).
     """
 
-    def __init__(self, target_sr: float | None = None, method: str = "torchaudio") -> None:
+    def __init__(
+        self, target_sr: float | None = None, method: str = "torchaudio"
+    ) -> None:
         self.target_sr = target_sr
         self.method = method
 
     def resample(self, audio: np.ndarray, *, orig_sr: float) -> np.ndarray:
         """``audio`` at ``target_sr``; a ``RuntimeError`` when the port set none (vLLM's message)."""
         if self.target_sr is None:
-            raise RuntimeError("Audio resampling is not supported when `target_sr` is not provided")
+            raise RuntimeError(
+                "Audio resampling is not supported when `target_sr` is not provided"
+            )
         if abs(float(orig_sr) - float(self.target_sr)) <= 1e-6:
             return audio
         from fractions import Fraction
@@ -292,7 +314,9 @@ class AudioResampler:
         from scipy.signal import resample_poly
 
         ratio = Fraction(int(self.target_sr), int(orig_sr))
-        return resample_poly(audio, ratio.numerator, ratio.denominator).astype(audio.dtype)
+        return resample_poly(audio, ratio.numerator, ratio.denominator).astype(
+            audio.dtype
+        )
 
 
 class MultiModalDataItems(UserDict[str, ModalityDataItems[Any, Any]]):
@@ -306,7 +330,9 @@ class MultiModalDataItems(UserDict[str, ModalityDataItems[Any, Any]]):
         """Item count of ``modality`` (0 for an absent one when not ``strict``)."""
         if modality not in self:
             if strict:
-                raise KeyError(f"Modality {modality!r} not found. Available modalities: {set(self)}")
+                raise KeyError(
+                    f"Modality {modality!r} not found. Available modalities: {set(self)}"
+                )
             return 0
         return self[modality].get_count()
 
@@ -317,7 +343,9 @@ class MultiModalDataItems(UserDict[str, ModalityDataItems[Any, Any]]):
     def get_items(self, modality: str, typ: type[_D] | tuple[type[_D], ...]) -> _D:
         """The items of ``modality``, checked to be of type ``typ``."""
         if modality not in self:
-            raise KeyError(f"Modality {modality!r} not found. Available modalities: {set(self)}")
+            raise KeyError(
+                f"Modality {modality!r} not found. Available modalities: {set(self)}"
+            )
         items = self[modality]
         if not isinstance(items, typ):
             raise TypeError(
@@ -330,7 +358,9 @@ def _normalize_image(image: Image.Image) -> Image.Image:
     """Apply EXIF orientation, then flatten to RGB on white (as vLLM does before HF sees it)."""
     with contextlib.suppress(Exception):
         image = ImageOps.exif_transpose(image)
-    has_alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in getattr(image, "info", {})
+    has_alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in getattr(
+        image, "info", {}
+    )
     if has_alpha:
         rgba = image if image.mode == "RGBA" else image.convert("RGBA")
         flat = Image.new("RGB", rgba.size, (255, 255, 255))
@@ -362,7 +392,11 @@ class MultiModalDataParser:
     @classmethod
     def placeholder_metadata_fields(cls, modality: str) -> set[str]:
         """The keys that size ``modality``'s placeholder range."""
-        return {field for field, role in cls.embedding_fields.get(modality, {}).items() if role == "metadata"}
+        return {
+            field
+            for field, role in cls.embedding_fields.get(modality, {}).items()
+            if role == "metadata"
+        }
 
     def embedding_field_sets(self, modality: str) -> tuple[set[str], set[str]]:
         """``modality``'s (required, optional) embedding fields; the values are optional
@@ -385,7 +419,9 @@ class MultiModalDataParser:
         **_options: Any,
     ) -> None:
         self.allow_missing_mm_embeddings = allow_missing_mm_embeddings
-        self.audio_resampler = AudioResampler(target_sr=target_sr, method=audio_resample_method)
+        self.audio_resampler = AudioResampler(
+            target_sr=target_sr, method=audio_resample_method
+        )
         self.target_channels = target_channels
         self.video_needs_metadata = video_needs_metadata
         self.expected_hidden_size = expected_hidden_size
@@ -395,7 +431,11 @@ class MultiModalDataParser:
         """Whether ``data`` is precomputed embeddings rather than raw media."""
         if isinstance(data, torch.Tensor):
             return data.ndim == 3
-        if isinstance(data, list) and data and all(isinstance(x, torch.Tensor) for x in data):
+        if (
+            isinstance(data, list)
+            and data
+            and all(isinstance(x, torch.Tensor) for x in data)
+        ):
             return data[0].ndim == 2
         return False
 
@@ -404,8 +444,14 @@ class MultiModalDataParser:
             return None
         if self.is_embeddings(data):
             return ImageEmbeddingItems(data, self.expected_hidden_size)
-        items = [data] if isinstance(data, Image.Image) else _as_item_list(data, single_ndim=3)
-        return ImageProcessorItems([_normalize_image(x) if isinstance(x, Image.Image) else x for x in items])
+        items = (
+            [data]
+            if isinstance(data, Image.Image)
+            else _as_item_list(data, single_ndim=3)
+        )
+        return ImageProcessorItems(
+            [_normalize_image(x) if isinstance(x, Image.Image) else x for x in items]
+        )
 
     def _parse_video_data(self, data: Any) -> ModalityDataItems[Any, Any] | None:
         if data is None:
@@ -413,8 +459,16 @@ class MultiModalDataParser:
         if self.is_embeddings(data):
             return VideoEmbeddingItems(data, self.expected_hidden_size)
         one_video = (
-            (isinstance(data, list) and data and all(isinstance(x, Image.Image) for x in data))
-            or (isinstance(data, list) and data and all(getattr(x, "ndim", 0) == 3 for x in data))
+            (
+                isinstance(data, list)
+                and data
+                and all(isinstance(x, Image.Image) for x in data)
+            )
+            or (
+                isinstance(data, list)
+                and data
+                and all(getattr(x, "ndim", 0) == 3 for x in data)
+            )
             or (isinstance(data, tuple) and len(data) == 2)
             or (isinstance(data, (np.ndarray, torch.Tensor)) and data.ndim == 4)
         )
@@ -443,18 +497,34 @@ class MultiModalDataParser:
             return AudioEmbeddingItems(data, self.expected_hidden_size)
         one_audio = (
             isinstance(data, tuple)
-            or (isinstance(data, list) and data and all(isinstance(x, float) for x in data))
+            or (
+                isinstance(data, list)
+                and data
+                and all(isinstance(x, float) for x in data)
+            )
             or (isinstance(data, (np.ndarray, torch.Tensor)) and data.ndim == 1)
         )
         audios = []
         for item in [data] if one_audio else _as_item_list(data, single_ndim=1):
             audio, rate = item if isinstance(item, tuple) else (item, None)
-            audio = audio.numpy() if isinstance(audio, torch.Tensor) else np.asarray(audio)
-            audios.append(audio if rate is None else self.audio_resampler.resample(audio, orig_sr=rate))
+            audio = (
+                audio.numpy() if isinstance(audio, torch.Tensor) else np.asarray(audio)
+            )
+            audios.append(
+                audio
+                if rate is None
+                else self.audio_resampler.resample(audio, orig_sr=rate)
+            )
         return AudioProcessorItems(audios)
 
-    def _get_subparsers(self) -> Mapping[str, Callable[[Any], ModalityDataItems[Any, Any] | None]]:
-        return {"image": self._parse_image_data, "video": self._parse_video_data, "audio": self._parse_audio_data}
+    def _get_subparsers(
+        self,
+    ) -> Mapping[str, Callable[[Any], ModalityDataItems[Any, Any] | None]]:
+        return {
+            "image": self._parse_image_data,
+            "video": self._parse_video_data,
+            "audio": self._parse_audio_data,
+        }
 
     def parse_mm_data(self, mm_data: Mapping[str, Any]) -> MultiModalDataItems:
         """Parse every modality of ``mm_data``; an unknown modality is a ``ValueError``."""

@@ -53,7 +53,10 @@ class MultiModalRegistry:
 
         def wrapper(model_cls: _M) -> _M:
             if "_processor_factory" in model_cls.__dict__:
-                logger.warning("%s already has a multi-modal processor registered; replacing it.", model_cls)
+                logger.warning(
+                    "%s already has a multi-modal processor registered; replacing it.",
+                    model_cls,
+                )
             model_cls._processor_factory = ProcessorFactories(  # type: ignore[attr-defined]
                 info=info, processor=processor, dummy_inputs=dummy_inputs
             )

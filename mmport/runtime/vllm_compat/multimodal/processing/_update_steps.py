@@ -27,10 +27,17 @@ from .matching import (
 )
 from .updates import PromptTargetMatch, ResolvedPromptUpdate
 
-__all__ = ["PromptUpdateSteps", "check_item_counts", "check_placeholder_counts", "check_update_counts"]
+__all__ = [
+    "PromptUpdateSteps",
+    "check_item_counts",
+    "check_placeholder_counts",
+    "check_update_counts",
+]
 
 
-def check_item_counts(mm_kwargs: Mapping[str, Sized], mm_item_counts: Mapping[str, int]) -> None:
+def check_item_counts(
+    mm_kwargs: Mapping[str, Sized], mm_item_counts: Mapping[str, int]
+) -> None:
     """Each modality's HF output must split into one kwargs item per input item."""
     for modality, count in mm_item_counts.items():
         found = len(mm_kwargs.get(modality, []))
@@ -42,7 +49,9 @@ def check_item_counts(mm_kwargs: Mapping[str, Sized], mm_item_counts: Mapping[st
             )
 
 
-def check_update_counts(mm_updates: Mapping[str, Sized], mm_item_counts: Mapping[str, int]) -> None:
+def check_update_counts(
+    mm_updates: Mapping[str, Sized], mm_item_counts: Mapping[str, int]
+) -> None:
     """Each input item must have prompt updates (its modality appears in ``_get_prompt_updates``)."""
     for modality, count in mm_item_counts.items():
         found = len(mm_updates.get(modality, []))
@@ -54,7 +63,9 @@ def check_update_counts(mm_updates: Mapping[str, Sized], mm_item_counts: Mapping
             )
 
 
-def check_placeholder_counts(mm_placeholders: Mapping[str, Sized], mm_item_counts: Mapping[str, int]) -> None:
+def check_placeholder_counts(
+    mm_placeholders: Mapping[str, Sized], mm_item_counts: Mapping[str, int]
+) -> None:
     """Each input item must leave exactly one placeholder run in the final prompt."""
     for modality, count in mm_item_counts.items():
         found = len(mm_placeholders.get(modality, []))
@@ -76,12 +87,21 @@ class PromptUpdateSteps:
 
     def _apply_token_matches_with_placeholders(
         self, token_ids: list[int], mm_prompt_updates: MultiModalPromptUpdates
-    ) -> tuple[list[int], MultiModalPromptUpdatesApplyResult, Mapping[str, list[PlaceholderFeaturesInfo]]]:
+    ) -> tuple[
+        list[int],
+        MultiModalPromptUpdatesApplyResult,
+        Mapping[str, list[PlaceholderFeaturesInfo]],
+    ]:
         """Apply updates whose targets match as tokens, recording placeholders."""
         return apply_token_matches_with_placeholders(token_ids, mm_prompt_updates)
 
     def _iter_text_matches(
-        self, update: ResolvedPromptUpdate, prompt_text: str, tokenizer: Any, *, start_idx: int = 0
+        self,
+        update: ResolvedPromptUpdate,
+        prompt_text: str,
+        tokenizer: Any,
+        *,
+        start_idx: int = 0,
     ) -> Iterator[PromptTargetMatch]:
         """Matches of ``update``'s target in decoded text."""
         return iter_text_matches(update, prompt_text, tokenizer, start_idx=start_idx)
@@ -104,7 +124,9 @@ class PromptUpdateSteps:
         )
 
     def _matched_updates_from_result(
-        self, mm_prompt_updates: MultiModalPromptUpdates, match_result: MultiModalPromptUpdatesApplyResult
+        self,
+        mm_prompt_updates: MultiModalPromptUpdates,
+        match_result: MultiModalPromptUpdatesApplyResult,
     ) -> dict[str, list[Sequence[ResolvedPromptUpdate]]]:
         """The applied alternative of each item; an item with none fails like vLLM's assert."""
         matched: dict[str, list[Sequence[ResolvedPromptUpdate]]] = {}
@@ -112,8 +134,12 @@ class PromptUpdateSteps:
             for item_idx, update_idx in enumerate(chosen):
                 if update_idx is None:
                     # vLLM asserts here; keep the type and wording a user would see.
-                    raise AssertionError(f"Failed to apply prompt replacement for mm_items[{modality!r}][{item_idx}]")
-                matched.setdefault(modality, []).append([mm_prompt_updates[modality][item_idx][update_idx]])
+                    raise AssertionError(
+                        f"Failed to apply prompt replacement for mm_items[{modality!r}][{item_idx}]"
+                    )
+                matched.setdefault(modality, []).append(
+                    [mm_prompt_updates[modality][item_idx][update_idx]]
+                )
         return matched
 
     def _find_mm_placeholders(
@@ -126,24 +152,34 @@ class PromptUpdateSteps:
         self, token_ids: list[int], mm_prompt_updates: MultiModalPromptUpdates
     ) -> tuple[list[int], Mapping[str, list[PlaceholderFeaturesInfo]]]:
         """Token matching first; if any item is left unmatched, redo everything in text."""
-        new_ids, result, placeholders = self._apply_token_matches_with_placeholders(token_ids, mm_prompt_updates)
+        new_ids, result, placeholders = self._apply_token_matches_with_placeholders(
+            token_ids, mm_prompt_updates
+        )
         if all(index is not None for chosen in result.values() for index in chosen):
             return new_ids, {m: found for m, found in placeholders.items() if found}
-        new_ids, result = self._apply_prompt_updates_via_text(token_ids, mm_prompt_updates)
+        new_ids, result = self._apply_prompt_updates_via_text(
+            token_ids, mm_prompt_updates
+        )
         return new_ids, self._find_mm_placeholders(
             new_ids, self._matched_updates_from_result(mm_prompt_updates, result)
         )
 
-    def _validate_mm_kwargs(self, mm_kwargs: MultiModalKwargsItems, mm_item_counts: Mapping[str, int]) -> None:
+    def _validate_mm_kwargs(
+        self, mm_kwargs: MultiModalKwargsItems, mm_item_counts: Mapping[str, int]
+    ) -> None:
         """One kwargs item per data item, per modality (else vLLM's ``RuntimeError``)."""
         check_item_counts(mm_kwargs, mm_item_counts)
 
-    def _validate_mm_updates(self, mm_updates: MultiModalPromptUpdates, mm_item_counts: Mapping[str, int]) -> None:
+    def _validate_mm_updates(
+        self, mm_updates: MultiModalPromptUpdates, mm_item_counts: Mapping[str, int]
+    ) -> None:
         """Resolved updates for every data item (else vLLM's ``RuntimeError``)."""
         check_update_counts(mm_updates, mm_item_counts)
 
     def _validate_mm_placeholders(
-        self, mm_placeholders: Mapping[str, list[PlaceholderFeaturesInfo]], mm_item_counts: Mapping[str, int]
+        self,
+        mm_placeholders: Mapping[str, list[PlaceholderFeaturesInfo]],
+        mm_item_counts: Mapping[str, int],
     ) -> None:
         """One placeholder per data item (else vLLM's ``RuntimeError``)."""
         check_placeholder_counts(mm_placeholders, mm_item_counts)
@@ -155,6 +191,8 @@ class PromptUpdateSteps:
         counts = mm_items.get_all_counts()
         self._validate_mm_kwargs(mm_res.kwargs, counts)
         self._validate_mm_updates(mm_res.prompt_updates, counts)
-        prompt_ids, placeholders = self._apply_prompt_updates(mm_res.prompt_ids, mm_res.prompt_updates)
+        prompt_ids, placeholders = self._apply_prompt_updates(
+            mm_res.prompt_ids, mm_res.prompt_updates
+        )
         self._validate_mm_placeholders(placeholders, counts)
         return prompt_ids, placeholders

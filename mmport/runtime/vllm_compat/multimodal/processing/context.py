@@ -72,11 +72,16 @@ class TimingContext:
         try:
             yield
         finally:
-            self.stage_secs[stage] = self.stage_secs.get(stage, 0.0) + time.perf_counter() - start
+            self.stage_secs[stage] = (
+                self.stage_secs.get(stage, 0.0) + time.perf_counter() - start
+            )
 
     def get_stats_dict(self) -> dict[str, float]:
         """``{"<stage>_secs": seconds, ..., "preprocessor_total_secs": total}``."""
-        return {**{f"{k}_secs": v for k, v in self.stage_secs.items()}, "preprocessor_total_secs": self.total_secs}
+        return {
+            **{f"{k}_secs": v for k, v in self.stage_secs.items()},
+            "preprocessor_total_secs": self.total_secs,
+        }
 
 
 def _freeze(value: Any) -> Any:
@@ -89,12 +94,16 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def _accepted_kwargs(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def _accepted_kwargs(
+    fn: Callable[..., Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
     """The subset of ``kwargs`` that ``fn`` accepts by keyword (all of them with ``**kwargs``)."""
     params = inspect.signature(fn).parameters.values()
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return dict(kwargs)
-    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    names = {
+        p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
     return {k: v for k, v in kwargs.items() if k in names}
 
 
@@ -118,7 +127,10 @@ def _tokenizer_given(tokenizer: Any) -> Iterator[None]:
         return
 
     def load(cls: type[Any], sub_processor_type: str, *args: Any, **kwargs: Any) -> Any:
-        if sub_processor_type == "tokenizer" and "tokenizer" in inspect.signature(cls.__init__).parameters:
+        if (
+            sub_processor_type == "tokenizer"
+            and "tokenizer" in inspect.signature(cls.__init__).parameters
+        ):
             return tokenizer
         return original.__func__(cls, sub_processor_type, *args, **kwargs)
 
@@ -134,7 +146,11 @@ def _tokenizer_given(tokenizer: Any) -> Iterator[None]:
 def _to_model_dtype(value: Any, dtype: torch.dtype | None) -> Any:
     """Cast floating tensors (at any depth) to ``dtype``, as vLLM does to HF output."""
     if isinstance(value, torch.Tensor):
-        value = value.to(dtype=dtype) if dtype is not None and value.is_floating_point() else value
+        value = (
+            value.to(dtype=dtype)
+            if dtype is not None and value.is_floating_point()
+            else value
+        )
         return value.cpu()
     if isinstance(value, (list, tuple)):
         return type(value)(_to_model_dtype(v, dtype) for v in value)
@@ -152,19 +168,31 @@ class InputProcessingContext:
     _processors: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_directory(cls, path: str | Path, *, dtype: str = "float32", trust_remote_code: bool = False) -> InputProcessingContext:
+    def from_directory(
+        cls,
+        path: str | Path,
+        *,
+        dtype: str = "float32",
+        trust_remote_code: bool = False,
+    ) -> InputProcessingContext:
         """Config via ``AutoConfig``, tokenizer via ``AutoTokenizer``, from a local snapshot."""
         from transformers import AutoTokenizer
 
-        model_config = ModelConfig.from_directory(path, dtype=dtype, trust_remote_code=trust_remote_code)
+        model_config = ModelConfig.from_directory(
+            path, dtype=dtype, trust_remote_code=trust_remote_code
+        )
         # vLLM loads generation tokenizers to truncate from the left.
-        tokenizer = AutoTokenizer.from_pretrained(path, truncation_side="left", trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(
+            path, truncation_side="left", trust_remote_code=trust_remote_code
+        )
         return cls(model_config, tokenizer)
 
     def get_tokenizer(self) -> Any:
         """The tokenizer; a ``ValueError`` when the model runs without one."""
         if self.tokenizer is None:
-            raise ValueError("You cannot pass text prompts when `skip_tokenizer_init=True`")
+            raise ValueError(
+                "You cannot pass text prompts when `skip_tokenizer_init=True`"
+            )
         return self.tokenizer
 
     def get_hf_config(self, typ: type[Any] | tuple[type, ...] | None = None, /) -> Any:
@@ -193,10 +221,19 @@ class InputProcessingContext:
         dropped from the flat namespace, so the scoped value wins.
         """
         merged = self.get_mm_config().merge_mm_processor_kwargs(kwargs)
-        scoped = {k for s in _KWARG_SCOPES if isinstance(scope := merged.get(s), Mapping) for k in scope}
-        return {k: v for k, v in merged.items() if k in _KWARG_SCOPES or k not in scoped}
+        scoped = {
+            k
+            for s in _KWARG_SCOPES
+            if isinstance(scope := merged.get(s), Mapping)
+            for k in scope
+        }
+        return {
+            k: v for k, v in merged.items() if k in _KWARG_SCOPES or k not in scoped
+        }
 
-    def get_hf_processor(self, typ: type[Any] | tuple[type, ...] | None = None, /, **kwargs: object) -> Any:
+    def get_hf_processor(
+        self, typ: type[Any] | tuple[type, ...] | None = None, /, **kwargs: object
+    ) -> Any:
         """The HF processor built with ``kwargs`` (built once per distinct kwargs).
 
         With a concrete processor class ``typ`` it is built by that class,
@@ -207,8 +244,16 @@ class InputProcessingContext:
         typ = ProcessorMixin if typ is None else typ
         merged = self.get_merged_mm_kwargs(kwargs)
         merged.pop("tokenizer", None)
-        use_auto = isinstance(typ, tuple) or typ is ProcessorMixin or not hasattr(typ, "from_pretrained")
-        factory = AutoProcessor.from_pretrained if use_auto or isinstance(typ, tuple) else typ.from_pretrained
+        use_auto = (
+            isinstance(typ, tuple)
+            or typ is ProcessorMixin
+            or not hasattr(typ, "from_pretrained")
+        )
+        factory = (
+            AutoProcessor.from_pretrained
+            if use_auto or isinstance(typ, tuple)
+            else typ.from_pretrained
+        )
         if merged:
             # As vLLM: kwargs HF takes per call are left to the call, not built in.
             dynamic = _call_kwarg_names(self.get_hf_processor(typ))
@@ -221,7 +266,10 @@ class InputProcessingContext:
         if processor is None:
             with _tokenizer_given(self.tokenizer):
                 processor = factory(
-                    self.model_config.model, tokenizer=self.tokenizer, trust_remote_code=self.model_config.trust_remote_code, **merged
+                    self.model_config.model,
+                    tokenizer=self.tokenizer,
+                    trust_remote_code=self.model_config.trust_remote_code,
+                    **merged,
                 )
             if key is not None:
                 self._processors[key] = processor
@@ -232,7 +280,10 @@ class InputProcessingContext:
         return processor
 
     def call_hf_processor(
-        self, hf_processor: Callable[..., Any], data: Mapping[str, object], kwargs: Mapping[str, object] = {}
+        self,
+        hf_processor: Callable[..., Any],
+        data: Mapping[str, object],
+        kwargs: Mapping[str, object] = {},
     ) -> Any:
         """Call ``hf_processor(**data, **kwargs)`` with ``return_tensors="pt"``.
 
@@ -250,7 +301,9 @@ class InputProcessingContext:
                 f"Failed to apply {type(hf_processor).__name__} on data={data} with kwargs={allowed}"
             ) from exc
         if isinstance(output, BatchFeature):
-            return BatchFeature(_to_model_dtype(dict(output.data), self.model_config.dtype))
+            return BatchFeature(
+                _to_model_dtype(dict(output.data), self.model_config.dtype)
+            )
         return _to_model_dtype(output, self.model_config.dtype)
 
 
@@ -346,7 +399,9 @@ class BaseProcessingInfo:
                 message += " Set `--limit-mm-per-prompt` to increase this limit."
             raise VLLMValidationError(message, parameter=modality)
 
-    def parse_mm_data(self, mm_data: Mapping[str, Any], *, validate: bool = True) -> MultiModalDataItems:
+    def parse_mm_data(
+        self, mm_data: Mapping[str, Any], *, validate: bool = True
+    ) -> MultiModalDataItems:
         """Parse raw data into items; with ``validate``, check item counts against limits."""
         items = self.data_parser.parse_mm_data(mm_data)
         if validate:
@@ -354,12 +409,16 @@ class BaseProcessingInfo:
             for modality, modality_items in items.items():
                 if isinstance(modality_items, EmbeddingItems):
                     if not config.enable_mm_embeds:
-                        raise ValueError(f"You must set `--enable-mm-embeds` to input `{modality}_embeds`")
+                        raise ValueError(
+                            f"You must set `--enable-mm-embeds` to input `{modality}_embeds`"
+                        )
                     if config.get_limit_per_prompt(modality) == 0:
                         continue
                 self.validate_num_items(modality, len(modality_items))
         return items
 
-    def get_mm_max_tokens_per_item(self, seq_len: int, mm_counts: Mapping[str, int]) -> Mapping[str, int] | None:
+    def get_mm_max_tokens_per_item(
+        self, seq_len: int, mm_counts: Mapping[str, int]
+    ) -> Mapping[str, int] | None:
         """Precomputed most tokens per item, or ``None`` to measure with dummy inputs."""
         return None

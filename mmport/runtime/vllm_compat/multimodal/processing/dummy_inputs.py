@@ -34,7 +34,12 @@ def _capped(name: str, model_max: int, override: int | None) -> int:
     if not override:
         return model_max
     if override > model_max:
-        logger.warning("%s override (%d) exceeds model's maximum (%d), will be ignored", name, override, model_max)
+        logger.warning(
+            "%s override (%d) exceeds model's maximum (%d), will be ignored",
+            name,
+            override,
+            model_max,
+        )
     return min(model_max, override)
 
 
@@ -50,7 +55,10 @@ class BaseDummyInputsBuilder(ABC, Generic[_I]):
 
     @abstractmethod
     def get_dummy_mm_data(
-        self, seq_len: int, mm_counts: Mapping[str, int], mm_options: MultiModalDummyOptions
+        self,
+        seq_len: int,
+        mm_counts: Mapping[str, int],
+        mm_options: MultiModalDummyOptions,
     ) -> Mapping[str, Any]:
         """The data that, processed, gives the most placeholder tokens.
 
@@ -58,7 +66,12 @@ class BaseDummyInputsBuilder(ABC, Generic[_I]):
         """
 
     def _get_dummy_images(
-        self, *, width: int, height: int, num_images: int, overrides: ImageDummyOptions | None = None
+        self,
+        *,
+        width: int,
+        height: int,
+        num_images: int,
+        overrides: ImageDummyOptions | None = None,
     ) -> list[Image.Image]:
         """``num_images`` white RGB images of the given size (capped by ``overrides``)."""
         if num_images == 0:
@@ -84,10 +97,16 @@ class BaseDummyInputsBuilder(ABC, Generic[_I]):
             num_frames = _capped("video.num_frames", num_frames, overrides.num_frames)
             width = _capped("video.width", width, overrides.width)
             height = _capped("video.height", height, overrides.height)
-        return [np.full((num_frames, height, width, 3), 255, dtype=np.uint8)] * num_videos
+        return [
+            np.full((num_frames, height, width, 3), 255, dtype=np.uint8)
+        ] * num_videos
 
     def _get_dummy_audios(
-        self, *, length: int, num_audios: int, overrides: AudioDummyOptions | None = None
+        self,
+        *,
+        length: int,
+        num_audios: int,
+        overrides: AudioDummyOptions | None = None,
     ) -> list[np.ndarray]:
         """``num_audios`` silent waveforms of ``length`` samples."""
         if num_audios == 0:

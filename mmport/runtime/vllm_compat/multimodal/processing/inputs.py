@@ -23,7 +23,9 @@ def _item_bytes(item: Any) -> bytes:
     if isinstance(item, torch.Tensor):
         item = item.detach().cpu().numpy()
     if isinstance(item, np.ndarray):
-        return f"{item.dtype}{item.shape}".encode() + np.ascontiguousarray(item).tobytes()
+        return (
+            f"{item.dtype}{item.shape}".encode() + np.ascontiguousarray(item).tobytes()
+        )
     if isinstance(item, (list, tuple)):
         return b"[" + b",".join(_item_bytes(x) for x in item) + b"]"
     return repr(item).encode()
@@ -44,7 +46,9 @@ class ProcessorInputs:
     media_io_kwargs: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     cache: Any = None
 
-    def get_mm_hashes(self, model_id: str, hash_algorithm: str = "sha256") -> dict[str, list[str]]:
+    def get_mm_hashes(
+        self, model_id: str, hash_algorithm: str = "sha256"
+    ) -> dict[str, list[str]]:
         """One content hash per item (a caller-given UUID wins when there are no kwargs).
 
         The hashes identify items within one run; they are not vLLM's values.
@@ -57,7 +61,9 @@ class ProcessorInputs:
             hashes[modality] = [
                 uid
                 if uid is not None and not self.hf_processor_mm_kwargs
-                else hashlib.sha256(model_id.encode() + modality.encode() + kwargs + _item_bytes(item)).hexdigest()
+                else hashlib.sha256(
+                    model_id.encode() + modality.encode() + kwargs + _item_bytes(item)
+                ).hexdigest()
                 for uid, item in zip(given, items.get_all(), strict=True)
             ]
         return hashes

@@ -31,7 +31,13 @@ from typing import Any, NamedTuple, TypeAlias
 import torch
 
 from ..inputs import PlaceholderRange
-from .updates import PromptIndex, PromptTargetMatch, PromptUpdateDetails, ResolvedPromptUpdate, UpdateMode
+from .updates import (
+    PromptIndex,
+    PromptTargetMatch,
+    PromptUpdateDetails,
+    ResolvedPromptUpdate,
+    UpdateMode,
+)
 
 __all__ = [
     "MultiModalPromptUpdates",
@@ -45,13 +51,17 @@ __all__ = [
     "plan_prompt_updates",
 ]
 
-MultiModalPromptUpdates: TypeAlias = Mapping[str, Sequence[Sequence[ResolvedPromptUpdate]]]
+MultiModalPromptUpdates: TypeAlias = Mapping[
+    str, Sequence[Sequence[ResolvedPromptUpdate]]
+]
 """Per modality, per item: the alternative updates for that item, in order."""
 
 MultiModalPromptUpdatesApplyResult: TypeAlias = Mapping[str, list[int | None]]
 """Per modality, per item: the index of the alternative applied, or ``None``."""
 
-FindMatches: TypeAlias = Callable[[ResolvedPromptUpdate, int], Iterator[PromptTargetMatch]]
+FindMatches: TypeAlias = Callable[
+    [ResolvedPromptUpdate, int], Iterator[PromptTargetMatch]
+]
 _Queue: TypeAlias = deque[tuple[int, Sequence[ResolvedPromptUpdate]]]
 
 
@@ -72,7 +82,9 @@ class PlaceholderFeaturesInfo:
 
     def to_range(self) -> PlaceholderRange:
         """As the :class:`PlaceholderRange` handed to the engine."""
-        return PlaceholderRange(offset=self.start_idx, length=self.length, is_embed=self.is_embed)
+        return PlaceholderRange(
+            offset=self.start_idx, length=self.length, is_embed=self.is_embed
+        )
 
 
 class _Planned(NamedTuple):
@@ -88,7 +100,11 @@ def _embed_mask(content: PromptUpdateDetails) -> torch.Tensor | None:
 
 def _target_key(target: Any) -> tuple[str, object]:
     # Position targets compare by identity: two calls of start() are two targets.
-    return ("index", id(target)) if isinstance(target, PromptIndex) else ("tokens", tuple(target))
+    return (
+        ("index", id(target))
+        if isinstance(target, PromptIndex)
+        else ("tokens", tuple(target))
+    )
 
 
 def _build_queues(mm_prompt_updates: MultiModalPromptUpdates) -> list[_Queue]:
@@ -114,7 +130,9 @@ def _head_match(
     return None
 
 
-def _take_round(matches: list[tuple[_Queue, PromptTargetMatch, int]], mode: UpdateMode) -> list[_Planned]:
+def _take_round(
+    matches: list[tuple[_Queue, PromptTargetMatch, int]], mode: UpdateMode
+) -> list[_Planned]:
     """Pop the items this round applies (rule 3 of the module docstring)."""
     taken: list[_Planned] = []
     replacements = []
@@ -137,11 +155,17 @@ def plan_prompt_updates(
 ) -> tuple[list[_Planned], dict[str, list[int | None]]]:
     """Decide which alternative of which item applies at which match, in prompt order."""
     queues = _build_queues(mm_prompt_updates)
-    result: dict[str, list[int | None]] = {m: [None] * len(items) for m, items in mm_prompt_updates.items()}
+    result: dict[str, list[int | None]] = {
+        m: [None] * len(items) for m, items in mm_prompt_updates.items()
+    }
     planned: list[_Planned] = []
     cursor = 0
     while queues:
-        heads = [(q, *found) for q in queues if (found := _head_match(q, find, cursor)) is not None]
+        heads = [
+            (q, *found)
+            for q in queues
+            if (found := _head_match(q, find, cursor)) is not None
+        ]
         if not heads:
             break
         leader, _, leader_idx = min(heads, key=lambda h: h[0][0][0])
@@ -154,7 +178,9 @@ def plan_prompt_updates(
                     continue
                 match, index = retried
             round_matches.append((queue, match, index))
-        chosen = sorted(_take_round(round_matches, mode), key=lambda p: (p.match, p.priority))
+        chosen = sorted(
+            _take_round(round_matches, mode), key=lambda p: (p.match, p.priority)
+        )
         for step in chosen:
             result[step.update.modality][step.update.item_idx] = step.update_idx
             cursor = step.match.end_idx
@@ -165,17 +191,25 @@ def plan_prompt_updates(
 
 def _cut_point(step: _Planned) -> int:
     # An insertion keeps its target; a replacement drops it.
-    return step.match.end_idx if step.update.mode is UpdateMode.INSERT else step.match.start_idx
+    return (
+        step.match.end_idx
+        if step.update.mode is UpdateMode.INSERT
+        else step.match.start_idx
+    )
 
 
 def apply_token_matches_with_placeholders(
     token_ids: list[int], mm_prompt_updates: MultiModalPromptUpdates
-) -> tuple[list[int], dict[str, list[int | None]], dict[str, list[PlaceholderFeaturesInfo]]]:
+) -> tuple[
+    list[int], dict[str, list[int | None]], dict[str, list[PlaceholderFeaturesInfo]]
+]:
     """Apply the updates whose targets match as tokens; record each written placeholder."""
     planned, result = plan_prompt_updates(
         mm_prompt_updates, lambda u, at: u.iter_token_matches(token_ids, start_idx=at)
     )
-    placeholders: dict[str, list[PlaceholderFeaturesInfo]] = {m: [] for m in mm_prompt_updates}
+    placeholders: dict[str, list[PlaceholderFeaturesInfo]] = {
+        m: [] for m in mm_prompt_updates
+    }
     out: list[int] = []
     prev_end = 0
     for step in planned:
@@ -183,7 +217,11 @@ def apply_token_matches_with_placeholders(
         tokens = step.update.content.full
         if tokens:
             info = PlaceholderFeaturesInfo(
-                step.update.modality, step.update.item_idx, len(out), tokens, _embed_mask(step.update.content)
+                step.update.modality,
+                step.update.item_idx,
+                len(out),
+                tokens,
+                _embed_mask(step.update.content),
             )
             placeholders[step.update.modality].append(info)
             out.extend(tokens)
@@ -196,12 +234,18 @@ def apply_token_matches(
     prompt: list[int], mm_prompt_updates: MultiModalPromptUpdates
 ) -> tuple[list[int], dict[str, list[int | None]]]:
     """Like :func:`apply_token_matches_with_placeholders`, without the placeholders."""
-    new_ids, result, _ = apply_token_matches_with_placeholders(prompt, mm_prompt_updates)
+    new_ids, result, _ = apply_token_matches_with_placeholders(
+        prompt, mm_prompt_updates
+    )
     return new_ids, result
 
 
 def iter_text_matches(
-    update: ResolvedPromptUpdate, prompt_text: str, tokenizer: Any, *, start_idx: int = 0
+    update: ResolvedPromptUpdate,
+    prompt_text: str,
+    tokenizer: Any,
+    *,
+    start_idx: int = 0,
 ) -> Iterator[PromptTargetMatch]:
     """Non-overlapping matches of the update's target, decoded, in ``prompt_text``."""
     if isinstance(update.target, PromptIndex):
@@ -246,7 +290,11 @@ def apply_text_updates(
         prev_end = step.match.end_idx
     pieces.append(text[prev_end:])
     if encode_segments_separately:
-        return [t for piece in pieces for t in tokenizer.encode(piece, add_special_tokens=False)], result
+        return [
+            t
+            for piece in pieces
+            for t in tokenizer.encode(piece, add_special_tokens=False)
+        ], result
     return tokenizer.encode("".join(pieces), add_special_tokens=False), result
 
 
@@ -278,7 +326,9 @@ def _iter_placeholders(
             full = update.content.full
             end = pos + len(full)
             if full and end <= len(prompt) and prompt[pos:end] == full:
-                yield PlaceholderFeaturesInfo(modality, found[modality], pos, full, _embed_mask(update.content))
+                yield PlaceholderFeaturesInfo(
+                    modality, found[modality], pos, full, _embed_mask(update.content)
+                )
                 pos = end
                 found[modality] += 1
                 if all_found():

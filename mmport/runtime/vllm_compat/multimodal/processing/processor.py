@@ -61,10 +61,16 @@ _I = TypeVar("_I", bound=BaseProcessingInfo)
 
 
 def cached_encode(
-    tokenizer: Any, text: str, *, truncation: bool | None = None, add_special_tokens: bool = True
+    tokenizer: Any,
+    text: str,
+    *,
+    truncation: bool | None = None,
+    add_special_tokens: bool = True,
 ) -> list[int]:
     """``tokenizer.encode`` with vLLM's keyword defaults (no cache in the bundled runtime)."""
-    return tokenizer.encode(text, truncation=truncation, add_special_tokens=add_special_tokens)
+    return tokenizer.encode(
+        text, truncation=truncation, add_special_tokens=add_special_tokens
+    )
 
 
 class HFMultiModalInputs(NamedTuple):
@@ -91,7 +97,9 @@ class BaseMultiModalProcessor(PromptUpdateSteps, ABC, Generic[_I]):
 
     def __init__(self, info: _I, dummy_inputs: BaseDummyInputsBuilder[_I]) -> None:
         if self.requires_tokenizer and info.ctx.tokenizer is None:
-            raise ValueError(f"{type(self).__name__} requires a tokenizer and cannot be initialized without one.")
+            raise ValueError(
+                f"{type(self).__name__} requires a tokenizer and cannot be initialized without one."
+            )
         self.info = info
         self.dummy_inputs = dummy_inputs
         self.data_parser = info.get_data_parser()
@@ -126,39 +134,61 @@ class BaseMultiModalProcessor(PromptUpdateSteps, ABC, Generic[_I]):
         """Tokenize a text prompt with the default parameters, then :meth:`apply`."""
         if isinstance(prompt, str):
             encode_kwargs = self.info.default_tok_params.get_encode_kwargs()
-            prompt_ids: list[int] = self.info.get_tokenizer().encode(prompt, **encode_kwargs)
+            prompt_ids: list[int] = self.info.get_tokenizer().encode(
+                prompt, **encode_kwargs
+            )
         else:
             prompt_ids = prompt
         inputs = ProcessorInputs(
-            prompt_ids, mm_items, mm_uuid_items, hf_processor_mm_kwargs=hf_processor_mm_kwargs or {}, cache=cache
+            prompt_ids,
+            mm_items,
+            mm_uuid_items,
+            hf_processor_mm_kwargs=hf_processor_mm_kwargs or {},
+            cache=cache,
         )
         return self.apply(inputs, TimingContext(enabled=False))
 
-    def apply(self, inputs: ProcessorInputs, timing_ctx: TimingContext) -> MultiModalInput:
+    def apply(
+        self, inputs: ProcessorInputs, timing_ctx: TimingContext
+    ) -> MultiModalInput:
         """Process one prompt: HF on the data, prompt updates on the ids, then checks."""
         result = self._cached_apply_hf_processor(inputs, timing_ctx)
         with timing_ctx.record("apply_prompt_updates"):
-            prompt_ids, placeholders = self._maybe_apply_prompt_updates(inputs.mm_data_items, result)
+            prompt_ids, placeholders = self._maybe_apply_prompt_updates(
+                inputs.mm_data_items, result
+            )
         ranges = {m: [p.to_range() for p in found] for m, found in placeholders.items()}
         return mm_input(prompt_ids, result.kwargs, result.hashes, ranges)
 
     def get_dummy_inputs(
-        self, seq_len: int, mm_counts: Mapping[str, int], mm_options: MultiModalDummyOptions
+        self,
+        seq_len: int,
+        mm_counts: Mapping[str, int],
+        mm_options: MultiModalDummyOptions,
     ) -> ProcessorInputs:
         """The profiling inputs: the builder's dummy text, tokenized, and its dummy data."""
         text = self.dummy_inputs.get_dummy_text(mm_counts)
         data = self.dummy_inputs.get_dummy_mm_data(seq_len, mm_counts, mm_options)
         items = self.info.parse_mm_data(data, validate=False)
         tokenizer = self.info.ctx.tokenizer
-        prompt = [] if tokenizer is None else cached_encode(tokenizer, text, truncation=False)
+        prompt = (
+            []
+            if tokenizer is None
+            else cached_encode(tokenizer, text, truncation=False)
+        )
         return ProcessorInputs(prompt=prompt, mm_data_items=items)
 
-    def get_dummy_mm_inputs(self, mm_counts: Mapping[str, int], **_ignored: Any) -> MultiModalInput:
+    def get_dummy_mm_inputs(
+        self, mm_counts: Mapping[str, int], **_ignored: Any
+    ) -> MultiModalInput:
         """The processed profiling inputs, zero-padded to the context length."""
         model_config = self.info.ctx.model_config
         seq_len = model_config.max_model_len
         options = model_config.get_multimodal_config().limit_per_prompt
-        processed = self.apply(self.get_dummy_inputs(seq_len, mm_counts, options), TimingContext(enabled=False))
+        processed = self.apply(
+            self.get_dummy_inputs(seq_len, mm_counts, options),
+            TimingContext(enabled=False),
+        )
         padding = seq_len - len(processed["prompt_token_ids"])
         processed["prompt_token_ids"].extend([0] * max(padding, 0))
         return processed
@@ -169,7 +199,9 @@ class BaseMultiModalProcessor(PromptUpdateSteps, ABC, Generic[_I]):
         """Text to pass beside the data, for HF processors that insist on it (default: none)."""
         return None
 
-    def _get_hf_mm_inputs(self, mm_items: MultiModalDataItems, hf_kwargs: Mapping[str, object]) -> HFMultiModalInputs:
+    def _get_hf_mm_inputs(
+        self, mm_items: MultiModalDataItems, hf_kwargs: Mapping[str, object]
+    ) -> HFMultiModalInputs:
         """Split parsed items into HF processor data (``images=...``) and passthrough data."""
         hf_data: dict[str, object] = {}
         passthrough: dict[str, object] = {}
@@ -189,12 +221,19 @@ class BaseMultiModalProcessor(PromptUpdateSteps, ABC, Generic[_I]):
             hf_data["audio"] = hf_data.pop("audios")
         return HFMultiModalInputs(hf_data, hf_kwargs, passthrough)
 
-    def _call_hf_processor(self, hf_data: Mapping[str, object], hf_kwargs: Mapping[str, object]) -> Any:
+    def _call_hf_processor(
+        self, hf_data: Mapping[str, object], hf_kwargs: Mapping[str, object]
+    ) -> Any:
         """Run the HF processor on the data (override to reshape inputs or outputs)."""
-        return self.info.ctx.call_hf_processor(self.info.get_hf_processor(**hf_kwargs), hf_data, hf_kwargs)
+        return self.info.ctx.call_hf_processor(
+            self.info.get_hf_processor(**hf_kwargs), hf_data, hf_kwargs
+        )
 
     def _postprocess_hf_mm_data(
-        self, mm_inputs: Mapping[str, object], hf_processor_mm_kwargs: Mapping[str, object], processed_data: Any
+        self,
+        mm_inputs: Mapping[str, object],
+        hf_processor_mm_kwargs: Mapping[str, object],
+        processed_data: Any,
     ) -> Any:
         """Adjust the HF output before it is split into items (default: unchanged)."""
         return processed_data
@@ -214,7 +253,9 @@ class BaseMultiModalProcessor(PromptUpdateSteps, ABC, Generic[_I]):
         processed_data.update(passthrough_data)
         return self._postprocess_hf_mm_data(hf_data, hf_kwargs, processed_data)
 
-    def _apply_hf_processor_main(self, mm_items: MultiModalDataItems, hf_kwargs: Mapping[str, object]) -> Any:
+    def _apply_hf_processor_main(
+        self, mm_items: MultiModalDataItems, hf_kwargs: Mapping[str, object]
+    ) -> Any:
         """The HF processor's output for ``mm_items`` (not called when there is no data)."""
         hf_data, hf_kwargs, passthrough = self._get_hf_mm_inputs(mm_items, hf_kwargs)
         processed = self._call_hf_processor(hf_data, hf_kwargs) if hf_data else None
@@ -232,7 +273,10 @@ class BaseMultiModalProcessor(PromptUpdateSteps, ABC, Generic[_I]):
         for update in prompt_updates:
             by_modality.setdefault(update.modality, []).append(update)
         return {
-            modality: [[u.resolve(i) for u in updates] for i in range(mm_item_counts.get(modality, 0))]
+            modality: [
+                [u.resolve(i) for u in updates]
+                for i in range(mm_item_counts.get(modality, 0))
+            ]
             for modality, updates in by_modality.items()
         }
 
@@ -244,7 +288,9 @@ class BaseMultiModalProcessor(PromptUpdateSteps, ABC, Generic[_I]):
     ) -> MultiModalPromptUpdates:
         """The port's updates, resolved per item."""
         updates = self._get_prompt_updates(
-            mm_items=mm_items, hf_processor_mm_kwargs=hf_processor_mm_kwargs, out_mm_kwargs=out_mm_kwargs
+            mm_items=mm_items,
+            hf_processor_mm_kwargs=hf_processor_mm_kwargs,
+            out_mm_kwargs=out_mm_kwargs,
         )
         return self._bind_and_group_updates(updates, mm_items.get_all_counts())
 
@@ -252,16 +298,24 @@ class BaseMultiModalProcessor(PromptUpdateSteps, ABC, Generic[_I]):
         """One identity hash per item."""
         return inputs.get_mm_hashes(self.info.model_id)
 
-    def _apply_hf_processor(self, inputs: ProcessorInputs, timing_ctx: TimingContext) -> MultiModalProcessingResult:
+    def _apply_hf_processor(
+        self, inputs: ProcessorInputs, timing_ctx: TimingContext
+    ) -> MultiModalProcessingResult:
         """Run HF on the data, split the output into items and resolve the updates."""
         with timing_ctx.record("apply_hf_processor"):
-            processed = self._apply_hf_processor_main(inputs.mm_data_items, inputs.hf_processor_mm_kwargs)
+            processed = self._apply_hf_processor_main(
+                inputs.mm_data_items, inputs.hf_processor_mm_kwargs
+            )
         fields = self._get_mm_fields_config(processed, inputs.hf_processor_mm_kwargs)
         mm_kwargs = MultiModalKwargsItems.from_hf_inputs(processed, fields)
         with timing_ctx.record("get_mm_hashes"):
             hashes = self._get_mm_hashes(inputs)
-        updates = self._get_mm_prompt_updates(inputs.mm_data_items, inputs.hf_processor_mm_kwargs, mm_kwargs)
-        return MultiModalProcessingResult(self._postprocess_prompt(inputs.prompt), mm_kwargs, hashes, updates)
+        updates = self._get_mm_prompt_updates(
+            inputs.mm_data_items, inputs.hf_processor_mm_kwargs, mm_kwargs
+        )
+        return MultiModalProcessingResult(
+            self._postprocess_prompt(inputs.prompt), mm_kwargs, hashes, updates
+        )
 
     def _cached_apply_hf_processor(
         self, inputs: ProcessorInputs, timing_ctx: TimingContext

@@ -47,7 +47,9 @@ class _TokenIndexFn(Protocol):
 
 
 class _TextIndexFn(Protocol):
-    def __call__(self, tokenizer: Any, prompt: str, start_idx: int = 0) -> int | None: ...
+    def __call__(
+        self, tokenizer: Any, prompt: str, start_idx: int = 0
+    ) -> int | None: ...
 
 
 @dataclass
@@ -67,7 +69,9 @@ class PromptIndexTargets:
 
         Like vLLM's, it answers 0 wherever the search resumes from.
         """
-        return PromptIndex(lambda prompt, start_idx=0: 0, lambda tokenizer, prompt, start_idx=0: 0)
+        return PromptIndex(
+            lambda prompt, start_idx=0: 0, lambda tokenizer, prompt, start_idx=0: 0
+        )
 
     @staticmethod
     def prefix(seq: list[int]) -> PromptIndex:
@@ -89,7 +93,10 @@ class PromptIndexTargets:
     @staticmethod
     def end() -> PromptIndex:
         """After the last token; matches even an empty prompt."""
-        return PromptIndex(lambda prompt, start_idx=0: len(prompt), lambda tokenizer, prompt, start_idx=0: len(prompt))
+        return PromptIndex(
+            lambda prompt, start_idx=0: len(prompt),
+            lambda tokenizer, prompt, start_idx=0: len(prompt),
+        )
 
 
 UpdateTarget: TypeAlias = list[int] | PromptIndex
@@ -115,13 +122,20 @@ class PromptUpdateDetails:
     @staticmethod
     def select_token_id(seq: list[int], embed_token_id: int) -> PromptUpdateDetails:
         """Only the occurrences of ``embed_token_id`` in ``seq`` receive embeddings."""
-        return PromptUpdateDetails(full=seq, is_embed=lambda full: torch.tensor(full) == embed_token_id)
+        return PromptUpdateDetails(
+            full=seq, is_embed=lambda full: torch.tensor(full) == embed_token_id
+        )
 
     @staticmethod
-    def select_token_ids(seq: list[int], embed_token_ids: list[int]) -> PromptUpdateDetails:
+    def select_token_ids(
+        seq: list[int], embed_token_ids: list[int]
+    ) -> PromptUpdateDetails:
         """Only tokens of ``seq`` that are in ``embed_token_ids`` receive embeddings."""
         return PromptUpdateDetails(
-            full=seq, is_embed=lambda full: torch.isin(torch.tensor(full), torch.tensor(embed_token_ids))
+            full=seq,
+            is_embed=lambda full: torch.isin(
+                torch.tensor(full), torch.tensor(embed_token_ids)
+            ),
         )
 
 
@@ -236,7 +250,9 @@ class ResolvedPromptUpdate:
     target: UpdateTarget
     content: PromptUpdateDetails = field(repr=False)
 
-    def iter_token_matches(self, prompt: list[int], *, start_idx: int = 0) -> Iterator[PromptTargetMatch]:
+    def iter_token_matches(
+        self, prompt: list[int], *, start_idx: int = 0
+    ) -> Iterator[PromptTargetMatch]:
         """Each match of the target in ``prompt`` from ``start_idx`` on."""
         if isinstance(self.target, PromptIndex):
             index = self.target.get_match_index(prompt, start_idx)
