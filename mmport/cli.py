@@ -273,6 +273,24 @@ def _check_report_paths(*paths: Path | None) -> None:
             )
 
 
+def _check_report_dir(directory: Path | None) -> None:
+    """A directory for the HTML pages: absent (it is made, under an existing parent) or a directory, never a file."""
+    if directory is None:
+        return
+    if directory.exists() and not directory.is_dir():
+        _fail(
+            ValueError(
+                f"cannot write HTML reports into '{directory}': it is a file; with --manifest, --html names a directory"
+            )
+        )
+    if not directory.parent.is_dir():
+        _fail(
+            ValueError(
+                f"cannot write HTML reports into '{directory}': directory '{directory.parent}' does not exist"
+            )
+        )
+
+
 @app.command()
 def verify(
     ref: Annotated[
@@ -327,7 +345,8 @@ def verify(
         Path | None,
         typer.Option(
             "--html",
-            help="Write a self-contained HTML report (checks, first difference, count-vs-size plots) to this file.",
+            help="Write a self-contained HTML report (checks, first difference, count-vs-size plots) to this file "
+            "(with --manifest, a directory: a page per port and index.html linking them).",
         ),
     ] = None,
     backend: Annotated[
@@ -409,7 +428,6 @@ def verify(
             "REF": ref is not None,
             "--port": port is not None,
             "--processor-kwargs": processor_kwargs is not None,
-            "--html": html_path is not None,
             "--trust-remote-code": trust_remote_code,
             "--processor-code": processor_code is not None,
             "--settings": settings != 3,
@@ -418,7 +436,7 @@ def verify(
         }
         _refuse_with_manifest([name for name, given in per_port.items() if given])
         _verify_manifest(
-            manifest, workers, probes, seed, backend, json_path, junit_path
+            manifest, workers, probes, seed, backend, json_path, junit_path, html_path
         )
     if ref is None or port is None:
         _fail(
@@ -559,8 +577,11 @@ def _verify_manifest(
     backend: str,
     json_path: Path | None,
     junit_path: Path | None,
+    html_dir: Path | None = None,
 ) -> NoReturn:
     """``verify --manifest PATH``: every port on a pool of workers, one summary table, one JUnit file.
+
+    With ``html_dir``, a page per port and an index linking them (mmport.manifest.html).
 
     The exit code is the worst any port would give on its own (see mmport.manifest.run.exit_code).
     """
@@ -578,11 +599,14 @@ def _verify_manifest(
     _progress(f"reading the manifest {manifest}")
     entries = _run(lambda: load_manifest(manifest))
     _check_report_paths(json_path, junit_path)
+    _check_report_dir(html_dir)
     _check_backend(backend)
     workers = workers or default_workers()
     started = time.perf_counter()
     outcomes = _run(
-        lambda: _verify_with_progress(entries, workers, probes, seed, backend)
+        lambda: _verify_with_progress(
+            entries, workers, probes, seed, backend, html=html_dir is not None
+        )
     )
     console.print(
         manifest_table(outcomes, workers=workers, wall=time.perf_counter() - started)
@@ -593,6 +617,10 @@ def _verify_manifest(
     ):
         if path is not None:
             path.write_text(text)
+    if html_dir is not None:
+        from mmport.manifest.html import write_html_reports
+
+        console.print(f"HTML reports: {write_html_reports(outcomes, html_dir)}")
     code = exit_code(outcomes)
     said = {0: "PASS", 4: "CANNOT JUDGE"}.get(code, "FAIL")
     console.print(f"{said} in {time.perf_counter() - started:.1f}s")
@@ -616,7 +644,12 @@ def _check_backend(backend: str) -> None:
 
 
 def _verify_with_progress(
-    entries: list[ManifestEntry], workers: int, probes: int, seed: int, backend: str
+    entries: list[ManifestEntry],
+    workers: int,
+    probes: int,
+    seed: int,
+    backend: str,
+    html: bool = False,
 ) -> list[PortOutcome]:
     """Run :func:`mmport.manifest.run.verify_many` under a progress bar on stderr: ports done, ports running."""
     from rich.progress import (
@@ -659,6 +692,7 @@ def _verify_with_progress(
             backend=backend,
             on_start=started,
             on_done=done,
+            html=html,
         )
 
 

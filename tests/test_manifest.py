@@ -470,3 +470,47 @@ def test_thirty_ports_in_one_run(scaffolded, tmp_path) -> None:
         for suite in suites.values()
     )
     assert len(json.loads(reports.read_text())) == 30
+
+
+def test_html_pages_per_port_and_an_index_linking_them(scaffolded, tmp_path) -> None:
+    wrong = mutated_port(
+        scaffolded("llava"),
+        "llava",
+        "        return num_image_tokens\n",
+        "        return num_image_tokens + 1\n",
+        tmp_path,
+    )
+    entries = [
+        ("llava", scaffolded("llava") / "llava_processing.py"),
+        ("llava", wrong.name),
+    ]
+    manifest = write_manifest(tmp_path, entries)
+    (tmp_path / "a_file").write_text("")
+    _assert_user_error(
+        invoke(
+            "verify", "--manifest", str(manifest), "--html", str(tmp_path / "a_file")
+        ),
+        "it is a file",
+    )
+    pages = tmp_path / "reports"
+    result = invoke(
+        "verify",
+        "--manifest",
+        str(manifest),
+        "--workers",
+        "1",
+        "--probes",
+        "2",
+        "--html",
+        str(pages),
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    index = (pages / "index.html").read_text()
+    links = re.findall(r'<a href="([^"]+)">', index)
+    assert len(links) == 2 and "1 / 2 ports pass" in index, index
+    verdicts = [
+        re.search(r"<title>[^<]*: (\w+)</title>", (pages / link).read_text())[1]
+        for link in links
+    ]
+    assert verdicts == ["PASS", "FAIL"]
+    assert "tokens" in (pages / links[1]).read_text()

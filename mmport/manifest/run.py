@@ -59,6 +59,7 @@ class PortOutcome:
     seconds: float
     report_json: str = ""  # Report.to_json(), when verify ran to the end
     report_junit: str = ""  # Report.to_junit(), likewise
+    report_html: str = ""  # the single-port HTML page, when the run asked for pages
     error: str = ""  # the one line a bad input or a failure of mmport's gave
     failing: list[str] = field(default_factory=list)  # names of the failed checks
     unjudged: list[str] = field(
@@ -91,13 +92,17 @@ def verify_many(
     on_start: Callable[[ManifestEntry], None] | None = None,
     on_done: Callable[[PortOutcome], None] | None = None,
     time_limit: float = PORT_TIME_LIMIT_S,
+    html: bool = False,
 ) -> list[PortOutcome]:
     """Verify every entry on ``workers`` processes; the outcomes in the entries' order.
+
+    With ``html`` each worker renders its port's HTML page too (with the count curves).
 
     ``on_start`` and ``on_done`` hear of each port as it starts and ends (for a progress bar).
     """
     jobs = [
-        _job(index, entry, probes, seed, backend) for index, entry in enumerate(entries)
+        _job(index, entry, probes, seed, backend, html)
+        for index, entry in enumerate(entries)
     ]
     started = on_start or (lambda entry: None)
     done = on_done or (lambda outcome: None)
@@ -111,7 +116,7 @@ def verify_many(
 
 
 def _job(
-    index: int, entry: ManifestEntry, probes: int, seed: int, backend: str
+    index: int, entry: ManifestEntry, probes: int, seed: int, backend: str, html: bool
 ) -> dict[str, Any]:
     """One port as a worker's JSON job."""
     return {
@@ -124,6 +129,7 @@ def _job(
         "probes": probes,
         "seed": seed,
         "backend": backend,
+        "html": html,
     }
 
 
@@ -185,6 +191,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             model=ModelOptions() if job["model"] else None,
             processor_kwargs=job["processor_kwargs"],
             trust_remote_code=job["trust_remote_code"],
+            curves=job.get("html", False),
         )
     except MmportError as exc:
         return {
@@ -211,9 +218,16 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         "seconds": report.seconds,
         "json": report.to_json(),
         "junit": report.to_junit(),
+        "html": _html(report) if job.get("html") else "",
         "failing": failing,
         "unjudged": unjudged,
     }
+
+
+def _html(report: Any) -> str:
+    from mmport.verify.html import render_html
+
+    return render_html(report)
 
 
 def _outcome(
@@ -234,6 +248,7 @@ def _outcome(
         answer["seconds"],
         report_json=answer.get("json", ""),
         report_junit=answer.get("junit", ""),
+        report_html=answer.get("html", ""),
         error=answer.get("error", ""),
         failing=answer.get("failing", []),
         unjudged=answer.get("unjudged", []),
