@@ -107,3 +107,20 @@ def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
     for ours_item, hf_item in zip(embeds, reference, strict=True):
         hf_item = hf_item.reshape(-1, hf_item.shape[-1])
         assert ours_item.shape == hf_item.shape and torch.equal(ours_item, hf_item)
+
+
+def test_a_family_without_a_derived_encoder_says_so_instead_of_building_one(
+    tmp_path,
+) -> None:
+    # Qwen2-Audio: no image feature path to derive, and no vision_config to build a
+    # stand-in tower from. The class must import and construct; embedding raises, saying why.
+    from torch import nn
+
+    spec = analyze(resolve("qwen2_audio"))
+    assert spec.encoder is None and spec.encoder_reason
+    module = _generated_class("qwen2_audio", tmp_path)
+    cls = module.Qwen2AudioForConditionalGeneration
+    model = cls.__new__(cls)
+    nn.Module.__init__(model)
+    with pytest.raises(NotImplementedError, match="could not derive HF's encoder path"):
+        model.embed_multimodal(input_features=[])
