@@ -350,6 +350,10 @@ class ModalitySpec:
     # prompt (HunYuan-VL: <image_start><image><image_end>), empty when none.
     placeholder_wrappers: tuple[str, ...] = ()
     wrappers_source: Source | None = None
+    # Processor attributes (before, after) of special tokens HF takes in with the
+    # placeholder when the prompt writes them around it (mmport.analyzers.consumed).
+    consumed_wrappers: tuple[str, ...] = ()
+    consumed_source: Source | None = None
     # HF takes text or images, never both, and writes the prompt for an image
     # itself (ColPali); a request carries that prompt and one image.
     own_prompt_source: Source | None = None

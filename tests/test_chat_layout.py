@@ -76,3 +76,41 @@ def test_reference_probes_in_the_layout_vllm_writes() -> None:
     ids = laid_out.single(laid_out.reference_items("image")[0]).input_ids
     start = processor.tokenizer.convert_tokens_to_ids(processor.vision_start_token)
     assert ids[ids.index(laid_out.embed_id) - 1] == start
+
+
+@pytest.mark.slow
+def test_a_port_replaces_the_wrapper_hf_takes_in_with_the_placeholder(tmp_path) -> None:
+    # Cosmos 3 Edge replaces <|vision_start|><|video_pad|><|vision_end|> as one run (or a bare
+    # <|video_pad|>). With a chat template that writes the run, a port replacing only the bare
+    # token keeps the prompt's pair too; the generated port tries the run first.
+    import shutil
+
+    from conftest import mutated_port, scaffold_port, verify_report
+
+    snapshot = tmp_path / "snap"
+    shutil.copytree(resolve("cosmos3_edge").path, snapshot)
+    (snapshot / "chat_template.jinja").write_text(QWEN_STYLE_TEMPLATE)
+    port = scaffold_port(str(snapshot), tmp_path / "port")
+    code, report = verify_report(str(snapshot), port, probes=4, settings_per_modality=0)
+    assert code == 0, report
+    assert any("video" in m for m in report["probe_modalities"].values())
+    source = port.read_text()
+    start = source.index("            # HF replaces the placeholder together with")
+    end = source.index(
+        "            PromptReplacement(",
+        source.index("replacement=get_video_replacement", start),
+    )
+    (tmp_path / "wrong").mkdir()
+    wrong = mutated_port(
+        port.parent,
+        port.name.removesuffix("_processing.py"),
+        source[start:end],
+        "",
+        tmp_path / "wrong",
+    )
+    code, report = verify_report(
+        str(snapshot), wrong, probes=4, settings_per_modality=0
+    )
+    assert code == 1 and report["checks"]["tokens"]["failures"], report["checks"][
+        "tokens"
+    ]

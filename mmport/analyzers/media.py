@@ -16,6 +16,7 @@ from typing import Any
 
 from mmport.analyzers.callblock import CallBlock, analyze_call_block
 from mmport.analyzers.callparams import call_parameter
+from mmport.analyzers.consumed import consumed_wrappers
 from mmport.analyzers.fields import (
     observe_fields,
     per_item_fields,
@@ -595,6 +596,11 @@ def media_spec(
         )
         update = _update(processor_cls, placeholder_source, token_attr)
     parameter = call_parameter(processor_cls, modality)
+    consumed = (
+        None
+        if block or wrappers
+        else consumed_wrappers(processor, modality, token_attr)
+    )
     return ModalitySpec(
         modality=modality,
         placeholder=token_text,
@@ -619,6 +625,10 @@ def media_spec(
         embed_token_owner=embed_owner,
         placeholder_wrappers=(wrappers.before, wrappers.after) if wrappers else (),
         wrappers_source=wrappers.source if wrappers else None,
+        consumed_wrappers=consumed or (),
+        consumed_source=_attribute_source(processor_cls, consumed[0])
+        if consumed
+        else None,
         sub_processor=sub_attr,
         needs_metadata=_needs_metadata(
             processor, sub, modality, placeholder, count, parameter
