@@ -70,16 +70,21 @@ def _suites(junit: Path) -> dict[str, ET.Element]:
     return {suite.get("name"): suite for suite in root}
 
 
-def test_passing_failing_and_crashing_ports_on_two_workers(
-    scaffolded, tmp_path
-) -> None:
-    wrong = mutated_port(
+def _off_by_one_llava(scaffolded, tmp_path: Path) -> Path:
+    """The generated LLaVA port counting one image token too many."""
+    return mutated_port(
         scaffolded("llava"),
         "llava",
         "        return num_image_tokens\n",
         "        return num_image_tokens + 1\n",
         tmp_path,
     )
+
+
+def test_passing_failing_and_crashing_ports_on_two_workers(
+    scaffolded, tmp_path
+) -> None:
+    wrong = _off_by_one_llava(scaffolded, tmp_path)
     # A port that kills the process importing it: its worker dies, the run goes on.
     # (Last, so that no fresh worker, with its torch import, is needed after it.)
     killer = tmp_path / "killer_processing.py"
@@ -473,13 +478,7 @@ def test_thirty_ports_in_one_run(scaffolded, tmp_path) -> None:
 
 
 def test_html_pages_per_port_and_an_index_linking_them(scaffolded, tmp_path) -> None:
-    wrong = mutated_port(
-        scaffolded("llava"),
-        "llava",
-        "        return num_image_tokens\n",
-        "        return num_image_tokens + 1\n",
-        tmp_path,
-    )
+    wrong = _off_by_one_llava(scaffolded, tmp_path)
     entries = [
         ("llava", scaffolded("llava") / "llava_processing.py"),
         ("llava", wrong.name),
