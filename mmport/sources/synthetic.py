@@ -13,7 +13,7 @@ import dataclasses
 import importlib.util
 import inspect
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +126,8 @@ def _special_tokens(processor_cls: type[Any]) -> tuple[dict[str, str], list[str]
     return named, [t for t in dict.fromkeys(anonymous) if t not in named.values()]
 
 
-def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, int]:
-    """Pin each named token to the id the config gives ``<name>_id``/``_index``."""
-    fixed: dict[str, int] = {}
+def _config_token_ids(config: Mapping[str, Any]) -> Iterator[tuple[str, int]]:
+    """``(name, id)`` for each ``<name>_token_id``/``_token_index`` the config or a sub-config sets to an int."""
     layers = [
         config,
         *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v],
@@ -136,11 +135,21 @@ def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str,
     for layer in layers:
         for key, value in layer.items():
             suffix = next((s for s in _ID_SUFFIXES if key.endswith(s)), None)
-            if suffix is None or not isinstance(value, int) or isinstance(value, bool):
-                continue
-            text = texts.get(key[: -len(suffix)] + "_token")
-            if text and text not in fixed and value not in fixed.values():
-                fixed[text] = value
+            if (
+                suffix is not None
+                and isinstance(value, int)
+                and not isinstance(value, bool)
+            ):
+                yield key[: -len(suffix)], value
+
+
+def _fixed_ids(config: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, int]:
+    """Pin each named token to the id the config gives ``<name>_id``/``_index``."""
+    fixed: dict[str, int] = {}
+    for name, value in _config_token_ids(config):
+        text = texts.get(name + "_token")
+        if text and text not in fixed and value not in fixed.values():
+            fixed[text] = value
     return fixed
 
 
@@ -177,18 +186,8 @@ def _fixed_by_words(
     id no token holds yet, and a tag and id that pair one to one.
     """
     taken = set(fixed.values())
-    layers = [
-        config,
-        *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v],
-    ]
     free = {
-        key: value
-        for layer in layers
-        for key, value in layer.items()
-        if key.endswith(_ID_SUFFIXES)
-        and isinstance(value, int)
-        and not isinstance(value, bool)
-        and value not in taken
+        name: value for name, value in _config_token_ids(config) if value not in taken
     }
     pinned: dict[str, int] = {}
     for tag in tags:
@@ -223,35 +222,24 @@ def _tokens_for_unheld_ids(
         or "<x>"
     )
     taken = set(pinned.values())
-    layers = [
-        config,
-        *[v for v in config.values() if isinstance(v, Mapping) and "model_type" in v],
-    ]
     made: dict[str, int] = {}
-    for layer in layers:
-        for key, value in layer.items():
-            suffix = next((s for s in _ID_SUFFIXES if key.endswith(s)), None)
-            if (
-                suffix is None
-                or not isinstance(value, int)
-                or isinstance(value, bool)
-                or value < 0
-                or value in taken
-            ):
-                continue
-            if tokenizer.convert_ids_to_tokens(value) is not None:
-                continue
-            name = key[: -len(suffix)]
-            text = (
-                f"<|{name}|>"
-                if shape.startswith("<|")
-                else f"[{name.upper()}]"
-                if shape.startswith("[")
-                else f"<{name}>"
-            )
-            if text not in made and text not in pinned:
-                made[text] = value
-                taken.add(value)
+    for name, value in _config_token_ids(config):
+        if (
+            value < 0
+            or value in taken
+            or tokenizer.convert_ids_to_tokens(value) is not None
+        ):
+            continue
+        text = (
+            f"<|{name}|>"
+            if shape.startswith("<|")
+            else f"[{name.upper()}]"
+            if shape.startswith("[")
+            else f"<{name}>"
+        )
+        if text not in made and text not in pinned:
+            made[text] = value
+            taken.add(value)
     return made
 
 
