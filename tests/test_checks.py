@@ -95,3 +95,41 @@ def test_a_count_of_the_prompts_items_and_a_mask_hiding_nothing_may_be_dropped()
         port,
     )
     assert "image_num_patches" in failed.failures[0].message
+
+
+def test_a_feature_padded_to_its_window_is_compared_without_the_frames_its_mask_hides() -> (
+    None
+):
+    # Qwen3-ASR: HF pads one audio's features to the window with a mask; vLLM's port hands the
+    # model only the unmasked frames, under its own name. Those frames are HF's value.
+    from types import SimpleNamespace
+
+    from mmport.verify.checks import check_fields
+    from mmport.verify.report import CheckResult
+
+    items = [SimpleNamespace(modality="audio")]
+    features = torch.rand(1, 8, 30)
+    mask = torch.zeros(1, 30, dtype=torch.int32)
+    mask[0, :12] = 1
+    singles = [{"input_features": features, "input_features_mask": mask}]
+
+    def port_carrying(frames: torch.Tensor):
+        item = {"input_audio_features": frames, "feature_attention_mask": mask[0]}
+        return SimpleNamespace(items={"audio": [item]})
+
+    passed = CheckResult("fields")
+    check_fields(
+        passed, "probe0", singles[0], items, singles, port_carrying(features[0, :, :12])
+    )
+    assert not passed.failures, passed.failures
+    # Frames the mask keeps, but not HF's: another value.
+    failed = CheckResult("fields")
+    check_fields(
+        failed,
+        "probe0",
+        singles[0],
+        items,
+        singles,
+        port_carrying(features[0, :, 1:13]),
+    )
+    assert "input_features" in failed.failures[0].message

@@ -85,3 +85,38 @@ def test_vllms_glm4v_port_agrees_on_the_tags_hf_writes_per_video_frame():
     assert report.checks["tokens"].runs and not report.checks["tokens"].failures, (
         report.checks["tokens"].failures
     )
+
+
+@pytest.mark.vllm
+def test_a_reference_taking_one_audio_per_prompt_caps_the_probes_not_the_verdict():
+    # Under vLLM's transformers, GLM-ASR's processor takes one audio per text; probes with
+    # more would all be rejected. They carry one audio each, and the limits check alone
+    # judges the port's "any number".
+    from mmport.verify import verify_port
+
+    report = verify_port(
+        "glmasr", Path("vllm"), probes=5, backend="vllm", settings_per_modality=0
+    )
+    session_capped = "probes carry one audio each" in report.checks["tokens"].summary
+    if not session_capped:
+        pytest.skip("this transformers takes several audios per GLM-ASR prompt")
+    assert not report.checks["tokens"].failures, report.checks["tokens"].failures
+    assert report.checks["tokens"].runs >= 5
+    assert any("HF rejects" in f.message for f in report.checks["limits"].failures)
+
+
+@pytest.mark.vllm
+def test_vllms_qwen3_asr_port_is_judged_as_its_model_reads_it():
+    # Three rules of vLLM's contract at once: the port hands the model only the unmasked
+    # feature frames under its own name; it profiles 30 s of audio where probes reach further;
+    # and it takes several audios per prompt (one HF call each) where HF takes one per text.
+    from mmport.verify import verify_port
+
+    report = verify_port(
+        "qwen3_asr", Path("vllm"), probes=5, backend="vllm", settings_per_modality=0
+    )
+    for name in ("tokens", "fields", "dummy", "limits"):
+        check = report.checks[name]
+        assert check.runs and not check.failures, (name, check.failures)
+    assert "the port profiles audio of" in report.checks["dummy"].summary
+    assert "not compared beyond HF's limit" in report.checks["limits"].summary

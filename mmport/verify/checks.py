@@ -304,13 +304,6 @@ def check_fields(
         # A key HF gives no item alone (a padding mask across items) is batching, not an item's.
         per_item = {key for single in singles for key in single}
         named = {key for key in hf_mm if port_key(key, carried) is not None}
-        # A key carried under another name holds HF's value for an item alone.
-        named |= {
-            key
-            for single, item in zip(singles, port_items, strict=False)
-            for key in single
-            if port_key(key, item, single[key]) is not None
-        }
         idle = {
             key
             for key in hf_mm
@@ -318,8 +311,18 @@ def check_fields(
             and _carries_nothing(key, hf_mm[key], singles, _item_counts(items))
         }
         singles = [
-            {k: v for k, v in single.items() if k not in idle} for single in singles
+            _as_port_carries(
+                {k: v for k, v in single.items() if k not in idle}, port_item
+            )
+            for single, port_item in zip(singles, port_items, strict=False)
         ]
+        # A key carried under another name holds HF's value for an item alone.
+        named |= {
+            key
+            for single, item in zip(singles, port_items, strict=False)
+            for key in single
+            if port_key(key, item, single[key]) is not None
+        }
         missing = sorted(
             key
             for key in hf_mm
@@ -345,6 +348,44 @@ def check_fields(
                 Failure(probe, message, None, want, got, loudness="silent")
             )
             return
+
+
+def _as_port_carries(single: dict, port_item: Mapping[str, Any]) -> dict:
+    """HF's outputs for one item, each padded one stripped by its mask where the port carries it stripped.
+
+    A feature extractor pads even one item to its window and returns a mask
+    (Qwen3-ASR's ``input_features`` and ``input_features_mask``); HF's model
+    reads only the unmasked frames, and a port handing vLLM just those frames
+    gives the model what HF's gives it.
+    """
+    masks = [
+        torch.as_tensor(value)
+        for key, value in single.items()
+        if "mask" in key and isinstance(value, torch.Tensor) and value.dim() == 2
+    ]
+    kept = dict(single)
+    for key, want in single.items():
+        if not isinstance(want, torch.Tensor) or port_key(key, port_item, want):
+            continue
+        for mask in masks:
+            stripped = _unmasked(want, mask)
+            if stripped is not None and port_key(key, port_item, stripped):
+                kept[key] = stripped
+                break
+    return kept
+
+
+def _unmasked(want: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
+    """``want`` (one item, batch axis first) without the positions ``mask`` (1, T) hides, or None if they do not align."""
+    if want.dim() < 2 or want.shape[0] != 1 or mask.shape[0] != 1:
+        return None
+    hides = mask.reshape(-1) == 0
+    if not hides.any() or hides.all():
+        return None
+    for axis in range(want.dim() - 1, 0, -1):  # the time axis: last, else nearest it
+        if want.shape[axis] == mask.shape[-1]:
+            return want.index_select(axis, (~hides).nonzero().reshape(-1))
+    return None
 
 
 def _item_counts(items: Sequence[Any]) -> set[int]:

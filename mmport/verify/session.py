@@ -64,10 +64,20 @@ def _video_geometry(dummy) -> tuple[int, int, int]:
     return len(frames), height, width
 
 
-def _only_longer(item: Item, dummy) -> bool:
-    """True when ``item`` is the dummy video with more frames and frames of the same size."""
+def _only_longer(item: Item, dummy, sampling_rate: int | None) -> bool:
+    """True when ``item`` is longer than the dummy and no larger otherwise: more frames of the same size, or a longer audio."""
+    if item.modality == "image":
+        return False  # an image has no length: a smaller dummy image is a miscount
+    if item.modality == "audio":
+        return item.seconds > _audio_seconds(dummy, sampling_rate)
     count, height, width = _video_geometry(dummy)
     return item.size == (width, height) and (item.frames or 0) > count
+
+
+def _audio_seconds(dummy, sampling_rate: int | None) -> float:
+    """A dummy audio's length in seconds at HF's sampling rate (a port's dummy audio is at its extractor's)."""
+    audio = dummy[0] if isinstance(dummy, tuple) else dummy
+    return len(audio) / (sampling_rate or 16_000)
 
 
 # Items asked of the port's dummy builder, and the item count probed for
@@ -103,6 +113,8 @@ class Session:
         self.max_count: dict[
             str, int
         ] = {}  # per modality: the largest count HF gave an item alone
+        self.largest_item: dict[str, Item] = {}  # ... and the item it gave that count
+        self._length_noted: set[str] = set()  # modalities whose dummy length was noted
         self.rejected: list[str] = []  # probes HF rejects, with HF's reason
         self.outside_contract: list[
             str
@@ -134,6 +146,7 @@ class Session:
             str, str
         ] = {}  # probe name -> the request settings it ran under
         self.limits_raised: Exception | None = None
+        self._hf_item_limits: dict[str, int] = {}  # see hf_item_limit
         self.limits, self.limits_error = self._port_limits()
         # Modalities the port declares it does not support (a limit of 0, or none at all:
         # vLLM allows "at most 0" of a modality the port leaves out): vLLM refuses such
@@ -206,12 +219,40 @@ class Session:
             if modality in self.unsupported:
                 continue
             limit = self.limits.get(modality)
-            limits[modality] = (
+            limits[modality] = min(
+                self.hf_item_limit(modality),
                 MAX_PROBE_ITEMS
                 if limit is None
-                else max(1, min(MAX_PROBE_ITEMS, limit))
+                else max(1, min(MAX_PROBE_ITEMS, limit)),
             )
         return limits
+
+    def hf_item_limit(self, modality: str) -> int:
+        """The most items of ``modality`` HF takes in one prompt: 1 where it takes one and refuses two, else unbounded.
+
+        A probe carrying more than HF takes is rejected whatever the port
+        does, so such probes would only hide the comparisons; the limits
+        check reports a port that allows more than HF (GLM-ASR under
+        transformers 5.20 takes one audio per text).
+        """
+        if modality not in self._hf_item_limits:
+            self._hf_item_limits[modality] = (
+                1
+                if self._hf_takes(modality, 1) and not self._hf_takes(modality, 2)
+                else MAX_PROBE_ITEMS
+            )
+        return self._hf_item_limits[modality]
+
+    def _hf_takes(self, modality: str, count: int) -> bool:
+        """True when HF answers a prompt of ``count`` small ``modality`` items."""
+        placeholder = self.hf.modalities[modality].placeholder or ""
+        try:
+            self.hf.run(
+                placeholder * count + " limits", self._limit_items(modality, count)
+            )
+        except Exception:
+            return False
+        return True
 
     def max_probe_items(self) -> int:
         """Images per probe: up to :data:`MAX_PROBE_ITEMS`, within the port's declared limit."""
@@ -260,9 +301,9 @@ class Session:
             self.judged[item.modality] = self.judged.get(item.modality, 0) + 1
         if setting is None:
             for item, count in zip(probe.items, counts, strict=False):
-                self.max_count[item.modality] = max(
-                    self.max_count.get(item.modality, 0), count
-                )
+                if count > self.max_count.get(item.modality, 0):
+                    self.max_count[item.modality] = count
+                    self.largest_item[item.modality] = item
         in_company = self._in_company(probe, expected, counts)
         try:
             actual = self.port(expected.prompt, list(probe.items), setting)
@@ -458,6 +499,11 @@ class Session:
             f"{modality} not judged: the port declares it unsupported (a limit of 0, or none), so vLLM refuses such requests loudly"
             for modality in self.unsupported
         ]
+        notes += [
+            f"probes carry one {modality} each: HF takes no more in one prompt (the limits check judges the port's)"
+            for modality, limit in self._hf_item_limits.items()
+            if limit == 1
+        ]
         if self.rejected:
             notes.append(
                 f"HF rejects {len(self.rejected)} probe(s): " + "; ".join(self.rejected)
@@ -571,7 +617,13 @@ class Session:
             return
         embeds = [ph.num_embeds for ph in output.placeholders.get(modality, [])]
         largest = self.max_count.get(modality, 0)
-        if min(embeds, default=0) < largest:
+        if min(embeds, default=0) < largest and _only_longer(
+            self.largest_item[modality], given[0], self.hf.sampling_rate
+        ):
+            self._note_length_cap(
+                result, self.largest_item[modality], largest, min(embeds), given[0]
+            )
+        elif min(embeds, default=0) < largest:
             message = f"dummy {modality} placeholders are below the largest count seen over the probes (worst case)"
             result.failures.append(
                 Failure(
@@ -607,8 +659,8 @@ class Session:
             except Exception:
                 continue  # HF refuses so large an item: it is no case to hold
             if count > embeds and count * wanted <= DUMMY_SEQ_LEN:
-                if modality == "video" and _only_longer(item, dummy):
-                    self._note_frame_cap(result, item, count, embeds, dummy)
+                if _only_longer(item, dummy, self.hf.sampling_rate):
+                    self._note_length_cap(result, item, count, embeds, dummy)
                     continue
                 message = f"HF gives {item.describe()} more positions than the port's dummy {modality} (not the worst case)"
                 result.failures.append(
@@ -618,22 +670,30 @@ class Session:
                 )
                 return
 
-    @staticmethod
-    def _note_frame_cap(
-        result: CheckResult, item: Item, count: int, embeds: int, dummy
+    def _note_length_cap(
+        self, result: CheckResult, item: Item, count: int, embeds: int, dummy
     ) -> None:
-        """A dummy video with fewer frames than HF takes: the port's declared profile, not a miscount.
+        """A dummy video with fewer frames, or a dummy audio shorter, than HF takes: the port's profile, not a miscount.
 
-        vLLM's contract lets a port bound the frames it profiles (its own
-        Qwen2-VL profiles at most 14 per video): the dummy video's frame size
-        must be the worst case, its length is the port's choice. vLLM refuses
-        an item larger than its encoder cache loudly; the bound is worth
-        knowing, so it is noted in the summary, not failed.
+        vLLM's contract lets a port bound the length it profiles (its own
+        Qwen2-VL profiles at most 14 frames per video, its audio ports one
+        feature-extractor window): a dummy video's frame size must be the
+        worst case, its length is the port's choice. vLLM refuses an item
+        larger than its encoder cache loudly; the bound is worth knowing, so
+        it is noted in the summary, not failed.
         """
-        frames = _video_geometry(dummy)[0]
+        if f"the port profiles {item.modality}" in result.summary.replace(
+            "videos", "video"
+        ):
+            return  # one note per modality: the first longer item HF counts higher says it
+        length = (
+            f"videos of {_video_geometry(dummy)[0]} frames"
+            if item.modality == "video"
+            else f"audio of {_audio_seconds(dummy, self.hf.sampling_rate):.1f} s"
+        )
         note = (
-            f"the port profiles videos of {frames} frames ({embeds} positions); HF gives {item.describe()} "
-            f"{count}: longer videos run beyond the port's profile (vLLM refuses one over its encoder cache, loudly)"
+            f"the port profiles {length} ({embeds} positions); HF gives {item.describe()} "
+            f"{count}: longer ones run beyond the port's profile (vLLM refuses one over its encoder cache, loudly)"
         )
         result.summary = "; ".join(filter(None, [result.summary, note]))
 
@@ -718,13 +778,7 @@ class Session:
         try:
             output = self.hf.run(placeholder * count + " limits", items)
         except Exception as exc:
-            self._raised(
-                result,
-                "limits",
-                exc,
-                f"the port allows {allowed} {modality}s but HF rejects {count}: {one_line(exc)}",
-                side="hf",
-            )
+            self._beyond_hf(result, modality, allowed, items, placeholder, exc)
             return
         prompt = output.prompt
         if count > 1 and self._expands_as_one(output, items):
@@ -744,6 +798,36 @@ class Session:
             return
         if limit is not None:
             self._check_limit_is_needed(result, modality, limit)
+
+    def _beyond_hf(
+        self,
+        result: CheckResult,
+        modality: str,
+        allowed: int | str,
+        items: list[Item],
+        placeholder: str,
+        hf_raised: Exception,
+    ) -> None:
+        """HF rejects as many items as the port allows: a failure only where the port cannot take them either.
+
+        A port may take more items than HF's processor does in one call (vLLM's
+        Qwen3-ASR runs HF once per audio); there is nothing to compare it with
+        beyond HF's limit, so that is noted. A port that passes them to HF
+        whole raises as HF does: vLLM fails such requests, loudly.
+        """
+        count = len(items)
+        hf_words = f"HF rejects {count}: {one_line(hf_raised)}"
+        if self.cannot_judge(result, "limits", hf_raised, "hf"):
+            return
+        try:
+            answer = self.port(placeholder * count + " limits", items)
+        except Exception as exc:
+            message = f"the port allows {allowed} {modality}s but raises on {count} ({one_line(exc)}); {hf_words}"
+            result.failures.append(Failure("limits", message, loudness="loud"))
+            return
+        held = len(answer.placeholders.get(modality, []))
+        note = f"the port takes {count} {modality}s in one prompt ({held} placeholder runs) where {hf_words}; not compared beyond HF's limit"
+        result.summary = "; ".join(filter(None, [result.summary, note]))
 
     def _expands_as_one(self, output: HFOutput, items: list[Item]) -> bool:
         """True when HF's prompt for these like items holds no more embedding positions than one of them alone."""
