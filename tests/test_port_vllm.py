@@ -120,3 +120,18 @@ def test_vllms_qwen3_asr_port_is_judged_as_its_model_reads_it():
         assert check.runs and not check.failures, (name, check.failures)
     assert "the port profiles audio of" in report.checks["dummy"].summary
     assert "not compared beyond HF's limit" in report.checks["limits"].summary
+
+
+@pytest.mark.vllm
+def test_a_port_tokenizing_without_special_tokens_is_compared_with_hf_asked_the_same():
+    # vLLM's Muse Glimmer port declares add_special_tokens=False (its chat template writes
+    # the BOS); the synthetic snapshot has no template to deny it, so HF is asked the same.
+    from mmport.verify import verify_port
+
+    report = verify_port(
+        "muse_glimmer", Path("vllm"), probes=4, backend="vllm", settings_per_modality=0
+    )
+    tokens = report.checks["tokens"]
+    assert "HF was asked with add_special_tokens=False" in tokens.summary
+    text_only = [f for f in tokens.failures if f.probe == "probe0"]
+    assert not text_only, text_only

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["template_layouts", "usable_layout"]
+__all__ = ["template_layouts", "template_writes", "usable_layout"]
 
 # The text beside the item in the rendered message; never a token, so it bounds the layout.
 _TEXT = "mmport probe text"
@@ -125,6 +125,24 @@ def template_layouts(processor: Any, tokens: Mapping[str, str]) -> dict[str, str
         if layout:
             layouts[modality] = layout
     return layouts
+
+
+def template_writes(processor: Any, texts: list[str]) -> bool | None:
+    """Does the checkpoint's chat template write every one of ``texts`` into a one-message chat? None: no template to ask."""
+    template = _chat_template(processor)
+    if template is None or not hasattr(processor, "apply_chat_template"):
+        return None
+    message = [{"role": "user", "content": [{"type": "text", "text": _TEXT}]}]
+    try:
+        rendered = processor.apply_chat_template(
+            message, chat_template=template, tokenize=False, add_generation_prompt=True
+        )
+    except (
+        Exception
+    ):  # a template that takes another message form: it says nothing here
+        return None
+    rendered = rendered if isinstance(rendered, str) else str(rendered)
+    return all(text in rendered for text in texts)
 
 
 def usable_layout(layout: str | None, placeholder: str | None) -> str | None:

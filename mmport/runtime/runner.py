@@ -125,6 +125,14 @@ class PortRunner:
         with self._activate():
             return dict(self._processor.info.get_supported_mm_limits())
 
+    def adds_special_tokens(self) -> bool | None:
+        """Whether the port tokenizes a request's text with special tokens (its ``get_default_tok_params``); None: not declared."""
+        with self._activate():
+            params = getattr(self._processor.info, "get_default_tok_params", None)
+            if params is None:
+                return None
+            return bool(params().add_special_tokens)
+
     def process(
         self,
         prompt: str,

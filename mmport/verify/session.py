@@ -30,6 +30,7 @@ from mmport.verify.probes import MAX_PROBE_ITEMS, Item, Probe, port_data
 from mmport.verify.reference import HFOutput, HFReference
 from mmport.verify.report import CannotJudge, CheckResult, Failure, TokenWindow
 from mmport.verify.settings import Setting
+from mmport.verify.tokenizing import follow_port_tokenizing
 
 __all__ = ["Session"]
 
@@ -160,6 +161,7 @@ class Session:
         self.limits = {
             m: limit for m, limit in self.limits.items() if m not in self.unsupported
         }
+        self.tokenizing_note = follow_port_tokenizing(hf, runner.adds_special_tokens())
 
     def _port_limits(self) -> tuple[dict[str, int | None], str]:
         try:
@@ -499,6 +501,7 @@ class Session:
             f"{modality} not judged: the port declares it unsupported (a limit of 0, or none), so vLLM refuses such requests loudly"
             for modality in self.unsupported
         ]
+        notes += [self.tokenizing_note] if self.tokenizing_note else []
         notes += [
             f"probes carry one {modality} each: HF takes no more in one prompt (the limits check judges the port's)"
             for modality, limit in self._hf_item_limits.items()
