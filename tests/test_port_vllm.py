@@ -135,3 +135,21 @@ def test_a_port_tokenizing_without_special_tokens_is_compared_with_hf_asked_the_
     assert "HF was asked with add_special_tokens=False" in tokens.summary
     text_only = [f for f in tokens.failures if f.probe == "probe0"]
     assert not text_only, text_only
+
+
+@pytest.mark.vllm
+def test_a_port_switching_off_every_modality_by_an_unset_config_attribute_cannot_be_judged():
+    # vLLM's Inkling enables images and audio only where the checkpoint's config sets
+    # decoder_dmodel; transformers' defaults leave it unset, so nothing can be compared.
+    from mmport.verify import verify_port
+
+    report = verify_port(
+        "inkling_mm_model",
+        Path("vllm"),
+        probes=2,
+        backend="vllm",
+        settings_per_modality=0,
+    )
+    assert report.verdict == "cannot_judge", report.verdict
+    unjudged = report.checks["placeholders"].unjudged
+    assert unjudged and "decoder_dmodel" in unjudged[0].lacking.name

@@ -155,6 +155,24 @@ UNJUDGED = CannotJudge(
 )
 
 
+def _vision_enabled(config) -> bool:
+    # A port switching a modality on by a config attribute the defaults leave unset.
+    return getattr(config.vision_config, "decoder_dmodel", None) is not None
+
+
+def test_a_config_attribute_a_port_asks_for_by_name_and_finds_unset() -> None:
+    from mmport.verify.lacking import unset_config_reads
+
+    config = LlavaConfig()
+    assert [
+        lacking.name for lacking in unset_config_reads(lambda: _vision_enabled(config))
+    ] == ["CLIPVisionConfig.decoder_dmodel"]
+    config.vision_config.decoder_dmodel = 64  # set, as a checkpoint's config would
+    assert unset_config_reads(lambda: _vision_enabled(config)) == []
+    # A name asked of something that is not a config says nothing of the snapshot.
+    assert unset_config_reads(lambda: getattr(object(), "decoder_dmodel", None)) == []
+
+
 def test_verdict_fail_outranks_cannot_judge_outranks_pass() -> None:
     passing = CheckResult("limits", runs=1)
     unjudged = CheckResult("tokens", runs=1, unjudged=[UNJUDGED])

@@ -37,15 +37,16 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from types import FrameType, TracebackType
+from types import CodeType, FrameType, TracebackType
 from typing import Any
 
 from mmport.verify.report import Lacking
 
-__all__ = ["SnapshotFacts", "snapshot_lacks"]
+__all__ = ["SnapshotFacts", "snapshot_lacks", "unset_config_reads"]
 
 # The tokenizer call a port names a token text with (HF's own name for it).
 TEXT_LOOKUP = "convert_tokens_to_ids"
@@ -260,3 +261,61 @@ def _looked_up_texts(code) -> list[str]:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
             ]
     return texts
+
+
+def unset_config_reads(call: Callable[[], Any]) -> list[Lacking]:
+    """Config attributes ``call`` asks for by name and finds unset (absent or None): ``getattr(config, "x", None)``, ``hasattr(config, "x")``.
+
+    A port may switch a modality on only where the checkpoint's config sets
+    an attribute transformers' defaults leave out (vLLM's Inkling reads
+    ``getattr(config.vision_config, "decoder_dmodel", None)``); nothing
+    raises, the modality is just off. Every Python function ``call`` runs is
+    read for such lookups, resolved in its frame as it returns.
+    """
+    frames: list[FrameType] = []
+
+    def on_call(frame: FrameType, event: str, arg: Any):
+        return on_event
+
+    def on_event(frame: FrameType, event: str, arg: Any):
+        if event == "return":
+            frames.append(frame)
+        return on_event
+
+    previous = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        call()
+    finally:
+        sys.settrace(previous)
+    found: dict[str, Lacking] = {}
+    for frame in frames:
+        for owner_node, name in _named_lookups(frame.f_code):
+            known, owner = _resolve(owner_node, frame)
+            if known and _is_config(owner) and getattr(owner, name, None) is None:
+                lacking = Lacking("config", f"{type(owner).__name__}.{name}")
+                found.setdefault(lacking.name, lacking)
+    return list(found.values())
+
+
+def _named_lookups(code: CodeType) -> list[tuple[ast.AST, str]]:
+    """``getattr(X, "name", ...)`` and ``hasattr(X, "name")`` in a function's source: (X, name)."""
+    if code not in _LOOKUPS:
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
+        except (OSError, TypeError, SyntaxError):
+            tree = None
+        _LOOKUPS[code] = [
+            (node.args[0], node.args[1].value)
+            for node in (ast.walk(tree) if tree is not None else ())
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ]
+    return _LOOKUPS[code]
+
+
+_LOOKUPS: dict[CodeType, list[tuple[ast.AST, str]]] = {}

@@ -25,7 +25,7 @@ from mmport.verify.checks import (
     embed_positions,
     token_window,
 )
-from mmport.verify.lacking import SnapshotFacts, snapshot_lacks
+from mmport.verify.lacking import SnapshotFacts, snapshot_lacks, unset_config_reads
 from mmport.verify.probes import MAX_PROBE_ITEMS, Item, Probe, port_data
 from mmport.verify.reference import HFOutput, HFReference
 from mmport.verify.report import CannotJudge, CheckResult, Failure, TokenWindow
@@ -161,7 +161,25 @@ class Session:
         self.limits = {
             m: limit for m, limit in self.limits.items() if m not in self.unsupported
         }
+        if (
+            loaded
+            and self.hf.modalities
+            and set(self.unsupported) >= set(self.hf.modalities)
+        ):
+            self._unjudged_modalities()
         self.tokenizing_note = follow_port_tokenizing(hf, runner.adds_special_tokens())
+
+    def _unjudged_modalities(self) -> None:
+        """The port supports none of HF's modalities: cannot judge, where it reads config attributes the snapshot leaves unset."""
+        for lacking in unset_config_reads(self.runner.supported_mm_limits)[:1]:
+            self.unjudged.append(
+                CannotJudge(
+                    "limits",
+                    lacking,
+                    "port",
+                    "nothing: its get_supported_mm_limits() switched off every modality HF handles",
+                )
+            )
 
     def _port_limits(self) -> tuple[dict[str, int | None], str]:
         try:
