@@ -117,6 +117,23 @@ def test_none_and_attributes_of_other_objects_are_no_lacking_config(facts) -> No
     assert snapshot_lacks(_raised(lambda: object().patch_size), facts) is None
 
 
+def test_a_config_attribute_left_none_handed_to_the_raising_call(facts) -> None:
+    # Granite 4 Vision's ports take Fraction(config.downsample_rate); checkpoints set "4/8".
+    from fractions import Fraction
+
+    config = LlavaConfig()
+    config.downsample_rate = None
+    lacking = snapshot_lacks(_raised(lambda: Fraction(config.downsample_rate)), facts)
+    assert lacking == Lacking("config", "LlavaConfig.downsample_rate")
+    config.downsample_rate = (
+        "4/x"  # set, and wrong: the port's or the checkpoint's fault
+    )
+    assert (
+        snapshot_lacks(_raised(lambda: Fraction(config.downsample_rate)), facts) is None
+    )
+    assert snapshot_lacks(_raised(lambda: Fraction(None)), facts) is None
+
+
 def test_text_named_to_convert_tokens_to_ids_that_the_vocabulary_lacks(
     tokenizer, facts
 ) -> None:

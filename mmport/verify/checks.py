@@ -365,7 +365,7 @@ def _as_port_carries(single: dict, port_item: Mapping[str, Any]) -> dict:
     ]
     kept = dict(single)
     for key, want in single.items():
-        if not isinstance(want, torch.Tensor) or port_key(key, port_item, want):
+        if not isinstance(want, torch.Tensor) or _carried_as_is(key, port_item, want):
             continue
         for mask in masks:
             stripped = _unmasked(want, mask)
@@ -373,6 +373,12 @@ def _as_port_carries(single: dict, port_item: Mapping[str, Any]) -> dict:
                 kept[key] = stripped
                 break
     return kept
+
+
+def _carried_as_is(key: str, port_item: Mapping[str, Any], want: torch.Tensor) -> bool:
+    """True when the port carries HF's value itself, under HF's name or its own."""
+    name = port_key(key, port_item, want)
+    return name is not None and _matches_item(want, port_item[name])
 
 
 def _unmasked(want: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:

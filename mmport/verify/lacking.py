@@ -23,6 +23,11 @@ message text:
       config.boi_token_index                # -> Lacking("config", "Gemma3Config.boi_token_index")
       config.vision_config.patch_size       # vision_config None -> Lacking("config", "LlavaConfig.vision_config")
 
+- a TypeError or ValueError raised by a call handed a config attribute
+  the snapshot leaves None::
+
+      Fraction(config.downsample_rate)      # -> Lacking("config", "Granite4VisionConfig.downsample_rate")
+
 - any exception raised through a function that calls
   ``convert_tokens_to_ids("<text>")`` with a literal text the vocabulary
   lacks (HF then returns the unk id or None, and the port trips later)::
@@ -90,6 +95,7 @@ def snapshot_lacks(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
             _missing_key(link, facts)
             or _missing_attribute(link, facts)
             or _unknown_text(link, facts)
+            or _none_config_argument(link)
         )
         if found is not None:
             return found
@@ -224,6 +230,37 @@ def _missing_attribute(exc: BaseException, facts: SnapshotFacts) -> Lacking | No
         owner = facts.config
     if _is_config(owner) and getattr(owner, attr, ...) is None:
         return Lacking("config", f"{type(owner).__name__}.{attr}")
+    return None
+
+
+def _none_config_argument(exc: BaseException) -> Lacking | None:
+    """A config attribute left None, handed to the call that raised: ``Fraction(config.downsample_rate)``.
+
+    Real checkpoints set such attributes (Granite 4 Vision's ``downsample_rate``,
+    ``"4/8"``); transformers' defaults leave them None, and the call that
+    takes one raises a TypeError or ValueError somewhere below the call.
+    """
+    if not isinstance(exc, TypeError | ValueError):
+        return None
+    tb = exc.__traceback__
+    while tb is not None:
+        node = _raising_node(tb)
+        arguments = (
+            [*node.args, *(k.value for k in node.keywords)]
+            if isinstance(node, ast.Call)
+            else []
+        )
+        for argument in arguments:
+            if not isinstance(argument, ast.Attribute):
+                continue
+            found, owner = _resolve(argument.value, tb.tb_frame)
+            if (
+                found
+                and _is_config(owner)
+                and getattr(owner, argument.attr, ...) is None
+            ):
+                return Lacking("config", f"{type(owner).__name__}.{argument.attr}")
+        tb = tb.tb_next
     return None
 
 
