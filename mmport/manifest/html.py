@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 __all__ = ["page_name", "render_index", "write_html_reports"]
 
+# Verdicts a port's own page never shows: its run stopped before a report.
+_OUTCOME_CSS = ".status.bad_input, .status.error { background: #6e7781; }"
+
 
 def page_name(index: int, label: str) -> str:
     """The file name of a port's page: its place in the manifest and its path, made safe for a file name."""
@@ -40,14 +43,17 @@ def render_index(outcomes: list[PortOutcome], pages: list[str | None]) -> str:
             else outcome.error or "; ".join(outcome.unjudged)
         )
         verdict = outcome.verdict
+        badge = (
+            f'<span class="status {verdict.replace(" ", "_")}">{escape(verdict)}</span>'
+        )
         rows.append(
-            f'<tr><td>{port}</td><td>{escape(outcome.entry.ref)}</td><td class="{escape(verdict.replace(" ", "-"))}">'
-            f"{escape(verdict)}</td><td>{escape(detail)}</td><td>{outcome.seconds:.1f}</td></tr>"
+            f"<tr><td>{port}</td><td>{escape(outcome.entry.ref)}</td><td>{badge}</td>"
+            f"<td>{escape(detail)}</td><td>{outcome.seconds:.1f}</td></tr>"
         )
     passed = sum(o.verdict == "pass" for o in outcomes)
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>mmport verify: {passed} / {len(outcomes)} ports pass</title><style>{CSS}</style></head>\n"
+        f"<title>mmport verify: {passed} / {len(outcomes)} ports pass</title><style>{CSS}{_OUTCOME_CSS}</style></head>\n"
         f"<body><main>\n<h1>mmport verify: {passed} / {len(outcomes)} ports pass</h1>\n"
         "<table><thead><tr><th>port</th><th>ref</th><th>verdict</th><th>failing checks, or the error</th>"
         "<th>seconds</th></tr></thead><tbody>\n"
