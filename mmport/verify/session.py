@@ -840,14 +840,28 @@ class Session:
         hf_words = f"HF rejects {count}: {one_line(hf_raised)}"
         if self.cannot_judge(result, "limits", hf_raised, "hf"):
             return
+        if self.hf.writes_own_prompt:
+            # Such a processor makes each item a sample of its own: the model takes one per sequence.
+            message = f"the port allows {allowed} {modality}s but {hf_words}"
+            result.failures.append(Failure("limits", message, loudness="loud"))
+            return
         try:
             answer = self.port(placeholder * count + " limits", items)
         except Exception as exc:
             message = f"the port allows {allowed} {modality}s but raises on {count} ({one_line(exc)}); {hf_words}"
             result.failures.append(Failure("limits", message, loudness="loud"))
             return
-        held = len(answer.placeholders.get(modality, []))
-        note = f"the port takes {count} {modality}s in one prompt ({held} placeholder runs) where {hf_words}; not compared beyond HF's limit"
+        held = [ph.num_embeds for ph in answer.placeholders.get(modality, [])]
+        alone = [self.hf.item_count(item) for item in items]
+        if held != alone:
+            message = f"the port takes {count} {modality}s in one prompt where {hf_words}, and gives them {held} positions where HF gives each alone {alone}"
+            result.failures.append(
+                Failure(
+                    "limits", message, None, str(alone), str(held), loudness="silent"
+                )
+            )
+            return
+        note = f"the port takes {count} {modality}s in one prompt, each as HF counts it alone, where {hf_words}; not compared beyond HF's limit"
         result.summary = "; ".join(filter(None, [result.summary, note]))
 
     def _expands_as_one(self, output: HFOutput, items: list[Item]) -> bool:
