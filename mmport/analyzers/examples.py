@@ -1,0 +1,129 @@
+"""Worked examples kept beside each analyzer, as Fixit keeps them beside each lint rule.
+
+Every analyzer module ends with an ``EXAMPLES`` list: HF-style source
+snippets, each with the fact the rule must derive from it (:func:`valid`)
+or must refuse to derive (:func:`invalid`)::
+
+    EXAMPLES = [
+        valid(
+            "llava_style_wrapped_placeholder",
+            '''
+            class Proc:
+                def validate_inputs(self, text=None, **kwargs):
+                    ...
+            ''',
+            lambda snippet: analyze_placeholder_wrappers(snippet.Proc),
+            PlaceholderWrappers("boi_token", "eoi_token", Source(SNIPPET_FILE, 7, ...)),
+        ),
+        invalid("no_validate_inputs", "class Proc: ...", lambda snippet: ...),
+    ]
+
+``tests/test_analyzer_examples.py`` collects every module's list and runs
+each example: :func:`load` writes the snippet to a file and imports it as
+a snapshot's own code is imported (under
+:data:`~mmport.hf.code.REMOTE_CODE_PACKAGE`), so the analyzers read it with
+``inspect`` and libcst as they read HF's modules, every class of it counts
+as model code, and the facts' provenance names ``example.py`` and the
+snippet's own line numbers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from mmport.hf.code import REMOTE_CODE_PACKAGE
+
+__all__ = ["EXAMPLES", "SNIPPET_FILE", "Example", "invalid", "load", "valid"]
+
+# The file name every snippet is loaded from: the ``file`` of the facts' sources.
+SNIPPET_FILE = "example.py"
+
+# Each loaded snippet is a module of its own (classes of one name must not collide in inspect).
+_SERIAL = itertools.count()
+
+
+@dataclass(frozen=True)
+class Example:
+    """One worked example of a rule: a source snippet, how the rule is asked, and its answer.
+
+    ``run`` takes the loaded snippet (a module) and returns the fact, or
+    raises ``refusal`` where the rule refuses with an error. A VALID example
+    expects ``expected``; an INVALID one expects ``expected`` too, which is the
+    rule's "nothing found" (``None`` unless told), or the refusal.
+    """
+
+    name: str
+    code: str
+    run: Callable[[ModuleType], Any]
+    expected: Any = None
+    is_valid: bool = True
+    refusal: type[Exception] | None = None
+    match: str = ""
+
+
+def valid(
+    name: str, code: str, run: Callable[[ModuleType], Any], expected: Any
+) -> Example:
+    """An example the rule recognises: ``run(snippet)`` must equal ``expected``."""
+    return Example(name, code, run, expected)
+
+
+def invalid(
+    name: str,
+    code: str,
+    run: Callable[[ModuleType], Any],
+    *,
+    expected: Any = None,
+    refusal: type[Exception] | None = None,
+    match: str = "",
+) -> Example:
+    """An example the rule must reject: ``run(snippet)`` answers ``expected`` (nothing), or raises ``refusal`` matching ``match``."""
+    return Example(name, code, run, expected, False, refusal, match)
+
+
+def load(code: str, directory: Path) -> ModuleType:
+    """Import ``code`` (dedented) from ``directory`` as a snapshot's own module, so the analyzers can read its classes.
+
+    The file lies under a ``transformers_modules`` folder, as HF's copies of a
+    snapshot's code do, so provenance shows it by its name
+    (:data:`SNIPPET_FILE`); the module is registered in ``sys.modules``, where
+    ``inspect`` looks a class's source up.
+    """
+    folder = directory / f"snippet{next(_SERIAL)}" / REMOTE_CODE_PACKAGE
+    folder.mkdir(parents=True)
+    path = folder / SNIPPET_FILE
+    path.write_text(textwrap.dedent(code).lstrip("\n"))
+    name = f"{REMOTE_CODE_PACKAGE}.mmport_example_{folder.parent.name}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load a snippet from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# This module's own example: what load gives the analyzers, a class whose source inspect finds.
+EXAMPLES = [
+    valid(
+        "snippet_loaded_as_a_snapshots_own_module",
+        """
+        class LlavaProcessor:
+            image_token = "<image>"
+        """,
+        lambda snippet: (
+            snippet.LlavaProcessor.__module__.startswith(REMOTE_CODE_PACKAGE + "."),
+            Path(snippet.__file__).name,
+            snippet.LlavaProcessor.image_token,
+        ),
+        (True, SNIPPET_FILE, "<image>"),
+    ),
+]
