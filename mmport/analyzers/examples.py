@@ -40,11 +40,53 @@ from types import ModuleType
 from typing import Any
 
 from mmport.hf.code import REMOTE_CODE_PACKAGE
+from mmport.spec import Source
 
 __all__ = ["EXAMPLES", "SNIPPET_FILE", "Example", "invalid", "load", "valid"]
 
 # The file name every snippet is loaded from: the ``file`` of the facts' sources.
 SNIPPET_FILE = "example.py"
+
+# The tokenizer the examples of rules observed on a live processor (limits, fields, edge
+# merges) give their processors: snippet source, prepended to theirs. It answers as an HF
+# tokenizer does where mmport asks (ids, special ids, decode); tokenizing by longest match
+# over its vocabulary, it merges what its vocabulary holds ("\n\n" + "\n\n" is "\n\n\n\n"), as BPE does.
+VOCAB_TOKENIZER = """
+import torch
+
+
+class VocabTokenizer:
+    model_input_names = ["input_ids", "attention_mask"]
+
+    def __init__(self, vocab, special):
+        self.vocab = [*special, *vocab]
+        self.ids = {token: i for i, token in enumerate(self.vocab)}
+        self.all_special_ids = list(range(len(special)))
+        self.added_tokens_decoder = {}
+        self.init_kwargs = {}
+
+    def encode(self, text, add_special_tokens=True):
+        ids, at = [], 0
+        while at < len(text):
+            token = max((t for t in self.vocab if text.startswith(t, at)), key=len)
+            ids.append(self.ids[token])
+            at += len(token)
+        return ids
+
+    def __call__(self, text, add_special_tokens=True, **kwargs):
+        return {"input_ids": self.encode(text)}
+
+    def decode(self, ids, **kwargs):
+        return "".join(self.vocab[i] for i in ids)
+
+    def convert_tokens_to_ids(self, token):
+        return self.ids[token]
+
+
+def flat(images):
+    # HF's processors take one sample's images nested in a list.
+    return [image for sample in images or [] for image in (sample if isinstance(sample, list) else [sample])]
+"""
 
 # Each loaded snippet is a module of its own (classes of one name must not collide in inspect).
 _SERIAL = itertools.count()
@@ -109,6 +151,13 @@ def load(code: str, directory: Path) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def snippet_line(code: str, text: str) -> Source:
+    """The source of the first line of snippet ``code`` that holds ``text``, numbered as :func:`load` writes it."""
+    lines = textwrap.dedent(code).lstrip("\n").splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if text in line)
+    return Source(SNIPPET_FILE, number, lines[number - 1].strip())
 
 
 # This module's own example: what load gives the analyzers, a class whose source inspect finds.
