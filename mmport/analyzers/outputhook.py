@@ -565,6 +565,7 @@ EXAMPLES = [
             snippet.Qwen2AudioProcessor, "audio", {"input_features"}
         ),
         refusal=AnalysisError,
+        match="HF drops and computes nowhere mmport can read",
     ),
     invalid(
         "a_processor_without_the_modalitys_hook",

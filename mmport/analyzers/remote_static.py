@@ -378,7 +378,7 @@ def _missing_package_facts(
 
 # A snapshot's own processor module; its config.json's auto_map names the class.
 _SHIPPED = """
-from transformers.processing_utils import ProcessorMixin
+ProcessorMixin = object  # transformers' base: a static read never imports it
 
 
 class NanoVLProcessor(ProcessorMixin):
