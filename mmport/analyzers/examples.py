@@ -170,7 +170,7 @@ EXAMPLES = [
         """,
         lambda snippet: (
             snippet.LlavaProcessor.__module__.startswith(REMOTE_CODE_PACKAGE + "."),
-            Path(snippet.__file__).name,
+            Path(str(snippet.__file__)).name,
             snippet.LlavaProcessor.image_token,
         ),
         (True, SNIPPET_FILE, "<image>"),

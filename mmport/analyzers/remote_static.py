@@ -395,7 +395,7 @@ class NanoVLProcessor(ProcessorMixin):
 
 def _inspect_shipped(snippet: ModuleType, auto_map: dict[str, str]) -> list[tuple]:
     """The facts read without running the snippet, as a snapshot holding it and a config with ``auto_map``."""
-    directory = Path(snippet.__file__).parent
+    directory = Path(str(snippet.__file__)).parent
     config = {"model_type": "nano_vl", "auto_map": auto_map}
     (directory / "config.json").write_text(json.dumps(config, indent=2))
     report = inspect_statically(directory, "nano_vl")

@@ -418,16 +418,20 @@ class Idefics3Processor:
         return vision_data
 """
 
+
+def _resize_facts(api: TokenApi) -> tuple | None:
+    """The resize a token API gives (its read and the port function's name); None without one."""
+    if api.resized is None:
+        return None
+    read = api.resized.read
+    return read.key, read.kind, read.source.line, api.resized.function.name
+
+
 EXAMPLES = [
     valid(
         "idefics3_token_api_recomputes_the_resize",
         _IDEFICS3,
-        lambda snippet: (
-            analyze_token_api(snippet.Idefics3Processor).resized.read.key,
-            analyze_token_api(snippet.Idefics3Processor).resized.read.kind,
-            analyze_token_api(snippet.Idefics3Processor).resized.read.source.line,
-            analyze_token_api(snippet.Idefics3Processor).resized.function.name,
-        ),
+        lambda snippet: _resize_facts(analyze_token_api(snippet.Idefics3Processor)),
         ("image_sizes", "resized", 9, "resized_image_size"),
     ),
     invalid(

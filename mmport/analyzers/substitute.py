@@ -41,7 +41,7 @@ from mmport.analyzers.resized import (
 )
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
-from mmport.hf.syntax import string_value
+from mmport.hf.syntax import rewritten, string_value
 from mmport.spec import Source
 
 __all__ = [
@@ -462,7 +462,9 @@ def _rewrite_example(code: str, reads: dict[str, ItemRead]) -> str:
     """One hook statement with ``image_inputs[key][image_idx]`` reads rewritten (the examples' runner)."""
     rewriter = ItemReadRewriter("image_inputs", "image_idx", reads)
     return (
-        cst.Module([]).code_for_node(cst.parse_statement(code).visit(rewriter)).strip()
+        cst.Module([])
+        .code_for_node(rewritten(cst.parse_statement(code), rewriter))
+        .strip()
     )
 
 
