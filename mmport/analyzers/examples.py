@@ -6,16 +6,26 @@ or must refuse to derive (:func:`invalid`)::
 
     EXAMPLES = [
         valid(
-            "llava_style_wrapped_placeholder",
+            "paligemma_repeats_a_fixed_sequence_length",
             '''
-            class Proc:
-                def validate_inputs(self, text=None, **kwargs):
-                    ...
+            class PaliGemmaProcessor:
+                def replace_image_token(self, image_inputs, image_idx, **kwargs):
+                    return self.image_seq_length * self.image_token
             ''',
-            lambda snippet: analyze_placeholder_wrappers(snippet.Proc),
-            PlaceholderWrappers("boi_token", "eoi_token", Source(SNIPPET_FILE, 7, ...)),
+            lambda snippet: analyze_replacement(snippet.PaliGemmaProcessor).count.result,
+            "processor.image_seq_length",
         ),
-        invalid("no_validate_inputs", "class Proc: ...", lambda snippet: ...),
+        invalid(
+            "gemma3_returns_more_than_token_times_count",
+            '''
+            class Gemma3Processor:
+                def replace_image_token(self, image_inputs, image_idx, **kwargs):
+                    return self.full_image_sequence
+            ''',
+            lambda snippet: analyze_replacement(snippet.Gemma3Processor),
+            refusal=AnalysisError,
+            match="does not return `token \\* count`",
+        ),
     ]
 
 ``tests/test_analyzer_examples.py`` collects every module's list and runs
@@ -42,7 +52,16 @@ from typing import Any
 from mmport.hf.code import REMOTE_CODE_PACKAGE
 from mmport.spec import Source
 
-__all__ = ["EXAMPLES", "SNIPPET_FILE", "Example", "invalid", "load", "valid"]
+__all__ = [
+    "EXAMPLES",
+    "SNIPPET_FILE",
+    "VOCAB_TOKENIZER",
+    "Example",
+    "invalid",
+    "load",
+    "snippet_line",
+    "valid",
+]
 
 # The file name every snippet is loaded from: the ``file`` of the facts' sources.
 SNIPPET_FILE = "example.py"
