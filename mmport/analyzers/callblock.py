@@ -29,9 +29,10 @@ from typing import Any
 import libcst as cst
 
 from mmport.analyzers.count import ReplacementFacts, port_code
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
 from mmport.analyzers.sourcefile import ParsedClass, find_method
 from mmport.errors import AnalysisError
-from mmport.spec import CountRule, PromptUpdateSpec
+from mmport.spec import CountRule, PromptUpdateSpec, Source
 
 __all__ = ["CallBlock", "analyze_call_block"]
 
@@ -177,3 +178,86 @@ def _facts(
 
 def _update(parsed: ParsedClass, side: str, assign: cst.Assign) -> PromptUpdateSpec:
     return PromptUpdateSpec(mode="insert", target=side, source=parsed.source(assign))
+
+
+# BLIP-2: num_query_tokens image tokens before every tokenized sample.
+_BLIP2 = """
+class Blip2Processor:
+    def __call__(self, images=None, text=None, **kwargs):
+        output_kwargs = self._merge_kwargs(**kwargs)
+        text_encoding = self.tokenizer(text, **output_kwargs["text_kwargs"])
+        if self.num_query_tokens is not None and images is not None:
+            image_tokens = self.image_token.content * self.num_query_tokens
+            image_token_encoding = self.tokenizer(image_tokens, **output_kwargs["text_kwargs"])
+            for k in text_encoding:
+                text_encoding[k] = [image_token_encoding[k] + sample for sample in text_encoding[k]]
+        return text_encoding
+"""
+
+_BLIP2_BLOCK = Source(
+    SNIPPET_FILE, 6, "image_tokens = self.image_token.content * self.num_query_tokens"
+)
+
+EXAMPLES = [
+    valid(
+        "blip2_inserts_query_tokens_at_the_start",
+        _BLIP2,
+        lambda snippet: analyze_call_block(snippet.Blip2Processor),
+        CallBlock(
+            ReplacementFacts(
+                CountRule(
+                    (), "processor.num_query_tokens", False, "derived", _BLIP2_BLOCK
+                ),
+                "image_token",
+            ),
+            PromptUpdateSpec(mode="insert", target="start", source=_BLIP2_BLOCK),
+        ),
+    ),
+    valid(
+        "instructblip_video_count_is_a_product_chain",
+        """
+        class InstructBlipVideoProcessor:
+            def __call__(self, images=None, text=None, **kwargs):
+                encoding = self.tokenizer(text, **kwargs)
+                video_tokens = self.video_token.content * self.num_query_tokens * 4
+                video_text_encoding = self.tokenizer(video_tokens, add_special_tokens=False)
+                for k in encoding:
+                    encoding[k] = [sample + video_text_encoding[k] for sample in encoding[k]]
+                return encoding
+        """,
+        lambda snippet: (
+            analyze_call_block(
+                snippet.InstructBlipVideoProcessor, "video"
+            ).facts.count.result,
+            analyze_call_block(
+                snippet.InstructBlipVideoProcessor, "video"
+            ).update.target,
+        ),
+        ("processor.num_query_tokens * 4", "end"),
+    ),
+    invalid(
+        "csm_counts_per_audio_not_per_prompt",
+        """
+        class CsmProcessor:
+            def __call__(self, text=None, audio=None, **kwargs):
+                for num_audio_tokens in self._counts(audio):
+                    audio_tokens = self.audio_token * num_audio_tokens
+                    text = [audio_tokens + sample for sample in text]
+                return self.tokenizer(text)
+        """,
+        lambda snippet: analyze_call_block(snippet.CsmProcessor, "audio"),
+        refusal=AnalysisError,
+        match="builds no `audio_token \\* count` block",
+    ),
+    invalid(
+        "a_5x_processor_has_no_call_of_its_own",
+        """
+        class LlavaProcessor:
+            def replace_image_token(self, image_inputs, image_idx, **kwargs):
+                return self.image_token * self.image_seq_length
+        """,
+        lambda snippet: analyze_call_block(snippet.LlavaProcessor),
+        refusal=AnalysisError,
+        match="has no __call__ of its own",
+    ),
+]

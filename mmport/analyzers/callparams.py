@@ -12,9 +12,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
 from mmport.analyzers.sourcefile import find_method
 from mmport.hf.calls import forwards_settings, items_parameter, takes_usual_parameter
-from mmport.spec import CallParameter
+from mmport.spec import CallParameter, Source
 
 __all__ = ["call_parameter"]
 
@@ -43,3 +44,48 @@ def call_parameter(processor_cls: type[Any], modality: str) -> CallParameter | N
         forwards_settings=forwards_settings(call),
         call_source=parsed.source(call),
     )
+
+
+# InstructBLIP-Video takes its videos as `images` and hands the video processor nothing beside them.
+_INSTRUCTBLIP_VIDEO = """
+VideoInput = list
+
+class InstructBlipVideoProcessor:
+    def __call__(self, images: VideoInput | None = None, text=None, return_tensors=None, **kwargs):
+        text_encoding = self.tokenizer(text, **kwargs)
+        image_encoding = self.video_processor(images, return_tensors=return_tensors)
+        return image_encoding
+"""
+
+EXAMPLES = [
+    valid(
+        "instructblip_video_takes_videos_as_images",
+        _INSTRUCTBLIP_VIDEO,
+        lambda snippet: call_parameter(snippet.InstructBlipVideoProcessor, "video"),
+        CallParameter(
+            "images",
+            Source(
+                SNIPPET_FILE,
+                4,
+                "def __call__(self, images: VideoInput | None = None, text=None, return_tensors=None, **kwargs):",
+            ),
+            forwards_settings=False,
+            call_source=Source(
+                SNIPPET_FILE,
+                6,
+                "image_encoding = self.video_processor(images, return_tensors=return_tensors)",
+            ),
+        ),
+    ),
+    invalid(
+        "usual_videos_parameter_needs_no_fact",
+        """
+        VideoInput = list
+
+        class LlavaNextVideoProcessor:
+            def __call__(self, images=None, text=None, videos: VideoInput | None = None, **kwargs):
+                return self.video_processor(videos, **kwargs)
+        """,
+        lambda snippet: call_parameter(snippet.LlavaNextVideoProcessor, "video"),
+    ),
+]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmport.analyzers.examples import VOCAB_TOKENIZER, invalid, valid
 from mmport.hf.processor import call_processor, media_kwargs, probe_media
 
 __all__ = ["consumed_wrappers"]
@@ -74,3 +75,48 @@ def consumed_wrappers(
             ) == len(bare):
                 return before, after
     return None
+
+
+# Cosmos 3 Edge-style: the wrapped run or the bare placeholder becomes the item's text,
+# which brings its own start and end tokens (per tile here).
+_COSMOS = (
+    VOCAB_TOKENIZER
+    + """
+class Cosmos3EdgeProcessor:
+    def __init__(self, takes_wrappers=True):
+        self.tokenizer = VocabTokenizer(
+            [*"abcdefghijklmnopqrstuvwxyz", " "], ["<|vision_start|>", "<|image_pad|>", "<|vision_end|>"]
+        )
+        self.image_token = "<|image_pad|>"
+        self.vision_start_token = "<|vision_start|>"
+        self.vision_end_token = "<|vision_end|>"
+        self.takes_wrappers = takes_wrappers
+
+    def __call__(self, images=None, text=None, return_tensors=None, **kwargs):
+        item = (self.vision_start_token + self.image_token * 2 + self.vision_end_token) * 2
+        wrapped = self.vision_start_token + self.image_token + self.vision_end_token
+        if self.takes_wrappers:
+            text = [prompt.replace(wrapped, self.image_token) for prompt in text]
+        text = [prompt.replace(self.image_token, item) for prompt in text]
+        input_ids = [self.tokenizer(prompt)["input_ids"] for prompt in text]
+        return {"input_ids": torch.tensor(input_ids), "pixel_values": torch.zeros(len(flat(images)), 3, 4, 4)}
+"""
+)
+
+EXAMPLES = [
+    valid(
+        "cosmos3_edge_takes_in_the_prompts_vision_pair",
+        _COSMOS,
+        lambda snippet: consumed_wrappers(
+            snippet.Cosmos3EdgeProcessor(), "image", "image_token"
+        ),
+        ("vision_start_token", "vision_end_token"),
+    ),
+    invalid(
+        "qwen2_vl_keeps_the_prompts_pair",
+        _COSMOS,
+        lambda snippet: consumed_wrappers(
+            snippet.Cosmos3EdgeProcessor(takes_wrappers=False), "image", "image_token"
+        ),
+    ),
+]

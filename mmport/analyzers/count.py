@@ -29,6 +29,7 @@ from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
 from mmport.analyzers.sourcefile import ParsedClass, bound_names, find_method, names_in
 from mmport.analyzers.substitute import (
     SIZE,
@@ -40,7 +41,7 @@ from mmport.analyzers.substitute import (
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
 from mmport.hf.syntax import rewritten
-from mmport.spec import CountRule
+from mmport.spec import CountRule, Source
 
 __all__ = ["ReplacementFacts", "analyze_replacement", "port_code"]
 
@@ -259,3 +260,77 @@ def analyze_replacement(
         kwargs_name=kwargs_name,
     )
     return ReplacementFacts(rule, token_attr)
+
+
+# LLaVA's hook: the patch grid of the processed item, less the CLS under the "default" strategy.
+_LLAVA = """
+class LlavaProcessor:
+    def replace_image_token(self, image_inputs: dict, image_idx: int, **kwargs) -> str:
+        pixel_values = image_inputs["pixel_values"][image_idx]
+        height, width = get_image_size(to_numpy_array(pixel_values))
+        num_image_tokens = (height // self.patch_size) * (width // self.patch_size) + self.num_additional_image_tokens
+        if self.vision_feature_select_strategy == "default":
+            num_image_tokens -= 1
+        return self.image_token * num_image_tokens
+"""
+
+EXAMPLES = [
+    valid(
+        "llava_counts_the_patch_grid_of_the_processed_size",
+        _LLAVA,
+        lambda snippet: analyze_replacement(snippet.LlavaProcessor),
+        ReplacementFacts(
+            CountRule(
+                statements=(
+                    "num_image_tokens = (height // processor.patch_size) * (width // processor.patch_size) + processor.num_additional_image_tokens",
+                    'if processor.vision_feature_select_strategy == "default":\n    num_image_tokens -= 1',
+                ),
+                result="num_image_tokens",
+                uses_geometry=True,
+                strategy="derived",
+                source=Source(
+                    SNIPPET_FILE,
+                    2,
+                    "def replace_image_token(self, image_inputs: dict, image_idx: int, **kwargs) -> str:",
+                ),
+            ),
+            "image_token",
+        ),
+    ),
+    valid(
+        "paligemma_repeats_a_fixed_sequence_length",
+        """
+        class PaliGemmaProcessor:
+            def replace_image_token(self, image_inputs: dict, image_idx: int, **kwargs) -> str:
+                return self.image_seq_length * self.image_token
+        """,
+        lambda snippet: (
+            analyze_replacement(snippet.PaliGemmaProcessor).count.result,
+            analyze_replacement(snippet.PaliGemmaProcessor).count.uses_geometry,
+        ),
+        ("processor.image_seq_length", False),
+    ),
+    invalid(
+        "idefics3_counts_from_the_tile_rows",
+        """
+        class Idefics3Processor:
+            def replace_image_token(self, image_inputs: dict, image_idx: int, **kwargs) -> str:
+                rows = image_inputs["rows"][image_idx]
+                return self.image_token * rows
+        """,
+        lambda snippet: analyze_replacement(snippet.Idefics3Processor),
+        refusal=AnalysisError,
+        match="counts from",
+    ),
+    invalid(
+        "gemma3_returns_more_than_token_times_count",
+        """
+        class Gemma3Processor:
+            def replace_image_token(self, image_inputs: dict, image_idx: int, **kwargs) -> str:
+                return self.full_image_sequence
+        """,
+        lambda snippet: analyze_replacement(snippet.Gemma3Processor),
+        refusal=AnalysisError,
+        match="does not return `token \\* count`",
+    ),
+]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmport.analyzers.examples import VOCAB_TOKENIZER, invalid, snippet_line, valid
 from mmport.edgetokens import retokenize_edges
 from mmport.hf.processor import text_boundaries
 from mmport.spec import EdgeMerges, Source
@@ -106,3 +107,53 @@ def analyze_edge_merges(
     except Exception:  # HF refuses these prompts (wrapped or counted placeholders): nothing to learn here
         return None
     return EdgeMerges(tuple(seen), source) if seen else None
+
+
+# Gemma 3: "\n\n" on each side of an image, and "\n\n\n\n" in the vocabulary.
+_GEMMA3 = (
+    VOCAB_TOKENIZER
+    + """
+class Gemma3Processor:
+    def __init__(self, newlines="\\n\\n"):
+        self.tokenizer = VocabTokenizer(
+            ["\\n", "\\n\\n", "\\n\\n\\n\\n", *"abcdefghijklmnopqrstuvwxyz", " "],
+            ["<start_of_image>", "<image_soft_token>", "<end_of_image>"],
+        )
+        self.boi_token = "<start_of_image>"
+        self.image_token = "<image_soft_token>"
+        self.full_image_sequence = f"{newlines}{self.boi_token}{self.image_token * 4}<end_of_image>{newlines}"
+
+    def __call__(self, images=None, text=None, return_tensors=None, **kwargs):
+        text = [prompt.replace(self.boi_token, self.full_image_sequence) for prompt in text]
+        input_ids = [self.tokenizer(prompt)["input_ids"] for prompt in text]
+        return {"input_ids": torch.tensor(input_ids), "pixel_values": torch.zeros(len(flat(images)), 3, 4, 4)}
+"""
+)
+
+# Where the item's text is written: the source the caller hands the analysis, kept in the fact.
+_WRITTEN = snippet_line(_GEMMA3, "self.full_image_sequence =")
+
+EXAMPLES = [
+    valid(
+        "gemma3_newlines_merge_across_item_edges",
+        _GEMMA3,
+        lambda snippet: analyze_edge_merges(
+            snippet.Gemma3Processor(), "image", "<start_of_image>", 0, _WRITTEN
+        ),
+        EdgeMerges(
+            ("<item><item>", "<item>\n<item>", "\n<item>\n", "\n\n<item>\n\n"),
+            _WRITTEN,
+        ),
+    ),
+    invalid(
+        "items_edged_by_special_tokens_merge_with_nothing",
+        _GEMMA3,
+        lambda snippet: analyze_edge_merges(
+            snippet.Gemma3Processor(newlines=""),
+            "image",
+            "<start_of_image>",
+            0,
+            _WRITTEN,
+        ),
+    ),
+]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mmport.analyzers.examples import VOCAB_TOKENIZER, invalid, valid
 from mmport.errors import AnalysisError
 from mmport.hf.processor import call_processor, media_kwargs, probe_media
 from mmport.hf.processor import (
@@ -232,3 +233,86 @@ def refuses_images_alone(processor: Any, modality: str = "image") -> bool:
     except Exception:
         return True
     return False
+
+
+# Qwen2-VL-style: each image's patches concatenated, its (t, h, w) grid one row per image.
+_QWEN2_VL = (
+    VOCAB_TOKENIZER
+    + """
+class Qwen2VLProcessor:
+    def __init__(self, counts_images=False, needs_text=False):
+        self.tokenizer = VocabTokenizer([*"abcdefghijklmnopqrstuvwxyz", " "], ["<|image_pad|>"])
+        self.image_token = "<|image_pad|>"
+        self.image_token_id = 0
+        self.patch_size = 16
+        self.counts_images = counts_images
+        self.needs_text = needs_text
+
+    def __call__(self, images=None, text=None, return_tensors=None, **kwargs):
+        if text is None and self.needs_text:
+            raise ValueError("images need a prompt with their placeholders")
+        images = flat(images)
+        out = {"input_ids": torch.tensor([self.tokenizer(prompt)["input_ids"] for prompt in text or [""]])}
+        if not images:
+            return out
+        grids = [[1, image.height // self.patch_size, image.width // self.patch_size] for image in images]
+        out["pixel_values"] = torch.cat(
+            [torch.full((t * h * w, 4), float(image.width)) for image, (t, h, w) in zip(images, grids)]
+        )
+        out["image_grid_thw"] = torch.tensor(grids)
+        if self.counts_images:
+            out["num_images"] = torch.tensor([len(images)])
+        return out
+"""
+)
+
+_OBSERVED = Source("(observed from the HF processor)", 0)
+
+EXAMPLES = [
+    valid(
+        "qwen2_vl_patches_split_by_the_grid",
+        _QWEN2_VL,
+        lambda snippet: observe_fields(snippet.Qwen2VLProcessor(), "<|image_pad|>", {}),
+        (
+            FieldSpec(
+                "pixel_values",
+                "flat_from_sizes",
+                _OBSERVED,
+                'hf_inputs.get("image_grid_thw", torch.empty((0, 3), dtype=torch.int64)).prod(-1)',
+            ),
+            FieldSpec("image_grid_thw", "batched", _OBSERVED),
+        ),
+    ),
+    valid(
+        "qwen2_vl_item_by_item_keeps_an_images_patch_rows",
+        _QWEN2_VL,
+        lambda snippet: per_item_fields(
+            snippet.Qwen2VLProcessor(), "<|image_pad|>", {}
+        ),
+        (
+            FieldSpec("pixel_values", "batched", _OBSERVED, rows=True),
+            FieldSpec("image_grid_thw", "batched", _OBSERVED),
+        ),
+    ),
+    valid(
+        "a_processor_that_needs_the_placeholders_as_text",
+        _QWEN2_VL,
+        lambda snippet: refuses_images_alone(snippet.Qwen2VLProcessor(needs_text=True)),
+        True,
+    ),
+    invalid(
+        "qwen2_vl_takes_images_alone",
+        _QWEN2_VL,
+        lambda snippet: refuses_images_alone(snippet.Qwen2VLProcessor()),
+        expected=False,
+    ),
+    invalid(
+        "a_count_of_the_prompts_images_splits_into_no_items",
+        _QWEN2_VL,
+        lambda snippet: observe_fields(
+            snippet.Qwen2VLProcessor(counts_images=True), "<|image_pad|>", {}
+        ),
+        refusal=AnalysisError,
+        match="'num_images' splits into items in a way mmport does not recognise",
+    ),
+]

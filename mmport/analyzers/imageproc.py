@@ -14,6 +14,7 @@ from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
 from mmport.analyzers.sourcefile import (
     SelfAssignments,
     class_assignments,
@@ -91,3 +92,68 @@ def analyze_output_fields(
                 for key, node in dict(visitor.keys).items()
             )
     return (FieldSpec("pixel_values", "batched", Source("(default)", 0)),)
+
+
+# CLIP's image processor (LLaVA's): center-crops every item to crop_size by default.
+_CLIP = """
+class CLIPImageProcessor:
+    size = {"shortest_edge": 224}
+    crop_size = {"height": 224, "width": 224}
+    do_center_crop = True
+
+    def _preprocess(self, images, **kwargs):
+        return BatchFeature(data={"pixel_values": images}, tensor_type=kwargs.get("return_tensors"))
+"""
+
+EXAMPLES = [
+    valid(
+        "clip_center_crops_to_crop_size",
+        _CLIP,
+        lambda snippet: analyze_geometry(snippet.CLIPImageProcessor),
+        GeometryRule(
+            "fixed",
+            "image_processor.crop_size if image_processor.do_center_crop else image_processor.size",
+            Source(SNIPPET_FILE, 3, 'crop_size = {"height": 224, "width": 224}'),
+        ),
+    ),
+    valid(
+        "siglip_resizes_to_size",
+        """
+        class SiglipImageProcessor:
+            size = {"height": 224, "width": 224}
+            do_resize = True
+        """,
+        lambda snippet: analyze_geometry(snippet.SiglipImageProcessor),
+        GeometryRule(
+            "fixed",
+            "image_processor.size",
+            Source(SNIPPET_FILE, 2, 'size = {"height": 224, "width": 224}'),
+        ),
+    ),
+    valid(
+        "clip_outputs_pixel_values_per_item",
+        _CLIP,
+        lambda snippet: analyze_output_fields(snippet.CLIPImageProcessor),
+        (
+            FieldSpec(
+                "pixel_values",
+                "batched",
+                Source(
+                    SNIPPET_FILE,
+                    7,
+                    'return BatchFeature(data={"pixel_values": images}, tensor_type=kwargs.get("return_tensors"))',
+                ),
+            ),
+        ),
+    ),
+    invalid(
+        "qwen2_vl_declares_no_fixed_size",
+        """
+        class Qwen2VLImageProcessor:
+            min_pixels = 56 * 56
+            max_pixels = 28 * 28 * 1280
+        """,
+        lambda snippet: analyze_geometry(snippet.Qwen2VLImageProcessor),
+        expected=GeometryRule("none"),
+    ),
+]

@@ -34,11 +34,12 @@ from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
 from mmport.analyzers.sourcefile import ParsedClass, find_method
 from mmport.analyzers.transplant import free_names
 from mmport.errors import AnalysisError
 from mmport.hf.syntax import rewritten
-from mmport.spec import ItemPrefix
+from mmport.spec import ItemPrefix, Source
 
 __all__ = ["analyze_item_prefix"]
 
@@ -331,3 +332,73 @@ def analyze_item_prefix(processor_cls: type[Any], token_attr: str) -> ItemPrefix
         setup_source=parsed.source(setup[0]) if setup else None,
         kwargs_name=merged,
     )
+
+
+# MiniCPM-V: every image's replacement is tagged with its index in the prompt while use_image_id holds.
+_MINICPM_V = """
+class MiniCPMVProcessor:
+    def __call__(self, images=None, text=None, **kwargs):
+        merged_kwargs = self._merge_kwargs(MiniCPMVProcessorKwargs, **kwargs)
+        use_image_id = merged_kwargs["images_kwargs"].pop("use_image_id", merged_kwargs["use_image_id"])
+        use_image_id = use_image_id if use_image_id is not None else self.default_use_image_id
+        processed_images, images_replacements = self._process_images(images, **merged_kwargs["images_kwargs"])
+        if text is not None:
+            if images_replacements and use_image_id:
+                images_replacements = self._prepend_local_ids(text, images_replacements, self.image_token)
+        return images_replacements
+
+    def _prepend_local_ids(self, text, replacements, token):
+        new_replacements = []
+        global_idx = 0
+        for sample in text:
+            n_tokens = sample.count(token)
+            for local_idx in range(n_tokens):
+                prefix = f"{self.image_id_start_token}{local_idx}{self.image_id_end_token}"
+                new_replacements.append(prefix + replacements[global_idx])
+                global_idx += 1
+        return new_replacements
+"""
+
+EXAMPLES = [
+    valid(
+        "minicpm_v_tags_each_image_with_its_index",
+        _MINICPM_V,
+        lambda snippet: analyze_item_prefix(snippet.MiniCPMVProcessor, "image_token"),
+        ItemPrefix(
+            text='f"{processor.image_id_start_token}{item_idx}{processor.image_id_end_token}"',
+            source=Source(
+                SNIPPET_FILE,
+                18,
+                'prefix = f"{self.image_id_start_token}{local_idx}{self.image_id_end_token}"',
+            ),
+            condition="use_image_id",
+            condition_source=Source(
+                SNIPPET_FILE, 8, "if images_replacements and use_image_id:"
+            ),
+            setup=(
+                'use_image_id = merged_kwargs["images_kwargs"].pop("use_image_id", merged_kwargs["use_image_id"])',
+                "use_image_id = use_image_id if use_image_id is not None else processor.default_use_image_id",
+            ),
+            setup_source=Source(
+                SNIPPET_FILE,
+                4,
+                'use_image_id = merged_kwargs["images_kwargs"].pop("use_image_id", merged_kwargs["use_image_id"])',
+            ),
+            kwargs_name="merged_kwargs",
+        ),
+    ),
+    invalid(
+        "minicpm_v_tags_no_video_token",
+        _MINICPM_V,
+        lambda snippet: analyze_item_prefix(snippet.MiniCPMVProcessor, "video_token"),
+    ),
+    invalid(
+        "a_tag_after_the_replacement_is_no_prefix",
+        _MINICPM_V.replace(
+            "prefix + replacements[global_idx]", "replacements[global_idx] + prefix"
+        ),
+        lambda snippet: analyze_item_prefix(snippet.MiniCPMVProcessor, "image_token"),
+        refusal=AnalysisError,
+        match="prefix before",
+    ),
+]

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 import libcst as cst
 import libcst.matchers as m
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
 from mmport.analyzers.sourcefile import ParsedClass, find_method, parse_class
 from mmport.hf.code import transformers_classes
 from mmport.hf.syntax import string_value
@@ -504,3 +505,67 @@ def analyze_item_reads(image_processor_cls: type[Any]) -> dict[str, ItemRead]:
             for read in _method_reads(parsed, func, patches):
                 reads.setdefault(read.key, read)
     return reads
+
+
+EXAMPLES = [
+    valid(
+        "llava_next_keeps_each_images_original_size",
+        """
+        class LlavaNextImageProcessor:
+            def _preprocess(self, images, **kwargs):
+                image_sizes = []
+                for image in images:
+                    image_sizes.append(get_image_size(image, channel_dim="channels_first"))
+                return BatchFeature(data={"pixel_values": images, "image_sizes": image_sizes})
+        """,
+        lambda snippet: analyze_item_reads(snippet.LlavaNextImageProcessor),
+        {
+            "image_sizes": ItemRead(
+                "image_sizes",
+                "size",
+                Source(
+                    SNIPPET_FILE,
+                    5,
+                    'image_sizes.append(get_image_size(image, channel_dim="channels_first"))',
+                ),
+            )
+        },
+    ),
+    valid(
+        "qwen2_vl_grid_is_the_patch_count_from_the_original_size",
+        """
+        class Qwen2VLImageProcessor:
+            def get_number_of_image_patches(self, height, width, images_kwargs=None):
+                grid_h, grid_w = height // self.patch_size, width // self.patch_size
+                return grid_h * grid_w
+
+            def _preprocess(self, images, grid_h, grid_w, **kwargs):
+                image_grid_thw = [[1, grid_h, grid_w]] * len(images)
+                return BatchFeature(data={"pixel_values": images, "image_grid_thw": image_grid_thw})
+        """,
+        lambda snippet: analyze_item_reads(snippet.Qwen2VLImageProcessor),
+        {
+            "image_grid_thw": ItemRead(
+                "image_grid_thw",
+                "patches",
+                Source(
+                    SNIPPET_FILE,
+                    7,
+                    "image_grid_thw = [[1, grid_h, grid_w]] * len(images)",
+                ),
+            )
+        },
+    ),
+    invalid(
+        "sizes_after_the_resize_are_not_the_original",
+        """
+        class Idefics3ImageProcessor:
+            def _preprocess(self, images, **kwargs):
+                resized = [self.resize(image) for image in images]
+                image_sizes = [image.shape[-2:] for image in resized]
+                return BatchFeature(data={"pixel_values": resized, "image_sizes": image_sizes})
+        """,
+        lambda snippet: analyze_item_reads(snippet.Idefics3ImageProcessor),
+        expected={},
+    ),
+]

@@ -18,6 +18,7 @@ from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
 from mmport.analyzers.sourcefile import ParsedClass, class_assignments, find_method
 from mmport.analyzers.textprefix import analyze_text_prefix
 from mmport.spec import PromptUpdateSpec, Source
@@ -235,3 +236,83 @@ def _analyze_layout(
     return PromptUpdateSpec(
         mode="replace", target="placeholder", source=placeholder_source
     )
+
+
+# PaliGemma-style: the items' tokens, the tokenizer's BOS, the prompt and "\n", with the tokenizer's BOS off.
+_PALIGEMMA = """
+IMAGE_TOKEN = "<image>"
+
+class PaliGemmaProcessor:
+    def __init__(self, image_processor=None, tokenizer=None):
+        tokenizer.add_bos_token = False
+
+    def prepare_inputs_layout(self, images=None, text=None, **kwargs):
+        text = [f"{IMAGE_TOKEN * self.image_seq_length * len(images)}{self.tokenizer.bos_token}{prompt}\\n" for prompt in text]
+        return images, text, None, None
+"""
+
+_PLACEHOLDER = Source(SNIPPET_FILE, 1, 'self.image_token = "<image>"')
+
+EXAMPLES = [
+    valid(
+        "paligemma_inserts_items_before_bos_and_prompt",
+        _PALIGEMMA,
+        lambda snippet: analyze_layout(snippet.PaliGemmaProcessor, _PLACEHOLDER),
+        PromptUpdateSpec(
+            mode="insert",
+            target="start",
+            source=Source(
+                SNIPPET_FILE,
+                8,
+                'text = [f"{IMAGE_TOKEN * self.image_seq_length * len(images)}{self.tokenizer.bos_token}{prompt}\\n" for prompt in text]',
+            ),
+            trailing_tokens=("bos_token",),
+            prompt_suffix="\n",
+            suffix_source=Source(
+                SNIPPET_FILE,
+                8,
+                'text = [f"{IMAGE_TOKEN * self.image_seq_length * len(images)}{self.tokenizer.bos_token}{prompt}\\n" for prompt in text]',
+            ),
+            add_special_tokens=False,
+            special_tokens_source=Source(
+                SNIPPET_FILE, 5, "tokenizer.add_bos_token = False"
+            ),
+        ),
+    ),
+    valid(
+        "chameleon_appends_the_separator_to_each_prompt",
+        """
+        class ChameleonProcessor:
+            def __call__(self, images=None, text=None, return_for_text_completion=False, **kwargs):
+                if not return_for_text_completion:
+                    text = [f"{sample}{self.tokenizer.sep_token}" for sample in text]
+                return super().__call__(images=images, text=text, **kwargs)
+        """,
+        lambda snippet: analyze_layout(snippet.ChameleonProcessor, _PLACEHOLDER),
+        PromptUpdateSpec(
+            mode="replace",
+            target="placeholder",
+            source=_PLACEHOLDER,
+            suffix_tokens=("sep_token",),
+            suffix_source=Source(
+                SNIPPET_FILE,
+                4,
+                'text = [f"{sample}{self.tokenizer.sep_token}" for sample in text]',
+            ),
+        ),
+    ),
+    invalid(
+        "layout_that_only_checks_the_prompt_inserts_nothing",
+        """
+        class LlavaProcessor:
+            def prepare_inputs_layout(self, images=None, text=None, **kwargs):
+                if not any(f"{self.image_token}" in sample for sample in text):
+                    raise ValueError("write the image token into the prompt")
+                return images, text, None, None
+        """,
+        lambda snippet: analyze_layout(snippet.LlavaProcessor, _PLACEHOLDER),
+        expected=PromptUpdateSpec(
+            mode="replace", target="placeholder", source=_PLACEHOLDER
+        ),
+    ),
+]

@@ -17,6 +17,7 @@ from typing import Any
 from mmport.analyzers.callblock import CallBlock, analyze_call_block
 from mmport.analyzers.callparams import call_parameter
 from mmport.analyzers.consumed import consumed_wrappers
+from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.fields import (
     observe_fields,
     per_item_fields,
@@ -640,3 +641,27 @@ def media_spec(
         settings=count_settings(processor, sub, modality, count),
         call_parameter=parameter,
     )
+
+
+EXAMPLES = [
+    valid(
+        "an_omni_processor_reads_its_scope_out_of_every_scope",
+        """
+        class Qwen2_5OmniProcessor:
+            def _process_videos(self, videos, **kwargs):
+                return self.video_processor(videos, **kwargs["videos_kwargs"])
+        """,
+        lambda snippet: takes_merged_kwargs(snippet.Qwen2_5OmniProcessor, "video"),
+        True,
+    ),
+    invalid(
+        "a_processor_handed_its_scope_alone",
+        """
+        class LlavaOnevisionProcessor:
+            def _process_videos(self, videos, **kwargs):
+                return self.video_processor(videos, **kwargs)
+        """,
+        lambda snippet: takes_merged_kwargs(snippet.LlavaOnevisionProcessor, "video"),
+        expected=False,
+    ),
+]

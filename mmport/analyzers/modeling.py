@@ -19,6 +19,7 @@ from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.examples import invalid, snippet_line, valid
 from mmport.analyzers.sourcefile import ParsedClass, SelfAssignments, find_method
 from mmport.errors import AnalysisError
 from mmport.spec import EncoderModule, EncoderSpec
@@ -281,3 +282,104 @@ def analyze_encoder(architecture_cls: type[Any]) -> EncoderSpec:
         language_architecture=language_architecture,
         language_architecture_reason=architecture_reason,
     )
+
+
+# LLaVA: the checkpoint class keeps an inner model whose get_image_features runs the tower and the projector.
+_LLAVA = """
+from types import SimpleNamespace
+
+from torch import nn
+
+AutoModel = SimpleNamespace(from_config=None)
+
+
+class LlavaConfig:
+    def get_text_config(self):
+        return SimpleNamespace(architectures=["LlamaForCausalLM"], model_type="llama")
+
+
+class LlavaMultiModalProjector:
+    pass
+
+
+class LlavaModel:
+    def __init__(self, config):
+        self.vision_tower = AutoModel.from_config(config.vision_config)
+        self.multi_modal_projector = LlavaMultiModalProjector(config)
+        self.language_model = AutoModel.from_config(config.text_config)
+
+    def get_image_features(self, pixel_values, vision_feature_layer=-2, **kwargs):
+        image_outputs = self.vision_tower(pixel_values, output_hidden_states=True, **kwargs)
+        selected_image_feature = image_outputs.hidden_states[vision_feature_layer]
+        return self.multi_modal_projector(selected_image_feature)
+
+
+class LlavaForConditionalGeneration:
+    config_class = LlavaConfig
+
+    def __init__(self, config):
+        self.model = LlavaModel(config)
+        self.lm_head = nn.Linear(config.text_config.hidden_size, config.text_config.vocab_size, bias=False)
+
+    def get_image_features(self, pixel_values, **kwargs):
+        return self.model.get_image_features(pixel_values, **kwargs)
+"""
+
+
+def _encoder_facts(spec: EncoderSpec) -> tuple:
+    """The parts of an :class:`EncoderSpec` a snippet fixes (its module name is the loader's)."""
+    return (
+        spec.hf_class,
+        spec.outer_attr,
+        tuple((m.attr, m.code, m.source.line) for m in spec.modules),
+        spec.language_attr,
+        spec.language_source.line,
+        spec.lm_head_attr,
+        spec.method_source.line,
+    )
+
+
+EXAMPLES = [
+    valid(
+        "llava_features_run_the_tower_and_the_projector",
+        _LLAVA,
+        lambda snippet: _encoder_facts(
+            analyze_encoder(snippet.LlavaForConditionalGeneration)
+        ),
+        (
+            "LlavaModel",
+            "model",
+            (
+                (
+                    "vision_tower",
+                    "AutoModel.from_config(config.vision_config)",
+                    snippet_line(_LLAVA, "self.vision_tower =").line,
+                ),
+                (
+                    "multi_modal_projector",
+                    "LlavaMultiModalProjector(config)",
+                    snippet_line(_LLAVA, "self.multi_modal_projector =").line,
+                ),
+            ),
+            "language_model",
+            snippet_line(_LLAVA, "self.language_model =").line,
+            "lm_head",
+            snippet_line(_LLAVA, "def get_image_features").line,
+        ),
+    ),
+    invalid(
+        "a_model_without_an_image_features_method",
+        """
+        class Wav2Vec2Model:
+            def __init__(self, config):
+                self.feature_extractor = None
+
+        class Wav2Vec2ForCTC:
+            def __init__(self, config):
+                self.wav2vec2 = Wav2Vec2Model(config)
+        """,
+        lambda snippet: analyze_encoder(snippet.Wav2Vec2ForCTC),
+        refusal=AnalysisError,
+        match="keeps no inner model that defines get_image_features",
+    ),
+]

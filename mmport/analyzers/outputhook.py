@@ -35,6 +35,7 @@ from typing import Any
 import libcst as cst
 import libcst.matchers as m
 
+from mmport.analyzers.examples import invalid, snippet_line, valid
 from mmport.analyzers.owncall import process_method
 from mmport.analyzers.sourcefile import ParsedClass, bound_names, find_method, names_in
 from mmport.analyzers.transplant import Transplanter
@@ -518,3 +519,59 @@ def _completion_function(
         bool(raw),
         bool(star),
     )
+
+
+# Qwen2-VL's video hook counts from the item's own grid, an output HF keeps for it.
+_QWEN2_VL = """
+class Qwen2VLProcessor:
+    def replace_video_token(self, video_inputs: dict, video_idx: int, **kwargs) -> str:
+        merge_length = self.video_processor.merge_size**2
+        num_video_tokens = video_inputs["video_grid_thw"][video_idx].prod() // merge_length
+        return self.video_token * num_video_tokens
+"""
+
+_QWEN2_VL_HOOK = snippet_line(_QWEN2_VL, "def replace_video_token")
+
+EXAMPLES = [
+    valid(
+        "qwen2_vl_video_hook_runs_on_the_items_kept_grid",
+        _QWEN2_VL,
+        lambda snippet: analyze_output_hook(
+            snippet.Qwen2VLProcessor, "video", {"pixel_values_videos", "video_grid_thw"}
+        ),
+        OutputRule(
+            hook=HelperFunction(
+                "replace_video_token",
+                "def replace_video_token(processor, video_inputs, video_idx, **kwargs):\n"
+                "    merge_length = processor.video_processor.merge_size**2\n"
+                '    num_video_tokens = video_inputs["video_grid_thw"][video_idx].prod() // merge_length\n'
+                "    return processor.video_token * num_video_tokens",
+                _QWEN2_VL_HOOK,
+                "Qwen2VLProcessor.replace_video_token",
+                True,
+            ),
+            reads=("video_grid_thw",),
+            source=_QWEN2_VL_HOOK,
+        ),
+    ),
+    invalid(
+        "a_key_neither_kept_nor_computed_from_kept_outputs",
+        """
+        class Qwen2AudioProcessor:
+            def replace_audio_token(self, audio_inputs: dict, audio_idx: int, **kwargs) -> str:
+                return self.audio_token * audio_inputs["num_audio_tokens"][audio_idx]
+        """,
+        lambda snippet: analyze_output_hook(
+            snippet.Qwen2AudioProcessor, "audio", {"input_features"}
+        ),
+        refusal=AnalysisError,
+        match="HF drops and computes nowhere mmport can read",
+    ),
+    invalid(
+        "a_processor_without_the_modalitys_hook",
+        _QWEN2_VL,
+        lambda snippet: analyze_output_hook(snippet.Qwen2VLProcessor, "audio", set()),
+        refusal=AnalysisError,
+        match="defines no replace_audio_token",
+    ),
+]

@@ -32,6 +32,7 @@ from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.sourcefile import find_method
 
 __all__ = ["own_call_reason", "process_method"]
@@ -63,3 +64,76 @@ def own_call_reason(processor_cls: type[Any], modality: str) -> str | None:
         return None
     params = cst.Module(body=[]).code_for_node(found[1].params)
     return f"{name} expands placeholders in its own __call__, and its {process}({params}) takes no **kwargs: the base call cannot drive it"
+
+
+# CSM: its own __call__ counts each audio; no replace_audio_token hook.
+_CSM = """
+class CsmProcessor:
+    audio_token = "<|AUDIO|>"
+
+    def __call__(self, text=None, audio=None, output_labels=False, **kwargs):
+        audio_kwargs = kwargs.get("audio_kwargs", {})
+        encoded_length_kwargs = audio_kwargs.pop("encoded_length_kwargs", {})
+        num_audio_tokens_list = [
+            self._get_encoded_length(audio_array.shape[-1], **encoded_length_kwargs) for audio_array in audio
+        ]
+        return num_audio_tokens_list
+"""
+
+EXAMPLES = [
+    valid(
+        "process_method_of_audio_is_singular",
+        "",
+        lambda snippet: (process_method("audio"), process_method("video")),
+        ("_process_audio", "_process_videos"),
+    ),
+    valid(
+        "csm_counts_in_its_own_call_without_a_hook",
+        _CSM,
+        lambda snippet: own_call_reason(snippet.CsmProcessor, "audio"),
+        "CsmProcessor expands placeholders in its own __call__ (no replace_audio_token)",
+    ),
+    valid(
+        "nemotron_h_omni_process_audio_takes_no_kwargs",
+        """
+        class NemotronHOmniProcessor:
+            def __call__(self, text=None, images=None, audio=None, **kwargs):
+                audio_inputs, counts = self._process_audio(audio, kwargs["audio_kwargs"])
+                return audio_inputs
+
+            def _process_audio(self, audio, audio_kwargs):
+                return self.feature_extractor(audio, **audio_kwargs), []
+
+            def replace_audio_token(self, audio_inputs, audio_idx, **kwargs):
+                return self.audio_token * audio_inputs["num_tokens"][audio_idx]
+        """,
+        lambda snippet: own_call_reason(snippet.NemotronHOmniProcessor, "audio"),
+        "NemotronHOmniProcessor expands placeholders in its own __call__, and its"
+        " _process_audio(self, audio, audio_kwargs) takes no **kwargs: the base call"
+        " cannot drive it",
+    ),
+    invalid(
+        "a_5x_processor_leaves_the_call_to_processor_mixin",
+        """
+        class LlavaProcessor:
+            def replace_image_token(self, image_inputs, image_idx, **kwargs):
+                return self.image_token * self.image_seq_length
+        """,
+        lambda snippet: own_call_reason(snippet.LlavaProcessor, "image"),
+    ),
+    invalid(
+        "own_call_with_a_hook_and_a_drivable_process_method",
+        """
+        class Qwen2AudioProcessor:
+            def __call__(self, text=None, audio=None, **kwargs):
+                return self._process_audio(audio, **kwargs)
+
+            def _process_audio(self, audio, **kwargs):
+                return self.feature_extractor(audio, **kwargs)
+
+            def replace_audio_token(self, audio_inputs, audio_idx, **kwargs):
+                return self.audio_token * audio_inputs["num_audio_tokens"][audio_idx]
+        """,
+        lambda snippet: own_call_reason(snippet.Qwen2AudioProcessor, "audio"),
+    ),
+]

@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from mmport.analyzers.examples import invalid, valid
 from mmport.sources.processor_code import ProcessorCode
 from mmport.sources.remote import auto_references, shipped_modules
 from mmport.sources.requirements import missing_packages
@@ -372,3 +374,62 @@ def _missing_package_facts(
         )
         for m in missing
     ]
+
+
+# A snapshot's own processor module; its config.json's auto_map names the class.
+_SHIPPED = """
+ProcessorMixin = object  # transformers' base: a static read never imports it
+
+
+class NanoVLProcessor(ProcessorMixin):
+    attributes = ["image_processor", "tokenizer"]
+    image_processor_class = "AutoImageProcessor"
+
+    def __init__(self, image_processor=None, tokenizer=None, image_token="<image>", **kwargs):
+        self.image_token = tokenizer.image_token if hasattr(tokenizer, "image_token") else image_token
+
+    def replace_image_token(self, image_inputs, image_idx, **kwargs):
+        return self.image_token * self.image_seq_length
+"""
+
+
+def _inspect_shipped(snippet: ModuleType, auto_map: dict[str, str]) -> list[tuple]:
+    """The facts read without running the snippet, as a snapshot holding it and a config with ``auto_map``."""
+    directory = Path(str(snippet.__file__)).parent
+    config = {"model_type": "nano_vl", "auto_map": auto_map}
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    report = inspect_statically(directory, "nano_vl")
+    return [
+        (fact.fact, fact.value, fact.source.line if fact.source else 0)
+        for fact in report.facts
+    ]
+
+
+EXAMPLES = [
+    valid(
+        "shipped_processor_read_without_running_it",
+        _SHIPPED,
+        lambda snippet: _inspect_shipped(
+            snippet, {"AutoProcessor": "example.NanoVLProcessor"}
+        ),
+        [
+            ("config.json model_type", '"nano_vl"', 2),
+            ("processor", "NanoVLProcessor(ProcessorMixin)", 4),
+            ("processor attributes", '["image_processor", "tokenizer"]', 5),
+            ("processor image_processor_class", '"AutoImageProcessor"', 6),
+            ("processor default image_token", '"<image>"', 8),
+            (
+                "processor sets image_token",
+                'tokenizer.image_token if hasattr(tokenizer, "image_token") else image_token',
+                9,
+            ),
+            ("processor defines", "replace_image_token()", 11),
+        ],
+    ),
+    invalid(
+        "a_config_without_auto_map_names_no_code",
+        "",
+        lambda snippet: _inspect_shipped(snippet, {}),
+        expected=[("config.json model_type", '"nano_vl"', 2)],
+    ),
+]

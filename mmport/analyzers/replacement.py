@@ -31,6 +31,7 @@ from typing import Any
 import libcst as cst
 import libcst.matchers as m
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
 from mmport.analyzers.sourcefile import find_method
 from mmport.analyzers.substitute import (
     CONFIGURED,
@@ -189,3 +190,62 @@ def analyze_replacement_text(
         ),
         preprocess_source=preprocess_source,
     )
+
+
+EXAMPLES = [
+    valid(
+        "gemma3n_hook_travels_whole",
+        """
+        class Gemma3nProcessor:
+            def replace_image_token(self, image_inputs: dict, image_idx: int, **kwargs) -> str:
+                return self.full_image_sequence
+        """,
+        lambda snippet: analyze_replacement_text(snippet.Gemma3nProcessor, object),
+        CountRule(
+            statements=(),
+            result="",
+            uses_geometry=False,
+            strategy="derived",
+            source=Source(
+                SNIPPET_FILE,
+                2,
+                "def replace_image_token(self, image_inputs: dict, image_idx: int, **kwargs) -> str:",
+            ),
+            replacement=HelperFunction(
+                "replace_image_token",
+                "def replace_image_token(processor, image_height: int, image_width: int) -> str:\n"
+                "    return processor.full_image_sequence",
+                Source(
+                    SNIPPET_FILE,
+                    2,
+                    "def replace_image_token(self, image_inputs: dict, image_idx: int, **kwargs) -> str:",
+                ),
+                "Gemma3nProcessor.replace_image_token",
+                True,
+            ),
+        ),
+    ),
+    invalid(
+        "a_hook_counting_the_processed_pixels_is_refused",
+        """
+        class Proc:
+            def replace_image_token(self, image_inputs: dict, image_idx: int, **kwargs) -> str:
+                n = image_inputs["pixel_values"][image_idx].shape[0]
+                return f"{self.boi_token}{self.image_token * n}{self.eoi_token}"
+        """,
+        lambda snippet: analyze_replacement_text(snippet.Proc, object),
+        refusal=AnalysisError,
+        match="beyond what its size explains",
+    ),
+    invalid(
+        "a_processor_without_a_hook_of_its_own",
+        """
+        class Blip2Processor:
+            def __call__(self, images=None, text=None, **kwargs):
+                return self.tokenizer(text)
+        """,
+        lambda snippet: analyze_replacement_text(snippet.Blip2Processor, object),
+        refusal=AnalysisError,
+        match="defines no replace_image_token",
+    ),
+]

@@ -41,6 +41,7 @@ from typing import Any
 import libcst as cst
 import libcst.matchers as m
 
+from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.itemreads import ItemRead
 from mmport.analyzers.sourcefile import bound_names, find_method, names_in
 from mmport.hf.syntax import find_all, rewritten, statements, string_value
@@ -397,3 +398,50 @@ def _function_code(
         .code_for_node(funcdef.with_changes(body=funcdef.body.with_changes(body=body)))
         .strip()
     )
+
+
+# Idefics3-style: the image processor returns sizes after its resize; the token API recomputes that resize.
+_IDEFICS3 = """
+class Idefics3Processor:
+    def _get_num_multimodal_tokens(self, image_sizes=None, **kwargs):
+        vision_data = {}
+        if image_sizes is not None:
+            images_kwargs = self._merge_kwargs(**kwargs)["images_kwargs"]
+            size = images_kwargs.get("size", None) or self.image_processor.size
+            num_image_tokens = []
+            for height, width in image_sizes:
+                resized_height, resized_width = get_resize_output_image_size(
+                    np.zeros((height, width, 3)), resolution_max_side=size["longest_edge"]
+                )
+                num_image_tokens.append(resized_height * resized_width)
+            vision_data["num_image_tokens"] = num_image_tokens
+        return vision_data
+"""
+
+
+def _resize_facts(api: TokenApi) -> tuple | None:
+    """The resize a token API gives (its read and the port function's name); None without one."""
+    if api.resized is None:
+        return None
+    read = api.resized.read
+    return read.key, read.kind, read.source.line, api.resized.function.name
+
+
+EXAMPLES = [
+    valid(
+        "idefics3_token_api_recomputes_the_resize",
+        _IDEFICS3,
+        lambda snippet: _resize_facts(analyze_token_api(snippet.Idefics3Processor)),
+        ("image_sizes", "resized", 9, "resized_image_size"),
+    ),
+    invalid(
+        "no_token_api_no_resize",
+        """
+        class LlavaProcessor:
+            def replace_image_token(self, image_inputs, image_idx, **kwargs):
+                return self.image_token * self.image_seq_length
+        """,
+        lambda snippet: analyze_token_api(snippet.LlavaProcessor),
+        expected=TokenApi(None, None),
+    ),
+]

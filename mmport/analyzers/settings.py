@@ -13,10 +13,13 @@ computes itself at run time follow every setting.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, snippet_line, valid
 from mmport.analyzers.sourcefile import find_method, parse_class
 from mmport.hf.code import is_hf_code
 from mmport.hf.kwargs import typed_kwarg_classes
@@ -343,3 +346,137 @@ def unread_geometry_factors(
         for name, call in visitor.found.items()
         if name in typed and name not in followed
     )
+
+
+# Qwen2-VL-style typed kwargs: the processor's images_kwargs annotation and its image processor's valid_kwargs.
+_QWEN2_VL = """
+from typing import TypedDict
+
+
+class Qwen2VLImageProcessorKwargs(TypedDict, total=False):
+    min_pixels: int
+    max_pixels: int
+    patch_size: int
+    merge_size: int
+    do_resize: bool
+    return_tensors: str
+
+
+class Qwen2VLProcessorKwargs(TypedDict, total=False):
+    images_kwargs: Qwen2VLImageProcessorKwargs
+
+
+class Qwen2VLImageProcessor:
+    valid_kwargs = Qwen2VLImageProcessorKwargs
+    do_resize = True
+
+    def _preprocess(self, images, do_resize, patch_size, merge_size, **kwargs):
+        if do_resize:
+            images = [self.resize(image, factor=patch_size * merge_size) for image in images]
+        return images
+
+
+class Qwen2VLProcessor:
+    valid_processor_kwargs = Qwen2VLProcessorKwargs
+
+    def __init__(self):
+        self.image_processor = Qwen2VLImageProcessor()
+
+    def replace_image_token(self, image_inputs, image_idx, **kwargs):
+        merge_length = self.image_processor.merge_size**2
+        num_image_tokens = image_inputs["image_grid_thw"][image_idx].prod() // merge_length
+        return self.image_token * num_image_tokens
+"""
+
+_HOOK = snippet_line(_QWEN2_VL, "def replace_image_token")
+# The count a port runs for the hook above, as mmport.analyzers.count derives it.
+_COUNT = CountRule(
+    ("merge_length = processor.image_processor.merge_size**2",),
+    "get_number_of_image_patches(configured.image_processor, image_height, image_width, {}) // merge_length",
+    False,
+    "derived",
+    _HOOK,
+)
+
+
+def _declared(name: str) -> Source:
+    return snippet_line(_QWEN2_VL, f"    {name}: ")
+
+
+def _qwen2_vl(snippet: Any, ask: Callable[..., Any], *args: Any) -> Any:
+    """``ask(processor, image_processor, "image", *args)`` on the snippet's processor."""
+    processor = snippet.Qwen2VLProcessor()
+    return ask(processor, processor.image_processor, "image", *args)
+
+
+EXAMPLES = [
+    valid(
+        "qwen2_vl_typed_image_kwargs_with_their_declarations",
+        _QWEN2_VL,
+        lambda snippet: _qwen2_vl(snippet, typed_kwargs),
+        {
+            name: _declared(name)
+            for name in (
+                "min_pixels",
+                "max_pixels",
+                "patch_size",
+                "merge_size",
+                "do_resize",
+            )
+        },
+    ),
+    valid(
+        "qwen2_vl_count_reads_merge_size",
+        _QWEN2_VL,
+        lambda snippet: _qwen2_vl(snippet, count_settings, _COUNT),
+        (
+            SettingSpec(
+                "merge_size",
+                Source(
+                    SNIPPET_FILE,
+                    _HOOK.line,
+                    "merge_length = processor.image_processor.merge_size**2",
+                ),
+                _declared("merge_size"),
+            ),
+        ),
+    ),
+    valid(
+        "do_resize_guards_a_resize_the_count_does_not_follow",
+        _QWEN2_VL,
+        lambda snippet: unfollowed_switches(
+            snippet.Qwen2VLProcessor().image_processor,
+            "image",
+            snippet.Qwen2VLProcessor(),
+            {"merge_size"},
+        ),
+        (
+            SettingSpec(
+                "do_resize",
+                snippet_line(_QWEN2_VL, "if do_resize:"),
+                _declared("do_resize"),
+            ),
+        ),
+    ),
+    invalid(
+        "a_followed_switch_is_not_refused",
+        _QWEN2_VL,
+        lambda snippet: unfollowed_switches(
+            snippet.Qwen2VLProcessor().image_processor,
+            "image",
+            snippet.Qwen2VLProcessor(),
+            {"do_resize"},
+        ),
+        expected=(),
+    ),
+    invalid(
+        "a_delegated_count_follows_every_setting_itself",
+        _QWEN2_VL,
+        lambda snippet: _qwen2_vl(
+            snippet,
+            count_settings,
+            dataclasses.replace(_COUNT, strategy="delegated"),
+        ),
+        expected=(),
+    ),
+]

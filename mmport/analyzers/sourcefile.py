@@ -17,6 +17,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
 from mmport.hf.code import (
     REMOTE_CODE_PACKAGE,
     defining_class,
@@ -195,3 +196,59 @@ def bound_names(stmt: cst.CSTNode) -> set[str]:
     visitor = _Bound()
     stmt.visit(visitor)
     return visitor.names
+
+
+_LLAVA = """
+class LlavaProcessor:
+    valid_kwargs = ["patch_size", "vision_feature_select_strategy"]
+
+    def __init__(self, image_processor=None, tokenizer=None, patch_size=None, image_token="<image>"):
+        self.patch_size = patch_size
+        self.image_token = tokenizer.image_token if hasattr(tokenizer, "image_token") else image_token
+        self.image_token_id = tokenizer.encode(self.image_token, add_special_tokens=False)[0]
+
+class LlavaNextProcessor(LlavaProcessor):
+    valid_kwargs = ["patch_size", "vision_feature_select_strategy", "image_grid_pinpoints"]
+"""
+
+EXAMPLES = [
+    valid(
+        "init_assignment_found_along_the_mro",
+        _LLAVA,
+        lambda snippet: init_assignment_source(
+            snippet.LlavaNextProcessor, "image_token"
+        ),
+        Source(
+            SNIPPET_FILE,
+            6,
+            'self.image_token = tokenizer.image_token if hasattr(tokenizer, "image_token") else image_token',
+        ),
+    ),
+    valid(
+        "nearest_class_assignment_wins",
+        _LLAVA,
+        lambda snippet: (
+            class_assignments(snippet.LlavaNextProcessor)["valid_kwargs"][0]
+            .source(class_assignments(snippet.LlavaNextProcessor)["valid_kwargs"][1])
+            .line
+        ),
+        10,
+    ),
+    valid(
+        "names_bound_inside_branches_and_tuples",
+        "",
+        lambda snippet: bound_names(
+            cst.parse_statement(
+                "if resized:\n    height, width = image.shape[-2:]\n    n += 1\n"
+            )
+        ),
+        {"height", "width", "n"},
+    ),
+    invalid(
+        "attribute_the_constructor_never_sets",
+        _LLAVA,
+        lambda snippet: init_assignment_source(
+            snippet.LlavaProcessor, "image_seq_length"
+        ),
+    ),
+]

@@ -30,6 +30,7 @@ from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
 from mmport.analyzers.itemreads import PATCHES_FUNCTION, ItemRead, analyze_item_reads
 from mmport.analyzers.resized import (
     COUNT_FUNCTION,
@@ -40,7 +41,8 @@ from mmport.analyzers.resized import (
 )
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
-from mmport.hf.syntax import string_value
+from mmport.hf.syntax import rewritten, string_value
+from mmport.spec import Source
 
 __all__ = [
     "CONFIGURED",
@@ -454,3 +456,68 @@ def is_dead_list_guard(stmt: cst.CSTNode, tuples: set[str]) -> bool:
         and subject.value in tuples
         and "tuple" in kind_names
     )
+
+
+def _rewrite_example(code: str, reads: dict[str, ItemRead]) -> str:
+    """One hook statement with ``image_inputs[key][image_idx]`` reads rewritten (the examples' runner)."""
+    rewriter = ItemReadRewriter("image_inputs", "image_idx", reads)
+    return (
+        cst.Module([])
+        .code_for_node(rewritten(cst.parse_statement(code), rewriter))
+        .strip()
+    )
+
+
+_GRID = ItemRead("image_grid_thw", "patches", Source(SNIPPET_FILE, 1))
+_SIZES = ItemRead("image_sizes", "size", Source(SNIPPET_FILE, 1))
+
+EXAMPLES = [
+    valid(
+        "qwen2_vl_grid_product_becomes_the_patch_count",
+        "",
+        lambda snippet: _rewrite_example(
+            'n = image_inputs["image_grid_thw"][image_idx].prod() // merge_length',
+            {"image_grid_thw": _GRID},
+        ),
+        "n = get_number_of_image_patches(configured.image_processor, image_height, image_width, {}) // merge_length",
+    ),
+    valid(
+        "llava_next_original_size_becomes_the_items_size",
+        "",
+        lambda snippet: _rewrite_example(
+            'image_size = image_inputs["image_sizes"][image_idx]',
+            {"image_sizes": _SIZES},
+        ),
+        "image_size = (image_height, image_width)",
+    ),
+    valid(
+        "tensor_to_list_guard_is_dead_once_the_size_is_a_tuple",
+        "",
+        lambda snippet: is_dead_list_guard(
+            cst.parse_statement(
+                "if not isinstance(image_size, (list, tuple)):\n    image_size = image_size.tolist()\n"
+            ),
+            {"image_size"},
+        ),
+        True,
+    ),
+    invalid(
+        "a_read_no_fact_explains_stays_for_the_caller_to_refuse",
+        "",
+        lambda snippet: _rewrite_example(
+            'rows = image_inputs["rows"][image_idx]', {"image_sizes": _SIZES}
+        ),
+        expected='rows = image_inputs["rows"][image_idx]',
+    ),
+    invalid(
+        "a_guard_on_a_name_that_is_no_tuple_stays",
+        "",
+        lambda snippet: is_dead_list_guard(
+            cst.parse_statement(
+                "if not isinstance(grid, (list, tuple)):\n    grid = grid.tolist()\n"
+            ),
+            {"image_size"},
+        ),
+        expected=False,
+    ),
+]

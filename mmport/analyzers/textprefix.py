@@ -26,8 +26,9 @@ from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
 from mmport.analyzers.sourcefile import SelfAssignments, find_method
-from mmport.spec import TextPrefix
+from mmport.spec import Source, TextPrefix
 
 __all__ = ["analyze_text_prefix"]
 
@@ -225,3 +226,66 @@ def analyze_text_prefix(processor_cls: type[Any]) -> TextPrefix | None:
             with_special = any(_reads_add_special_tokens(test) for test in guards)
             return TextPrefix(attrs, parsed.source(comp), unless, with_special)
     return None
+
+
+EXAMPLES = [
+    valid(
+        "emu3_prepends_bos_in_its_layout_with_special_tokens",
+        """
+        class Emu3Processor:
+            def __init__(self, image_processor, tokenizer, chat_template=None, **kwargs):
+                self.bos_token = tokenizer.bos_token
+
+            def prepare_inputs_layout(self, images=None, text=None, **kwargs):
+                images, text, *_ = super().prepare_inputs_layout(images=images, text=text, **kwargs)
+                if text is not None and kwargs.get("add_special_tokens", True):
+                    # Add BOS once per sample; GPT tokenizer doesn't add it automatically
+                    text = [f"{self.bos_token}{sample}" for sample in text]
+                return images, text, None, None
+        """,
+        lambda snippet: analyze_text_prefix(snippet.Emu3Processor),
+        TextPrefix(
+            ("bos_token",),
+            Source(
+                SNIPPET_FILE,
+                9,
+                'text = [f"{self.bos_token}{sample}" for sample in text]',
+            ),
+            "",
+            True,
+        ),
+    ),
+    valid(
+        "molmo2_prepends_bos_or_eos_unless_present",
+        """
+        class Molmo2Processor:
+            def __call__(self, images=None, text=None, **kwargs):
+                bos_token = self.tokenizer.bos_token or self.tokenizer.eos_token
+                text = [prompt if prompt.startswith(bos_token) else bos_token + prompt for prompt in text]
+                return self.tokenizer(text)
+        """,
+        lambda snippet: analyze_text_prefix(snippet.Molmo2Processor),
+        TextPrefix(
+            ("bos_token", "eos_token"),
+            Source(
+                SNIPPET_FILE,
+                4,
+                "text = [prompt if prompt.startswith(bos_token) else bos_token + prompt for prompt in text]",
+            ),
+            "starts_with",
+            False,
+        ),
+    ),
+    invalid(
+        "prepending_the_image_token_is_not_a_text_prefix",
+        """
+        class Proc:
+            def __init__(self, tokenizer):
+                self.image_token = tokenizer.image_token
+
+            def prepare_inputs_layout(self, images=None, text=None, **kwargs):
+                return images, [f"{self.image_token}{sample}" for sample in text]
+        """,
+        lambda snippet: analyze_text_prefix(snippet.Proc),
+    ),
+]

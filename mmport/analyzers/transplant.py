@@ -32,6 +32,7 @@ from typing import Any, TypeGuard
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
+from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.sourcefile import find_method, relative_source_path
 from mmport.errors import AnalysisError
 from mmport.hf.code import is_hf_code
@@ -443,3 +444,68 @@ def _methods(cls: type[Any]) -> dict[str, bool]:
         if inspect.isfunction(getattr(cls, name, None)):
             found[name] = isinstance(inspect.getattr_static(cls, name), staticmethod)
     return found
+
+
+# LLaVA-NeXT style: the count's helper method calls a module function and reads a module constant.
+_ANYRES = """
+import math
+
+MAX_TILES = 12
+
+class LlavaNextProcessor:
+    def _get_number_of_features(self, orig_height: int, orig_width: int) -> int:
+        tiles = min(math.ceil(orig_height / self.tile_size) * math.ceil(orig_width / self.tile_size), MAX_TILES)
+        return tiles * self.tokens_per_tile
+"""
+
+
+def _transplanted(snippet: Any, owner_cls: str, method: str) -> tuple[dict, list]:
+    """``method`` of the snippet's ``owner_cls`` transplanted: each helper's code by name, and the imports."""
+    transplant = Transplanter()
+    transplant.method(getattr(snippet, owner_cls), method, "processor")
+    return (
+        {name: helper.code for name, helper in transplant.helpers.items()},
+        sorted(transplant.imports),
+    )
+
+
+EXAMPLES = [
+    valid(
+        "free_names_are_read_never_bound",
+        "",
+        lambda snippet: free_names(
+            "def tiles(height, width):\n    n = math.ceil(height / TILE)\n    return n * width\n"
+        ),
+        {"math", "TILE"},
+    ),
+    valid(
+        "llava_next_helper_travels_with_its_import_and_constant",
+        _ANYRES,
+        lambda snippet: _transplanted(
+            snippet, "LlavaNextProcessor", "_get_number_of_features"
+        ),
+        (
+            {
+                "_get_number_of_features": "def _get_number_of_features(processor, orig_height: int, orig_width: int) -> int:\n"
+                "    tiles = min(math.ceil(orig_height / processor.tile_size) * math.ceil(orig_width / processor.tile_size), MAX_TILES)\n"
+                "    return tiles * processor.tokens_per_tile",
+                "MAX_TILES": "MAX_TILES = 12",
+            },
+            ["import math"],
+        ),
+    ),
+    invalid(
+        "a_name_the_module_does_not_define_cannot_travel",
+        """
+        class LlavaNextProcessor:
+            def _get_number_of_features(self, orig_height, orig_width):
+                best = select_best_resolution([orig_height, orig_width], self.image_grid_pinpoints)
+                return best[0] * best[1]
+        """,
+        lambda snippet: _transplanted(
+            snippet, "LlavaNextProcessor", "_get_number_of_features"
+        ),
+        refusal=AnalysisError,
+        match="select_best_resolution",
+    ),
+]
