@@ -366,8 +366,10 @@ def _missing_package_facts(
     missing += missing_packages(code.root, [code.module_file]) if code else []
     return [
         StaticFact(
-            "needs package",
-            f"`{m.package}`, not installed (pip install {m.package})",
+            "imports lazily" if m.lazy else "needs package",
+            f"`{m.package}`, not installed; only code that runs this import needs it"
+            if m.lazy
+            else f"`{m.package}`, not installed (pip install {m.package})",
             Source(m.file, m.line, m.code),
         )
         for m in missing
