@@ -67,10 +67,19 @@ def call_processor(
     ``audios`` are waveforms at ``sampling_rate``, which HF is told.
     Without a ``prompt`` (``None``) HF gets the items alone, as vLLM calls it.
     ``settings`` are processor call kwargs a request carries (``max_pixels``...).
+    A processor whose entry point is another method gets its one sample
+    there (see :mod:`mmport.hf.entry`).
     """
+    from mmport.hf.entry import call_entry, entry_point
     from mmport.hf.ownprompt import writes_own_prompt
     from mmport.hf.quiet import quiet_transformers
 
+    entry = entry_point(type(processor))
+    if (
+        entry is not None
+    ):  # an older processor called by a method of its own (Molmo's ``process``)
+        with quiet_transformers():
+            return call_entry(processor, entry, prompt, images, **settings)
     media: dict[str, Any] = dict(settings)
     if videos:
         media.update(_video_arguments(processor, videos))

@@ -1,0 +1,457 @@
+"""What a processor's own entry point (not ``__call__``) does to the prompt, read from its source.
+
+Molmo's processor is called as ``processor.process(text=..., images=...)``
+(:mod:`mmport.hf.entry`). That method writes the prompt itself::
+
+    def get_tokens_input(self, prompt, message_format, always_start_with_space):
+        if message_format == "none" or message_format is None:
+            pass
+        elif message_format == "role":
+            prompt = "User: " + prompt + " Assistant:"
+        ...
+        if always_start_with_space:
+            prompt = " " + prompt
+        tokens = self.tokenizer.encode(prompt, add_special_tokens=False)
+
+    def process(self, text=None, images=None, **kwargs: Unpack[MolmoProcessorKwargs]):
+        ...
+        tokens = self.get_tokens_input(
+            text,
+            output_kwargs["text_kwargs"]["message_format"],
+            output_kwargs["text_kwargs"]["always_start_with_space"],
+        )
+        ...
+            image_idx = [-1]*len(images)
+        ...
+        out = self.image_processor.multimodal_preprocess(images=images, image_idx=image_idx, tokens=..., ...)
+        bos = self.tokenizer.bos_token_id or self.tokenizer.eos_token_id
+        decoder_input_tokens = np.pad(out["input_ids"], [[1, 0]], constant_values=bos)
+
+:func:`read_entry_point` reads, without running anything:
+
+- the entry method (``process``);
+- the text it puts around every prompt, items or not, under the defaults of
+  its kwargs class (``_defaults["text_kwargs"]``): the helper's parameters
+  are bound to those defaults and its ``if``/``elif`` branches followed, so
+  ``message_format="role"`` and ``always_start_with_space=True`` give
+  ``" User: "`` before and ``" Assistant:"`` after;
+- the token it prepends to the tokens after the items are in
+  (``np.pad(..., [[1, 0]], constant_values=bos)``), a tokenizer attribute
+  tried in order (``bos_token``, then ``eos_token``);
+- where the items go: the index list it hands on (``[-1]*len(images)``;
+  ``-1`` is the start of the prompt's tokens).
+
+The facts carry their lines; the port reproduces the prompt in
+``_postprocess_prompt`` and inserts the items after the prepended token.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from mmport.hf.syntax import find_all, string_value
+from mmport.spec import EntryPointSpec, Source
+
+__all__ = ["EntryReader", "read_entry_point"]
+
+# The parameters a method must take to be a processor's entry point (mmport.hf.entry).
+ENTRY_PARAMETERS = frozenset({"text", "images"})
+
+
+class _Unknown(Exception):
+    """The prompt helper does something the reader does not follow."""
+
+
+@dataclass
+class _Prompt:
+    """The prompt as the helper builds it: text before and after the user's."""
+
+    before: str = ""
+    after: str = ""
+
+
+class EntryReader:
+    """One parsed module, read for a processor class's entry point."""
+
+    def __init__(self, path: Path, relpath: str) -> None:
+        self.relpath = relpath
+        wrapper = MetadataWrapper(cst.parse_module(Path(path).read_text()))
+        self.module = wrapper.module
+        self.positions = wrapper.resolve(PositionProvider)
+        self.lines = self.module.code.splitlines()
+        self.classes = {
+            s.name.value: s for s in self.module.body if isinstance(s, cst.ClassDef)
+        }
+
+    def source(self, node: cst.CSTNode) -> Source:
+        """Provenance of ``node`` in this module."""
+        line = self.positions[node].start.line
+        return Source(self.relpath, line, self.lines[line - 1].strip())
+
+    def methods(self, class_name: str) -> dict[str, cst.FunctionDef]:
+        """The methods ``class_name``'s body defines."""
+        klass = self.classes.get(class_name)
+        body = klass.body.body if klass is not None else ()
+        return {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+
+    def entry_method(self, class_name: str) -> cst.FunctionDef | None:
+        """The public method taking ``text`` and ``images`` when the class defines no ``__call__``."""
+        methods = self.methods(class_name)
+        if "__call__" in methods:
+            return None
+        found = [
+            f
+            for name, f in methods.items()
+            if not name.startswith("_") and _param_names(f) >= ENTRY_PARAMETERS
+        ]
+        return found[0] if len(found) == 1 else None
+
+    def kwargs_defaults(self, func: cst.FunctionDef) -> dict:
+        """``_defaults`` of the kwargs class ``func``'s ``**kwargs: Unpack[...]`` names (a literal)."""
+        star = func.params.star_kwarg
+        names = (
+            [n.value for n in find_all(star.annotation, m.Name(), cst.Name)]
+            if star is not None and star.annotation is not None
+            else []
+        )
+        for name in names:
+            for stmt in _class_statements(self.classes.get(name)):
+                if m.matches(
+                    stmt, m.Assign(targets=[m.AssignTarget(target=m.Name("_defaults"))])
+                ):
+                    try:
+                        return ast.literal_eval(self.module.code_for_node(stmt.value))
+                    except (ValueError, SyntaxError):
+                        return {}
+        return {}
+
+
+def _param_names(func: cst.FunctionDef) -> set[str]:
+    return {p.name.value for p in (*func.params.params, *func.params.kwonly_params)}
+
+
+def _class_statements(klass: cst.ClassDef | None) -> list[cst.BaseSmallStatement]:
+    if klass is None:
+        return []
+    return [
+        small
+        for stmt in klass.body.body
+        if isinstance(stmt, cst.SimpleStatementLine)
+        for small in stmt.body
+    ]
+
+
+def _self_call(node: cst.BaseExpression) -> str | None:
+    """``self.<name>(...)`` → ``name``."""
+    if m.matches(node, m.Call(func=m.Attribute(value=m.Name("self")))):
+        assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+        return node.func.attr.value
+    return None
+
+
+def _default_of(arg: cst.BaseExpression, defaults: dict) -> object:
+    """``output_kwargs["text_kwargs"]["message_format"]`` → ``defaults["text_kwargs"]["message_format"]``."""
+    keys = []
+    while isinstance(arg, cst.Subscript):
+        keys.append(string_value(arg.slice[0].slice.value))  # type: ignore[attr-defined]  # an Index slice
+        arg = arg.value
+    value: object = defaults
+    for key in reversed(keys):
+        if not isinstance(value, dict) or key not in value:
+            raise _Unknown(f"no default for {keys}")
+        value = value[key]
+    return value
+
+
+def _prompt_call(
+    reader: EntryReader, entry: cst.FunctionDef
+) -> tuple[cst.Call, cst.FunctionDef] | None:
+    """The call of the helper that tokenizes the ``text`` parameter, and the helper."""
+    methods = {}
+    for klass in reader.classes:
+        methods.update(reader.methods(klass))
+    for call in find_all(entry.body, m.Call(), cst.Call):
+        name = _self_call(call)
+        if (
+            name in methods
+            and call.args
+            and m.matches(call.args[0].value, m.Name("text"))
+        ):
+            return call, methods[name]
+    return None
+
+
+class _Evaluator:
+    """Follows a prompt helper's statements with its parameters bound to values."""
+
+    def __init__(self, prompt_param: str, bound: dict[str, object]) -> None:
+        self.prompt_param = prompt_param
+        self.bound = bound
+        self.prompt = _Prompt()
+        self.lines: list[cst.CSTNode] = []
+
+    def run(self, body: cst.BaseSuite) -> bool:
+        """Follow ``body``; True once the prompt is tokenized (a ``return`` or the encode)."""
+        for stmt in body.body if isinstance(body, cst.IndentedBlock) else ():
+            if isinstance(stmt, cst.If):
+                branch = self._branch(stmt)
+                if branch is not None and self.run(branch):
+                    return True
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                if self._simple(stmt):
+                    return True
+            else:
+                raise _Unknown(type(stmt).__name__)
+        return False
+
+    def _branch(self, node: cst.If) -> cst.BaseSuite | None:
+        if self._test(node.test):
+            return node.body
+        orelse = node.orelse
+        if isinstance(orelse, cst.If):
+            return self._branch(orelse)
+        return orelse.body if isinstance(orelse, cst.Else) else None
+
+    def _test(self, test: cst.BaseExpression) -> bool:
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self._test(test.left), self._test(test.right)
+            return (
+                left or right if isinstance(test.operator, cst.Or) else left and right
+            )
+        if isinstance(test, cst.Name) and test.value in self.bound:
+            return bool(self.bound[test.value])
+        if isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name):
+            value = self.bound.get(test.left.value, _Unknown)
+            (target,) = test.comparisons
+            other = (
+                None
+                if m.matches(target.comparator, m.Name("None"))
+                else string_value(target.comparator)
+            )
+            if value is not _Unknown and isinstance(
+                target.operator, (cst.Equal, cst.Is)
+            ):
+                return value == other
+        raise _Unknown(cst.Module([]).code_for_node(test))
+
+    def _simple(self, stmt: cst.SimpleStatementLine) -> bool:
+        for small in stmt.body:
+            if isinstance(small, cst.Pass):
+                continue
+            if isinstance(small, cst.Raise):
+                raise _Unknown("the default format raises")
+            if m.matches(
+                small, m.Assign(targets=[m.AssignTarget(m.Name(self.prompt_param))])
+            ):
+                self._concatenation(small.value)  # type: ignore[attr-defined]  # an Assign
+                self.lines.append(small)
+                continue
+            if find_all(small, m.Attribute(attr=m.Name("encode")), cst.Attribute):
+                return True
+            raise _Unknown(cst.Module([]).code_for_node(small))
+        return False
+
+    def _concatenation(self, value: cst.BaseExpression) -> None:
+        """``"a" + prompt + "b"`` → text before and after the prompt."""
+        parts: list[cst.BaseExpression] = []
+        while isinstance(value, cst.BinaryOperation) and isinstance(
+            value.operator, cst.Add
+        ):
+            parts.insert(0, value.right)
+            value = value.left
+        parts.insert(0, value)
+        names = [
+            i for i, p in enumerate(parts) if m.matches(p, m.Name(self.prompt_param))
+        ]
+        texts = [string_value(p) for p in parts]
+        if len(names) != 1 or any(
+            t is None for i, t in enumerate(texts) if i != names[0]
+        ):
+            raise _Unknown(cst.Module([]).code_for_node(value))
+        at = names[0]
+        self.prompt.before = "".join(texts[:at]) + self.prompt.before  # type: ignore[arg-type]  # checked above
+        self.prompt.after += "".join(texts[at + 1 :])  # type: ignore[arg-type]  # checked above
+
+
+def _prompt_format(
+    reader: EntryReader, entry: cst.FunctionDef
+) -> tuple[str, str, tuple[Source, ...]] | None:
+    """Text before and after every prompt under the kwargs' defaults, and the lines adding it."""
+    found = _prompt_call(reader, entry)
+    if found is None:
+        return None
+    call, helper = found
+    params = [p.name.value for p in helper.params.params if p.name.value != "self"]
+    defaults = reader.kwargs_defaults(entry)
+    try:
+        bound = {
+            name: _default_of(arg.value, defaults)
+            for name, arg in zip(params[1:], call.args[1:], strict=False)
+        }
+        evaluator = _Evaluator(params[0], bound)
+        evaluator.run(helper.body)
+    except _Unknown:
+        return None
+    sources = (reader.source(call), *(reader.source(n) for n in evaluator.lines))
+    return evaluator.prompt.before, evaluator.prompt.after, sources
+
+
+def _prepended(
+    reader: EntryReader, entry: cst.FunctionDef
+) -> tuple[tuple[str, ...], Source] | None:
+    """Tokenizer attributes of the token padded onto the front of ``input_ids``, tried in order."""
+    assigned = {
+        a.targets[0].target.value: a.value
+        for a in find_all(
+            entry.body, m.Assign(targets=[m.AssignTarget(m.Name())]), cst.Assign
+        )
+        if isinstance(a.targets[0].target, cst.Name)
+    }
+    for call in find_all(
+        entry.body, m.Call(func=m.Attribute(attr=m.Name("pad"))), cst.Call
+    ):
+        width = call.args[1].value if len(call.args) > 1 else None
+        fill = next(
+            (
+                a.value
+                for a in call.args
+                if a.keyword and a.keyword.value == "constant_values"
+            ),
+            None,
+        )
+        if (
+            width is None
+            or fill is None
+            or cst.Module([]).code_for_node(width).replace(" ", "") != "[[1,0]]"
+        ):
+            continue
+        value = assigned.get(fill.value) if isinstance(fill, cst.Name) else fill
+        attrs = _tokenizer_ids(value)
+        if attrs:
+            return attrs, reader.source(call)
+    return None
+
+
+def _tokenizer_ids(value: cst.BaseExpression | None) -> tuple[str, ...]:
+    """``self.tokenizer.bos_token_id or self.tokenizer.eos_token_id`` → ``("bos_token", "eos_token")``."""
+    operands: list[cst.BaseExpression] = []
+    while isinstance(value, cst.BooleanOperation) and isinstance(
+        value.operator, cst.Or
+    ):
+        operands.insert(0, value.right)
+        value = value.left
+    if value is not None:
+        operands.insert(0, value)
+    pattern = m.Attribute(
+        value=m.Attribute(value=m.Name("self"), attr=m.Name("tokenizer"))
+    )
+    attrs = [
+        o.attr.value.removesuffix("_id")  # type: ignore[attr-defined]  # matched an Attribute
+        for o in operands
+        if m.matches(o, pattern)
+    ]
+    return tuple(attrs) if len(attrs) == len(operands) else ()
+
+
+def _items_index(
+    reader: EntryReader, entry: cst.FunctionDef
+) -> tuple[int, Source] | None:
+    """``image_idx = [-1]*len(images)``: the one index every image goes in at."""
+    pattern = m.BinaryOperation(
+        left=m.List(elements=[m.Element()]),
+        operator=m.Multiply(),
+        right=m.Call(func=m.Name("len")),
+    )
+    for assign in find_all(entry.body, m.Assign(value=pattern), cst.Assign):
+        element = assign.value.left.elements[0].value  # type: ignore[attr-defined]  # matched above
+        try:
+            index = ast.literal_eval(cst.Module([]).code_for_node(element))
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(index, int):
+            return index, reader.source(assign)
+    return None
+
+
+def read_entry_point(
+    path: Path, relpath: str, class_name: str
+) -> EntryPointSpec | None:
+    """The entry point of processor ``class_name`` (defined in the module at ``path``) and what it does to the prompt.
+
+    None when the class defines ``__call__`` or no single entry method.
+    """
+    reader = EntryReader(path, relpath)
+    entry = reader.entry_method(class_name)
+    if entry is None:
+        return None
+    prompt = _prompt_format(reader, entry)
+    prepended = _prepended(reader, entry)
+    index = _items_index(reader, entry)
+    return EntryPointSpec(
+        method=entry.name.value,
+        source=reader.source(entry),
+        before=prompt[0] if prompt else "",
+        after=prompt[1] if prompt else "",
+        format_sources=prompt[2] if prompt else (),
+        format_read=prompt is not None,
+        prepended=prepended[0] if prepended else (),
+        prepended_source=prepended[1] if prepended else None,
+        items_index=index[0] if index else None,
+        items_source=index[1] if index else None,
+    )
+
+
+def entry_facts(
+    path: Path, relpath: str, class_name: str
+) -> list[tuple[str, str, Source | None]]:
+    """``(fact, value, source)`` rows for ``inspect``: the entry point and what it does to the prompt."""
+    entry = read_entry_point(path, relpath, class_name)
+    if entry is None:
+        return []
+    rows: list[tuple[str, str, Source | None]] = [
+        (
+            "processor entry point",
+            f"{entry.method}(text=..., images=...), not __call__",
+            entry.source,
+        )
+    ]
+    if entry.format_read:
+        rows.append(
+            (
+                "prompt format (every prompt, items or not)",
+                repr(entry.before + "{text}" + entry.after),
+                entry.format_sources[-1] if entry.format_sources else None,
+            )
+        )
+    else:
+        rows.append(
+            (
+                "prompt format",
+                "not followed: its helper does more than concatenate",
+                entry.source,
+            )
+        )
+    if entry.prepended:
+        rows.append(
+            (
+                "token put first, after the items are in",
+                ", else ".join(entry.prepended),
+                entry.prepended_source,
+            )
+        )
+    if entry.items_index is not None:
+        where = "the start" if entry.items_index == -1 else f"index {entry.items_index}"
+        rows.append(
+            (
+                "images inserted at",
+                f"{where} of the prompt's tokens, every image",
+                entry.items_source,
+            )
+        )
+    return rows
