@@ -24,7 +24,7 @@ from typing import Any
 
 from mmport.hf.code import defining_class, transformers_classes
 
-__all__ = ["call_entry", "entry_point"]
+__all__ = ["call_entry", "entry_point", "most_written_image_id"]
 
 # The parameters a method must take to be a processor's entry point.
 ENTRY_PARAMETERS = frozenset({"text", "images"})
@@ -82,3 +82,20 @@ def call_entry(
         if value is not None and getattr(value, "ndim", None) == 1:
             batched[key] = value.unsqueeze(0)
     return BatchFeature(batched)
+
+
+def most_written_image_id(processor: Any) -> int:
+    """The id an entry-point processor writes most for one image under an empty prompt.
+
+    Such processors name no image token: the image's embedding positions are
+    marked by the token its block repeats (Molmo's ``<im_patch>``).
+    """
+    from mmport.hf.modalities import most_written
+    from mmport.hf.processor import call_processor, probe_media
+
+    name = entry_point(type(processor))
+    assert name is not None, "called for entry-point processors only"
+    ids = call_processor(processor, "", [probe_media("image", 0)])["input_ids"][0]
+    found = most_written(ids.tolist(), set(), set())
+    assert found is not None, "an image's ids are never empty"
+    return found
