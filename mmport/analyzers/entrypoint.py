@@ -122,7 +122,7 @@ class EntryReader:
         )
         for name in names:
             for stmt in _class_statements(self.classes.get(name)):
-                if m.matches(
+                if isinstance(stmt, cst.Assign) and m.matches(
                     stmt, m.Assign(targets=[m.AssignTarget(target=m.Name("_defaults"))])
                 ):
                     try:

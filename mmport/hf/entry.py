@@ -19,13 +19,15 @@ reads it as it reads ``__call__``'s.
 from __future__ import annotations
 
 import inspect
-from functools import lru_cache
+import weakref
 from typing import Any
 
 from mmport.hf.code import defining_class, transformers_classes
 
 __all__ = ["call_entry", "entry_point", "most_written_image_id"]
 
+# Per processor class, its entry point (None: __call__), read once.
+_ENTRY_POINTS: weakref.WeakKeyDictionary[type, str | None] = weakref.WeakKeyDictionary()
 # The parameters a method must take to be a processor's entry point.
 ENTRY_PARAMETERS = frozenset({"text", "images"})
 
@@ -38,14 +40,19 @@ def _takes_text_and_images(function: Any) -> bool:
     return set(parameters) >= ENTRY_PARAMETERS
 
 
-@lru_cache(maxsize=256)
 def entry_point(processor_cls: type[Any]) -> str | None:
     """The method ``processor_cls`` is called by when it is not ``__call__`` (``"process"``), else None.
 
     None when the model code defines ``__call__`` (that is the entry point),
     or when no single public method of the model code takes ``text`` and
-    ``images``.
+    ``images``. Read once per class.
     """
+    if processor_cls not in _ENTRY_POINTS:
+        _ENTRY_POINTS[processor_cls] = _entry_point(processor_cls)
+    return _ENTRY_POINTS[processor_cls]
+
+
+def _entry_point(processor_cls: type[Any]) -> str | None:
     if defining_class(processor_cls, "__call__", models_only=True) is not None:
         return None
     found = sorted(

@@ -61,7 +61,8 @@ def function_only_imports(path: Path) -> set[str]:
         tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
     except (OSError, SyntaxError):
         return set()
-    at_load, lazy = set(), set()
+    at_load: set[str] = set()
+    lazy: set[str] = set()
     for package, in_function in _imports(tree, False):
         (lazy if in_function else at_load).add(package)
     return lazy - at_load
@@ -80,7 +81,7 @@ def accept_lazy_imports() -> None:
     if getattr(original, "_mmport_lazy", False):
         return
 
-    def get_imports(filename):  # type: ignore[no-untyped-def]  # transformers' own signature
+    def get_imports(filename):  # transformers' own signature
         skipped = {p for p in function_only_imports(filename) if not is_installed(p)}
         return [p for p in original(filename) if p not in skipped]
 
