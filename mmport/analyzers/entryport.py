@@ -131,6 +131,7 @@ def analyze_entry_port(snapshot: Snapshot, processor: Any) -> PortSpec:
         transformers_version=transformers.__version__,
         mmport_version=__version__,
         modalities=(),
+        encoder_reason="no model file is generated for a processor called by a method of its own",
         notes=(
             f"{type(processor).__name__} is called through {entry.method}, not __call__; "
             "the image count is delegated to it at run time, and no model file is generated",
