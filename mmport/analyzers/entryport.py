@@ -28,7 +28,7 @@ from typing import Any
 from mmport import __version__
 from mmport.analyzers.entrypoint import read_entry_point
 from mmport.analyzers.sourcefile import relative_source_path
-from mmport.errors import AnalysisError
+from mmport.errors import AnalysisError, BadReferenceError, one_line
 from mmport.hf.entry import call_entry
 from mmport.hf.modalities import most_written
 from mmport.hf.processor import probe_media
@@ -65,7 +65,16 @@ def _read(processor_cls: type[Any]) -> EntryPointSpec:
 
 
 def _run(processor: Any, entry: EntryPointSpec, images: list) -> dict[str, Any]:
-    return dict(call_entry(processor, entry.method, "", images))
+    """HF's entry point on an empty prompt and ``images``; a refusal is the snapshot's fault."""
+    try:
+        return dict(call_entry(processor, entry.method, "", images))
+    except (
+        Exception
+    ) as exc:  # whatever HF raises: the reference cannot take an ordinary image
+        raise BadReferenceError(
+            f"{type(processor).__name__}.{entry.method} ({entry.source}) rejects an empty prompt "
+            f"with {len(images)} ordinary image(s): {one_line(exc)}"
+        ) from exc
 
 
 def _first_token_id(tokenizer: Any, entry: EntryPointSpec) -> int | None:
