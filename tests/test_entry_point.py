@@ -126,6 +126,35 @@ def test_a_processor_with_its_own_call_has_no_other_entry_point(tmp_path):
     assert read_entry_point(module, module.name, "AcmeProcessor") is None
 
 
+@pytest.mark.parametrize(
+    "name", ["Florence2Processor", "Cohere2VisionProcessor", "GroundingDinoProcessor"]
+)
+def test_a_hook_the_base_call_runs_is_not_an_entry_point(name):
+    # These override prepare_inputs_layout / validate_inputs, which take text and images
+    # but are run by ProcessorMixin.__call__: that stays their entry point.
+    import transformers
+
+    from mmport.hf.entry import entry_point
+
+    assert entry_point(getattr(transformers, name)) is None
+
+
+def test_the_reader_skips_a_hook_the_base_call_runs(tmp_path):
+    from mmport.analyzers.entrypoint import read_entry_point
+
+    module = tmp_path / "processing_acme.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            class AcmeProcessor(ProcessorMixin):
+                def prepare_inputs_layout(self, images=None, text=None, **kwargs):
+                    return text, images
+            """
+        )
+    )
+    assert read_entry_point(module, module.name, "AcmeProcessor") is None
+
+
 def _line_of(snapshot: Path, file: str, code: str) -> int:
     """The line of ``file`` holding ``code`` (read from the published file, not assumed)."""
     lines = (snapshot / file).read_text().splitlines()

@@ -55,6 +55,7 @@ import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from mmport.analyzers.promptformat import prompt_format
+from mmport.hf.entry import base_methods
 from mmport.hf.syntax import find_all
 from mmport.spec import EntryPointSpec, Source
 
@@ -93,10 +94,13 @@ class EntryReader:
         methods = self.methods(class_name)
         if "__call__" in methods:
             return None
+        hooks = base_methods()  # overrides the base __call__ runs are not entry points
         found = [
             f
             for name, f in methods.items()
-            if not name.startswith("_") and _param_names(f) >= ENTRY_PARAMETERS
+            if not name.startswith("_")
+            and name not in hooks
+            and _param_names(f) >= ENTRY_PARAMETERS
         ]
         return found[0] if len(found) == 1 else None
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from mmport.hf.code import defining_class, transformers_classes
 
-__all__ = ["call_entry", "entry_point", "most_written_image_id"]
+__all__ = ["base_methods", "call_entry", "entry_point", "most_written_image_id"]
 
 # Per processor class, its entry point (None: __call__), read once.
 _ENTRY_POINTS: weakref.WeakKeyDictionary[type, str | None] = weakref.WeakKeyDictionary()
@@ -55,17 +55,30 @@ def entry_point(processor_cls: type[Any]) -> str | None:
 def _entry_point(processor_cls: type[Any]) -> str | None:
     if defining_class(processor_cls, "__call__", models_only=True) is not None:
         return None
+    hooks = base_methods()
     found = sorted(
         {
             name
             for klass in transformers_classes(processor_cls, models_only=True)
             for name, value in vars(klass).items()
             if not name.startswith("_")
+            and name not in hooks
             and inspect.isfunction(value)
             and _takes_text_and_images(value)
         }
     )
     return found[0] if len(found) == 1 else None
+
+
+def base_methods() -> frozenset[str]:
+    """Names ``ProcessorMixin`` defines: a model's override of one is a hook its ``__call__`` runs, not an entry point.
+
+    Florence-2 overrides ``prepare_inputs_layout(self, images, text, ...)``,
+    Cohere2-Vision ``validate_inputs``; both are called by the base ``__call__``.
+    """
+    from transformers import ProcessorMixin
+
+    return frozenset(dir(ProcessorMixin))
 
 
 def call_entry(
