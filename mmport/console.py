@@ -85,6 +85,8 @@ def spec_table(spec) -> Table:
     table.add_column("fact")
     table.add_column("value", overflow="fold")
     table.add_column("HF source", overflow="fold")
+    for row in _entry_rows(spec.entry):
+        table.add_row(*(escape(cell) for cell in row))
     for m in spec.modalities:
         if m.modality != "image":
             for row in _media_rows(m):
@@ -343,6 +345,37 @@ def _setting_rows(m) -> list[tuple[str, str, str]]:
             )
         )
     return rows
+
+
+def _entry_rows(entry) -> list[tuple[str, str, str]]:
+    """A processor called by a method of its own: the method and what it does to the prompt."""
+    if entry is None:
+        return []
+    return [
+        (
+            "entry point",
+            f"{entry.method}(text=..., images=...), not __call__",
+            str(entry.source),
+        ),
+        (
+            "prompt format (every prompt)",
+            repr(entry.before + "{text}" + entry.after),
+            ", ".join(str(s) for s in entry.format_sources),
+        ),
+        (
+            "token put first",
+            ", else ".join(entry.prepended),
+            str(entry.prepended_source),
+        ),
+        ("images inserted", "after the token put first", str(entry.items_source)),
+        (
+            "embedding token",
+            f"{entry.embed_token} (HF writes it most for an image)",
+            "",
+        ),
+        ("image fields", ", ".join(entry.fields) + " (rows laid end to end)", ""),
+        ("count strategy", f"delegated to HF's {entry.method} on the one image", ""),
+    ]
 
 
 def _encoder_rows(spec) -> list[tuple[str, str, str]]:

@@ -34,6 +34,12 @@ OUTPUTS = {
     "model.py.jinja": "{model}.py",
     "test_port.py.jinja": "test_{model}_port.py",
 }
+# A processor called by a method of its own (PortSpec.entry): its processing and test only;
+# the model side reads the modality specs such a port has none of.
+ENTRY_OUTPUTS = {
+    "entry_processing.py.jinja": "{model}_processing.py",
+    "test_port.py.jinja": "test_{model}_port.py",
+}
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,7 @@ def _import_sorted(lines, stdlib: bool) -> list[str]:
 def render_port(spec: PortSpec) -> list[RenderedFile]:
     """Render every output for ``spec``; each Python file must compile."""
     files = []
-    for template, pattern in OUTPUTS.items():
+    for template, pattern in (ENTRY_OUTPUTS if spec.entry else OUTPUTS).items():
         name = pattern.format(model=spec.module_name)
         try:
             text = _environment().get_template(template).render(spec=spec)

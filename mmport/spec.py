@@ -19,6 +19,7 @@ __all__ = [
     "CallParameter",
     "CountRule",
     "EdgeMerges",
+    "EntryPointSpec",
     "FieldSpec",
     "GeometryRule",
     "HelperFunction",
@@ -434,6 +435,34 @@ class EncoderSpec:
 
 
 @dataclass(frozen=True)
+class EntryPointSpec:
+    """A processor called by a method of its own (Molmo's ``process``), and what it does to the prompt.
+
+    ``before``/``after``: text it puts around every prompt, items or not, under
+    its kwargs' defaults (``format_read`` is False when the reader could not
+    follow its prompt helper). ``prepended``: tokenizer attributes, tried in
+    order, of the token it puts in front of the tokens once the items are in.
+    ``items_index``: the index into the prompt's tokens every image goes in at
+    (``-1``: the start). ``embed_token`` and ``fields`` are observed by running
+    the entry point (with consent): the token at an item's embedding
+    positions, and the output keys holding the item's rows.
+    """
+
+    method: str
+    source: Source
+    before: str = ""
+    after: str = ""
+    format_sources: tuple[Source, ...] = ()
+    format_read: bool = False
+    prepended: tuple[str, ...] = ()
+    prepended_source: Source | None = None
+    items_index: int | None = None
+    items_source: Source | None = None
+    embed_token: str = ""
+    fields: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PortSpec:
     """What ``mmport inspect`` reports and ``mmport scaffold`` renders."""
 
@@ -452,6 +481,8 @@ class PortSpec:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # The snapshot ships the processor's code (auto_map), which runs only with consent.
     trust_remote_code: bool = False
+    # The processor is called by a method of its own, not __call__ (mmport.analyzers.entryport).
+    entry: EntryPointSpec | None = None
 
     @property
     def edge_merges(self) -> tuple[EdgeMerges, ...]:

@@ -14,6 +14,7 @@ from mmport import __version__
 from mmport.analyzers.callblock import analyze_call_block
 from mmport.analyzers.count import ReplacementFacts, analyze_replacement
 from mmport.analyzers.edgemerges import analyze_edge_merges
+from mmport.analyzers.entryport import analyze_entry_port
 from mmport.analyzers.fields import (
     observe_fields,
     per_item_fields,
@@ -39,6 +40,7 @@ from mmport.analyzers.sourcefile import (
 )
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers
 from mmport.errors import AnalysisError
+from mmport.hf.entry import entry_point
 from mmport.hf.modalities import handled_modalities, refused_modalities
 from mmport.hf.ownprompt import writes_own_prompt
 from mmport.hf.processor import token_id_of
@@ -464,6 +466,9 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     from mmport.sources.health import check_reference
 
     processor = snapshot.load_processor()
+    if entry_point(type(processor)) is not None:
+        # Called by a method of its own (Molmo's ``process``): a port of its own kind.
+        return analyze_entry_port(snapshot, processor)
     check_reference(
         snapshot
     )  # a processor that cannot be the reference fails here, with its reason

@@ -20,6 +20,7 @@ from types import ModuleType
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from mmport.analyzers.entrypoint import entry_facts
 from mmport.analyzers.examples import invalid, valid
 from mmport.sources.processor_code import ProcessorCode
 from mmport.sources.remote import auto_references, shipped_modules
@@ -297,6 +298,7 @@ def inspect_statically(
         "video_preprocessor_config.json",
     ):
         facts += _json_facts(directory, name, _GEOMETRY, ("_token", "_token_id"))
+    facts += _entry_facts(directory, processor_code)
     facts += _missing_package_facts(directory, processor_code)
     modules = tuple(shipped_modules(directory))
     outside = (
@@ -368,12 +370,36 @@ def _missing_package_facts(
     missing += missing_packages(code.root, [code.module_file]) if code else []
     return [
         StaticFact(
-            "needs package",
-            f"`{m.package}`, not installed (pip install {m.package})",
+            "imports lazily" if m.lazy else "needs package",
+            f"`{m.package}`, not installed; only code that runs this import needs it"
+            if m.lazy
+            else f"`{m.package}`, not installed (pip install {m.package})",
             Source(m.file, m.line, m.code),
         )
         for m in missing
     ]
+
+
+def _entry_facts(directory: Path, code: ProcessorCode | None) -> list[StaticFact]:
+    """The processor's own entry point, when it is not ``__call__``, and what it does to the prompt."""
+    if code is not None:
+        where = (code.root / code.module_file, code.module_file, code.class_name)
+    else:
+        found = next(
+            (
+                (directory / module, module, name)
+                for auto, module, name in auto_references(directory)
+                if auto == "AutoProcessor"
+            ),
+            None,
+        )
+        if found is None:
+            return []
+        where = found
+    try:
+        return [StaticFact(*fact) for fact in entry_facts(*where)]
+    except (OSError, cst.ParserSyntaxError):
+        return []  # the module's own fact already says it cannot be read
 
 
 # A snapshot's own processor module; its config.json's auto_map names the class.

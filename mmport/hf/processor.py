@@ -67,10 +67,19 @@ def call_processor(
     ``audios`` are waveforms at ``sampling_rate``, which HF is told.
     Without a ``prompt`` (``None``) HF gets the items alone, as vLLM calls it.
     ``settings`` are processor call kwargs a request carries (``max_pixels``...).
+    A processor whose entry point is another method gets its one sample
+    there (see :mod:`mmport.hf.entry`).
     """
+    from mmport.hf.entry import call_entry, entry_point
     from mmport.hf.ownprompt import writes_own_prompt
     from mmport.hf.quiet import quiet_transformers
 
+    entry = entry_point(type(processor))
+    if (
+        entry is not None
+    ):  # an older processor called by a method of its own (Molmo's ``process``)
+        with quiet_transformers():
+            return call_entry(processor, entry, prompt, images, **settings)
     media: dict[str, Any] = dict(settings)
     if videos:
         media.update(_video_arguments(processor, videos))
@@ -129,10 +138,16 @@ def token_id_of(processor: Any, token_attr: str = "image_token") -> int:
     """The id of the token ``processor.<token_attr>`` names.
 
     Most processors also set ``<token_attr>_id``; BLIP-2's keep only the token
-    (an ``AddedToken``), so its text is looked up in the tokenizer.
+    (an ``AddedToken``), so its text is looked up in the tokenizer. A processor
+    called by a method of its own names no image token (Molmo's inserts its
+    tokens itself): the id it writes most for one image (:mod:`mmport.hf.entry`).
     """
+    from mmport.hf.entry import entry_point, most_written_image_id
+
     if hasattr(processor, f"{token_attr}_id"):
         return getattr(processor, f"{token_attr}_id")
+    if not hasattr(processor, token_attr) and entry_point(type(processor)):
+        return most_written_image_id(processor)
     return processor.tokenizer.convert_tokens_to_ids(
         str(getattr(processor, token_attr))
     )

@@ -96,5 +96,7 @@ def import_problem(exc: BaseException, directory: Path) -> str | None:
         return unimportable(
             exc, f"the snapshot's {Path(frame.filename).name}:{frame.lineno}"
         )
-    missing = missing_packages(directory, shipped_modules(directory))
+    missing = [
+        m for m in missing_packages(directory, shipped_modules(directory)) if not m.lazy
+    ]
     return not_installed(missing, "the snapshot's ") if missing else None

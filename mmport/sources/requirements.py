@@ -37,6 +37,7 @@ from pathlib import Path
 
 from mmport.errors import one_line
 from mmport.hf.code import REMOTE_CODE_PACKAGE
+from mmport.hf.lazyimports import function_only_imports
 
 __all__ = [
     "MissingPackage",
@@ -55,6 +56,9 @@ class MissingPackage:
     file: str
     line: int
     code: str
+    # Imported only inside function bodies: needed only when that code runs
+    # (mmport loads the module without it, see mmport.hf.lazyimports).
+    lazy: bool = False
 
     @property
     def where(self) -> str:
@@ -67,6 +71,7 @@ def missing_packages(root: Path, files: Iterable[str]) -> list[MissingPackage]:
 
     Imports follow transformers' ``check_imports`` rule: those inside a ``try``
     or under ``if is_<package>_available()`` are optional, so not required.
+    A package a module imports only inside functions is ``lazy``.
     Nothing is imported; one entry per package, at its first import.
     """
     found: dict[str, MissingPackage] = {}
@@ -77,6 +82,7 @@ def missing_packages(root: Path, files: Iterable[str]) -> list[MissingPackage]:
             continue
         seen.add(name)
         lines, tree = _parse(root / name)
+        lazy = function_only_imports(root / name)
         for node in _required_imports(tree):
             queue += _local_modules(root, name, node)
             for top in _top_names(node):
@@ -86,7 +92,11 @@ def missing_packages(root: Path, files: Iterable[str]) -> list[MissingPackage]:
                     and importlib.util.find_spec(top) is None
                 ):
                     found[top] = MissingPackage(
-                        top, name, node.lineno, lines[node.lineno - 1].strip()
+                        top,
+                        name,
+                        node.lineno,
+                        lines[node.lineno - 1].strip(),
+                        lazy=top in lazy,
                     )
     return list(found.values())
 

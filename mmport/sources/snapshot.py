@@ -106,7 +106,11 @@ class Snapshot:
         if "processor" not in self._cache:
             from transformers import AutoProcessor, ProcessorMixin
 
+            from mmport.hf.lazyimports import accept_lazy_imports
             from mmport.hf.quiet import quiet_transformers
+
+            if self.trust_remote_code:
+                accept_lazy_imports()
 
             factory = (
                 self._outside_processor_class()

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from mmport.errors import BadReferenceError
+from mmport.hf.entry import entry_point
 from mmport.hf.layout import template_layouts, usable_layout
 from mmport.hf.modalities import (
     SUB_PROCESSORS,
@@ -141,6 +142,11 @@ class HFReference:
             if getattr(self.processor, token_attr, None) is not None
             else None
         )
+        if configured is None and own_id is None and entry_point(type(self.processor)):
+            # Called by a method of its own, naming no token (Molmo): HF inserts the item.
+            return ModalityRef(
+                modality, token_attr, None, token_id_of(self.processor, token_attr)
+            )
         placeholder = (
             None
             if self._inserts(modality, item, configured, own_id)
