@@ -209,13 +209,13 @@ def inspect(
     --trust-remote-code is given.
     """
     from mmport.console import console, spec_table, static_table
-    from mmport.errors import RemoteCodeConsentError
+    from mmport.errors import NoProcessorClassError, RemoteCodeConsentError
     from mmport.spec import to_json
 
     def action():
         try:
             return _analyze(ref, trust_remote_code, processor_code)
-        except RemoteCodeConsentError:
+        except (RemoteCodeConsentError, NoProcessorClassError):
             _progress(f"reading {ref}'s own code without running it")
             return _inspect_statically(ref, processor_code)
 

@@ -18,6 +18,7 @@ __all__ = [
     "DeviceError",
     "ManifestError",
     "MmportError",
+    "NoProcessorClassError",
     "OutputExistsError",
     "PortLoadError",
     "RemoteCodeConsentError",
@@ -40,6 +41,10 @@ class BadReferenceError(MmportError):
 
 class RemoteCodeConsentError(BadReferenceError):
     """The snapshot's own code would have to run, and ``--trust-remote-code`` was not given."""
+
+
+class NoProcessorClassError(BadReferenceError):
+    """The snapshot's code has a model and a tokenizer but no processor class: only a static read applies."""
 
 
 class AnalysisError(MmportError):

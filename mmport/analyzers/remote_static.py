@@ -19,6 +19,11 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from mmport.analyzers.chatprompt import (
+    ChatPromptRule,
+    read_chat_prompt,
+    read_chat_tiling,
+)
 from mmport.sources.processor_code import ProcessorCode
 from mmport.sources.remote import auto_references, shipped_modules
 from mmport.sources.requirements import missing_packages
@@ -33,6 +38,11 @@ UNSETTLED = (
     "the field layout of the processor's outputs",
     "the mm limits and the worst-case item",
     "the request settings that change counts",
+)
+# For a model that writes its images into the prompt itself (no processor class), what running adds.
+CHAT_UNSETTLED = (
+    "each image's tile count (the model card's dynamic_preprocess, run with the tiling settings above)",
+    "the tokenizer's ids for each item's text, and whether they survive decoding and re-encoding",
 )
 # Hooks a 5.x processor expands placeholders with (TRANSFORMERS5.md), and the older way.
 _HOOKS = (
@@ -280,7 +290,12 @@ def inspect_statically(
     With ``processor_code`` (``--processor-code``), its processor class is read
     too, in place of the one ``auto_map`` names.
     """
-    facts = _json_facts(directory, "config.json", ("model_type",), ())[:1]
+    # The top-level model_type only: a nested config's (InternVL's llm_config) is not the snapshot's.
+    facts = [
+        f
+        for f in _json_facts(directory, "config.json", ("model_type",), ())
+        if f.fact == "config.json model_type"
+    ]
     facts += _auto_map_facts(
         directory, skip=("AutoProcessor",) if processor_code else ()
     )
@@ -295,6 +310,8 @@ def inspect_statically(
         "video_preprocessor_config.json",
     ):
         facts += _json_facts(directory, name, _GEOMETRY, ("_token", "_token_id"))
+    chat = None if processor_code else read_chat_prompt(directory)
+    facts += _chat_facts(directory, chat) if chat else []
     facts += _missing_package_facts(directory, processor_code)
     modules = tuple(shipped_modules(directory))
     outside = (
@@ -302,7 +319,44 @@ def inspect_statically(
         if processor_code
         else ()
     )
-    return StaticReport(model_type, modules, tuple(facts), outside=outside)
+    unsettled = CHAT_UNSETTLED if chat else UNSETTLED
+    return StaticReport(
+        model_type, modules, tuple(facts), unsettled=unsettled, outside=outside
+    )
+
+
+def _chat_facts(directory: Path, rule: ChatPromptRule) -> list[StaticFact]:
+    """How the model's own prompt code writes an image, and the tiling its config sets."""
+    text = " + ".join(
+        repr(s.text) + "".join(f" × {t}" for t in s.times) for s in rule.segments
+    )
+    facts = [
+        StaticFact("processor", "none: no auto_map entry or config names one"),
+        StaticFact(
+            "prompt built by",
+            f"{rule.model_class}.{rule.method}(): {rule.placeholder!r} → {text}, "
+            f"{rule.item_factor} per item",
+            rule.source,
+        ),
+        StaticFact(
+            "placeholder replaced",
+            f"{rule.placeholder!r}, once per item, in order",
+            rule.replace_source,
+        ),
+    ]
+    for code, rule_code, value, source in rule.factors:
+        settled = "not settled by the files" if value is None else str(value)
+        facts.append(StaticFact(code, f"{settled} = {rule_code}", source))
+    tiling = read_chat_tiling(directory)
+    facts += [
+        StaticFact(f"config.json {key}", json.dumps(value), source)
+        for key, value, source in tiling.settings
+    ]
+    if tiling.code is not None:
+        facts.append(
+            StaticFact("tiling code (model card)", "dynamic_preprocess()", tiling.code)
+        )
+    return facts
 
 
 def _auto_map_facts(directory: Path, skip: tuple[str, ...]) -> list[StaticFact]:

@@ -107,6 +107,14 @@ class Snapshot:
             from transformers import AutoProcessor, ProcessorMixin
 
             from mmport.hf.quiet import quiet_transformers
+            from mmport.sources.processorless import (
+                names_no_processor,
+                processorless_error,
+            )
+
+            if not self.processor_code and names_no_processor(self.path):
+                # AutoProcessor would find the tokenizer alone, or fail on it: say what the snapshot is.
+                raise processorless_error(self.path, self.trust_remote_code)
 
             factory = (
                 self._outside_processor_class()
