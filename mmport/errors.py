@@ -18,7 +18,6 @@ __all__ = [
     "DeviceError",
     "ManifestError",
     "MmportError",
-    "NoProcessorClassError",
     "OutputExistsError",
     "PortLoadError",
     "RemoteCodeConsentError",
@@ -41,10 +40,6 @@ class BadReferenceError(MmportError):
 
 class RemoteCodeConsentError(BadReferenceError):
     """The snapshot's own code would have to run, and ``--trust-remote-code`` was not given."""
-
-
-class NoProcessorClassError(BadReferenceError):
-    """The snapshot's code has a model and a tokenizer but no processor class: only a static read applies."""
 
 
 class AnalysisError(MmportError):

@@ -1,13 +1,14 @@
 """Checkpoints whose code has a model and a tokenizer but no processor class (InternVL2 chat).
 
 Built from the published files of InternVL2-1B (Qwen2) and InternVL2-2B
-(InternLM2), tests/data/published (PROVENANCE.md says from where). What
-mmport does with them today: without --trust-remote-code nothing runs and
-inspect reads statically the prompt the model's chat() builds and the
-tiling its config sets; scaffold and verify refuse in one line (with the
-flag too: mmport does not generate the custom processor yet). The tiling's
-equivalence with transformers' GotOcr2 image processor, which such a port
-would reuse, is proven against the model card's own dynamic_preprocess.
+(InternLM2), tests/data/published (PROVENANCE.md says from where). Without
+--trust-remote-code nothing runs: inspect reads statically the prompt the
+model's chat() builds and the tiling its config sets; scaffold and verify
+refuse in one line. With it, the generated port (it ships the custom HF
+processor) passes verify against the model's own chat(), in the bundled
+runtime and in real vLLM. The tiling's equivalence with transformers'
+GotOcr2 image processor, which the port reuses, is proven against the model
+card's own dynamic_preprocess.
 """
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ def test_the_prompt_rule_is_read_from_chat(checkpoint):
     config = _config(name)
     vision = config["vision_config"]
     side = (config["force_image_size"] or vision["image_size"]) // vision["patch_size"]
-    ((code, _, value, source),) = rule.factors
-    assert code == "self.num_image_token"
-    assert value == int(side**2 * config["downsample_ratio"] ** 2)
+    (factor,) = rule.factors
+    assert factor.code == "self.num_image_token"
+    assert factor.value == int(side**2 * config["downsample_ratio"] ** 2)
+    source = factor.source
     line = (snapshot / source.file).read_text().splitlines()[source.line - 1]
     assert "self.num_image_token =" in line
     assert _ran(sentinel) == []
@@ -97,31 +99,88 @@ def test_without_the_flag_inspect_reads_chat_statically(checkpoint):
     assert _ran(sentinel) == []
 
 
-@pytest.mark.parametrize("trust", [False, True])
-def test_scaffold_and_verify_refuse_in_one_line(
-    checkpoint, scaffolded, tmp_path, trust
+def test_without_the_flag_scaffold_and_verify_refuse_in_one_line(
+    checkpoint, scaffolded, tmp_path
 ):
     _, snapshot, sentinel = checkpoint
     out = tmp_path / "out"
     # A real port, so that verify gets as far as the snapshot.
     port = scaffolded("llava") / "llava_processing.py"
-    flag = ("--trust-remote-code",) if trust else ()
     for args in (
-        ("scaffold", str(snapshot), "-o", str(out), *flag),
-        ("verify", str(snapshot), "--port", str(port), *flag),
+        ("scaffold", str(snapshot), "-o", str(out)),
+        ("verify", str(snapshot), "--port", str(port)),
     ):
         result = invoke(*args)
         said = result.stderr.strip()
         assert result.returncode == 2, result.stdout + said
         assert len(said.splitlines()) == 1 and "Traceback" not in said
-        assert ("--trust-remote-code" in said) != trust
-        assert "no processor class" in said
+        assert "--trust-remote-code" in said and "no processor class" in said
     assert not out.exists()
     assert _ran(sentinel) == []
 
 
+def _scaffolded(snapshot: Path, out: Path) -> Path:
+    result = invoke("scaffold", str(snapshot), "-o", str(out), "--trust-remote-code")
+    assert result.returncode == 0, result.stderr
+    (port,) = out.glob("*_processing.py")
+    return port
+
+
+def _failures(report: dict) -> str:
+    return json.dumps(
+        {n: c["failures"][:2] for n, c in report["checks"].items() if c["failures"]},
+        indent=1,
+    )
+
+
+@pytest.mark.slow
+def test_with_the_flag_a_zero_edit_port_passes(checkpoint, tmp_path):
+    from conftest import verify_report
+
+    _, snapshot, sentinel = checkpoint
+    port = _scaffolded(snapshot, tmp_path / "port")
+    assert "transformers_modules" not in port.read_text()
+    code, report = verify_report(
+        str(snapshot), port, probes=4, backend="bundled", trust_remote_code=True
+    )
+    assert code == 0, _failures(report)
+    # The reference is the model's own chat(): the snapshot's code ran.
+    assert "modeling_internvl_chat" in " ".join(_ran(sentinel))
+
+
+@pytest.mark.slow
+def test_a_port_one_context_token_off_fails(checkpoint, tmp_path):
+    from conftest import failed_checks, verify_report
+
+    _, snapshot, _ = checkpoint
+    port = _scaffolded(snapshot, tmp_path / "port")
+    text = port.read_text()
+    rule = "self.num_image_token * num_patches"
+    assert rule in text
+    port.write_text(text.replace(rule, f"({rule} + 1)"))
+    code, report = verify_report(
+        str(snapshot), port, probes=4, backend="bundled", trust_remote_code=True
+    )
+    assert code == 1
+    assert {"tokens", "placeholders"} <= failed_checks(report), _failures(report)
+
+
+@pytest.mark.vllm
+def test_the_port_gives_the_reference_ids_inside_real_vllm(checkpoint, tmp_path):
+    from conftest import verify_report
+
+    _, snapshot, _ = checkpoint
+    port = _scaffolded(snapshot, tmp_path / "port")
+    code, report = verify_report(
+        str(snapshot), port, probes=4, backend="vllm", trust_remote_code=True
+    )
+    assert report["backend"].startswith("vllm")
+    assert code == 0, _failures(report)
+
+
 def test_with_the_flag_inspect_still_reads_statically(checkpoint):
     _, snapshot, sentinel = checkpoint
+    sentinel.unlink(missing_ok=True)  # other tests run the code with the flag
     result = invoke("inspect", str(snapshot), "--json", "--trust-remote-code")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["static"] is True
@@ -256,10 +315,15 @@ def test_valid_chat_example(tmp_path):
     assert rule.placeholder == "<picture>"
     assert [s.text for s in rule.segments] == ["<s_img>", "<pad_img>", "</s_img>"]
     assert rule.item_factor == "n"
-    assert rule.factors[0][:3] == (
+    factor = rule.factors[0]
+    assert (factor.code, factor.rule, factor.value) == (
         "self.per_tile",
         "int(side ** 2 * config.ratio ** 2)",
         int((64 // 8) ** 2 * 0.5**2),
+    )
+    assert factor.statements == (
+        "side = config.force_image_size // config.patch_size",
+        "self.per_tile = int(side ** 2 * config.ratio ** 2)",
     )
 
 

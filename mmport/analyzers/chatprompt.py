@@ -43,6 +43,7 @@ __all__ = [
     "TILING_KEYS",
     "ChatPromptRule",
     "ChatTiling",
+    "Factor",
     "Segment",
     "read_chat_prompt",
     "read_chat_tiling",
@@ -71,6 +72,17 @@ class Segment:
 
 
 @dataclass(frozen=True)
+class Factor:
+    """A name an item's text is multiplied by, and the ``__init__`` code that sets it."""
+
+    code: str  # ``self.num_image_token``
+    rule: str  # the expression assigned to it
+    value: int | None  # its value on config.json; None where the files do not settle it
+    source: Source | None
+    statements: tuple[str, ...] = ()  # the local assignments it reads, then its own
+
+
+@dataclass(frozen=True)
 class ChatPromptRule:
     """How the model's own prompt code writes one item in place of its placeholder."""
 
@@ -80,8 +92,8 @@ class ChatPromptRule:
     segments: tuple[Segment, ...]
     # The loop variable that takes one value per item (InternVL's tile count ``num_patches``).
     item_factor: str
-    # The other factors, each with the code that sets it and its value on config.json (None: not settled).
-    factors: tuple[tuple[str, str, int | None, Source | None], ...]
+    # The other factors (``self.num_image_token``), each with what sets it.
+    factors: tuple[Factor, ...]
     source: Source  # the line writing the item's text
     replace_source: Source  # the line replacing the placeholder with it
 
@@ -286,23 +298,46 @@ def _factor(
     init: cst.FunctionDef | None,
     code: str,
     config: dict[str, Any],
-) -> tuple[str, str, int | None, Source | None]:
-    """A ``self.<attr>`` factor: the code ``__init__`` sets it with, and its value on ``config``."""
+) -> Factor:
+    """A ``self.<attr>`` factor: the ``__init__`` statements that set it, and its value on ``config``."""
     attr = code.removeprefix("self.")
     if init is None or attr == code:
-        return code, "", None, None
-    scope: dict[str, cst.BaseExpression] = {}
+        return Factor(code, "", None, None)
+    scope: dict[str, cst.Assign] = {}
     for node in _walk(init.body):
         if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
             continue
         target = node.targets[0].target
         if isinstance(target, cst.Name):
-            scope[target.value] = node.value
+            scope[target.value] = node
         elif _code(target) == code:
-            value = _evaluate(node.value, scope, config)
+            values = {name: assign.value for name, assign in scope.items()}
+            value = _evaluate(node.value, values, config)
             number = int(value) if isinstance(value, (int, float)) else None
-            return code, _code(node.value), number, parsed.source(node)
-    return code, "", None, None
+            needed = _needed(node.value, scope)
+            return Factor(
+                code,
+                _code(node.value),
+                number,
+                parsed.source(node),
+                (*(_code(a) for a in needed), _code(node)),
+            )
+    return Factor(code, "", None, None)
+
+
+def _needed(node: cst.CSTNode, scope: dict[str, cst.Assign]) -> list[cst.Assign]:
+    """The local assignments ``node`` reads, and those they read, in source order."""
+    found: dict[str, cst.Assign] = {}
+    pending = [n.value for n in _walk(node) if isinstance(n, cst.Name)]
+    while pending:
+        name = pending.pop()
+        if name in scope and name not in found:
+            found[name] = scope[name]
+            pending += [
+                n.value for n in _walk(scope[name].value) if isinstance(n, cst.Name)
+            ]
+    order = list(scope.values())
+    return sorted(found.values(), key=order.index)
 
 
 def _evaluate(

@@ -344,9 +344,11 @@ def _chat_facts(directory: Path, rule: ChatPromptRule) -> list[StaticFact]:
             rule.replace_source,
         ),
     ]
-    for code, rule_code, value, source in rule.factors:
-        settled = "not settled by the files" if value is None else str(value)
-        facts.append(StaticFact(code, f"{settled} = {rule_code}", source))
+    for factor in rule.factors:
+        settled = "not settled by the files" if factor.value is None else factor.value
+        facts.append(
+            StaticFact(factor.code, f"{settled} = {factor.rule}", factor.source)
+        )
     tiling = read_chat_tiling(directory)
     facts += [
         StaticFact(f"config.json {key}", json.dumps(value), source)

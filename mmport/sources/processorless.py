@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mmport.errors import NoProcessorClassError, RemoteCodeConsentError
+from mmport.errors import RemoteCodeConsentError
 from mmport.sources.remote import CONFIG_FILES, auto_references, consent_error
 
 __all__ = ["PROCESSOR_AUTOS", "names_no_processor", "processorless_error"]
@@ -47,14 +47,6 @@ def _names_processor_class(path: Path) -> bool:
     return isinstance(data, dict) and isinstance(data.get("processor_class"), str)
 
 
-def processorless_error(
-    directory: Path, trust_remote_code: bool
-) -> RemoteCodeConsentError | NoProcessorClassError:
-    """The one line for such a snapshot: consent first; with consent, that mmport cannot check a port of it yet."""
-    if not trust_remote_code:
-        return consent_error(directory, _WHAT)
-    return NoProcessorClassError(
-        f"{directory}: its code defines a model and a tokenizer but no processor class "
-        "(its model's chat() writes images into the prompt); mmport does not yet generate the custom "
-        "processor such a port needs, nor check one. `mmport inspect` reports what the files settle"
-    )
+def processorless_error(directory: Path) -> RemoteCodeConsentError:
+    """The one line for such a snapshot without ``--trust-remote-code``: its model's code is the reference."""
+    return consent_error(directory, _WHAT)
