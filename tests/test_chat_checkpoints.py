@@ -165,6 +165,32 @@ def test_a_port_one_context_token_off_fails(checkpoint, tmp_path):
     assert {"tokens", "placeholders"} <= failed_checks(report), _failures(report)
 
 
+def _without_method(port: Path, name: str) -> None:
+    """Drop method ``name`` from the generated module (the next method starts where it ends)."""
+    text = port.read_text()
+    start = text.index(f"    def {name}(")
+    end = text.index("    def ", start + 1)
+    port.write_text(text[:start] + text[end:])
+
+
+@pytest.mark.slow
+def test_a_port_left_to_vllms_text_fallback_fails_with_internlm2(tmp_path):
+    from conftest import failed_checks, verify_report
+
+    # InternLM2's sentencepiece ids change when text is decoded and encoded again,
+    # so a placeholder vLLM finds only in text (its fallback) gives other ids than chat().
+    snapshot = published_snapshot(
+        "internvl2_2b", tmp_path / "snapshot", tmp_path / "ran.txt"
+    )
+    port = _scaffolded(snapshot, tmp_path / "port")
+    _without_method(port, "_postprocess_prompt")
+    code, report = verify_report(
+        str(snapshot), port, probes=4, backend="bundled", trust_remote_code=True
+    )
+    assert code == 1
+    assert "tokens" in failed_checks(report), _failures(report)
+
+
 @pytest.mark.vllm
 def test_the_port_gives_the_reference_ids_inside_real_vllm(checkpoint, tmp_path):
     from conftest import verify_report
