@@ -54,14 +54,19 @@ class ChatPromptProcessor(ProcessorMixin):
     image_processor_class = "GotOcr2ImageProcessor"
     tokenizer_class = "AutoTokenizer"
 
-    def __init__(self, image_processor: Any, tokenizer: Any, model: Any = None) -> None:
+    def __init__(self, image_processor: Any, tokenizer: Any, model: Any) -> None:
         super().__init__(image_processor, tokenizer)
         self.model = model
+        # The text InternVL-style chat() replaces per image (and writes itself into a question
+        # without one): the placeholder verify writes in its prompts.
         self.image_token = "<image>"
-        # The token chat() fills with image features (it sets img_context_token_id from it).
-        self.image_token_id = tokenizer.convert_tokens_to_ids(
-            _chat_default(model, "IMG_CONTEXT_TOKEN")
-        )
+        # chat() tells the model which token its image features fill (img_context_token_id).
+        self._chat_ids("", None, [])
+        self.image_token_id = getattr(model, "img_context_token_id", None)
+        if not isinstance(self.image_token_id, int):
+            raise BadReferenceError(
+                f"{type(model).__name__}.chat() names no img_context_token_id; mmport cannot tell its image token"
+            )
 
     def __call__(
         self,
@@ -113,18 +118,6 @@ def _flat(images: Any) -> list:
     if not isinstance(images, list | tuple):
         return [images]
     return [i for image in images for i in _flat(image)] if images else []
-
-
-def _chat_default(model: Any, name: str) -> str:
-    """A default of ``chat()``'s parameters (``IMG_CONTEXT_TOKEN='<IMG_CONTEXT>'``)."""
-    import inspect
-
-    parameter = inspect.signature(type(model).chat).parameters.get(name)
-    if parameter is None or not isinstance(parameter.default, str):
-        raise BadReferenceError(
-            f"{type(model).__name__}.chat() has no {name} default; mmport cannot tell its image token"
-        )
-    return parameter.default
 
 
 def load_chat_reference(path: Path) -> ChatPromptProcessor:
