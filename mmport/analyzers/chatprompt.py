@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
+from mmport.analyzers.staticread import StaticModule, code_of, walk
 from mmport.sources.processorless import names_no_processor
 from mmport.sources.remote import auto_references
 from mmport.spec import Source
@@ -123,13 +123,21 @@ def read_chat_prompt(directory: Path) -> ChatPromptRule | None:
     for auto, module_file, class_name in auto_references(directory):
         if auto not in _MODEL_AUTOS:
             continue
-        parsed = _Parsed.read(directory / module_file)
+        parsed = _read_module(directory, module_file)
         classdef = parsed.classes.get(class_name) if parsed else None
         if parsed is not None and classdef is not None:
             rule = _rule_in_class(parsed, classdef, _config_json(directory))
             if rule is not None:
                 return rule
     return None
+
+
+def _read_module(directory: Path, name: str) -> StaticModule | None:
+    """The parsed module, or None when it is absent or does not parse (the static report names those)."""
+    try:
+        return StaticModule(directory, name)
+    except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+        return None
 
 
 def read_chat_tiling(directory: Path) -> ChatTiling:
@@ -145,34 +153,8 @@ def read_chat_tiling(directory: Path) -> ChatTiling:
     return ChatTiling(settings, _card_code(directory / "README.md"))
 
 
-class _Parsed:
-    """One module parsed with positions: its top-level classes."""
-
-    def __init__(self, path: Path, text: str) -> None:
-        self.name = path.name
-        self.lines = text.splitlines()
-        wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)
-        self.positions = wrapper.resolve(PositionProvider)
-        self.classes = {
-            s.name.value: s for s in wrapper.module.body if isinstance(s, cst.ClassDef)
-        }
-
-    @classmethod
-    def read(cls, path: Path) -> _Parsed | None:
-        """The parsed module, or None when it is absent or does not parse (the static report names those)."""
-        try:
-            return cls(path, path.read_text())
-        except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
-            return None
-
-    def source(self, node: cst.CSTNode) -> Source:
-        """Provenance of ``node`` in this module."""
-        line = self.positions[node].start.line
-        return Source(self.name, line, self.lines[line - 1].strip())
-
-
 def _rule_in_class(
-    parsed: _Parsed, classdef: cst.ClassDef, config: dict[str, Any]
+    parsed: StaticModule, classdef: cst.ClassDef, config: dict[str, Any]
 ) -> ChatPromptRule | None:
     """The first of the class's methods (``chat`` first) that replaces a placeholder per item."""
     methods = {
@@ -189,7 +171,7 @@ def _rule_in_class(
         segments = _segments(assign.value, _string_defaults(methods[name]))
         if segments is None:
             continue
-        item_factor = _code(loop.target)
+        item_factor = code_of(loop.target)
         factors = tuple(
             _factor(parsed, methods.get("__init__"), code, config)
             for code in dict.fromkeys(f for s in segments for f in s.times)
@@ -212,11 +194,11 @@ def _replacement_loop(
     method: cst.FunctionDef,
 ) -> tuple[cst.For, cst.Assign, cst.Call, str] | None:
     """``for x in items: t = <text>; q = q.replace('<placeholder>', t, 1)``: the loop, the assignment, the call."""
-    for loop in _walk(method.body):
+    for loop in walk(method.body):
         if not isinstance(loop, cst.For):
             continue
         assigned: dict[str, cst.Assign] = {}
-        for node in _walk(loop.body):
+        for node in walk(loop.body):
             if isinstance(node, cst.Assign) and len(node.targets) == 1:
                 target = node.targets[0].target
                 if isinstance(target, cst.Name):
@@ -265,7 +247,7 @@ def _segments(
         for factor in _operands(term, cst.Multiply):
             text = _string_of(factor, strings)
             if text is None:
-                times.append(_code(factor))
+                times.append(code_of(factor))
             else:
                 texts.append(text)
         if len(texts) != 1:
@@ -294,7 +276,7 @@ def _string_of(node: cst.BaseExpression, strings: dict[str, str]) -> str | None:
 
 
 def _factor(
-    parsed: _Parsed,
+    parsed: StaticModule,
     init: cst.FunctionDef | None,
     code: str,
     config: dict[str, Any],
@@ -304,23 +286,23 @@ def _factor(
     if init is None or attr == code:
         return Factor(code, "", None, None)
     scope: dict[str, cst.Assign] = {}
-    for node in _walk(init.body):
+    for node in walk(init.body):
         if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
             continue
         target = node.targets[0].target
         if isinstance(target, cst.Name):
             scope[target.value] = node
-        elif _code(target) == code:
+        elif code_of(target) == code:
             values = {name: assign.value for name, assign in scope.items()}
             value = _evaluate(node.value, values, config)
             number = int(value) if isinstance(value, (int, float)) else None
             needed = _needed(node.value, scope)
             return Factor(
                 code,
-                _code(node.value),
+                code_of(node.value),
                 number,
                 parsed.source(node),
-                (*(_code(a) for a in needed), _code(node)),
+                (*(code_of(a) for a in needed), code_of(node)),
             )
     return Factor(code, "", None, None)
 
@@ -328,13 +310,13 @@ def _factor(
 def _needed(node: cst.CSTNode, scope: dict[str, cst.Assign]) -> list[cst.Assign]:
     """The local assignments ``node`` reads, and those they read, in source order."""
     found: dict[str, cst.Assign] = {}
-    pending = [n.value for n in _walk(node) if isinstance(n, cst.Name)]
+    pending = [n.value for n in walk(node) if isinstance(n, cst.Name)]
     while pending:
         name = pending.pop()
         if name in scope and name not in found:
             found[name] = scope[name]
             pending += [
-                n.value for n in _walk(scope[name].value) if isinstance(n, cst.Name)
+                n.value for n in walk(scope[name].value) if isinstance(n, cst.Name)
             ]
     order = list(scope.values())
     return sorted(found.values(), key=order.index)
@@ -360,7 +342,11 @@ def _evaluate(
         return owner.get(node.attr.value) if isinstance(owner, dict) else None
     if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or):
         return evaluate(node.left) or evaluate(node.right)
-    if isinstance(node, cst.Call) and _code(node.func) == "int" and len(node.args) == 1:
+    if (
+        isinstance(node, cst.Call)
+        and code_of(node.func) == "int"
+        and len(node.args) == 1
+    ):
         value = evaluate(node.args[0].value)
         return int(value) if isinstance(value, (int, float)) else None
     if isinstance(node, cst.BinaryOperation):
@@ -420,14 +406,3 @@ def _card_code(readme: Path) -> Source | None:
         ),
         None,
     )
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    yield node
-    for child in node.children:
-        yield from _walk(child)
-
-
-def _code(node: cst.CSTNode) -> str:
-    """The node's code on one line."""
-    return " ".join(cst.Module([]).code_for_node(node).split())
