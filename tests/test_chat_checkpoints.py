@@ -119,6 +119,33 @@ def test_without_the_flag_scaffold_and_verify_refuse_in_one_line(
     assert _ran(sentinel) == []
 
 
+def test_a_tiling_the_port_cannot_follow_is_refused_in_one_line(tmp_path):
+    snapshot = published_snapshot(
+        "internvl2_1b", tmp_path / "snapshot", tmp_path / "ran.txt"
+    )
+    config = json.loads((snapshot / "config.json").read_text())
+    config["use_thumbnail"] = False
+    (snapshot / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "out"
+    result = invoke("scaffold", str(snapshot), "-o", str(out), "--trust-remote-code")
+    said = result.stderr.strip()
+    assert result.returncode == 2, result.stdout + said
+    assert len(said.splitlines()) == 1 and "use_thumbnail false" in said
+    assert not out.exists()
+
+
+def test_a_model_whose_prompt_code_mmport_cannot_read_is_refused_in_one_line(
+    tmp_path,
+):
+    snapshot = _snapshot_of(tmp_path / "snapshot", INVALID_NO_REPLACEMENT)
+    out = tmp_path / "out"
+    result = invoke("scaffold", str(snapshot), "-o", str(out), "--trust-remote-code")
+    said = result.stderr.strip()
+    assert result.returncode == 2, result.stdout + said
+    assert len(said.splitlines()) == 1 and "no processor class" in said
+    assert not out.exists()
+
+
 def _scaffolded(snapshot: Path, out: Path) -> Path:
     result = invoke("scaffold", str(snapshot), "-o", str(out), "--trust-remote-code")
     assert result.returncode == 0, result.stderr

@@ -11,6 +11,8 @@ leaves a setting out is refused: GotOcr2 could not follow it.
 
 from __future__ import annotations
 
+import json
+
 import transformers
 
 from mmport import __version__
@@ -95,7 +97,7 @@ def _tile_settings(snapshot: Snapshot, tiling: ChatTiling) -> tuple:
     """(config key, tile processor kwarg, value, source) per setting; what GotOcr2 cannot follow is refused."""
     if tiling.get("use_thumbnail") is not True:
         raise AnalysisError(
-            f"{snapshot.path}: config.json sets use_thumbnail {tiling.get('use_thumbnail')!r}; "
+            f"{snapshot.path}: config.json sets use_thumbnail {json.dumps(tiling.get('use_thumbnail'))}; "
             f"{TILE_PROCESSOR} always adds the thumbnail, so mmport's port would not tile as the model card does"
         )
     settings = {key: (value, source) for key, value, source in tiling.settings}

@@ -126,6 +126,12 @@ def load_chat_reference(path: Path) -> ChatPromptProcessor:
     from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 
     config = AutoConfig.from_pretrained(path, trust_remote_code=True)
+    if getattr(config, "use_thumbnail", None) is not True:
+        # GotOcr2 adds a thumbnail to every image of more than one tile, as the card does with it on.
+        raise BadReferenceError(
+            f"{path}: config.json sets use_thumbnail {getattr(config, 'use_thumbnail', None)}; "
+            "mmport's reference tiles with GotOcr2ImageProcessor, which always adds the thumbnail"
+        )
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
     size = config.force_image_size or config.vision_config.image_size
     # The model card's settings: build_transform normalises with ImageNet's mean and std.
