@@ -117,7 +117,7 @@ def _flat(images: Any) -> list:
         return []
     if not isinstance(images, list | tuple):
         return [images]
-    return [i for image in images for i in _flat(image)] if images else []
+    return [i for image in images for i in _flat(image)]
 
 
 def load_chat_reference(path: Path) -> ChatPromptProcessor:
