@@ -210,14 +210,16 @@ def inspect(
     """
     from mmport.console import console, spec_table, static_table
     from mmport.errors import RemoteCodeConsentError
-    from mmport.spec import to_json
+    from mmport.spec import ChatPortSpec, to_json
 
     def action():
         try:
-            return _analyze(ref, trust_remote_code, processor_code)
+            spec = _analyze(ref, trust_remote_code, processor_code)
         except RemoteCodeConsentError:
             _progress(f"reading {ref}'s own code without running it")
             return _inspect_statically(ref, processor_code)
+        # No processor class (InternVL2 chat): the static read lists the facts its port follows.
+        return _inspect_statically(ref) if isinstance(spec, ChatPortSpec) else spec
 
     spec = _run(action)
     from mmport.analyzers.remote_static import StaticReport

@@ -21,7 +21,7 @@ import jinja2
 
 from mmport.edgetokens import port_source
 from mmport.errors import OutputExistsError, RenderError
-from mmport.spec import PortSpec
+from mmport.spec import ChatPortSpec, PortSpec
 
 __all__ = ["RenderedFile", "render_port", "write_files"]
 
@@ -105,10 +105,18 @@ def _import_sorted(lines, stdlib: bool) -> list[str]:
     )
 
 
-def render_port(spec: PortSpec) -> list[RenderedFile]:
+# A checkpoint with no processor class: one module, the vLLM port with the HF processor it ships.
+CHAT_OUTPUTS = {"chat_processing.py.jinja": "{model}_processing.py"}
+
+
+def render_port(spec: PortSpec | ChatPortSpec) -> list[RenderedFile]:
     """Render every output for ``spec``; each Python file must compile."""
     files = []
-    for template, pattern in (ENTRY_OUTPUTS if spec.entry else OUTPUTS).items():
+    if isinstance(spec, ChatPortSpec):
+        outputs = CHAT_OUTPUTS
+    else:
+        outputs = ENTRY_OUTPUTS if spec.entry else OUTPUTS
+    for template, pattern in outputs.items():
         name = pattern.format(model=spec.module_name)
         try:
             text = _environment().get_template(template).render(spec=spec)

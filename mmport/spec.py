@@ -17,6 +17,7 @@ from mmport.media import EMBEDDING_FIELDS
 
 __all__ = [
     "CallParameter",
+    "ChatPortSpec",
     "CountRule",
     "EdgeMerges",
     "EntryPointSpec",
@@ -510,6 +511,44 @@ class PortSpec:
         return re.sub(r"\W", "_", self.model_type)
 
 
+@dataclass(frozen=True)
+class ChatPortSpec:
+    """A port of a checkpoint with no processor class whose model's ``chat()`` writes each image out (InternVL2).
+
+    The port ships the custom HF processor such a checkpoint lacks: its tiles
+    from transformers' ``tile_processor`` set up with the config's ``tiling``
+    (setting → (config.json key, value, source)), its per-item text the
+    ``segments`` of ``chat()``, each ``(text, factors)``: written once, or
+    ``factors`` times (code: ``self.num_image_token``, the item's tile count).
+    """
+
+    model_type: str
+    ref: str
+    architecture: str
+    class_prefix: str
+    transformers_version: str
+    mmport_version: str
+    placeholder: str
+    segments: tuple[tuple[str, tuple[str, ...]], ...]
+    embed_text: str  # the segment whose positions take the image's features
+    item_factor: str  # the name chat() gives an item's tile count
+    init_statements: tuple[
+        str, ...
+    ]  # chat()'s other factors, as the model's __init__ sets them
+    init_source: Source
+    item_source: Source
+    replace_source: Source
+    tile_processor: str
+    tiling: tuple[tuple[str, str, Any, Source], ...]
+    card_source: Source | None
+    trust_remote_code: bool = True
+
+    @property
+    def module_name(self) -> str:
+        """The model_type as a Python module name."""
+        return re.sub(r"\W", "_", self.model_type)
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, Source):
         return str(value)
@@ -522,6 +561,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def to_json(spec: PortSpec) -> str:
+def to_json(spec: PortSpec | ChatPortSpec) -> str:
     """The spec as indented JSON; sources appear as ``file:line`` strings."""
     return json.dumps(_plain(spec), indent=2)

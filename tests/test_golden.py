@@ -43,6 +43,36 @@ def test_rendered_port_matches_golden(model_type, request) -> None:
         assert not diff, f"{f.name} differs from the golden corpus:\n{diff}"
 
 
+@pytest.mark.parametrize("checkpoint", ["internvl2_1b", "internvl2_2b"])
+def test_rendered_chat_port_matches_golden(checkpoint, request, monkeypatch) -> None:
+    # A checkpoint with no processor class, from its published files; read from the data
+    # directory itself so that the header's reference is the same in every checkout.
+    from published_snapshots import PUBLISHED
+
+    monkeypatch.chdir(PUBLISHED)
+    ref = f"./{checkpoint}"
+    files = render_port(analyze(resolve(ref, trust_remote_code=True)))
+    golden = GOLDEN / checkpoint
+    if request.config.getoption("--update-golden"):
+        golden.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            (golden / f.name).write_text(f.text)
+    if not golden.is_dir():
+        pytest.skip(
+            f"no golden corpus for transformers {transformers.__version__}; run pytest --update-golden"
+        )
+    for f in files:
+        diff = "".join(
+            difflib.unified_diff(
+                (golden / f.name).read_text().splitlines(True),
+                f.text.splitlines(True),
+                "golden",
+                "rendered",
+            )
+        )
+        assert not diff, f"{f.name} differs from the golden corpus:\n{diff}"
+
+
 def test_rendered_files_start_with_a_header() -> None:
     spec = analyze(resolve("llava"))
     for f in render_port(spec):

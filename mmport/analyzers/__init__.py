@@ -464,7 +464,12 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     import transformers
 
     from mmport.sources.health import check_reference
+    from mmport.sources.processorless import names_no_processor
 
+    if not snapshot.processor_code and names_no_processor(snapshot.path):
+        from mmport.analyzers.chatport import analyze_chat
+
+        return analyze_chat(snapshot)  # type: ignore[return-value]
     processor = snapshot.load_processor()
     if entry_point(type(processor)) is not None:
         # Called by a method of its own (Molmo's ``process``): a port of its own kind.

@@ -18,10 +18,15 @@ from pathlib import Path
 from types import ModuleType
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
+from mmport.analyzers.chatprompt import (
+    ChatPromptRule,
+    read_chat_prompt,
+    read_chat_tiling,
+)
 from mmport.analyzers.entrypoint import entry_facts
 from mmport.analyzers.examples import invalid, valid
+from mmport.analyzers.staticread import StaticModule, code_of, walk
 from mmport.sources.processor_code import ProcessorCode
 from mmport.sources.remote import auto_references, shipped_modules
 from mmport.sources.requirements import missing_packages
@@ -36,6 +41,11 @@ UNSETTLED = (
     "the field layout of the processor's outputs",
     "the mm limits and the worst-case item",
     "the request settings that change counts",
+)
+# For a model that writes its images into the prompt itself (no processor class), what running adds.
+CHAT_UNSETTLED = (
+    "each image's tile count (the model card's dynamic_preprocess, run with the tiling settings above)",
+    "the tokenizer's ids for each item's text, and whether they survive decoding and re-encoding",
 )
 # Hooks a 5.x processor expands placeholders with (TRANSFORMERS5.md), and the older way.
 _HOOKS = (
@@ -86,35 +96,11 @@ class StaticReport:
         return json.dumps({"static": True, **asdict(self)}, indent=2, default=str)
 
 
-class _Module:
-    """One parsed snapshot module: its classes, with positions."""
-
-    def __init__(self, directory: Path, name: str) -> None:
-        self.name = name
-        self.lines = (directory / name).read_text().splitlines()
-        wrapper = MetadataWrapper(
-            cst.parse_module("\n".join(self.lines)), unsafe_skip_copy=True
-        )
-        self.positions = wrapper.resolve(PositionProvider)
-        self.classes = {
-            s.name.value: s for s in wrapper.module.body if isinstance(s, cst.ClassDef)
-        }
-
-    def source(self, node: cst.CSTNode) -> Source:
-        line = self.positions[node].start.line
-        return Source(self.name, line, self.lines[line - 1].strip())
-
-
-def _code(node: cst.CSTNode) -> str:
-    """The node's code on one line (a fact's value)."""
-    return " ".join(cst.Module([]).code_for_node(node).split())
-
-
 def _class_facts(
-    module: _Module, classdef: cst.ClassDef, role: str
+    module: StaticModule, classdef: cst.ClassDef, role: str
 ) -> list[StaticFact]:
     """The class itself, its class-level settings, hooks and placeholder-token defaults."""
-    bases = ", ".join(_code(b.value) for b in classdef.bases) or "object"
+    bases = ", ".join(code_of(b.value) for b in classdef.bases) or "object"
     facts = [
         StaticFact(role, f"{classdef.name.value}({bases})", module.source(classdef))
     ]
@@ -135,7 +121,7 @@ def _class_facts(
             ):
                 facts.append(
                     StaticFact(
-                        f"{role} {names[0]}", _code(assign.value), module.source(stmt)
+                        f"{role} {names[0]}", code_of(assign.value), module.source(stmt)
                     )
                 )
         elif isinstance(stmt, cst.FunctionDef) and stmt.name.value in _HOOKS:
@@ -157,7 +143,7 @@ def _replaces_in(function: cst.FunctionDef) -> str:
         return ""
     found = [
         n
-        for n in _walk(function)
+        for n in walk(function)
         if isinstance(n, cst.Call)
         and isinstance(n.func, cst.Attribute)
         and n.func.attr.value == "replace"
@@ -169,14 +155,8 @@ def _replaces_in(function: cst.FunctionDef) -> str:
     )
 
 
-def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
-
-
 def _token_defaults(
-    module: _Module, init: cst.FunctionDef, role: str
+    module: StaticModule, init: cst.FunctionDef, role: str
 ) -> list[StaticFact]:
     """Constructor parameters naming placeholder tokens, with their defaults."""
     facts = []
@@ -185,22 +165,24 @@ def _token_defaults(
         if name.endswith("_token") and param.default is not None:
             facts.append(
                 StaticFact(
-                    f"{role} default {name}", _code(param.default), module.source(param)
+                    f"{role} default {name}",
+                    code_of(param.default),
+                    module.source(param),
                 )
             )
-    for node in _walk(init.body):
+    for node in walk(init.body):
         # ``self.image_token = "<image>" if ... else tokenizer.image_token``: where the token is settled.
         if isinstance(node, cst.Assign) and len(node.targets) == 1:
             target = node.targets[0].target
             if (
                 isinstance(target, cst.Attribute)
-                and _code(target.value) == "self"
+                and code_of(target.value) == "self"
                 and target.attr.value.endswith(("_token", "_token_id"))
             ):
                 facts.append(
                     StaticFact(
                         f"{role} sets {target.attr.value}",
-                        _code(node.value),
+                        code_of(node.value),
                         module.source(node),
                     )
                 )
@@ -283,7 +265,12 @@ def inspect_statically(
     With ``processor_code`` (``--processor-code``), its processor class is read
     too, in place of the one ``auto_map`` names.
     """
-    facts = _json_facts(directory, "config.json", ("model_type",), ())[:1]
+    # The top-level model_type only: a nested config's (InternVL's llm_config) is not the snapshot's.
+    facts = [
+        f
+        for f in _json_facts(directory, "config.json", ("model_type",), ())
+        if f.fact == "config.json model_type"
+    ]
     facts += _auto_map_facts(
         directory, skip=("AutoProcessor",) if processor_code else ()
     )
@@ -299,6 +286,8 @@ def inspect_statically(
     ):
         facts += _json_facts(directory, name, _GEOMETRY, ("_token", "_token_id"))
     facts += _entry_facts(directory, processor_code)
+    chat = None if processor_code else read_chat_prompt(directory)
+    facts += _chat_facts(directory, chat) if chat else []
     facts += _missing_package_facts(directory, processor_code)
     modules = tuple(shipped_modules(directory))
     outside = (
@@ -306,13 +295,52 @@ def inspect_statically(
         if processor_code
         else ()
     )
-    return StaticReport(model_type, modules, tuple(facts), outside=outside)
+    unsettled = CHAT_UNSETTLED if chat else UNSETTLED
+    return StaticReport(
+        model_type, modules, tuple(facts), unsettled=unsettled, outside=outside
+    )
+
+
+def _chat_facts(directory: Path, rule: ChatPromptRule) -> list[StaticFact]:
+    """How the model's own prompt code writes an image, and the tiling its config sets."""
+    text = " + ".join(
+        repr(s.text) + "".join(f" × {t}" for t in s.times) for s in rule.segments
+    )
+    facts = [
+        StaticFact("processor", "none: no auto_map entry or config names one"),
+        StaticFact(
+            "prompt built by",
+            f"{rule.model_class}.{rule.method}(): {rule.placeholder!r} → {text}, "
+            f"{rule.item_factor} per item",
+            rule.source,
+        ),
+        StaticFact(
+            "placeholder replaced",
+            f"{rule.placeholder!r}, once per item, in order",
+            rule.replace_source,
+        ),
+    ]
+    for factor in rule.factors:
+        settled = "not settled by the files" if factor.value is None else factor.value
+        facts.append(
+            StaticFact(factor.code, f"{settled} = {factor.rule}", factor.source)
+        )
+    tiling = read_chat_tiling(directory)
+    facts += [
+        StaticFact(f"config.json {key}", json.dumps(value), source)
+        for key, value, source in tiling.settings
+    ]
+    if tiling.code is not None:
+        facts.append(
+            StaticFact("tiling code (model card)", "dynamic_preprocess()", tiling.code)
+        )
+    return facts
 
 
 def _auto_map_facts(directory: Path, skip: tuple[str, ...]) -> list[StaticFact]:
     """The classes ``auto_map`` names (but those of the auto classes in ``skip``), read from the snapshot's modules."""
     facts: list[StaticFact] = []
-    parsed: dict[str, _Module | None] = {}
+    parsed: dict[str, StaticModule | None] = {}
     first: dict[str, tuple[str, str]] = {}
     for auto, module_name, class_name in auto_references(directory):
         first.setdefault(
@@ -323,7 +351,7 @@ def _auto_map_facts(directory: Path, skip: tuple[str, ...]) -> list[StaticFact]:
             continue
         if module_name not in parsed:
             try:
-                parsed[module_name] = _Module(directory, module_name)
+                parsed[module_name] = StaticModule(directory, module_name)
             except (OSError, cst.ParserSyntaxError) as exc:
                 parsed[module_name] = None
                 facts.append(
@@ -351,7 +379,7 @@ def _auto_map_facts(directory: Path, skip: tuple[str, ...]) -> list[StaticFact]:
 def _processor_code_facts(code: ProcessorCode) -> list[StaticFact]:
     """``--processor-code``'s processor class, read as the snapshot's own are."""
     try:
-        module = _Module(code.root, code.module_file)
+        module = StaticModule(code.root, code.module_file)
     except (OSError, cst.ParserSyntaxError) as exc:
         return [
             StaticFact(

@@ -17,6 +17,8 @@ PROCESSING_FILES = [
     "tokenizer*",
     "*.txt",
     "*.py",
+    # The model card: some carry the preprocessing code (InternVL2's dynamic_preprocess).
+    "README.md",
 ]
 # Fetched only for `verify --model --weights`.
 WEIGHT_FILES = ["*.safetensors", "*.safetensors.index.json"]

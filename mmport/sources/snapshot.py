@@ -108,6 +108,12 @@ class Snapshot:
 
             from mmport.hf.lazyimports import accept_lazy_imports
             from mmport.hf.quiet import quiet_transformers
+            from mmport.sources.processorless import names_no_processor
+
+            if not self.processor_code and names_no_processor(self.path):
+                # AutoProcessor would find the tokenizer alone: the model's own chat() is the reference.
+                self._cache["processor"] = self._chat_reference()
+                return self._cache["processor"]
 
             if self.trust_remote_code:
                 accept_lazy_imports()
@@ -140,6 +146,21 @@ class Snapshot:
                 )
             self._cache["processor"] = processor
         return self._cache["processor"]
+
+    def _chat_reference(self) -> Any:
+        """The model's own prompt path as a processor (no processor class), once the user consents to run it."""
+        from mmport.hf.chatref import load_chat_reference
+        from mmport.sources.processorless import processorless_error
+
+        if not self.trust_remote_code:
+            raise processorless_error(self.path)
+        try:
+            return load_chat_reference(self.path)
+        except Exception as exc:
+            self._raise_for_remote_code(exc, "its model's chat()")
+            raise BadReferenceError(
+                f"{self.path}: its model's chat() cannot serve as the reference ({one_line(exc)})"
+            ) from exc
 
     def _outside_processor_class(self) -> type[ProcessorMixin]:
         """``--processor-code``'s processor class, imported once the user consents to run it."""

@@ -1,0 +1,111 @@
+"""The port of a checkpoint with no processor class, from what :mod:`mmport.analyzers.chatprompt` reads.
+
+The port ships the custom HF processor the checkpoint lacks. Its tiling is
+transformers' ``GotOcr2ImageProcessor`` with ``crop_to_patches`` (what HF's own
+InternVL processor uses), set up with the config's settings: it tiles as the
+model card's ``dynamic_preprocess`` does (tests/test_chat_checkpoints.py runs
+the card's code over hundreds of sizes), adding the thumbnail whenever an
+image takes more than one tile. A config that turns the thumbnail off or
+leaves a setting out is refused: GotOcr2 could not follow it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import transformers
+
+from mmport import __version__
+from mmport.analyzers.chatprompt import (
+    ChatPromptRule,
+    ChatTiling,
+    read_chat_prompt,
+    read_chat_tiling,
+)
+from mmport.errors import AnalysisError
+from mmport.sources import Snapshot
+from mmport.sources.processorless import processorless_error
+from mmport.spec import ChatPortSpec
+
+__all__ = ["TILE_PROCESSOR", "analyze_chat"]
+
+TILE_PROCESSOR = "GotOcr2ImageProcessor"
+# config.json setting → the tile processor's kwarg it sets.
+TILE_KWARGS = (
+    ("dynamic_image_size", "crop_to_patches"),
+    ("min_dynamic_patch", "min_patches"),
+    ("max_dynamic_patch", "max_patches"),
+    ("force_image_size", "size"),
+)
+
+
+def analyze_chat(snapshot: Snapshot) -> ChatPortSpec:
+    """The port spec of ``snapshot``, whose model writes images into the prompt in ``chat()``."""
+    if not snapshot.trust_remote_code:
+        raise processorless_error(snapshot.path)
+    rule = read_chat_prompt(snapshot.path)
+    if rule is None:
+        raise AnalysisError(
+            f"{snapshot.path}: no processor class, and no method of its model writes items into a prompt "
+            "by replacing a placeholder (as InternVL's chat() does); mmport cannot tell how a port should"
+        )
+    tiling = read_chat_tiling(snapshot.path)
+    architecture = (snapshot.config_dict.get("architectures") or [rule.model_class])[0]
+    return ChatPortSpec(
+        model_type=snapshot.model_type,
+        ref=snapshot.ref,
+        architecture=architecture,
+        class_prefix=architecture.removesuffix("Model"),
+        transformers_version=transformers.__version__,
+        mmport_version=__version__,
+        placeholder=rule.placeholder,
+        segments=tuple((s.text, s.times) for s in rule.segments),
+        embed_text=_embedded(rule),
+        item_factor=rule.item_factor,
+        init_statements=tuple(st for f in rule.factors for st in f.statements),
+        init_source=_one_factor(rule).source,
+        item_source=rule.source,
+        replace_source=rule.replace_source,
+        tile_processor=TILE_PROCESSOR,
+        tiling=_tile_settings(snapshot, tiling),
+        card_source=tiling.code,
+    )
+
+
+def _embedded(rule: ChatPromptRule) -> str:
+    """The one segment written per feature (times the item's count): where the features go."""
+    repeated = [s.text for s in rule.segments if rule.item_factor in s.times]
+    if len(repeated) != 1:
+        raise AnalysisError(
+            f"{rule.source}: {len(repeated)} parts of the item's text repeat with {rule.item_factor}; "
+            "mmport ports one run of feature tokens per item"
+        )
+    return repeated[0]
+
+
+def _one_factor(rule: ChatPromptRule):
+    """The one factor besides the item's own count, set in ``__init__`` (``self.num_image_token``)."""
+    if len(rule.factors) != 1 or rule.factors[0].source is None:
+        raise AnalysisError(
+            f"{rule.source}: the item's text is multiplied by {[f.code for f in rule.factors]}; "
+            "mmport follows one factor that the model's __init__ sets"
+        )
+    return rule.factors[0]
+
+
+def _tile_settings(snapshot: Snapshot, tiling: ChatTiling) -> tuple:
+    """(config key, tile processor kwarg, value, source) per setting; what GotOcr2 cannot follow is refused."""
+    if tiling.get("use_thumbnail") is not True:
+        raise AnalysisError(
+            f"{snapshot.path}: config.json sets use_thumbnail {json.dumps(tiling.get('use_thumbnail'))}; "
+            f"{TILE_PROCESSOR} always adds the thumbnail, so mmport's port would not tile as the model card does"
+        )
+    settings = {key: (value, source) for key, value, source in tiling.settings}
+    missing = [key for key, _ in TILE_KWARGS if key not in settings]
+    if missing:
+        raise AnalysisError(
+            f"{snapshot.path}: config.json sets no {', '.join(missing)}; mmport reads the tiling from them"
+        )
+    return tuple(
+        (key, kwarg, settings[key][0], settings[key][1]) for key, kwarg in TILE_KWARGS
+    )
