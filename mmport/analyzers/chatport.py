@@ -12,16 +12,21 @@ leaves a setting out is refused: GotOcr2 could not follow it.
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from types import ModuleType
 
 import transformers
 
 from mmport import __version__
 from mmport.analyzers.chatprompt import (
+    _INTERNVL_CHAT,
+    _INTERNVL_CONFIG,
     ChatPromptRule,
     ChatTiling,
     read_chat_prompt,
     read_chat_tiling,
 )
+from mmport.analyzers.examples import invalid, valid
 from mmport.errors import AnalysisError
 from mmport.sources import Snapshot
 from mmport.sources.processorless import processorless_error
@@ -109,3 +114,91 @@ def _tile_settings(snapshot: Snapshot, tiling: ChatTiling) -> tuple:
     return tuple(
         (key, kwarg, settings[key][0], settings[key][1]) for key, kwarg in TILE_KWARGS
     )
+
+
+# The examples port InternVL2's chat() and config.json as chatprompt's examples read them
+# (InternVL2-1B's shape): the snippet's folder, a trusted snapshot.
+def _port_of(snippet: ModuleType, config: str = _INTERNVL_CONFIG) -> ChatPortSpec:
+    """The port of the snippet's folder as a snapshot (trusted), with ``config`` as config.json."""
+    directory = Path(str(snippet.__file__)).parent
+    (directory / "config.json").write_text(config)
+    return analyze_chat(
+        Snapshot(
+            "OpenGVLab/InternVL2-1B",
+            directory,
+            "local",
+            "internvl_chat",
+            trust_remote_code=True,
+        )
+    )
+
+
+def _port_facts(snippet: ModuleType) -> tuple:
+    """What the port takes from chat(), __init__ and config.json (sources left out)."""
+    spec = _port_of(snippet)
+    return (
+        spec.architecture,
+        spec.class_prefix,
+        spec.placeholder,
+        spec.segments,
+        spec.embed_text,
+        spec.item_factor,
+        spec.init_statements,
+        spec.tile_processor,
+        tuple((key, kwarg, value) for key, kwarg, value, _ in spec.tiling),
+    )
+
+
+EXAMPLES = [
+    valid(
+        "internvl2_ports_chat_as_gotocr2_tiles_and_context_tokens",
+        _INTERNVL_CHAT,
+        _port_facts,
+        (
+            "InternVLChatModel",
+            "InternVLChat",
+            "<image>",
+            (
+                ("<img>", ()),
+                ("<IMG_CONTEXT>", ("self.num_image_token", "num_patches")),
+                ("</img>", ()),
+            ),
+            "<IMG_CONTEXT>",
+            "num_patches",
+            (
+                "image_size = config.force_image_size or config.vision_config.image_size",
+                "patch_size = config.vision_config.patch_size",
+                "self.num_image_token = int((image_size // patch_size) ** 2 * (config.downsample_ratio ** 2))",
+            ),
+            "GotOcr2ImageProcessor",
+            (
+                ("dynamic_image_size", "crop_to_patches", True),
+                ("min_dynamic_patch", "min_patches", 1),
+                ("max_dynamic_patch", "max_patches", 12),
+                ("force_image_size", "size", 448),
+            ),
+        ),
+    ),
+    invalid(
+        "a_config_without_the_thumbnail_cannot_tile_as_gotocr2",
+        _INTERNVL_CHAT,
+        lambda snippet: _port_of(
+            snippet,
+            _INTERNVL_CONFIG.replace('"use_thumbnail": true', '"use_thumbnail": false'),
+        ),
+        refusal=AnalysisError,
+        match="config.json sets use_thumbnail false; GotOcr2ImageProcessor always adds the thumbnail",
+    ),
+    invalid(
+        "a_model_without_a_placeholder_replacing_chat_has_no_port",
+        """
+        class InternVLChatModel:
+            def chat(self, tokenizer, pixel_values, question, generation_config):
+                messages = [{"role": "user", "content": question}]
+                return tokenizer.apply_chat_template(messages, tokenize=False)
+        """,
+        _port_of,
+        refusal=AnalysisError,
+        match="no method of its model writes items into a prompt",
+    ),
+]

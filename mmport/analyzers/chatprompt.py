@@ -30,10 +30,12 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.examples import invalid, snippet_line, valid
 from mmport.analyzers.staticread import StaticModule, code_of, walk
 from mmport.sources.processorless import names_no_processor
 from mmport.sources.remote import auto_references
@@ -406,3 +408,130 @@ def _card_code(readme: Path) -> Source | None:
         ),
         None,
     )
+
+
+# InternVL2's remote model, cut to what the rule reads: __init__ sets num_image_token, chat() expands <image>.
+_INTERNVL_CHAT = """
+class InternVLChatConfig:
+    model_type = "internvl_chat"
+
+
+class InternVLChatModel:
+    def __init__(self, config, vision_model=None, language_model=None, use_flash_attn=True):
+        image_size = config.force_image_size or config.vision_config.image_size
+        patch_size = config.vision_config.patch_size
+        self.patch_size = patch_size
+        self.num_image_token = int((image_size // patch_size) ** 2 * (config.downsample_ratio ** 2))
+
+    def chat(self, tokenizer, pixel_values, question, generation_config, history=None,
+             num_patches_list=None, IMG_START_TOKEN='<img>', IMG_END_TOKEN='</img>',
+             IMG_CONTEXT_TOKEN='<IMG_CONTEXT>', verbose=False):
+        if num_patches_list is None:
+            num_patches_list = [pixel_values.shape[0]] if pixel_values is not None else []
+        query = '<image>\\n' + question if '<image>' not in question else question
+        for num_patches in num_patches_list:
+            image_tokens = IMG_START_TOKEN + IMG_CONTEXT_TOKEN * self.num_image_token * num_patches + IMG_END_TOKEN
+            query = query.replace('<image>', image_tokens, 1)
+        return query
+"""
+
+# InternVL2-1B's config.json, cut to what the rule reads (auto_map names no processor).
+_INTERNVL_CONFIG = """{
+  "architectures": ["InternVLChatModel"],
+  "auto_map": {
+    "AutoConfig": "example.InternVLChatConfig",
+    "AutoModel": "example.InternVLChatModel"
+  },
+  "downsample_ratio": 0.5,
+  "dynamic_image_size": true,
+  "force_image_size": 448,
+  "max_dynamic_patch": 12,
+  "min_dynamic_patch": 1,
+  "model_type": "internvl_chat",
+  "use_thumbnail": true,
+  "vision_config": {"image_size": 448, "patch_size": 14}
+}
+"""
+
+
+def _snapshot_of(snippet: ModuleType, config: str = _INTERNVL_CONFIG) -> Path:
+    """The snippet's folder made a snapshot: its file, and ``config`` as config.json."""
+    directory = Path(str(snippet.__file__)).parent
+    (directory / "config.json").write_text(config)
+    return directory
+
+
+def _config_line(line: int) -> Source:
+    """Line ``line`` of ``_INTERNVL_CONFIG``, as config.json."""
+    return Source("config.json", line, _INTERNVL_CONFIG.splitlines()[line - 1].strip())
+
+
+EXAMPLES = [
+    valid(
+        "internvl2_chat_expands_image_into_context_tokens_per_tile",
+        _INTERNVL_CHAT,
+        lambda snippet: read_chat_prompt(_snapshot_of(snippet)),
+        ChatPromptRule(
+            model_class="InternVLChatModel",
+            method="chat",
+            placeholder="<image>",
+            segments=(
+                Segment("<img>"),
+                Segment("<IMG_CONTEXT>", ("self.num_image_token", "num_patches")),
+                Segment("</img>"),
+            ),
+            item_factor="num_patches",
+            factors=(
+                Factor(
+                    "self.num_image_token",
+                    "int((image_size // patch_size) ** 2 * (config.downsample_ratio ** 2))",
+                    256,  # (448 // 14) ** 2 * 0.5 ** 2
+                    snippet_line(_INTERNVL_CHAT, "self.num_image_token = int("),
+                    (
+                        "image_size = config.force_image_size or config.vision_config.image_size",
+                        "patch_size = config.vision_config.patch_size",
+                        "self.num_image_token = int((image_size // patch_size) ** 2 * (config.downsample_ratio ** 2))",
+                    ),
+                ),
+            ),
+            source=snippet_line(_INTERNVL_CHAT, "image_tokens = IMG_START_TOKEN"),
+            replace_source=snippet_line(_INTERNVL_CHAT, "query.replace('<image>'"),
+        ),
+    ),
+    valid(
+        "internvl2_config_json_settles_the_tiling",
+        "",
+        lambda snippet: read_chat_tiling(_snapshot_of(snippet)).settings,
+        (
+            ("force_image_size", 448, _config_line(9)),
+            ("dynamic_image_size", True, _config_line(8)),
+            ("min_dynamic_patch", 1, _config_line(11)),
+            ("max_dynamic_patch", 12, _config_line(10)),
+            ("use_thumbnail", True, _config_line(13)),
+        ),
+    ),
+    invalid(
+        "chat_through_a_chat_template_replaces_no_placeholder",
+        """
+        class InternVLChatModel:
+            def chat(self, tokenizer, pixel_values, question, generation_config):
+                messages = [{"role": "user", "content": question}]
+                query = tokenizer.apply_chat_template(messages, tokenize=False)
+                return query
+        """,
+        lambda snippet: read_chat_prompt(_snapshot_of(snippet)),
+    ),
+    invalid(
+        "a_snapshot_naming_a_processor_is_not_a_chat_checkpoint",
+        _INTERNVL_CHAT,
+        lambda snippet: read_chat_prompt(
+            _snapshot_of(
+                snippet,
+                _INTERNVL_CONFIG.replace(
+                    '"AutoModel":',
+                    '"AutoProcessor": "example.InternVLProcessor",\n    "AutoModel":',
+                ),
+            )
+        ),
+    ),
+]

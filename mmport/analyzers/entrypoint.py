@@ -54,6 +54,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from mmport.analyzers.examples import SNIPPET_FILE, invalid, snippet_line, valid
 from mmport.analyzers.promptformat import prompt_format
 from mmport.hf.entry import base_methods
 from mmport.hf.syntax import find_all
@@ -300,3 +301,133 @@ def entry_facts(
             )
         )
     return rows
+
+
+# Molmo's processor, cut down to what the reader reads (preprocessing_molmo.py).
+_MOLMO = """
+import numpy as np
+from typing import Unpack
+
+
+class MolmoProcessorKwargs:
+    _defaults = {
+        "text_kwargs": {"message_format": "role", "always_start_with_space": True},
+    }
+
+
+class MolmoProcessor:
+    def get_tokens_input(self, prompt, message_format, always_start_with_space):
+        if message_format == "none" or message_format is None:
+            pass
+        elif message_format == "role":
+            prompt = "User: " + prompt + " Assistant:"
+        else:
+            raise NotImplementedError(f"Message format {message_format} not implemented")
+        if always_start_with_space:
+            prompt = " " + prompt
+        tokens = self.tokenizer.encode(prompt, add_special_tokens=False)
+        return tokens
+
+    def process(self, text=None, images=None, **kwargs: Unpack[MolmoProcessorKwargs]):
+        output_kwargs = self._merge_kwargs(MolmoProcessorKwargs, **kwargs)
+        tokens = self.get_tokens_input(
+            text,
+            output_kwargs["text_kwargs"]["message_format"],
+            output_kwargs["text_kwargs"]["always_start_with_space"],
+        )
+        image_idx = [-1] * len(images)
+        out = self.image_processor.multimodal_preprocess(
+            images=images, image_idx=image_idx, tokens=np.asarray(tokens).astype(np.int32)
+        )
+        bos = self.tokenizer.bos_token_id or self.tokenizer.eos_token_id
+        out["input_ids"] = np.pad(out["input_ids"], [[1, 0]], constant_values=bos)
+        return out
+"""
+
+
+def _read_snippet(snippet: object, class_name: str) -> EntryPointSpec | None:
+    """:func:`read_entry_point` on a loaded snippet's file."""
+    return read_entry_point(Path(str(snippet.__file__)), SNIPPET_FILE, class_name)  # type: ignore[attr-defined]  # a module
+
+
+def _summary(entry: EntryPointSpec | None) -> tuple | None:
+    """What an entry point's reading found, without its lines."""
+    if entry is None:
+        return None
+    return (
+        entry.method,
+        entry.format_read,
+        entry.before,
+        entry.after,
+        entry.prepended,
+        entry.items_index,
+    )
+
+
+EXAMPLES = [
+    valid(
+        "molmo_process_wraps_the_prompt_and_pads_bos_in_front",
+        _MOLMO,
+        lambda snippet: _read_snippet(snippet, "MolmoProcessor"),
+        EntryPointSpec(
+            method="process",
+            source=snippet_line(_MOLMO, "def process("),
+            before=" User: ",
+            after=" Assistant:",
+            format_sources=(
+                snippet_line(_MOLMO, "tokens = self.get_tokens_input("),
+                snippet_line(_MOLMO, 'prompt = "User: "'),
+                snippet_line(_MOLMO, 'prompt = " " + prompt'),
+            ),
+            format_read=True,
+            prepended=("bos_token", "eos_token"),
+            prepended_source=snippet_line(_MOLMO, "np.pad("),
+            items_index=-1,
+            items_source=snippet_line(_MOLMO, "image_idx = [-1]"),
+        ),
+    ),
+    valid(
+        "a_helper_calling_on_the_prompt_is_not_followed",
+        """
+        class MolmoProcessorKwargs:
+            _defaults = {"text_kwargs": {"message_format": "role"}}
+
+
+        class MolmoProcessor:
+            def get_tokens_input(self, prompt, message_format):
+                prompt = prompt.strip()
+                return self.tokenizer.encode(prompt, add_special_tokens=False)
+
+            def process(self, text=None, images=None, **kwargs: "Unpack[MolmoProcessorKwargs]"):
+                output_kwargs = self._merge_kwargs(MolmoProcessorKwargs, **kwargs)
+                tokens = self.get_tokens_input(text, output_kwargs["text_kwargs"]["message_format"])
+                return self.image_processor.multimodal_preprocess(images=images, tokens=tokens)
+        """,
+        lambda snippet: _summary(_read_snippet(snippet, "MolmoProcessor")),
+        ("process", False, "", "", (), None),
+    ),
+    invalid(
+        "llava_defines_call_so_has_no_entry_point_of_its_own",
+        """
+        class LlavaProcessor:
+            def __call__(self, images=None, text=None, **kwargs):
+                return self.tokenizer(text, **kwargs)
+
+            def process(self, text=None, images=None, **kwargs):
+                return self(images=images, text=text, **kwargs)
+        """,
+        lambda snippet: _read_snippet(snippet, "LlavaProcessor"),
+    ),
+    invalid(
+        "two_public_methods_taking_text_and_images_are_ambiguous",
+        """
+        class TwoEntriesProcessor:
+            def process(self, text=None, images=None, **kwargs):
+                return self.image_processor(images)
+
+            def process_batch(self, text=None, images=None, **kwargs):
+                return [self.process(t, i) for t, i in zip(text, images)]
+        """,
+        lambda snippet: _read_snippet(snippet, "TwoEntriesProcessor"),
+    ),
+]

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from mmport import __version__
-from mmport.analyzers.entrypoint import read_entry_point
+from mmport.analyzers.entrypoint import _MOLMO, read_entry_point
+from mmport.analyzers.examples import invalid, snippet_line, valid
 from mmport.analyzers.sourcefile import relative_source_path
 from mmport.errors import AnalysisError, BadReferenceError, one_line
 from mmport.hf.entry import call_entry
@@ -148,3 +149,95 @@ def analyze_entry_port(snapshot: Snapshot, processor: Any) -> PortSpec:
         trust_remote_code=snapshot.trust_remote_code,
         entry=entry,
     )
+
+
+class _Tokenizer:
+    """A tokenizer with no BOS, as OLMo's has none: Molmo pads EOS in front instead."""
+
+    bos_token_id = None
+    eos_token_id = 50279
+
+
+def _reading(entry: EntryPointSpec) -> tuple:
+    """What the port is built on: the method, the text around the prompt, the token first, where images go."""
+    return (
+        entry.method,
+        entry.before,
+        entry.after,
+        entry.prepended,
+        entry.items_index,
+        entry.source,
+    )
+
+
+EXAMPLES = [
+    valid(
+        "molmo_reading_is_portable",
+        _MOLMO,
+        lambda snippet: _reading(_read(snippet.MolmoProcessor)),
+        (
+            "process",
+            " User: ",
+            " Assistant:",
+            ("bos_token", "eos_token"),
+            -1,
+            snippet_line(_MOLMO, "def process("),
+        ),
+    ),
+    valid(
+        "molmo_without_bos_puts_eos_first",
+        _MOLMO,
+        lambda snippet: _first_token_id(_Tokenizer(), _read(snippet.MolmoProcessor)),
+        50279,
+    ),
+    invalid(
+        "a_processor_with_its_own_call_has_no_entry_point_to_port",
+        """
+        class LlavaProcessor:
+            def __call__(self, images=None, text=None, **kwargs):
+                return self.tokenizer(text, **kwargs)
+        """,
+        lambda snippet: _read(snippet.LlavaProcessor),
+        refusal=AnalysisError,
+        match="LlavaProcessor: no entry point of its own could be read",
+    ),
+    invalid(
+        "a_prompt_helper_that_lowercases_is_not_ported",
+        """
+        class MolmoProcessor:
+            def get_tokens_input(self, prompt):
+                prompt = prompt.lower()
+                return self.tokenizer.encode(prompt, add_special_tokens=False)
+
+            def process(self, text=None, images=None, **kwargs):
+                tokens = self.get_tokens_input(text)
+                return self.image_processor.multimodal_preprocess(images=images, tokens=tokens)
+        """,
+        lambda snippet: _read(snippet.MolmoProcessor),
+        refusal=AnalysisError,
+        match="its prompt helper does more than put text around the prompt",
+    ),
+    invalid(
+        "images_after_the_prompt_are_not_ported",
+        """
+        import numpy as np
+
+
+        class MolmoProcessor:
+            def get_tokens_input(self, prompt):
+                prompt = "User: " + prompt + " Assistant:"
+                return self.tokenizer.encode(prompt, add_special_tokens=False)
+
+            def process(self, text=None, images=None, **kwargs):
+                tokens = self.get_tokens_input(text)
+                image_idx = [len(tokens)] * len(images)
+                out = self.image_processor.multimodal_preprocess(images=images, image_idx=image_idx, tokens=tokens)
+                bos = self.tokenizer.bos_token_id or self.tokenizer.eos_token_id
+                out["input_ids"] = np.pad(out["input_ids"], [[1, 0]], constant_values=bos)
+                return out
+        """,
+        lambda snippet: _read(snippet.MolmoProcessor),
+        refusal=AnalysisError,
+        match="only images inserted at the start",
+    ),
+]

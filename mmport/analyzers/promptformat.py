@@ -21,11 +21,14 @@ the reading give up rather than guess.
 
 from __future__ import annotations
 
+import inspect
+import textwrap
 from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
 
+from mmport.analyzers.examples import invalid, valid
 from mmport.hf.syntax import find_all, string_value
 
 __all__ = ["prompt_format"]
@@ -195,3 +198,121 @@ def prompt_format(
     except _Unknown:
         return None
     return evaluator.prompt.before, evaluator.prompt.after, (call, *evaluator.lines)
+
+
+def _format(
+    processor_cls: type, entry: str, defaults: dict
+) -> tuple[str, str, int] | None:
+    """:func:`prompt_format` of ``processor_cls.<entry>``: the text before, after, and how many nodes add it."""
+    module = cst.parse_module(textwrap.dedent(inspect.getsource(processor_cls)))
+    (klass,) = [s for s in module.body if isinstance(s, cst.ClassDef)]
+    methods = {
+        s.name.value: s for s in klass.body.body if isinstance(s, cst.FunctionDef)
+    }
+    found = prompt_format(methods[entry], methods, defaults)
+    return (found[0], found[1], len(found[2])) if found else None
+
+
+# Molmo's prompt helper and the call of it in its entry point (preprocessing_molmo.py).
+_MOLMO = """
+class MolmoProcessor:
+    def get_tokens_input(self, prompt, message_format, always_start_with_space):
+        if message_format == "none" or message_format is None:
+            pass
+        elif message_format == "role":
+            prompt = "User: " + prompt + " Assistant:"
+        else:
+            raise NotImplementedError(f"Message format {message_format} not implemented")
+        if always_start_with_space:
+            prompt = " " + prompt
+        tokens = self.tokenizer.encode(prompt, add_special_tokens=False)
+        return tokens
+
+    def process(self, text=None, images=None, **kwargs):
+        output_kwargs = self._merge_kwargs(MolmoProcessorKwargs, **kwargs)
+        tokens = self.get_tokens_input(
+            text,
+            output_kwargs["text_kwargs"]["message_format"],
+            output_kwargs["text_kwargs"]["always_start_with_space"],
+        )
+        return self.image_processor.multimodal_preprocess(images=images, tokens=tokens)
+"""
+
+_MOLMO_DEFAULTS = {
+    "text_kwargs": {"message_format": "role", "always_start_with_space": True}
+}
+
+EXAMPLES = [
+    valid(
+        "molmo_role_format_with_a_leading_space",
+        _MOLMO,
+        lambda snippet: _format(snippet.MolmoProcessor, "process", _MOLMO_DEFAULTS),
+        (
+            " User: ",
+            " Assistant:",
+            3,
+        ),  # the call, then the two assignments to the prompt
+    ),
+    valid(
+        "molmo_without_a_format_leaves_the_prompt_alone",
+        _MOLMO,
+        lambda snippet: _format(
+            snippet.MolmoProcessor,
+            "process",
+            {
+                "text_kwargs": {
+                    "message_format": "none",
+                    "always_start_with_space": False,
+                }
+            },
+        ),
+        ("", "", 1),
+    ),
+    invalid(
+        "an_unknown_default_format_raises",
+        _MOLMO,
+        lambda snippet: _format(
+            snippet.MolmoProcessor,
+            "process",
+            {
+                "text_kwargs": {
+                    "message_format": "chatml",
+                    "always_start_with_space": True,
+                }
+            },
+        ),
+    ),
+    invalid(
+        "a_kwarg_without_a_default_is_not_guessed",
+        _MOLMO,
+        lambda snippet: _format(
+            snippet.MolmoProcessor,
+            "process",
+            {"text_kwargs": {"message_format": "role"}},
+        ),
+    ),
+    invalid(
+        "a_helper_that_strips_the_prompt_is_not_followed",
+        """
+        class MolmoProcessor:
+            def get_tokens_input(self, prompt):
+                prompt = prompt.strip()
+                return self.tokenizer.encode(prompt, add_special_tokens=False)
+
+            def process(self, text=None, images=None, **kwargs):
+                tokens = self.get_tokens_input(text)
+                return self.image_processor.multimodal_preprocess(images=images, tokens=tokens)
+        """,
+        lambda snippet: _format(snippet.MolmoProcessor, "process", {}),
+    ),
+    invalid(
+        "an_entry_point_that_tokenizes_text_itself_has_no_helper",
+        """
+        class MolmoProcessor:
+            def process(self, text=None, images=None, **kwargs):
+                tokens = self.tokenizer.encode(text, add_special_tokens=False)
+                return self.image_processor.multimodal_preprocess(images=images, tokens=tokens)
+        """,
+        lambda snippet: _format(snippet.MolmoProcessor, "process", {}),
+    ),
+]
