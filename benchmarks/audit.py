@@ -7,7 +7,7 @@
 Run it inside a vLLM 0.33 environment (docs/vllm.md), e.g.
 ``PYTHONPATH=. /opt/mmport-vllm-venv/bin/python benchmarks/audit.py --write``.
 The families are those of the installed transformers whose processor expands
-image, video or audio placeholders (as benchmarks/coverage.py finds them) and
+image, video or audio placeholders (as benchmarks/family_coverage.py finds them) and
 whose synthetic snapshot names an architecture vLLM registers. Each runs
 twice on the same seeded probes: ``mmport verify MT --port vllm`` (the
 processor vLLM registers) and mmport's generated port, both inside the real
@@ -401,7 +401,7 @@ def main() -> None:
     import transformers
     import vllm
 
-    from coverage import families
+    from family_coverage import families
 
     chosen = args.families or list(families())
     started = time.perf_counter()

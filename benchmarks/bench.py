@@ -170,7 +170,7 @@ def bench_lanes() -> list[tuple[str, float, str]]:
 
 
 def _coverage_line() -> str:
-    """The coverage benchmark's own figure, as benchmarks/coverage.py wrote it."""
+    """The coverage benchmark's own figure, as benchmarks/family_coverage.py wrote it."""
     coverage = ROOT / "docs" / "coverage.md"
     found = (
         re.search(
@@ -180,9 +180,9 @@ def _coverage_line() -> str:
         else None
     )
     if not found:
-        return "- coverage: not measured yet (`python benchmarks/coverage.py --write`)"
+        return "- coverage: not measured yet (`python benchmarks/family_coverage.py --write`)"
     minutes, cores, workers = found.groups()
-    return f"- `benchmarks/coverage.py` (every family, one pass): {minutes} min on {cores} cores with {workers} workers (docs/coverage.md)."
+    return f"- `benchmarks/family_coverage.py` (every family, one pass): {minutes} min on {cores} cores with {workers} workers (docs/coverage.md)."
 
 
 def _model_ref(name: str, tmp: Path) -> str:

@@ -384,7 +384,14 @@ def _encoder_rows(spec) -> list[tuple[str, str, str]]:
     if e is None:
         return [("encoder path", f"not derived ({spec.encoder_reason})", "")]
     return [
-        ("feature path", f"{e.hf_class}.get_image_features", str(e.method_source)),
+        *[
+            (f"{p.modality} feature path", f"{e.hf_class}.{p.method}", str(p.source))
+            for p in e.paths
+        ],
+        *[
+            (f"{modality} feature path", f"not derived ({why})", "")
+            for modality, why in e.missing
+        ],
         *[(f"encoder module {m.attr}", m.code, str(m.source)) for m in e.modules],
         *[
             (f"borrowed method {name}", f"{e.hf_class}.{name}", "")

@@ -6,7 +6,7 @@ pays that import per worker rather than per job. A job that hangs past its
 time limit, or kills its worker, is reported as such and the worker is
 replaced; the other jobs go on::
 
-    pool = WorkerPool(["python", "benchmarks/coverage.py", "--worker"], jobs=2, time_limit=300)
+    pool = WorkerPool(["python", "benchmarks/family_coverage.py", "--worker"], jobs=2, time_limit=300)
     for job, result in pool.run(["llava", "qwen2_vl"]):
         ...  # result is the worker's JSON answer, or a WorkerFailure
 

@@ -21,6 +21,7 @@ __all__ = [
     "CountRule",
     "EdgeMerges",
     "EntryPointSpec",
+    "FeaturePath",
     "FieldSpec",
     "GeometryRule",
     "HelperFunction",
@@ -396,7 +397,7 @@ class ModalitySpec:
 
 @dataclass(frozen=True)
 class EncoderModule:
-    """One module HF's image path runs, and the constructor line that builds it."""
+    """One module HF's feature paths run, and the constructor line that builds it."""
 
     attr: str
     code: (
@@ -407,18 +408,30 @@ class EncoderModule:
 
 
 @dataclass(frozen=True)
-class EncoderSpec:
-    """HF's image encoder path, as the generated model class wires it.
+class FeaturePath:
+    """One modality's encoder path: HF's ``get_<modality>_features`` and where it is."""
 
-    ``hf_class`` (in ``hf_module``) defines ``get_image_features``; it reads
-    ``modules`` (vision tower, projector, ...) off ``self``. ``outer_attr`` is
-    where the checkpoint class keeps that inner model (``model``), and
-    ``language_attr``/``lm_head_attr`` name the text side, for weight names.
+    modality: str
+    method: str
+    source: Source
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """HF's encoder paths, one per modality it has, as the generated model class wires them.
+
+    ``hf_class`` (in ``hf_module``) defines each path's ``get_<modality>_features``;
+    they read ``modules`` (vision or audio tower, projector, ...) off ``self``,
+    built once however many paths share them. ``missing`` names each modality
+    the processor handles that HF's class has no such method for, with why.
+    ``outer_attr`` is where the checkpoint class keeps that inner model
+    (``model``), and ``language_attr``/``lm_head_attr`` name the text side,
+    for weight names.
     """
 
     hf_class: str
     hf_module: str
-    method_source: Source
+    paths: tuple[FeaturePath, ...]
     modules: tuple[EncoderModule, ...]
     imports: tuple[tuple[str, str], ...]  # (module, name) the constructor lines need
     language_attr: str
@@ -433,6 +446,16 @@ class EncoderSpec:
     # config's model_type is none transformers builds a CausalLM for (``qwen2_vl_text``).
     language_architecture: str = ""
     language_architecture_reason: str = ""
+    missing: tuple[tuple[str, str], ...] = ()  # (modality, why no path is derived)
+
+    def path(self, modality: str) -> FeaturePath | None:
+        """The encoder path of ``modality``, if HF's class has one."""
+        return next((p for p in self.paths if p.modality == modality), None)
+
+    @property
+    def tower_modalities(self) -> tuple[str, ...]:
+        """The modalities the built modules encode (vLLM's ``_mark_tower_model`` takes them)."""
+        return tuple(p.modality for p in self.paths)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from conftest import scaffold_port
 
 from mmport.analyzers import analyze
 from mmport.hf.tiny import tiny_twin
-from mmport.sources import resolve
 from mmport.media import make_image
+from mmport.sources import resolve
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -124,3 +124,79 @@ def test_a_family_without_a_derived_encoder_says_so_instead_of_building_one(
     nn.Module.__init__(model)
     with pytest.raises(NotImplementedError, match="could not derive HF's encoder path"):
         model.embed_multimodal(input_features=[])
+
+
+def _one_item_alone(processor, spec, modality: str, index: int):
+    """HF's processor on one ``modality`` item alone: (its outputs, the item's modality spec)."""
+    from mmport.hf.processor import call_processor
+    from mmport.media import make_audio, make_video, video_metadata
+
+    side = next(m for m in spec.modalities if m.modality == modality)
+    prompt = "" if side.update.mode == "insert" else side.placeholder
+    if modality == "video":
+        frames, width, height = (4, 8)[index], (64, 96)[index], (48, 64)[index]
+        video = (
+            make_video(frames, width, height, index),
+            video_metadata(frames, width, height, 2.0),
+        )
+        return call_processor(processor, prompt, [], videos=[video]), side
+    rate = processor.feature_extractor.sampling_rate
+    audio = make_audio((rate, 3 * rate)[index], index)
+    return call_processor(
+        processor, prompt, [], audios=[audio], sampling_rate=rate
+    ), side
+
+
+@pytest.mark.parametrize(
+    ("model_type", "modality"),
+    [("qwen2_vl", "video"), ("llava_next_video", "video"), ("glmasr", "audio")],
+)
+def test_generated_video_and_audio_paths_embed_like_hf(
+    model_type, modality, tmp_path
+) -> None:
+    # Two items of different sizes, handed over as vLLM's runner batches them (flat
+    # fields laid end to end, batched ones stacked, whole ones as a list), against
+    # HF's feature method on each item alone.
+    import torch
+    import transformers
+
+    module = _generated_class(model_type, tmp_path)
+    snapshot = resolve(model_type)
+    config = tiny_twin(snapshot.load_config())
+    spec = analyze(snapshot)
+    assert spec.encoder.path(modality) is not None
+    model = _build_encoder(
+        module, getattr(module, config.architectures[0]), config, spec
+    )
+    torch.manual_seed(0)
+    hf = getattr(transformers, config.architectures[0])._from_config(config).eval()
+    mapped = dict(model.hf_to_vllm_mapper.apply(hf.state_dict().items()))
+    model.load_state_dict(
+        {k: v for k, v in mapped.items() if not k.startswith("language_model.")},
+        strict=True,
+    )
+    processor = snapshot.load_processor()
+    alone = [_one_item_alone(processor, spec, modality, i) for i in range(2)]
+    side = alone[0][1]
+    batch = {}
+    for field in side.fields:
+        values = [out[field.key] for out, _ in alone]
+        if field.rows:
+            batch[field.key] = values
+        elif len({v.shape[1:] for v in values}) > 1:  # vLLM cannot stack them: a list
+            batch[field.key] = [v[0] for v in values]
+        else:
+            batch[field.key] = torch.cat(values)
+    inner = getattr(hf, spec.encoder.outer_attr) if spec.encoder.outer_attr else hf
+    method = getattr(inner, f"get_{modality}_features")
+    with torch.inference_mode():
+        embeds = model.embed_multimodal(**batch)
+        reference = []
+        for out, _ in alone:
+            item = {f.key: out[f.key] for f in side.fields}
+            chunks = method(**item).pooler_output
+            reference.append(torch.cat([c.reshape(-1, c.shape[-1]) for c in chunks]))
+    assert len(embeds) == 2
+    for ours_item, hf_item in zip(embeds, reference, strict=True):
+        assert ours_item.shape == hf_item.shape
+        torch.testing.assert_close(ours_item, hf_item)

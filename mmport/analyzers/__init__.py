@@ -407,15 +407,17 @@ def _fixed_size(image_processor, size_expr: str) -> tuple[int, int] | None:
     return (size["height"], size["width"])
 
 
-def _encoder(architecture: str) -> tuple[EncoderSpec | None, str]:
-    """HF's image encoder path for the model class, or None and the reason."""
+def _encoder(
+    architecture: str, modalities: tuple[str, ...]
+) -> tuple[EncoderSpec | None, str]:
+    """HF's encoder paths of ``modalities`` for the model class, or None and the reason."""
     import transformers
 
     model_cls = getattr(transformers, architecture, None)
     if model_cls is None:
         return None, f"transformers has no class {architecture}"
     try:
-        return analyze_encoder(model_cls), ""
+        return analyze_encoder(model_cls, modalities), ""
     except AnalysisError as exc:
         return None, str(exc)
 
@@ -481,13 +483,16 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     architecture = _architecture(snapshot) or f"{prefix}ForConditionalGeneration"
     # The model name without its task: LlavaForConditionalGeneration, ColPaliForRetrieval.
     prefix = re.sub(r"For[A-Z][A-Za-z]*$", "", architecture) or prefix
-    encoder, encoder_reason = _encoder(architecture)
     refused = refused_modalities(processor)
     if refused and set(refused) == set(handled_modalities(processor)):
         raise AnalysisError(
             f"{type(processor).__name__} cannot be ported: "
             + "; ".join(refused.values())
         )
+    modalities = _modalities(snapshot, processor, refused)
+    encoder, encoder_reason = _encoder(
+        architecture, tuple(m.modality for m in modalities)
+    )
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,
@@ -497,7 +502,7 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         config_class=type(snapshot.load_config()).__name__,
         transformers_version=transformers.__version__,
         mmport_version=__version__,
-        modalities=_modalities(snapshot, processor, refused),
+        modalities=modalities,
         notes=tuple(
             f"{modality} not ported: {reason}" for modality, reason in refused.items()
         ),

@@ -1,13 +1,15 @@
-"""Derive the image encoder path from the HF modeling code.
+"""Derive the encoder paths, one per modality, from the HF modeling code.
 
 The checkpoint class (``LlavaForConditionalGeneration``) usually keeps an
 inner model (``self.model = LlavaModel(config)``) whose
-``get_image_features`` runs the vision tower and the projector. From that
-method we learn which ``self.<module>`` it reads; from the inner model's
-constructor, the line that builds each of them; and which attribute holds the
-language model (built from ``config.text_config``). The generated model class
-builds the same modules under the same names, so HF's own feature path runs
-on them and checkpoint weights map by prefix.
+``get_image_features`` runs the vision tower and the projector (and
+``get_video_features``, ``get_audio_features`` for the modalities it has).
+From each such method we learn which ``self.<module>`` it reads; from the
+inner model's constructor, the line that builds each of them; and which
+attribute holds the language model (built from ``config.text_config``). The
+generated model class builds the same modules under the same names, once
+however many paths read them, so HF's own feature paths run on them and
+checkpoint weights map by prefix.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ import libcst as cst
 from mmport.analyzers.examples import invalid, snippet_line, valid
 from mmport.analyzers.sourcefile import ParsedClass, SelfAssignments, find_method
 from mmport.errors import AnalysisError
-from mmport.spec import EncoderModule, EncoderSpec
+from mmport.media import MODALITIES
+from mmport.spec import EncoderModule, EncoderSpec, FeaturePath
 
-__all__ = ["analyze_encoder"]
+__all__ = ["analyze_encoder", "features_method"]
 
-FEATURES_METHOD = "get_image_features"
 # HF's M-RoPE positions for a prompt (Qwen2-VL and its descendants).
 ROPE_INDEX_METHOD = "get_rope_index"
 # ``self`` attributes any nn.Module/PreTrainedModel has that are not submodules.
@@ -76,23 +78,40 @@ def _constructor(cls: type[Any]) -> tuple[ParsedClass, dict[str, cst.Assign]]:
     return found[0], visitor.nodes
 
 
+def features_method(modality: str) -> str:
+    """HF's name for ``modality``'s encoder path (``get_image_features``)."""
+    return f"get_{modality}_features"
+
+
+def _defines_any(cls: Any, methods: list[str]) -> bool:
+    return isinstance(cls, type) and any(hasattr(cls, m) for m in methods)
+
+
 def _inner_model(
-    outer: type[Any],
+    outer: type[Any], methods: list[str]
 ) -> tuple[type, str, dict[str, cst.Assign], ParsedClass]:
-    """The class that defines the features method, and the outer attribute holding it."""
+    """The class that defines the feature methods, and the outer attribute holding it.
+
+    An inner model the checkpoint class builds by name (``self.model =
+    LlavaModel(config)``) is preferred, whether or not the checkpoint class
+    also forwards the methods to it; else the checkpoint class itself.
+    """
     parsed, assigns = _constructor(outer)
-    if FEATURES_METHOD in vars(outer) or not assigns:
-        module = sys.modules[outer.__module__]
-        for attr, node in assigns.items():
-            value = node.value
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
-                inner = getattr(module, value.func.value, None)
-                if isinstance(inner, type) and FEATURES_METHOD in vars(inner):
-                    return inner, attr, assigns, parsed
-    if FEATURES_METHOD in vars(outer):
+    module = sys.modules[outer.__module__]
+    for attr, node in assigns.items():
+        value = node.value
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+            inner = getattr(module, value.func.value, None)
+            if (
+                isinstance(inner, type)
+                and inner is not outer
+                and _defines_any(inner, methods)
+            ):
+                return inner, attr, assigns, parsed
+    if _defines_any(outer, methods):
         return outer, "", assigns, parsed
     raise AnalysisError(
-        f"{outer.__name__} keeps no inner model that defines {FEATURES_METHOD}"
+        f"{outer.__name__} keeps no inner model that defines {' or '.join(methods)}"
     )
 
 
@@ -166,7 +185,7 @@ def _lm_head(outer_assigns: dict[str, cst.Assign]) -> str:
 def _encoder_modules(
     inner: type[Any], reads: list[str]
 ) -> tuple[list[EncoderModule], list[tuple[str, str]], list[str]]:
-    """The modules, imports and borrowed methods behind the ``self.`` reads of the feature path."""
+    """The modules, imports and borrowed methods behind the ``self.`` reads of the feature paths."""
     parsed, assigns = _constructor(inner)
     local_assigns = _LocalAssignments()
     init = find_method(inner, "__init__", models_only=True)
@@ -187,7 +206,7 @@ def _encoder_modules(
         node = assigns.get(attr)
         if node is None:
             raise AnalysisError(
-                f"{inner.__name__}.{FEATURES_METHOD} reads self.{attr}, which its constructor does not set"
+                f"{inner.__name__}'s feature path reads self.{attr}, which its constructor does not set"
             )
         code = _code(node.value).strip()
         setup, needed = _dependencies(code, sys.modules[inner.__module__], locals_)
@@ -236,27 +255,52 @@ def _language_architecture(architecture_cls: type[Any]) -> tuple[str, str]:
     return "", ""
 
 
-def analyze_encoder(architecture_cls: type[Any]) -> EncoderSpec:
-    """Read ``architecture_cls`` and its inner model into an :class:`EncoderSpec`."""
-    inner, outer_attr, outer_assigns, _ = _inner_model(architecture_cls)
-    found = find_method(inner, FEATURES_METHOD)
-    if found is None:
-        raise AnalysisError(
-            f"{inner.__name__}.{FEATURES_METHOD} is not in transformers' sources"
-        )
-    method_parsed, method = found
+def _paths(
+    inner: type[Any], modalities: tuple[str, ...]
+) -> tuple[list[FeaturePath], list[str], list[tuple[str, str]]]:
+    """Each modality's feature method on ``inner``, the ``self.`` reads of them all, and the modalities without one."""
+    paths: list[FeaturePath] = []
     reads = _SelfReads()
-    method.body.visit(reads)
-    modules, imports, borrowed = _encoder_modules(inner, reads.attrs)
+    missing: list[tuple[str, str]] = []
+    for modality in modalities:
+        method = features_method(modality)
+        found = find_method(inner, method)
+        if found is None:
+            missing.append((modality, f"{inner.__name__} defines no {method}"))
+            continue
+        parsed, node = found
+        node.body.visit(reads)
+        paths.append(FeaturePath(modality, method, parsed.source(node)))
+    return paths, reads.attrs, missing
+
+
+def analyze_encoder(
+    architecture_cls: type[Any], modalities: tuple[str, ...] = ("image",)
+) -> EncoderSpec:
+    """Read ``architecture_cls`` and its inner model into an :class:`EncoderSpec`.
+
+    ``modalities`` are those the processor handles; each gets the path HF's
+    class defines for it, or a line in ``missing`` saying it has none.
+    """
+    modalities = tuple(m for m in MODALITIES if m in modalities)
+    inner, outer_attr, outer_assigns, _ = _inner_model(
+        architecture_cls, [features_method(m) for m in modalities]
+    )
+    paths, reads, missing = _paths(inner, modalities)
+    if not paths:
+        raise AnalysisError(
+            f"{inner.__name__}'s feature methods are not in transformers' sources"
+        )
+    modules, imports, borrowed = _encoder_modules(inner, reads)
     parsed, assigns = _constructor(inner)
     language = [
         (a, n)
         for a, n in assigns.items()
-        if "text_config" in _code(n.value) and a not in reads.attrs
+        if "text_config" in _code(n.value) and a not in reads
     ]
     if not modules or not language:
         raise AnalysisError(
-            f"{inner.__name__} builds no vision modules or no language model from config.text_config"
+            f"{inner.__name__} builds no encoder modules or no language model from config.text_config"
         )
     language_attr, language_node = next(
         ((a, n) for a, n in language if isinstance(n.value, cst.Call)), language[0]
@@ -268,19 +312,20 @@ def analyze_encoder(architecture_cls: type[Any]) -> EncoderSpec:
     return EncoderSpec(
         hf_class=inner.__name__,
         hf_module=inner.__module__,
-        method_source=method_parsed.source(method),
+        paths=tuple(paths),
         modules=tuple(modules),
         imports=tuple(dict.fromkeys([(inner.__module__, inner.__name__), *imports])),
         language_attr=language_attr,
         language_source=parsed.source(language_node),
         outer_attr=outer_attr,
         lm_head_attr=_lm_head(outer_assigns) if outer_attr else "",
-        reads_dtype=bool(set(reads.attrs) & _DTYPE_READS)
+        reads_dtype=bool(set(reads) & _DTYPE_READS)
         or any("self.dtype" in m.code for m in modules),
         borrowed_methods=tuple(dict.fromkeys([*borrowed, *rope_helpers])),
         rope_index_source=rope_source,
         language_architecture=language_architecture,
         language_architecture_reason=architecture_reason,
+        missing=tuple(missing),
     )
 
 
@@ -335,7 +380,7 @@ def _encoder_facts(spec: EncoderSpec) -> tuple:
         spec.language_attr,
         spec.language_source.line,
         spec.lm_head_attr,
-        spec.method_source.line,
+        tuple((p.modality, p.source.line) for p in spec.paths),
     )
 
 
@@ -364,7 +409,7 @@ EXAMPLES = [
             "language_model",
             snippet_line(_LLAVA, "self.language_model =").line,
             "lm_head",
-            snippet_line(_LLAVA, "def get_image_features").line,
+            (("image", snippet_line(_LLAVA, "def get_image_features").line),),
         ),
     ),
     invalid(
@@ -378,8 +423,8 @@ EXAMPLES = [
             def __init__(self, config):
                 self.wav2vec2 = Wav2Vec2Model(config)
         """,
-        lambda snippet: analyze_encoder(snippet.Wav2Vec2ForCTC),
+        lambda snippet: analyze_encoder(snippet.Wav2Vec2ForCTC, ("image", "audio")),
         refusal=AnalysisError,
-        match="keeps no inner model that defines get_image_features",
+        match="keeps no inner model that defines get_image_features or get_audio_features",
     ),
 ]

@@ -62,8 +62,14 @@ def serve_python() -> Path | None:
     return path if path.exists() else None
 
 
-def _run_engine(python: Path, request: dict, workdir: Path, timeout_s: int) -> dict:
-    """One engine run in the serve environment; a crash or timeout becomes ``{"error": ...}``."""
+def _run_engine(
+    python: Path,
+    request: dict,
+    workdir: Path,
+    timeout_s: int,
+    script: Path = _ENGINE,
+) -> dict:
+    """One run of ``script`` in the serve environment; a crash or timeout becomes ``{"error": ...}``."""
     request_path, answer_path = workdir / "request.json", workdir / "answer.json"
     request_path.write_text(json.dumps(request))
     answer_path.unlink(missing_ok=True)
@@ -74,7 +80,7 @@ def _run_engine(python: Path, request: dict, workdir: Path, timeout_s: int) -> d
     }
     try:
         done = subprocess.run(
-            [str(python), str(_ENGINE), str(request_path), str(answer_path)],
+            [str(python), str(script), str(request_path), str(answer_path)],
             capture_output=True,
             text=True,
             timeout=timeout_s,

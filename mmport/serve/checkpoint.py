@@ -34,6 +34,7 @@ __all__ = [
     "TwinCheckpoint",
     "build_checkpoint",
     "hub_names",
+    "servable_text",
     "snapshot_checkpoint",
 ]
 
@@ -71,7 +72,7 @@ def _rope_types(rope: Any) -> set[str]:
     return found.union(*(_rope_types(value) for value in rope.values()))
 
 
-def _servable_text(twin: dict) -> None:
+def servable_text(twin: dict) -> None:
     """Give the twin's language model a head size the CPU attention serves, and room for the probes.
 
     vLLM refuses a prompt longer than ``max_position_embeddings``; under plain
@@ -156,7 +157,7 @@ def build_checkpoint(
 
     config = snapshot.load_config()
     twin = twin_dict(config.to_dict())
-    _servable_text(twin)
+    servable_text(twin)
     config = type(config).from_dict(twin)
     cls = model_class(config)
     with seeded(seed):

@@ -1,8 +1,8 @@
 """Coverage benchmark: scaffold + verify every image, video and audio family of the installed transformers.
 
-    python benchmarks/coverage.py                 # all families, print the table
-    python benchmarks/coverage.py --write         # also rewrite docs/coverage.md
-    python benchmarks/coverage.py llava qwen2_vl  # only these
+    python benchmarks/family_coverage.py                 # all families, print the table
+    python benchmarks/family_coverage.py --write         # also rewrite docs/coverage.md
+    python benchmarks/family_coverage.py llava qwen2_vl  # only these
 
 A family is every model_type whose processor expands image, video or audio
 placeholders: it (or a model-specific base) defines ``replace_<modality>_token``,
@@ -11,7 +11,9 @@ A family passes only when every modality it handles passes. Families run on
 their synthetic snapshots in a small pool of worker processes (``--jobs``),
 each importing torch and transformers once (mmport.pool); a family
 that hangs past ``--time-limit`` or kills its worker is reported as such,
-and its worker replaced.
+and its worker replaced. Where the serve environment exists, every passing
+family's generated model class is then built under a real ``VllmConfig``
+(mmport.serve.construct, one process for all): the "model class" column.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Outcome:
     modalities: dict[str, str] | None = (
         None  # modality -> "pass derived", "fail delegated", ...
     )
+    model_class: str = ""  # "constructs", "fails: ...", or "" (not built)
 
 
 def _sub_processor_attributes(modality: str) -> tuple[str, ...]:
@@ -96,11 +99,17 @@ def families() -> dict[str, list[str]]:
     return found
 
 
-def run_one(model_type: str, probes: int, expected: list[str] | None = None) -> Outcome:
+def run_one(
+    model_type: str,
+    probes: int,
+    expected: list[str] | None = None,
+    keep: Path | None = None,
+) -> Outcome:
     """Resolve, analyse, render and verify one family (in this process).
 
     ``expected`` are the modalities the family's processor expands; one the
-    port does not cover counts as failed.
+    port does not cover counts as failed. With ``keep`` the port is rendered
+    into ``keep/<model_type>`` and left there (for the model class column).
     """
     from mmport.errors import one_line
 
@@ -121,11 +130,12 @@ def run_one(model_type: str, probes: int, expected: list[str] | None = None) -> 
         from mmport.render import render_port, write_files
 
         with tempfile.TemporaryDirectory() as tmp:
-            write_files(render_port(spec), Path(tmp))
+            port_dir = keep / model_type if keep else Path(tmp)
+            write_files(render_port(spec), port_dir, force=True)
             stage = "verify"
             from mmport.verify import verify_port
 
-            port = Path(tmp) / f"{spec.module_name}_processing.py"
+            port = port_dir / f"{spec.module_name}_processing.py"
             report = verify_port(
                 model_type,
                 port,
@@ -209,8 +219,52 @@ def _outcome(
     return Outcome(**answer)
 
 
+def construct_classes(outcomes: list[Outcome], keep: Path) -> None:
+    """Build every passing family's generated model class in vLLM; fill ``model_class``."""
+    from mmport.analyzers import analyze
+    from mmport.errors import one_line
+    from mmport.serve.construct import ConstructJob, construct_ports, twin_config_dir
+    from mmport.sources import resolve
+
+    jobs = []
+    for o in outcomes:
+        if o.verdict != "pass":
+            continue
+        try:
+            snapshot = resolve(o.model_type)
+            spec = analyze(snapshot)
+            config_dir = twin_config_dir(snapshot, keep / f"{o.model_type}.config")
+        except Exception as exc:  # the twin config could not be written
+            o.model_class = f"fails: {one_line(exc)[:120]}"
+            continue
+        jobs.append(
+            ConstructJob(
+                o.model_type,
+                keep / o.model_type,
+                spec.module_name,
+                spec.architecture,
+                config_dir,
+            )
+        )
+    print(f"building {len(jobs)} model classes in vLLM", file=sys.stderr)
+    built = construct_ports(jobs, timeout_s=60 * 60)
+    for o in outcomes:
+        if o.model_type in built:
+            got = built[o.model_type]
+            o.model_class = (
+                "constructs"
+                if got.ok
+                else f"fails: {got.error[:120]}"
+                + (f" ({got.port_frame[:80]})" if got.port_frame else "")
+            )
+
+
 def run_all(
-    chosen: dict[str, list[str]], probes: int, jobs: int, time_limit: float
+    chosen: dict[str, list[str]],
+    probes: int,
+    jobs: int,
+    time_limit: float,
+    keep: Path | None = None,
 ) -> list[Outcome]:
     """Every family (model_type -> its modalities) through the worker pool, with a progress bar on stderr."""
     from rich.progress import (
@@ -222,6 +276,8 @@ def run_all(
     )
 
     command = [sys.executable, __file__, "--worker", "--probes", str(probes)]
+    if keep:
+        command += ["--keep", str(keep)]
     pool = WorkerPool(command, jobs=jobs, time_limit=time_limit, cwd=str(ROOT))
     outcomes: dict[str, Outcome] = {}
     columns = (
@@ -263,15 +319,32 @@ def _modality_lines(outcomes: list[Outcome]) -> list[str]:
     return lines
 
 
+def _model_class_line(outcomes: list[Outcome], seconds: float | None) -> list[str]:
+    """How many passing families' model classes vLLM builds (when they were built)."""
+    if seconds is None:
+        return ["- model class: not built (no serve environment, or `--no-construct`)"]
+    built = [o for o in outcomes if o.model_class]
+    ok = [o for o in built if o.model_class == "constructs"]
+    return [
+        f"- **model class constructs in vLLM: {len(ok)} / {len(built)} passing families** "
+        f"(built under a real `VllmConfig` from a tiny twin config, in vLLM's CPU build, "
+        f"{seconds:.0f} s for all in one process; mmport.serve.construct)"
+    ]
+
+
 def render_markdown(
-    outcomes: list[Outcome], transformers_version: str, seconds: float, jobs: int
+    outcomes: list[Outcome],
+    transformers_version: str,
+    seconds: float,
+    jobs: int,
+    build_seconds: float | None = None,
 ) -> str:
     """docs/coverage.md: summary figures and one row per family."""
     passed = [o for o in outcomes if o.verdict == "pass"]
     lines = [
         "# Coverage: scaffold + verify on every image, video and audio family",
         "",
-        "Generated by `python benchmarks/coverage.py --write` — do not edit by hand.",
+        "Generated by `python benchmarks/family_coverage.py --write` — do not edit by hand.",
         "",
         f"transformers {transformers_version}; {len(outcomes)} families whose processor expands image, video or audio "
         f"placeholders; synthetic snapshots; 4 probes each, and 3 more under each of up to {COVERAGE_SETTINGS} drawn request setting(s) per modality; {seconds / 60:.1f} min on {os.cpu_count()} cores "
@@ -280,15 +353,17 @@ def render_markdown(
         "",
         f"- **families passing: {len(passed)} / {len(outcomes)} ({len(passed) / max(len(outcomes), 1):.0%})**",
         *_modality_lines(outcomes),
+        *_model_class_line(outcomes, build_seconds),
         "",
-        "| model_type | verdict | stage | image | video | audio | time (s) | first failure or error |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model_type | verdict | stage | image | video | audio | model class | time (s) | first failure or error |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         detail = o.detail.replace("|", "\\|").replace("\n", " ")
+        model_class = o.model_class.replace("|", "\\|")
         cells = [(o.modalities or {}).get(m, "") for m in MODALITIES]
         lines.append(
-            f"| {o.model_type} | {o.verdict} | {o.stage} | {' | '.join(cells)} | {o.seconds:.1f} | {detail} |"
+            f"| {o.model_type} | {o.verdict} | {o.stage} | {' | '.join(cells)} | {model_class} | {o.seconds:.1f} | {detail} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -311,11 +386,24 @@ def main() -> None:
         help="seconds one family may take",
     )
     parser.add_argument("--write", action="store_true", help="rewrite docs/coverage.md")
+    parser.add_argument(
+        "--no-construct",
+        action="store_true",
+        help="skip building the model classes in vLLM's serve environment",
+    )
+    parser.add_argument("--keep", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        serve(lambda job: asdict(run_one(job[0], args.probes, job[1])), _warm_up)
+        serve(
+            lambda job: asdict(run_one(job[0], args.probes, job[1], args.keep)),
+            _warm_up,
+        )
         return
     import transformers
+
+    from mmport.serve import serve_python
+
+    construct = not args.no_construct and serve_python() is not None
 
     found = families()
     chosen = (
@@ -324,14 +412,24 @@ def main() -> None:
         else found
     )
     started = time.perf_counter()
-    outcomes = run_all(chosen, args.probes, args.jobs, args.time_limit)
+    with tempfile.TemporaryDirectory(prefix="mmport-coverage-") as tmp:
+        keep = Path(tmp) if construct else None
+        outcomes = run_all(chosen, args.probes, args.jobs, args.time_limit, keep)
+        build_started = time.perf_counter()
+        if keep:
+            construct_classes(outcomes, keep)
+        build_seconds = time.perf_counter() - build_started if keep else None
     for o in outcomes:
         cells = " ".join(f"{m}={v}" for m, v in (o.modalities or {}).items())
         print(
-            f"{o.model_type:28} {o.verdict:6} {o.stage:8} {cells:50} {o.seconds:6.1f}s  {o.detail}"
+            f"{o.model_type:28} {o.verdict:6} {o.stage:8} {cells:50} {o.seconds:6.1f}s  {o.model_class or '-':12} {o.detail}"
         )
     text = render_markdown(
-        outcomes, transformers.__version__, time.perf_counter() - started, args.jobs
+        outcomes,
+        transformers.__version__,
+        time.perf_counter() - started,
+        args.jobs,
+        build_seconds,
     )
     if args.write:
         (ROOT / "docs" / "coverage.md").write_text(text)

@@ -1,0 +1,135 @@
+"""Generated model classes built under a real ``VllmConfig``: the serve environment's side of ``construct_ports``.
+
+Run by the serve environment's python (``MMPORT_SERVE_PYTHON``), never
+imported by mmport itself: it needs only the standard library and vLLM. It
+reads one JSON request and writes one JSON answer::
+
+    python _construct.py request.json answer.json
+
+request: ``{"jobs": [{"name": "llava", "port_dir": DIR, "module": "llava",
+"architecture": "LlavaForConditionalGeneration", "config_dir": DIR}]}``;
+``config_dir`` holds a config (a tiny twin's) and the processor files, no
+weights. Each job's class is registered under its architecture and built as
+vLLM's model loader builds it: inside ``set_current_vllm_config``, with
+tensor and pipeline parallel groups of one, on the CPU. The answer holds, per
+job, the parameter count and the modules vLLM marked as towers, or the
+error and where in the port's files it was raised.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+_PACKAGE = "mmport_constructed_port"
+
+
+def _port_class(port_dir: str, module: str, architecture: str, index: int):
+    """Import the port as a package of its own (its files import each other relatively)."""
+    root = Path(tempfile.mkdtemp(prefix="mmport-construct-"))
+    package = root / f"{_PACKAGE}_{index}"
+    shutil.copytree(
+        port_dir, package, ignore=shutil.ignore_patterns("test_*", "__pycache__")
+    )
+    (package / "__init__.py").touch()
+    sys.path.insert(0, str(root))
+    loaded = importlib.import_module(f"{package.name}.{module}")
+    if not hasattr(loaded, architecture):
+        raise LookupError(f"{module}.py defines no class {architecture}")
+    return getattr(loaded, architecture)
+
+
+def _parallel_groups(vllm_config) -> None:
+    """Tensor and pipeline parallel groups of one, once per process."""
+    from vllm.distributed import (
+        init_distributed_environment,
+        initialize_model_parallel,
+        model_parallel_is_initialized,
+    )
+
+    if model_parallel_is_initialized():
+        return
+    init_distributed_environment(
+        world_size=1,
+        rank=0,
+        local_rank=0,
+        distributed_init_method=f"file://{tempfile.mkdtemp()}/rendezvous",
+        backend="gloo",
+    )
+    initialize_model_parallel(1, 1)
+
+
+def _construct(job: dict, index: int) -> dict:
+    from vllm import ModelRegistry
+    from vllm.config import (
+        DeviceConfig,
+        LoadConfig,
+        ModelConfig,
+        VllmConfig,
+        set_current_vllm_config,
+    )
+
+    cls = _port_class(job["port_dir"], job["module"], job["architecture"], index)
+    ModelRegistry.register_model(job["architecture"], cls)
+    model_config = ModelConfig(
+        model=job["config_dir"], dtype="float32", enforce_eager=True, seed=0
+    )
+    vllm_config = VllmConfig(
+        model_config=model_config,
+        device_config=DeviceConfig("cpu"),
+        load_config=LoadConfig(load_format="dummy"),
+    )
+    with set_current_vllm_config(vllm_config):
+        _parallel_groups(vllm_config)
+        model = cls(vllm_config=vllm_config, prefix="")
+    return {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "class_file": str(sys.modules[cls.__module__].__file__),
+        # What vLLM's _mark_tower_model recorded as the encoder modules.
+        "towers": sorted(getattr(model, "_tower_model_names", ()) or ()),
+    }
+
+
+def _port_frame(exc: BaseException) -> str | None:
+    """Where in the port's own files the error was raised last (``llava.py:61 in __init__: ...``)."""
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__) if _PACKAGE in f.filename
+    ]
+    if not frames:
+        return None
+    last = frames[-1]
+    return f"{Path(last.filename).name}:{last.lineno} in {last.name}: {(last.line or '').strip()}"
+
+
+def main(request_path: str, answer_path: str) -> None:
+    """Build every job's class; each failure is that job's ``{"error": ...}``."""
+    request = json.loads(Path(request_path).read_text())
+    answer: dict = {"results": {}}
+    try:
+        import vllm
+
+        answer["vllm_version"] = vllm.__version__
+    except BaseException as exc:  # no vLLM here: the caller reports it
+        answer["error"] = f"{type(exc).__name__}: {exc}"
+    for index, job in enumerate(request["jobs"] if "error" not in answer else []):
+        try:
+            answer["results"][job["name"]] = _construct(job, index)
+        except BaseException as exc:  # the answer says what broke
+            answer["results"][job["name"]] = {
+                "error": f"{type(exc).__name__}: {exc}"[:2000],
+                "port_frame": _port_frame(exc),
+            }
+        Path(answer_path).write_text(json.dumps(answer))
+    Path(answer_path).write_text(json.dumps(answer))
+    if os.environ.get("MMPORT_SERVE_DEBUG"):
+        print(json.dumps(answer)[:3000], file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

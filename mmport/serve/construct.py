@@ -1,0 +1,115 @@
+"""Does a generated model class construct in vLLM? Each class built under a real ``VllmConfig``.
+
+vLLM builds a model class once per engine start, from the checkpoint's
+config; a class that reads an attribute its config lacks, or builds a
+module from the wrong sub-config, fails there, before any request. This
+builds each port's class the way vLLM's loader does, in the serve
+environment (:mod:`mmport.serve._construct`, one process for many ports),
+from a tiny twin of the snapshot's config (:func:`mmport.hf.tiny.twin_dict`,
+with the head size vLLM's CPU attention serves) beside its processor files,
+without weights.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ConstructJob", "Constructed", "construct_ports", "twin_config_dir"]
+
+_SCRIPT = Path(__file__).with_name("_construct.py")
+
+
+@dataclass(frozen=True)
+class ConstructJob:
+    """One port to build: its directory, module, class name and a tiny config directory."""
+
+    name: str
+    port_dir: Path
+    module: str
+    architecture: str
+    config_dir: Path
+
+
+@dataclass(frozen=True)
+class Constructed:
+    """One port's outcome: the parameter count and tower modules, or the error and where it was raised."""
+
+    name: str
+    parameters: int = 0
+    towers: tuple[str, ...] = ()
+    error: str = ""
+    port_frame: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the class was built."""
+        return not self.error
+
+
+def twin_config_dir(snapshot: Any, directory: Path) -> Path:
+    """A tiny twin of ``snapshot``'s config, beside its processor and tokenizer files (no weights)."""
+    from mmport.hf.tiny import twin_dict
+    from mmport.serve.checkpoint import servable_text
+
+    config = snapshot.load_config()
+    twin = twin_dict(config.to_dict())
+    servable_text(twin)
+    directory.mkdir(parents=True, exist_ok=True)
+    for source in Path(snapshot.path).iterdir():
+        if (
+            source.is_file()
+            and source.name != "config.json"
+            and not source.name.endswith((".safetensors", ".bin"))
+        ):
+            shutil.copy(source, directory / source.name)
+    type(config).from_dict(twin).save_pretrained(directory)
+    return directory
+
+
+def construct_ports(
+    jobs: list[ConstructJob], python: Path | None = None, timeout_s: int = 900
+) -> dict[str, Constructed]:
+    """Build every job's class in one serve-environment process; per job, what happened.
+
+    Without a serve environment (``MMPORT_SERVE_PYTHON``) every job says so.
+    """
+    from mmport.serve import _run_engine, serve_python
+
+    python = python or serve_python()
+    if python is None:
+        return {
+            job.name: Constructed(job.name, error="no serve environment")
+            for job in jobs
+        }
+    request = {
+        "jobs": [
+            {
+                "name": job.name,
+                "port_dir": str(job.port_dir),
+                "module": job.module,
+                "architecture": job.architecture,
+                "config_dir": str(job.config_dir),
+            }
+            for job in jobs
+        ]
+    }
+    with tempfile.TemporaryDirectory(prefix="mmport-construct-") as workdir:
+        answer = _run_engine(python, request, Path(workdir), timeout_s, _SCRIPT)
+    results = answer.get("results", {})
+    outcomes = {}
+    for job in jobs:
+        got = results.get(job.name) or {
+            "error": answer.get("error", "the construct run stopped before it")
+        }
+        outcomes[job.name] = Constructed(
+            job.name,
+            parameters=int(got.get("parameters", 0)),
+            towers=tuple(got.get("towers", ())),
+            error=got.get("error", ""),
+            port_frame=got.get("port_frame") or "",
+        )
+    return outcomes

@@ -1,0 +1,84 @@
+"""Generated model classes built in vLLM: every modality's encoder, no class that breaks at construction.
+
+vLLM builds the class once per engine start, from the checkpoint's config.
+These tests build the generated classes of an image, an image+video, a
+video-with-resampler and an audio family, and of a family with no derived
+encoder, under a real ``VllmConfig`` in the serve environment (one process
+for all), and check that each modality's tower is what vLLM marked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mmport.analyzers import analyze
+from mmport.render import render_port, write_files
+from mmport.serve import serve_python
+from mmport.serve.construct import ConstructJob, construct_ports, twin_config_dir
+from mmport.sources import resolve
+
+pytestmark = [
+    pytest.mark.serve,
+    pytest.mark.skipif(
+        serve_python() is None, reason="no serve environment (MMPORT_SERVE_PYTHON)"
+    ),
+]
+
+FAMILIES = ("llava", "qwen2_vl", "llava_next_video", "glmasr", "qwen2_audio")
+
+
+def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
+    snapshot = resolve(model_type)
+    spec = analyze(snapshot)
+    port_dir = root / model_type
+    write_files(render_port(spec), port_dir)
+    if edit is not None:
+        model_file = port_dir / f"{spec.module_name}.py"
+        model_file.write_text(edit(model_file.read_text()))
+    config_dir = twin_config_dir(snapshot, root / f"{model_type}.config")
+    return ConstructJob(
+        model_type, port_dir, spec.module_name, spec.architecture, config_dir
+    ), spec
+
+
+def test_generated_classes_construct_with_a_tower_per_modality(tmp_path) -> None:
+    jobs, specs = zip(*(_job(m, tmp_path) for m in FAMILIES), strict=True)
+    built = construct_ports(list(jobs))
+    for job, spec in zip(jobs, specs, strict=True):
+        outcome = built[job.name]
+        assert outcome.ok, (job.name, outcome.error, outcome.port_frame)
+        encoder = spec.encoder
+        if encoder is None:  # Qwen2-Audio: no encoder derived, none built
+            assert outcome.towers == ()
+            continue
+        # Every module HF's feature paths read is a tower vLLM knows of (a bare
+        # parameter, LLaVA-NeXT's image_newline, is no module).
+        modules = {m.attr for m in encoder.modules if "Parameter(" not in m.code}
+        assert set(outcome.towers) == modules, job.name
+        handled = {m.modality for m in spec.modalities}
+        assert set(encoder.tower_modalities) | {m for m, _ in encoder.missing} == (
+            handled
+        )
+    assert built["qwen2_vl"].parameters > 0
+    assert analyze(resolve("qwen2_vl")).encoder.tower_modalities == ("image", "video")
+    assert analyze(resolve("glmasr")).encoder.tower_modalities == ("audio",)
+
+
+def test_a_class_that_breaks_at_construction_is_reported_where_it_breaks(
+    tmp_path,
+) -> None:
+    # The bug this check exists for: a class reading a sub-config its config lacks.
+    def read_a_missing_sub_config(text: str) -> str:
+        return text.replace(
+            "        self.config = config\n",
+            "        self.config = config\n        config.vision_config.hidden_size\n",
+            1,
+        )
+
+    job, _ = _job("qwen2_audio", tmp_path, read_a_missing_sub_config)
+    outcome = construct_ports([job])["qwen2_audio"]
+    assert not outcome.ok
+    assert "vision_config" in outcome.error
+    assert outcome.port_frame.startswith("qwen2_audio.py:")
