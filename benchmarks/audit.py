@@ -46,6 +46,9 @@ class Verdict:
     reproducer: str = (
         ""  # for a fail: the markdown of docs/findings/audit/<model_type>.md
     )
+    # For a fail: the same port on the family's published-checkpoint geometry
+    # (tests/snapshots.py CHECKPOINT_GEOMETRY), "" where the audit has none.
+    confirmation: str = ""
 
 
 @dataclass
@@ -200,6 +203,42 @@ def reproducer_of(report, check) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _checkpoint_geometry(model_type: str):
+    """tests/snapshots.py's builder of the family's published-checkpoint geometry, or None."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import snapshots
+
+    return snapshots.CHECKPOINT_GEOMETRY.get(model_type)
+
+
+def confirm(model_type: str, verdict: Verdict) -> Verdict:
+    """A failing vLLM port re-run on the family's published-checkpoint geometry, where the audit has it.
+
+    The failure is *confirmed* when the same port fails one of the same
+    checks there; else it is the synthetic snapshot's, and the row says so.
+    """
+    build = _checkpoint_geometry(model_type)
+    if verdict.verdict != "fail" or build is None:
+        return verdict
+    with tempfile.TemporaryDirectory() as tmp:
+        snapshot = build(Path(tmp) / model_type)
+        again = _verify(str(snapshot), "vllm")
+    shared = [c for c in again.checks if c in verdict.checks]
+    where = f"`tests/snapshots.py:{build.__name__}` ({(build.__doc__ or '').splitlines()[0].rstrip('.')})"
+    if again.verdict == "fail" and shared:
+        verdict.confirmation = (
+            f"confirmed: fails {', '.join(shared)} on {where}: {again.detail}"
+        )
+    else:
+        verdict.confirmation = f"not confirmed: {again.verdict} on {where}" + (
+            f" ({again.detail})" if again.detail else ""
+        )
+    verdict.reproducer += (
+        "\n## On the published checkpoints' geometry\n\n" + verdict.confirmation + "\n"
+    )
+    return verdict
+
+
 def _registered_architecture(model_type: str) -> str | None:
     """The snapshot's first architecture that vLLM registers, or None."""
     from vllm import ModelRegistry
@@ -245,7 +284,7 @@ def audit_one(model_type: str) -> Audit:
     return Audit(
         model_type,
         architecture,
-        _verify(model_type, "vllm"),
+        confirm(model_type, _verify(model_type, "vllm")),
         _generated_port(model_type),
     )
 
@@ -323,6 +362,8 @@ def render_markdown(
         for v in ("pass", "fail", "cannot judge", "error")
     }
     both = sum(a.mmport is not None and a.mmport.verdict == "pass" for a in audited)
+    checked = [a for a in audited if a.vllm.confirmation]
+    confirmed = [a for a in checked if a.vllm.confirmation.startswith("confirmed")]
     lines = [
         "# Audit: vLLM's own ports against the HF processors",
         "",
@@ -339,9 +380,11 @@ def render_markdown(
         "- *cannot judge*: nothing failed, but the port (or HF) raised because the synthetic snapshot lacks what "
         "real checkpoints of the family carry (a vocabulary entry, a config attribute); see docs/vllm.md",
         f"- mmport's generated port passes the same probes on {both} of them",
+        f"- failures re-run on the family's published-checkpoint geometry (tests/snapshots.py, where the audit has it): "
+        f"{len(confirmed)} of {len(checked)} confirmed",
         "",
-        "| model_type | architecture | vLLM's port | failing (or unjudged) checks | mmport's port | first difference or reason (vLLM's port) | reproduce |",
-        "|---|---|---|---|---|---|---|",
+        "| model_type | architecture | vLLM's port | failing (or unjudged) checks | mmport's port | first difference or reason (vLLM's port) | on checkpoint geometry | reproduce |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for a in audited:
         ours = a.mmport.verdict if a.mmport else ""
@@ -357,6 +400,7 @@ def render_markdown(
             ", ".join(a.vllm.checks),
             ours,
             _cell(a.vllm.detail),
+            a.vllm.confirmation.split(":", 1)[0],
             f"`{a.command()}`",
         ]
         lines.append("| " + " | ".join(row) + " |")

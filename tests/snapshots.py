@@ -221,3 +221,17 @@ def llava_tower_mismatch_snapshot(directory: Path) -> Path:
         data["vision_config"]["image_size"] //= 2
 
     return _variant("llava", directory, config=config)
+
+
+# Per family, the snapshot built with its published checkpoints' geometry: the
+# audit re-runs a failing vLLM port on it, to tell a real failure from the
+# synthetic snapshot's.
+CHECKPOINT_GEOMETRY = {
+    "llava": llava15_snapshot,
+    "paligemma": paligemma448_snapshot,
+    "gemma3": gemma3_896_snapshot,
+    "mistral3": mistral3_small31_snapshot,
+    "idefics3": idefics3_364_snapshot,
+    "qwen2_vl": qwen2_vl_pixels_snapshot,
+    "colpali": colpali_bos_snapshot,
+}
