@@ -186,7 +186,15 @@ def _engine_request(
         "architecture": checkpoint.architecture,
         "max_tokens": options.max_tokens,
         "max_model_len": model_len,
-        "prompts": [{"prompt": p.prompt, "images": list(p.images)} for p in probes],
+        "prompts": [
+            {
+                "prompt": p.prompt,
+                "images": list(p.images),
+                "videos": [list(video) for video in p.videos],
+                "audios": [[path, p.sampling_rate] for path in p.audios],
+            }
+            for p in probes
+        ],
     }
 
 
@@ -245,8 +253,12 @@ def _serve_layout(
             snapshot, workdir / f"twin-{layout.value}", layout=layout, seed=seed
         )
         label, key = f"{layout.value} layout", layout.value
+    reference_side = HFReference(snapshot)
     probes = make_serve_probes(
-        HFReference(snapshot).placeholders().get("image"), workdir, seed
+        reference_side.placeholders(),
+        workdir,
+        seed,
+        sampling_rate=reference_side.sampling_rate,
     )
     reference = hf_generate(checkpoint.path, probes, options.max_tokens)
     request = _engine_request(

@@ -8,7 +8,8 @@ PIL. It reads one JSON request and writes one JSON answer::
 
 request: ``{"checkpoint": DIR, "port_dir": DIR or null, "module": "llava",
 "architecture": "LlavaForConditionalGeneration", "max_tokens": 4,
-"max_model_len": 2048, "prompts": [{"prompt": "...", "images": [PNG, ...]}]}``.
+"max_model_len": 2048, "prompts": [{"prompt": "...", "images": [PNG, ...],
+"videos": [[NPY, metadata], ...], "audios": [[NPY, rate], ...]}]}``.
 With ``port_dir`` the generated model file's ``register()`` puts the port's
 class in vLLM's registry before the engine starts; without it vLLM serves the
 checkpoint with its own class (the control). The answer holds, per prompt,
@@ -52,31 +53,47 @@ def _register_port(port_dir: str, module: str) -> str:
     return str(loaded.__file__)
 
 
-def _generate(request: dict) -> tuple[list[dict], bool | None]:
+def _multi_modal_data(probe: dict) -> dict:
+    """A probe's items as vLLM's loaders hand them on: PIL images, ``(frames, metadata)`` videos, ``(samples, rate)`` audio."""
+    import numpy as np
     from PIL import Image
+
+    data: dict = {}
+    if probe.get("images"):
+        data["image"] = [Image.open(path).convert("RGB") for path in probe["images"]]
+    if probe.get("videos"):
+        data["video"] = [(np.load(path), meta) for path, meta in probe["videos"]]
+    if probe.get("audios"):
+        data["audio"] = [(np.load(path), rate) for path, rate in probe["audios"]]
+    return data
+
+
+def _generate(request: dict) -> tuple[list[dict], bool | None]:
     from vllm import LLM, SamplingParams
 
+    items = [_multi_modal_data(probe) for probe in request["prompts"]]
+    limits = {
+        modality: max(len(data.get(modality, ())) for data in items)
+        for modality in ("image", "video", "audio")
+        if any(modality in data for data in items)
+    }
     llm = LLM(
         model=request["checkpoint"],
         dtype="float32",
         enforce_eager=True,
         max_model_len=request["max_model_len"],
-        limit_mm_per_prompt={
-            "image": max(len(p["images"]) for p in request["prompts"]) or 1
-        },
+        limit_mm_per_prompt=limits or {"image": 1},
         seed=0,
     )
     params = SamplingParams(
         temperature=0.0, max_tokens=request["max_tokens"], logprobs=1
     )
-    inputs = []
-    for probe in request["prompts"]:
-        images = [Image.open(path).convert("RGB") for path in probe["images"]]
-        inputs.append(
-            {"prompt": probe["prompt"], "multi_modal_data": {"image": images}}
-            if images
-            else probe["prompt"]
-        )
+    inputs = [
+        {"prompt": probe["prompt"], "multi_modal_data": data}
+        if data
+        else probe["prompt"]
+        for probe, data in zip(request["prompts"], items, strict=True)
+    ]
     answers = []
     for output in llm.generate(inputs, params, use_tqdm=False):
         completion = output.outputs[0]

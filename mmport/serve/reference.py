@@ -1,8 +1,12 @@
 """HF's side of ``verify --serve``: greedy ``generate`` on the probe prompts.
 
-The probes are few and small: a prompt with the snapshot's image
-placeholder around text, one seeded noise image each (PNG files, so the
-engine in the other environment reads the very same pixels).
+The probes are few and small: per modality the port handles, two prompts
+with the snapshot's placeholder for it around text and one seeded noise item
+each, written to files so the engine in the other environment reads the very
+same data: an image as PNG; a video's frames as ``.npy`` (``(frames, height,
+width, 3)`` uint8, as vLLM's loader decodes them) beside the metadata that
+loader gives, HF told not to sample frames again; an audio's samples as
+``.npy`` at the feature extractor's rate.
 """
 
 from __future__ import annotations
@@ -10,19 +14,42 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Generation", "ServeProbe", "hf_generate", "make_serve_probes"]
+__all__ = [
+    "Generation",
+    "ServeProbe",
+    "hf_generate",
+    "make_serve_probes",
+    "probe_inputs",
+]
 
 # (width, height) of each probe's image: one landscape, one portrait.
 _PROBE_SIZES = ((96, 64), (40, 120))
+# Per video probe: (frames, width, height), at _VIDEO_FPS.
+_VIDEO_PROBES = ((4, 64, 48), (8, 48, 64))
+_VIDEO_FPS = 2.0
+# Per audio probe: its length in seconds.
+_AUDIO_SECONDS = (1.0, 2.5)
 
 
 @dataclass(frozen=True)
 class ServeProbe:
-    """One prompt and the image files it carries."""
+    """One prompt and the item files it carries (``videos``: ``(frames.npy, metadata)``)."""
 
     name: str
     prompt: str
-    images: tuple[str, ...]
+    images: tuple[str, ...] = ()
+    videos: tuple[tuple[str, dict], ...] = ()
+    audios: tuple[str, ...] = ()
+    sampling_rate: int | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Items per modality."""
+        return {
+            "image": len(self.images),
+            "video": len(self.videos),
+            "audio": len(self.audios),
+        }
 
 
 @dataclass(frozen=True)
@@ -34,34 +61,93 @@ class Generation:
     first_logprob: float | None
 
 
-def make_serve_probes(
-    placeholder: str | None, directory: Path, seed: int
-) -> list[ServeProbe]:
-    """One probe per size in ``_PROBE_SIZES``, images written under ``directory``.
+def _prompt(placeholder: str | None, index: int) -> str:
+    """Text around one item; text only where HF's processor inserts the item's tokens itself (PaliGemma)."""
+    this = " this" * index
+    return (
+        f"Describe{this} {placeholder} briefly:"
+        if placeholder
+        else f"Describe{this} briefly:"
+    )
 
-    ``placeholder`` is the text an image takes in a prompt (verify's
-    ``HFReference.placeholders()``); None when HF's processor inserts the
-    image tokens itself (PaliGemma), so the prompt is text only.
+
+def make_serve_probes(
+    placeholders: dict[str, str | None],
+    directory: Path,
+    seed: int,
+    sampling_rate: int | None = None,
+) -> list[ServeProbe]:
+    """Two probes per modality in ``placeholders``, their items written under ``directory``.
+
+    ``placeholders`` maps each modality the port handles to the text an
+    item takes in a prompt (verify's ``HFReference.placeholders()``); None
+    where HF's processor inserts the item's tokens itself. Audio is made at
+    ``sampling_rate`` (the feature extractor's).
     """
     import numpy as np
     from PIL import Image
 
+    from mmport.media import make_audio, make_video, video_metadata
+
     rng = np.random.default_rng(seed)
     probes = []
-    for index, (width, height) in enumerate(_PROBE_SIZES):
-        path = directory / f"probe-{index}.png"
-        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(
-            path
-        )
-        prompt = (
-            f"Describe{' this' * index} {placeholder} briefly:"
-            if placeholder
-            else f"Describe{' this' * index} briefly:"
-        )
-        probes.append(
-            ServeProbe(f"serve-{index} ({width}x{height})", prompt, (str(path),))
-        )
+    if "image" in placeholders:
+        for index, (width, height) in enumerate(_PROBE_SIZES):
+            path = directory / f"probe-{index}.png"
+            pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(path)
+            probes.append(
+                ServeProbe(
+                    f"serve-{index} ({width}x{height})",
+                    _prompt(placeholders["image"], index),
+                    images=(str(path),),
+                )
+            )
+    if "video" in placeholders:
+        for index, (frames, width, height) in enumerate(_VIDEO_PROBES):
+            path = directory / f"video-{index}.npy"
+            np.save(path, make_video(frames, width, height, seed + index))
+            metadata = video_metadata(frames, width, height, _VIDEO_FPS)
+            probes.append(
+                ServeProbe(
+                    f"serve-video-{index} ({frames} frames {width}x{height})",
+                    _prompt(placeholders["video"], index),
+                    videos=((str(path), metadata),),
+                )
+            )
+    if "audio" in placeholders and sampling_rate:
+        for index, seconds in enumerate(_AUDIO_SECONDS):
+            path = directory / f"audio-{index}.npy"
+            np.save(path, make_audio(int(seconds * sampling_rate), seed + index))
+            probes.append(
+                ServeProbe(
+                    f"serve-audio-{index} ({seconds:g} s)",
+                    _prompt(placeholders["audio"], index),
+                    audios=(str(path),),
+                    sampling_rate=sampling_rate,
+                )
+            )
     return probes
+
+
+def probe_inputs(processor, probe: ServeProbe):
+    """HF's processor on one probe, called as verify calls it (mmport.hf.processor)."""
+    import numpy as np
+    from PIL import Image
+
+    from mmport.hf.processor import call_processor
+
+    images = [Image.open(path).convert("RGB") for path in probe.images]
+    videos = [(np.load(path), metadata) for path, metadata in probe.videos]
+    audios = [np.load(path) for path in probe.audios]
+    return call_processor(
+        processor,
+        probe.prompt,
+        images,
+        videos=videos,
+        audios=audios,
+        sampling_rate=probe.sampling_rate,
+    )
 
 
 def hf_generate(
@@ -75,7 +161,6 @@ def hf_generate(
     whose attention backend has no media-prefix mode does.
     """
     import torch
-    from PIL import Image
     from transformers import AutoConfig, AutoProcessor
 
     from mmport.runtime.hf_model import model_class
@@ -88,10 +173,7 @@ def hf_generate(
     )
     out = []
     for probe in probes:
-        images = [Image.open(path).convert("RGB") for path in probe.images]
-        inputs = processor(
-            text=[probe.prompt], images=images or None, return_tensors="pt"
-        )
+        inputs = probe_inputs(processor, probe)
         if causal:
             inputs.pop("token_type_ids", None)
         with torch.inference_mode():
