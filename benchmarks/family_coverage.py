@@ -251,12 +251,15 @@ def construct_classes(outcomes: list[Outcome], keep: Path) -> None:
     for o in outcomes:
         if o.model_type in built:
             got = built[o.model_type]
-            o.model_class = (
-                "constructs"
-                if got.ok
-                else f"fails: {got.error[:120]}"
-                + (f" ({got.port_frame[:80]})" if got.port_frame else "")
-            )
+            if got.environment:
+                o.model_class = f"not judged: {got.environment[:120]}"
+            else:
+                o.model_class = (
+                    "constructs"
+                    if got.ok
+                    else f"fails: {got.error[:120]}"
+                    + (f" ({got.port_frame[:80]})" if got.port_frame else "")
+                )
 
 
 def run_all(
@@ -325,10 +328,13 @@ def _model_class_line(outcomes: list[Outcome], seconds: float | None) -> list[st
         return ["- model class: not built (no serve environment, or `--no-construct`)"]
     built = [o for o in outcomes if o.model_class]
     ok = [o for o in built if o.model_class == "constructs"]
+    judged = [o for o in built if not o.model_class.startswith("not judged")]
     return [
-        f"- **model class constructs in vLLM: {len(ok)} / {len(built)} passing families** "
+        f"- **model class constructs in vLLM: {len(ok)} / {len(judged)} passing families judged** "
         f"(built under a real `VllmConfig` from a tiny twin config, in vLLM's CPU build, "
-        f"{seconds:.0f} s for all in one process; mmport.serve.construct)"
+        f"{seconds:.0f} s for all in one process; mmport.serve.construct); "
+        f"{len(built) - len(judged)} not judged there: that environment's older transformers "
+        "lacks the family or cannot read its config"
     ]
 
 

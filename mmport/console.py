@@ -403,6 +403,11 @@ def _encoder_rows(spec) -> list[tuple[str, str, str]]:
             str(e.language_source),
         ),
         ("weights prefix", f"{e.outer_attr}." if e.outer_attr else "(top level)", ""),
+        *(
+            [("language architecture", f"none known: {e.language_unbuildable}", "")]
+            if e.language_unbuildable
+            else []
+        ),
     ]
 
 

@@ -447,6 +447,8 @@ class EncoderSpec:
     language_architecture: str = ""
     language_architecture_reason: str = ""
     missing: tuple[tuple[str, str], ...] = ()  # (modality, why no path is derived)
+    # Why vLLM cannot build the language model (no CausalLM architecture is known), if so.
+    language_unbuildable: str = ""
 
     def path(self, modality: str) -> FeaturePath | None:
         """The encoder path of ``modality``, if HF's class has one."""

@@ -65,3 +65,19 @@ def test_rebatch_picks_the_layout_with_hf_shape() -> None:
     stacked = rebatch([a, a.clone() + 1], torch.empty(2, 3, 4))
     assert torch.equal(stacked.value[stacked.segments[1]], a + 1)
     assert rebatch([a, b], torch.empty(2, 3, 4)) is None
+
+
+@pytest.mark.parametrize("model_type", ["gemma4", "gemma3n"])
+def test_values_given_per_layer_follow_the_twins_layer_count(model_type) -> None:
+    # Gemma 4 overrides some layers by index (`per_layer_config`), Gemma 3n gives
+    # an MLP width per layer: a twin with fewer layers must cut both, or its
+    # config class refuses it.
+    config = resolve(model_type).load_config()
+    twin = type(config).from_dict(twin_dict(config.to_dict()))
+    text, original = twin.get_text_config(), config.get_text_config()
+    assert text.num_hidden_layers < original.num_hidden_layers
+    for key, value in text.to_dict().items():
+        if isinstance(value, list) and key.endswith("intermediate_size"):
+            assert len(value) == text.num_hidden_layers
+        if isinstance(value, dict) and "layer" in key:
+            assert all(int(k) < text.num_hidden_layers for k in value), key

@@ -252,7 +252,15 @@ def _language_architecture(architecture_cls: type[Any]) -> tuple[str, str]:
                 CAUSAL_LM[found],
                 f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{found!r}], for text model_type {text.model_type!r}",
             )
-    return "", ""
+    raise _NoLanguageArchitecture(
+        f"the text config (model_type {text.model_type!r}) names no architecture, and "
+        "transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES has none for it or a family "
+        "it is named after"
+    )
+
+
+class _NoLanguageArchitecture(Exception):
+    """No CausalLM architecture is known for the text config: vLLM cannot build the language model."""
 
 
 def _paths(
@@ -306,9 +314,13 @@ def analyze_encoder(
         ((a, n) for a, n in language if isinstance(n.value, cst.Call)), language[0]
     )
     rope_source, rope_helpers = _rope_index(inner)
-    language_architecture, architecture_reason = _language_architecture(
-        architecture_cls
-    )
+    unbuildable = ""
+    try:
+        language_architecture, architecture_reason = _language_architecture(
+            architecture_cls
+        )
+    except _NoLanguageArchitecture as exc:
+        language_architecture, architecture_reason, unbuildable = "", "", str(exc)
     return EncoderSpec(
         hf_class=inner.__name__,
         hf_module=inner.__module__,
@@ -326,6 +338,7 @@ def analyze_encoder(
         language_architecture=language_architecture,
         language_architecture_reason=architecture_reason,
         missing=tuple(missing),
+        language_unbuildable=unbuildable,
     )
 
 

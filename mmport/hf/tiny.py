@@ -164,6 +164,7 @@ def twin_dict(config: dict) -> dict:
             elif key.endswith(_INTERMEDIATE_SUFFIXES):
                 layer[key] = 2 * width
             elif key in _LAYER_KEYS:
+                layer[f"_mmport_old_{key}"] = value
                 layer[key] = min(value, depth)
         if heads:
             _, count = heads
@@ -178,7 +179,38 @@ def twin_dict(config: dict) -> dict:
         for key in _PER_LAYER_LISTS:
             if isinstance(layer.get(key), list):
                 del layer[key]
+        _fit_per_layer_values(layer, width)
     return twin
+
+
+def _layer_counts(layer: dict) -> tuple[int, int] | None:
+    """(old, new) layer count of a config layer whose count the twin shrank, if it did."""
+    for key in _LAYER_KEYS:
+        old, new = layer.get(f"_mmport_old_{key}"), layer.get(key)
+        if isinstance(old, int) and isinstance(new, int) and new < old:
+            return old, new
+    return None
+
+
+def _fit_per_layer_values(layer: dict, width: int) -> None:
+    """Values given per layer (a list as long as the old layer count, a dict keyed by
+    layer index) cut to the twin's layers; per-layer MLP widths shrunk like the rest."""
+    counts = _layer_counts(layer)
+    for key in [k for k in layer if k.startswith("_mmport_old_")]:
+        del layer[key]
+    if counts is None:
+        return
+    old, new = counts
+    for key, value in list(layer.items()):
+        if isinstance(value, list) and len(value) == old:
+            kept = value[:new]
+            if key.endswith(_INTERMEDIATE_SUFFIXES) and all(map(_is_int, kept)):
+                kept = [2 * width] * new
+            layer[key] = kept
+        elif isinstance(value, dict) and "layer" in key and value:
+            indices = {k: v for k, v in value.items() if str(k).lstrip("-").isdigit()}
+            if len(indices) == len(value):
+                layer[key] = {k: v for k, v in value.items() if 0 <= int(k) < new}
 
 
 def tiny_twin(config: Any) -> Any:

@@ -13,7 +13,9 @@ weights. Each job's class is registered under its architecture and built as
 vLLM's model loader builds it: inside ``set_current_vllm_config``, with
 tensor and pipeline parallel groups of one, on the CPU. The answer holds, per
 job, the parameter count and the modules vLLM marked as towers, or the
-error and where in the port's files it was raised.
+error and where in the port's files it was raised, or (``environment``) why
+this environment cannot build any class of the family: its transformers
+lacks the HF modules the port imports, or cannot read the config.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ def _port_class(port_dir: str, module: str, architecture: str, index: int):
     if not hasattr(loaded, architecture):
         raise LookupError(f"{module}.py defines no class {architecture}")
     return getattr(loaded, architecture)
+
+
+class _Environment(Exception):
+    """The serve environment (its transformers or vLLM) cannot take the config or import the port's HF modules."""
 
 
 def _parallel_groups(vllm_config) -> None:
@@ -75,11 +81,23 @@ def _construct(job: dict, index: int) -> dict:
         set_current_vllm_config,
     )
 
-    cls = _port_class(job["port_dir"], job["module"], job["architecture"], index)
+    try:
+        cls = _port_class(job["port_dir"], job["module"], job["architecture"], index)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("transformers."):
+            raise _Environment(f"this transformers has no {exc.name}") from exc
+        raise
     ModelRegistry.register_model(job["architecture"], cls)
-    model_config = ModelConfig(
-        model=job["config_dir"], dtype="float32", enforce_eager=True, seed=0
-    )
+    try:
+        model_config = ModelConfig(
+            model=job["config_dir"], dtype="float32", enforce_eager=True, seed=0
+        )
+    except (
+        Exception
+    ) as exc:  # before the class is involved: this environment's reading of the config
+        raise _Environment(
+            f"vLLM here cannot read the config: {type(exc).__name__}: {exc}"
+        ) from exc
     vllm_config = VllmConfig(
         model_config=model_config,
         device_config=DeviceConfig("cpu"),
@@ -120,6 +138,8 @@ def main(request_path: str, answer_path: str) -> None:
     for index, job in enumerate(request["jobs"] if "error" not in answer else []):
         try:
             answer["results"][job["name"]] = _construct(job, index)
+        except _Environment as exc:  # not the port's doing
+            answer["results"][job["name"]] = {"environment": str(exc)[:2000]}
         except BaseException as exc:  # the answer says what broke
             answer["results"][job["name"]] = {
                 "error": f"{type(exc).__name__}: {exc}"[:2000],

@@ -36,18 +36,23 @@ class ConstructJob:
 
 @dataclass(frozen=True)
 class Constructed:
-    """One port's outcome: the parameter count and tower modules, or the error and where it was raised."""
+    """One port's outcome: the parameter count and tower modules, or the error and where it was raised.
+
+    ``environment`` says why the serve environment could not judge the class
+    at all (its transformers lacks the family, or cannot read the config).
+    """
 
     name: str
     parameters: int = 0
     towers: tuple[str, ...] = ()
     error: str = ""
     port_frame: str = ""
+    environment: str = ""
 
     @property
     def ok(self) -> bool:
         """Whether the class was built."""
-        return not self.error
+        return not self.error and not self.environment
 
 
 def twin_config_dir(snapshot: Any, directory: Path) -> Path:
@@ -111,5 +116,6 @@ def construct_ports(
             towers=tuple(got.get("towers", ())),
             error=got.get("error", ""),
             port_frame=got.get("port_frame") or "",
+            environment=got.get("environment", ""),
         )
     return outcomes

@@ -585,6 +585,9 @@ def _architecture(model_type: str) -> str | None:
         # Audio-language models generate text too (Qwen2-Audio).
         "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
         "MODEL_FOR_RETRIEVAL_MAPPING_NAMES",
+        # Audio encoders feeding a text decoder (AudioFlamingo3, MusicFlamingo): their
+        # checkpoints name the generating class, not the bare model.
+        "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
         "MODEL_MAPPING_NAMES",
         "MODEL_FOR_PRETRAINING_MAPPING_NAMES",
     )
