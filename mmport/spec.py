@@ -442,6 +442,9 @@ class EncoderSpec:
     borrowed_methods: tuple[str, ...] = ()  # helper methods of hf_class the path calls
     # HF's multimodal rotary positions (``get_rope_index``: M-RoPE), when hf_class has them.
     rope_index_source: Source | None = None
+    # The inputs ``get_rope_index`` takes by name beside the prompt (``image_grid_thw``,
+    # ``second_per_grid_ts``): the generated class hands each on from the items' fields.
+    rope_index_inputs: tuple[str, ...] = ()
     # The CausalLM architecture to build the language model as, when the text
     # config's model_type is none transformers builds a CausalLM for (``qwen2_vl_text``).
     language_architecture: str = ""

@@ -254,3 +254,18 @@ def test_weights_serves_the_snapshots_own_checkpoint(tmp_path) -> None:
     serve = json.loads(report.read_text())["checks"]["serve"]
     assert done.returncode == 0 and serve["status"] == "pass", done.stdout + done.stderr
     assert serve["runs"] == 1 and "snapshot weights: 2 prompts" in serve["summary"]
+
+
+@pytest.mark.serve
+@needs_engine
+def test_a_class_dropping_a_rope_index_input_fails_on_videos(tmp_path) -> None:
+    # Qwen2.5-VL's get_rope_index scales a video's temporal positions by
+    # `second_per_grid_ts` (temporal_patch_size / fps); the probes' 3 fps makes it
+    # other than 1, so a class that leaves it out gives other positions than HF.
+    port = scaffold_port("qwen2_5_vl", tmp_path / "port")
+    model = port.with_name("qwen2_5_vl.py")
+    assert '"second_per_grid_ts",' in model.read_text()
+    model.write_text(model.read_text().replace('"second_per_grid_ts",', ""))
+    result = _serve("qwen2_5_vl", port)
+    assert result.status == "fail"
+    assert all(f.probe.startswith("serve-video") for f in result.failures)

@@ -217,16 +217,31 @@ def _encoder_modules(
     return modules, imports, borrowed
 
 
-def _rope_index(inner: type[Any]) -> tuple[Any, list[str]]:
-    """HF's ``get_rope_index`` (its source) and the helper methods it calls on ``self``."""
+# get_rope_index parameters the generated class fills itself, not from an item's fields.
+_ROPE_OWN_INPUTS = frozenset(
+    {"self", "input_ids", "mm_token_type_ids", "attention_mask"}
+)
+
+
+def _rope_index(inner: type[Any]) -> tuple[Any, list[str], tuple[str, ...]]:
+    """HF's ``get_rope_index`` (its source), the helper methods it calls on ``self``, and the
+    per-item inputs it takes by name (``image_grid_thw``, ``second_per_grid_ts``, ...)."""
     found = find_method(inner, ROPE_INDEX_METHOD)
     if found is None:
-        return None, []
+        return None, [], ()
     parsed, method = found
     reads = _SelfReads()
     method.body.visit(reads)
     helpers = [a for a in reads.attrs if inspect.isfunction(getattr(inner, a, None))]
-    return parsed.source(method), helpers
+    inputs = tuple(
+        name
+        for name, parameter in inspect.signature(
+            getattr(inner, ROPE_INDEX_METHOD)
+        ).parameters.items()
+        if name not in _ROPE_OWN_INPUTS
+        and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+    )
+    return parsed.source(method), helpers, inputs
 
 
 def _language_architecture(architecture_cls: type[Any]) -> tuple[str, str]:
@@ -313,7 +328,7 @@ def analyze_encoder(
     language_attr, language_node = next(
         ((a, n) for a, n in language if isinstance(n.value, cst.Call)), language[0]
     )
-    rope_source, rope_helpers = _rope_index(inner)
+    rope_source, rope_helpers, rope_inputs = _rope_index(inner)
     unbuildable = ""
     try:
         language_architecture, architecture_reason = _language_architecture(
@@ -335,6 +350,7 @@ def analyze_encoder(
         or any("self.dtype" in m.code for m in modules),
         borrowed_methods=tuple(dict.fromkeys([*borrowed, *rope_helpers])),
         rope_index_source=rope_source,
+        rope_index_inputs=rope_inputs,
         language_architecture=language_architecture,
         language_architecture_reason=architecture_reason,
         missing=tuple(missing),

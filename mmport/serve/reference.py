@@ -26,7 +26,9 @@ __all__ = [
 _PROBE_SIZES = ((96, 64), (40, 120))
 # Per video probe: (frames, width, height), at _VIDEO_FPS.
 _VIDEO_PROBES = ((4, 64, 48), (8, 48, 64))
-_VIDEO_FPS = 2.0
+# Not 2 fps: Qwen2.5-VL's temporal positions scale by temporal_patch_size / fps,
+# which is 1 at 2 fps, so a class dropping `second_per_grid_ts` would pass there.
+_VIDEO_FPS = 3.0
 # Per audio probe: its length in seconds.
 _AUDIO_SECONDS = (1.0, 2.5)
 
