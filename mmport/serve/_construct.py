@@ -1,7 +1,8 @@
 """Generated model classes built under a real ``VllmConfig``: the serve environment's side of ``construct_ports``.
 
 Run by the serve environment's python (``MMPORT_SERVE_PYTHON``), never
-imported by mmport itself: it needs only the standard library and vLLM. It
+imported by mmport itself: it needs only the standard library, vLLM and
+``_engine.py`` beside it. It
 reads one JSON request and writes one JSON answer::
 
     python _construct.py request.json answer.json
@@ -26,8 +27,10 @@ import os
 import shutil
 import sys
 import tempfile
-import traceback
 from pathlib import Path
+
+# Run as a script beside _engine.py, whose directory is on sys.path.
+from _engine import port_frame  # type: ignore[import-not-found]
 
 _PACKAGE = "mmport_constructed_port"
 
@@ -114,17 +117,6 @@ def _construct(job: dict, index: int) -> dict:
     }
 
 
-def _port_frame(exc: BaseException) -> str | None:
-    """Where in the port's own files the error was raised last (``llava.py:61 in __init__: ...``)."""
-    frames = [
-        f for f in traceback.extract_tb(exc.__traceback__) if _PACKAGE in f.filename
-    ]
-    if not frames:
-        return None
-    last = frames[-1]
-    return f"{Path(last.filename).name}:{last.lineno} in {last.name}: {(last.line or '').strip()}"
-
-
 def main(request_path: str, answer_path: str) -> None:
     """Build every job's class; each failure is that job's ``{"error": ...}``."""
     request = json.loads(Path(request_path).read_text())
@@ -143,7 +135,7 @@ def main(request_path: str, answer_path: str) -> None:
         except BaseException as exc:  # the answer says what broke
             answer["results"][job["name"]] = {
                 "error": f"{type(exc).__name__}: {exc}"[:2000],
-                "port_frame": _port_frame(exc),
+                "port_frame": port_frame(exc, _PACKAGE),
             }
         Path(answer_path).write_text(json.dumps(answer))
     Path(answer_path).write_text(json.dumps(answer))

@@ -134,12 +134,13 @@ def _mm_prefix_dropped(llm) -> bool | None:
     return any(wanted and not supported for wanted, supported in found)
 
 
-def _port_frame(exc: BaseException) -> str | None:
-    """Where in the port's own files the error was raised last (``llava.py:120 in embed_multimodal``)."""
+def port_frame(exc: BaseException, package: str = _PACKAGE) -> str | None:
+    """Where in the port's own files (those of ``package``) the error was raised last
+    (``llava.py:120 in embed_multimodal``); also used by ``_construct.py``."""
     frames = [
         f
         for f in traceback.extract_tb(exc.__traceback__)
-        if f"{os.sep}{_PACKAGE}{os.sep}" in f.filename
+        if f"{os.sep}{package}" in f.filename
     ]
     if not frames:
         return None
@@ -163,7 +164,7 @@ def main(request_path: str, answer_path: str) -> None:
     except BaseException as exc:  # the answer says what broke; the caller reports it
         answer["error"] = f"{type(exc).__name__}: {exc}"
         answer["traceback"] = traceback.format_exc(limit=-8)
-        answer["port_frame"] = _port_frame(exc)
+        answer["port_frame"] = port_frame(exc)
     Path(answer_path).write_text(json.dumps(answer))
     if os.environ.get("MMPORT_SERVE_DEBUG"):
         print(json.dumps(answer)[:3000], file=sys.stderr)

@@ -33,6 +33,7 @@ __all__ = [
     "Layout",
     "TwinCheckpoint",
     "build_checkpoint",
+    "copy_processing_files",
     "hub_names",
     "servable_text",
     "snapshot_checkpoint",
@@ -147,6 +148,17 @@ def _rekey_to_hub(model: Any, path: Path) -> None:
     save_file(rekeyed, str(path / _WEIGHTS), metadata={"format": "pt"})
 
 
+def copy_processing_files(snapshot: Any, directory: Path) -> None:
+    """Copy the snapshot's processor and tokenizer files (all but its config and weights) into ``directory``."""
+    for source in Path(snapshot.path).iterdir():
+        if (
+            source.is_file()
+            and source.name != "config.json"
+            and not source.name.endswith((".safetensors", ".bin"))
+        ):
+            shutil.copy(source, directory / source.name)
+
+
 def build_checkpoint(
     snapshot: Any, directory: Path, *, layout: Layout = Layout.SAVED, seed: int = 0
 ) -> TwinCheckpoint:
@@ -165,13 +177,7 @@ def build_checkpoint(
     _write_modeling_defaults(model)
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(directory)
-    for source in Path(snapshot.path).iterdir():
-        if (
-            source.is_file()
-            and source.name != "config.json"
-            and not source.name.endswith((".safetensors", ".bin"))
-        ):
-            shutil.copy(source, directory / source.name)
+    copy_processing_files(snapshot, directory)
     if layout is Layout.HUB:
         _rekey_to_hub(model, directory)
     return TwinCheckpoint(

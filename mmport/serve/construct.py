@@ -12,7 +12,6 @@ without weights.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,19 +57,13 @@ class Constructed:
 def twin_config_dir(snapshot: Any, directory: Path) -> Path:
     """A tiny twin of ``snapshot``'s config, beside its processor and tokenizer files (no weights)."""
     from mmport.hf.tiny import twin_dict
-    from mmport.serve.checkpoint import servable_text
+    from mmport.serve.checkpoint import copy_processing_files, servable_text
 
     config = snapshot.load_config()
     twin = twin_dict(config.to_dict())
     servable_text(twin)
     directory.mkdir(parents=True, exist_ok=True)
-    for source in Path(snapshot.path).iterdir():
-        if (
-            source.is_file()
-            and source.name != "config.json"
-            and not source.name.endswith((".safetensors", ".bin"))
-        ):
-            shutil.copy(source, directory / source.name)
+    copy_processing_files(snapshot, directory)
     type(config).from_dict(twin).save_pretrained(directory)
     return directory
 
