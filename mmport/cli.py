@@ -235,8 +235,17 @@ def inspect(
 def scaffold(
     ref: RefArg,
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="Directory to write the port into.")
-    ],
+        Path | None,
+        typer.Option("-o", "--output", help="Directory to write the port into."),
+    ] = None,
+    vllm_tree: Annotated[
+        Path | None,
+        typer.Option(
+            "--vllm-tree",
+            help="A vLLM source tree to write the port into, registering its "
+            "architecture (registry.py, and tests/models/registry.py where present).",
+        ),
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite existing files.")
     ] = False,
@@ -246,16 +255,38 @@ def scaffold(
     """Render a complete vLLM port (processing, model, parity test) into DIR."""
     from mmport.render import render_port, write_files
 
+    if (output is None) == (vllm_tree is None):
+        _fail(
+            ValueError(
+                "name where the port goes: -o DIR or --vllm-tree DIR (one of them)"
+            )
+        )
+
     def action():
         spec = _analyze(ref, trust_remote_code, processor_code)
         _progress(f"rendering the port of {spec.model_type}")
-        return write_files(render_port(spec), output, force=force)
+        files = render_port(spec)
+        if vllm_tree is None:
+            return [
+                ("wrote", path, "") for path in write_files(files, output, force=force)
+            ]
+        from mmport.render.vllm_tree import write_into_tree
 
-    written = _run(action)
+        edits = write_into_tree(
+            files,
+            vllm_tree,
+            module=spec.module_name,
+            architecture=spec.architecture,
+            example=ref,
+            force=force,
+        )
+        return [(e.action, e.path, e.detail) for e in edits]
+
+    done = _run(action)
     from mmport.console import console
 
-    for path in written:
-        console.print(f"wrote {path}")
+    for action_name, path, detail in done:
+        console.print(f"{action_name} {path}" + (f" ({detail})" if detail else ""))
 
 
 def _check_report_paths(*paths: Path | None) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "PortLoadError",
     "RemoteCodeConsentError",
     "RenderError",
+    "VllmTreeError",
     "one_line",
     "verdict_exit_code",
     "worst_exit_code",
@@ -48,6 +49,10 @@ class AnalysisError(MmportError):
 
 class RenderError(MmportError):
     """A template failed to render (a bug in a template or a PortSpec)."""
+
+
+class VllmTreeError(MmportError):
+    """``--vllm-tree`` names no vLLM source tree, or its registry is not as vLLM writes it."""
 
 
 class OutputExistsError(MmportError):
