@@ -29,8 +29,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Run as a script beside _engine.py, whose directory is on sys.path.
-from _engine import port_frame  # type: ignore[import-not-found]
+try:
+    from mmport.serve._engine import port_frame
+except ImportError:  # run as a script in the serve environment: _engine.py beside it
+    from _engine import port_frame  # type: ignore[import-not-found,no-redef]
 
 _PACKAGE = "mmport_constructed_port"
 
