@@ -170,9 +170,10 @@ def test_qwen2_vl_port_serves_hf_tokens_with_mrope_in_both_layouts(tmp_path) -> 
 # on Gemma 3 it can since synthetic tokenizers hold whitespace runs as tokens
 # (vLLM 0.32's Gemma 3 processor looks up "\n\n\n" in the vocabulary).
 # Video and audio families serve two prompts per modality, each item as vLLM's
-# loaders hand it on. vLLM 0.32's own LLaVA-NeXT-Video takes no images, and its
-# own LLaVA-OneVision hands 3-D video embeddings to its engine, which refuses
-# them: their controls fail, the generated classes serve.
+# loaders hand it on; their controls (None) are not run here, to keep the CI
+# stage short: vLLM 0.32's own LLaVA-NeXT-Video takes no images and its own
+# LLaVA-OneVision hands 3-D video embeddings to its engine, which refuses them
+# (docs/vllm.md has each control's outcome).
 SERVED_FAMILIES = {
     "llava_next": (None, True),
     "paligemma": (None, True),
@@ -180,10 +181,10 @@ SERVED_FAMILIES = {
     "gemma3": (snapshots.gemma3_896_snapshot, True),
     "idefics3": (snapshots.idefics3_364_snapshot, True),
     "mistral3": (snapshots.mistral3_small31_snapshot, True),
-    "llava_next_video": (None, False),
-    "llava_onevision": (None, False),
-    "glmasr": (None, True),
-    "audioflamingo3": (None, True),
+    "llava_next_video": (None, None),
+    "llava_onevision": (None, None),
+    "glmasr": (None, None),
+    "audioflamingo3": (None, None),
 }
 
 
@@ -194,13 +195,16 @@ def test_port_serves_hf_tokens_on_the_hub_layout(family, tmp_path) -> None:
     build, control_serves = SERVED_FAMILIES[family]
     ref = str(build(tmp_path / "snapshot")) if build else family
     port = scaffold_port(ref, tmp_path / "port")
-    result = _serve(ref, port, ServeOptions(layouts=(Layout.HUB,), control=True))
+    control = control_serves is not None
+    result = _serve(ref, port, ServeOptions(layouts=(Layout.HUB,), control=control))
     assert result.status == "pass", "\n".join(f.describe() for f in result.failures)
     modalities = analyze(resolve(ref)).modalities
     assert result.runs == 1 and f"{2 * len(modalities)} prompts" in result.summary
     assert (
-        "vLLM's own" in result.summary and "gives HF's tokens" in result.summary
-    ) == control_serves, result.summary
+        not control
+        or ("vLLM's own" in result.summary and "gives HF's tokens" in result.summary)
+        == control_serves
+    ), result.summary
 
 
 @pytest.mark.serve
