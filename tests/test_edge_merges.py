@@ -162,6 +162,25 @@ def test_ports_whose_items_end_in_special_tokens_have_no_merge_step(
     assert MERGE_METHOD not in source
 
 
+def test_merges_that_only_a_tiny_image_shows_are_found() -> None:
+    # Granite-Docling writes a 1x1 image as one tile whose row ends in a newline
+    # and no closing wrapper; a larger image ends in a special token. The
+    # newline then merges with the prompt's own: HF's ids for that, derived here,
+    # must show a merge the analysis found.
+    from mmport.analyzers import analyze
+    from mmport.hf.processor import call_processor
+    from mmport.media import make_image
+
+    snapshot = resolve("granite_docling")
+    processor = snapshot.load_processor()
+    tokenizer = processor.tokenizer
+    run = tokenizer.convert_tokens_to_ids(tokenizer.tokenize("\n\n\n"))
+    ids = call_processor(processor, "<image>\n\n", [make_image(1, 1, 0)])
+    assert len(run) == 1 and ids["input_ids"][0].tolist()[-1] == run[0]
+    spec = analyze(snapshot)
+    assert spec.image.edge_merges is not None
+
+
 @pytest.mark.vllm
 @slow
 def test_vllms_own_gemma3_port_splits_merged_newlines_back_wrongly(tmp_path) -> None:

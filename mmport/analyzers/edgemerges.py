@@ -33,13 +33,25 @@ __all__ = ["analyze_edge_merges"]
 NEIGHBOURS = ("\n", "\n\n", " ", "  ")
 
 
-def _tokens(processor: Any, text: str, modality: str, count: int) -> list[int]:
-    from mmport.hf.processor import call_processor, media_kwargs, probe_media
+def _variants(modality: str) -> list[Any]:
+    """The items edges are observed on: the first probe item and, for images, a
+    1×1 image, whose layout may drop the wrapper a larger image ends with
+    (Granite-Docling: its one tile's row ends in a newline)."""
+    from mmport.hf.processor import probe_media
+    from mmport.media import make_image
 
-    items = [probe_media(modality, 0)] * count
-    return call_processor(processor, text, **media_kwargs(processor, modality, items))[
-        "input_ids"
-    ][0].tolist()
+    first = probe_media(modality, 0)
+    return [first, make_image(1, 1, 0)] if modality == "image" else [first]
+
+
+def _tokens(
+    processor: Any, text: str, modality: str, count: int, item: Any
+) -> list[int]:
+    from mmport.hf.processor import call_processor, media_kwargs
+
+    return call_processor(
+        processor, text, **media_kwargs(processor, modality, [item] * count)
+    )["input_ids"][0].tolist()
 
 
 def _splice(
@@ -58,12 +70,12 @@ def _splice(
 
 
 def _item_ids(
-    processor: Any, placeholder: str, placeholder_id: int, modality: str
+    processor: Any, placeholder: str, placeholder_id: int, modality: str, item: Any
 ) -> list[int]:
     """HF's ids for one item alone, less what the tokenizer writes around the placeholder (a BOS)."""
     bare = processor.tokenizer(placeholder)["input_ids"]
     at = bare.index(placeholder_id)
-    expanded = _tokens(processor, placeholder, modality, 1)
+    expanded = _tokens(processor, placeholder, modality, 1, item)
     return expanded[at : len(expanded) - (len(bare) - at - 1)]
 
 
@@ -90,22 +102,26 @@ def analyze_edge_merges(
         text = tokenizer.decode(window, clean_up_tokenization_spaces=False)
         return tokenizer.encode(text, add_special_tokens=False)
 
+    seen: list[str] = []
     try:
-        item = _item_ids(processor, placeholder, placeholder_id, modality)
-        seen = []
-        for text, count in _contexts(placeholder):
-            expected = _tokens(processor, text, modality, count)
-            spliced, edges = _splice(tokenizer, text, placeholder_id, item)
-            if (
-                spliced != expected
-                and retokenize_edges(
-                    spliced, edges, special | {placeholder_id}, retokenize
-                )[0]
-                == expected
-            ):
-                seen.append(text.replace(placeholder, "<item>"))
+        for variant in _variants(modality):
+            item = _item_ids(processor, placeholder, placeholder_id, modality, variant)
+            for text, count in _contexts(placeholder):
+                expected = _tokens(processor, text, modality, count, variant)
+                spliced, edges = _splice(tokenizer, text, placeholder_id, item)
+                shown = text.replace(placeholder, "<item>")
+                if (
+                    shown not in seen
+                    and spliced != expected
+                    and retokenize_edges(
+                        spliced, edges, special | {placeholder_id}, retokenize
+                    )[0]
+                    == expected
+                ):
+                    seen.append(shown)
     except Exception:  # HF refuses these prompts (wrapped or counted placeholders): nothing to learn here
-        return None
+        if not seen:
+            return None
     return EdgeMerges(tuple(seen), source) if seen else None
 
 
