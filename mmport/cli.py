@@ -448,6 +448,14 @@ def verify(
             "checkpoint, in the hub and the transformers-saved layouts, and compare its greedy tokens with HF generate's.",
         ),
     ] = False,
+    serve_ranks: Annotated[
+        int,
+        typer.Option(
+            "--serve-ranks",
+            min=1,
+            help="With --serve: tensor-parallel ranks the engine runs the model on.",
+        ),
+    ] = 1,
 ) -> None:
     """Check a port against the HF processor (and with --model, the HF model; with --serve, a real vLLM engine).
 
@@ -465,7 +473,7 @@ def verify(
             "--processor-code": processor_code is not None,
             "--settings": settings != 3,
             "--model": model or tiny or weights or device != "auto" or dtype != "auto",
-            "--serve": serve,
+            "--serve": serve or serve_ranks != 1,
         }
         _refuse_with_manifest([name for name, given in per_port.items() if given])
         _verify_manifest(
@@ -505,10 +513,16 @@ def verify(
                 "--weights applies to the model check (--model) and to serving (--serve); add one"
             )
         )
+    if serve_ranks != 1 and not serve:
+        _fail(ValueError("--serve-ranks applies to serving; add --serve"))
+    if serve_ranks != 1 and not serve:
+        _fail(ValueError("--serve-ranks applies to serving; add --serve"))
     from mmport.verify import ModelOptions, ServeOptions
 
     options = ModelOptions(device, dtype, tiny, weights) if model else None
-    served = ServeOptions(weights=weights) if serve else None
+    served = (
+        ServeOptions(weights=weights, tensor_parallel=serve_ranks) if serve else None
+    )
     reports = {"json": json_path, "junit": junit_path, "html": html_path}
     _verify_one(
         ref,

@@ -9,6 +9,7 @@ built by shared/recipes/vllm-cpu-serve-env.sh) and run in CI's serve stage
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import snapshots
@@ -273,3 +274,24 @@ def test_a_class_dropping_a_rope_index_input_fails_on_videos(tmp_path) -> None:
     result = _serve("qwen2_5_vl", port)
     assert result.status == "fail"
     assert all(f.probe.startswith("serve-video") for f in result.failures)
+
+
+@pytest.mark.serve
+@needs_engine
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="two ranks need two cores")
+def test_the_generated_class_serves_on_two_tensor_parallel_ranks(tmp_path) -> None:
+    # The saved layout, which vLLM 0.32's own LLaVA class cannot load: HF's tokens
+    # on two ranks prove the generated class reached the spawned ranks (as a
+    # vLLM plugin) and ran there, its language model sharded by vLLM's layers.
+    port = scaffold_port("llava", tmp_path / "port")
+    options = ServeOptions(layouts=(Layout.SAVED,), control=True, tensor_parallel=2)
+    result = _serve("llava", port, options)
+    assert result.status == "pass", "\n".join(f.describe() for f in result.failures)
+    assert "2 tensor-parallel ranks" in result.summary
+    assert "vLLM's own LlavaForConditionalGeneration fails" in result.summary
+
+
+def test_serve_ranks_without_serve_is_one_line_and_exit_2(tmp_path) -> None:
+    port = scaffold_port("llava", tmp_path / "port")
+    done = run_cli("verify", "llava", "--port", str(port), "--serve-ranks", "2")
+    assert done.returncode == 2 and "add --serve" in done.stderr

@@ -54,6 +54,8 @@ class ServeOptions:
     timeout_s: int = 600
     # Serve the snapshot's own checkpoint (``--weights``) instead of tiny twins.
     weights: bool = False
+    # Tensor-parallel ranks the engine runs the model on.
+    tensor_parallel: int = 1
 
 
 def serve_python() -> Path | None:
@@ -186,6 +188,7 @@ def _engine_request(
         "architecture": checkpoint.architecture,
         "max_tokens": options.max_tokens,
         "max_model_len": model_len,
+        "tensor_parallel_size": options.tensor_parallel,
         "prompts": [
             {
                 "prompt": p.prompt,
@@ -307,8 +310,13 @@ def _serve_layout(
         if h.first_logprob is not None
     ]
     compared = sum(len(h.tokens) for h in reference)
+    ranks = (
+        f", {options.tensor_parallel} tensor-parallel ranks"
+        if options.tensor_parallel > 1
+        else ""
+    )
     notes.append(
-        f"{label}: {len(probes)} prompts, {compared} greedy tokens compared (vLLM {answer['vllm_version']})"
+        f"{label}: {len(probes)} prompts, {compared} greedy tokens compared (vLLM {answer['vllm_version']}{ranks})"
     )
     return failures, notes, {f"{key}_max_logprob_gap": max(gaps, default=0.0)}
 

@@ -9,7 +9,8 @@ PIL. It reads one JSON request and writes one JSON answer::
 request: ``{"checkpoint": DIR, "port_dir": DIR or null, "module": "llava",
 "architecture": "LlavaForConditionalGeneration", "max_tokens": 4,
 "max_model_len": 2048, "prompts": [{"prompt": "...", "images": [PNG, ...],
-"videos": [[NPY, metadata], ...], "audios": [[NPY, rate], ...]}]}``.
+"videos": [[NPY, metadata], ...], "audios": [[NPY, rate], ...]}],
+"tensor_parallel_size": 1}``.
 With ``port_dir`` the generated model file's ``register()`` puts the port's
 class in vLLM's registry before the engine starts; without it vLLM serves the
 checkpoint with its own class (the control). The answer holds, per prompt,
@@ -40,17 +41,53 @@ _PACKAGE = "mmport_served_port"
 
 
 def _register_port(port_dir: str, module: str) -> str:
-    """Import the port as a package and call its ``register()``; return the class's file."""
+    """Import the port as a package and call its ``register()``; return the class's file.
+
+    The package is also made a vLLM plugin (a ``vllm.general_plugins`` entry
+    point in a ``.dist-info`` beside it, on ``sys.path``), which is how the
+    class reaches worker processes: tensor-parallel ranks are spawned, start
+    from an empty model registry and load every general plugin first.
+    """
     root = Path(tempfile.mkdtemp(prefix="mmport-serve-port-"))
     package = root / _PACKAGE
     shutil.copytree(
         port_dir, package, ignore=shutil.ignore_patterns("test_*", "__pycache__")
     )
     (package / "__init__.py").touch()
+    info = root / f"{_PACKAGE}-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {_PACKAGE}\nVersion: 0.0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        f"[vllm.general_plugins]\n{_PACKAGE} = {_PACKAGE}.{module}:register\n"
+    )
     sys.path.insert(0, str(root))
+    # Spawned ranks take the parent's sys.path from the environment's view too.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(root), os.environ.get("PYTHONPATH", "")])
+    )
     loaded = importlib.import_module(f"{_PACKAGE}.{module}")
     loaded.register()
     return str(loaded.__file__)
+
+
+def _parallel(ranks: int) -> dict:
+    """``LLM`` arguments for ``ranks`` tensor-parallel ranks on this CPU engine.
+
+    vLLM's CPU workers bind their threads per NUMA node and refuse more ranks
+    than nodes; one core per rank is bound instead (``VLLM_CPU_OMP_THREADS_BIND``).
+    """
+    if ranks <= 1:
+        return {}
+    cores = os.cpu_count() or 1
+    if "VLLM_CPU_OMP_THREADS_BIND" not in os.environ and cores >= ranks:
+        per = cores // ranks
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(
+            f"{r * per}-{(r + 1) * per - 1}" if per > 1 else str(r)
+            for r in range(ranks)
+        )
+    return {"tensor_parallel_size": ranks, "distributed_executor_backend": "mp"}
 
 
 def _multi_modal_data(probe: dict) -> dict:
@@ -84,6 +121,7 @@ def _generate(request: dict) -> tuple[list[dict], bool | None]:
         max_model_len=request["max_model_len"],
         limit_mm_per_prompt=limits or {"image": 1},
         seed=0,
+        **_parallel(request.get("tensor_parallel_size", 1)),
     )
     params = SamplingParams(
         temperature=0.0, max_tokens=request["max_tokens"], logprobs=1
