@@ -222,8 +222,9 @@ def test_gemma3_is_compared_with_hf_attending_causally_on_the_cpu_engine(
     snapshot = resolve(str(snapshots.gemma3_896_snapshot(tmp_path / "snapshot")))
     checkpoint = build_checkpoint(snapshot, tmp_path / "twin")
     probes = make_serve_probes(
-        HFReference(snapshot).placeholders().get("image"), tmp_path, 0
+        {"image": HFReference(snapshot).placeholders()["image"]}, tmp_path, 0
     )
+    assert len(probes) == 2
     both_ways = hf_generate(checkpoint.path, probes, 1)
     causal = hf_generate(checkpoint.path, probes, 1, causal=True)
     assert any(
