@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pool import WorkerFailure, WorkerPool, serve
+from pool import WorkerFailure, WorkerPool, add_pool_arguments, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 TIME_LIMIT_S = 400
@@ -424,19 +424,7 @@ def write_reproducers(audits: list[Audit], directory: Path) -> None:
 def main() -> None:
     """Run the audit (or serve as one of its workers, with ``--worker``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "families", nargs="*", help="model_types to audit (default: every family)"
-    )
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--jobs", type=int, default=2, help="worker processes (default 2)"
-    )
-    parser.add_argument(
-        "--time-limit",
-        type=float,
-        default=TIME_LIMIT_S,
-        help="seconds one family may take",
-    )
+    add_pool_arguments(parser, "audit", TIME_LIMIT_S)
     parser.add_argument("--write", action="store_true", help="rewrite docs/audit.md")
     args = parser.parse_args()
     if args.worker:

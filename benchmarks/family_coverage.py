@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mmport.pool import WorkerFailure, WorkerPool, serve
+from mmport.pool import WorkerFailure, WorkerPool, add_pool_arguments, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 TIME_LIMIT_S = 300
@@ -377,20 +377,8 @@ def render_markdown(
 def main() -> None:
     """Run the benchmark (or one family, with ``--one``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "families", nargs="*", help="model_types to run (default: all image families)"
-    )
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    add_pool_arguments(parser, "run", TIME_LIMIT_S)
     parser.add_argument("--probes", type=int, default=4)
-    parser.add_argument(
-        "--jobs", type=int, default=2, help="worker processes (default 2)"
-    )
-    parser.add_argument(
-        "--time-limit",
-        type=float,
-        default=TIME_LIMIT_S,
-        help="seconds one family may take",
-    )
     parser.add_argument("--write", action="store_true", help="rewrite docs/coverage.md")
     parser.add_argument(
         "--no-construct",

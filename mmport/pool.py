@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-__all__ = ["WorkerFailure", "WorkerPool", "serve"]
+__all__ = ["WorkerFailure", "WorkerPool", "add_pool_arguments", "serve"]
 
 
 @dataclass(frozen=True)
@@ -208,3 +208,25 @@ def serve(
     warm_up()
     for line in sys.stdin:
         answers.write(json.dumps(handle(json.loads(line))) + "\n")
+
+
+def add_pool_arguments(parser: Any, what: str, time_limit: float) -> None:
+    """The arguments every per-family benchmark takes: the families, its workers and their time limit.
+
+    ``what`` says what is done to each family ("run", "audit"), for the help text.
+    """
+    import argparse
+
+    parser.add_argument(
+        "families", nargs="*", help=f"model_types to {what} (default: every family)"
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="worker processes (default 2)"
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=time_limit,
+        help="seconds one family may take",
+    )
