@@ -130,3 +130,13 @@ def test_vllms_own_registry_lists_the_port_after_the_edit(tmp_path) -> None:
     assert formatted.returncode == 0, formatted.stdout + formatted.stderr
     run_cli("scaffold", FAMILY, "--vllm-tree", str(tree), "--force")
     assert (tree / REGISTRY).read_text() == edited
+
+
+def test_a_registry_mmport_cannot_edit_leaves_the_tree_as_it_was(tmp_path) -> None:
+    tree = _stand_in_tree(tmp_path / "src")
+    (tree / REGISTRY).write_text("_OTHER_MODELS = {}\n")
+    done = run_cli("scaffold", FAMILY, "--vllm-tree", str(tree))
+    assert done.returncode == 2 and "_MULTIMODAL_MODELS" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tree / "vllm/model_executor/models" / f"{FAMILY}.py").exists()
+    assert (tree / REGISTRY).read_text() == "_OTHER_MODELS = {}\n"

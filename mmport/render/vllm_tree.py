@@ -200,16 +200,18 @@ def register_entry(source: str, table: str, key: str, value: str) -> str:
     return edited.code
 
 
-def _edit(path: Path, table: str, key: str, value: str) -> TreeEdit:
+def _edited_registry(
+    path: Path, table: str, key: str, value: str
+) -> tuple[str, TreeEdit]:
+    """The registry file's new text (not yet written) and what the edit is."""
     before = path.read_text()
     try:
         after = register_entry(before, table, key, value)
     except VllmTreeError as exc:
         raise VllmTreeError(f"{path}: {exc}") from None
     if after == before:
-        return TreeEdit(path, "unchanged", f"{table} already lists {key}")
-    path.write_text(after)
-    return TreeEdit(path, "edited", f"{table}: {key}")
+        return after, TreeEdit(path, "unchanged", f"{table} already lists {key}")
+    return after, TreeEdit(path, "edited", f"{table}: {key}")
 
 
 def _check_tree(tree: Path) -> None:
@@ -239,21 +241,42 @@ def write_into_tree(
     _check_tree(tree)
     models = [f for f in files if not f.name.startswith("test_")]
     tests = [f for f in files if f.name.startswith("test_")]
+    has_tests = (tree / "tests").is_dir()
     taken = [tree / MODELS_DIR / f.name for f in models]
+    taken += [tree / PROCESSING_TESTS / f.name for f in tests] if has_tests else []
     existing = [p for p in taken if p.exists()]
     if existing and not force:
         names = ", ".join(str(p.relative_to(tree)) for p in existing)
         raise OutputExistsError(
             f"the vLLM tree already has {names}; pass --force to overwrite"
         )
+    # Every registry edit is worked out before anything is written: a registry
+    # mmport cannot edit leaves the tree as it was.
+    registries = [
+        _edited_registry(
+            tree / REGISTRY,
+            MULTIMODAL_TABLE,
+            architecture,
+            f'("{module}", "{architecture}")',
+        )
+    ]
+    if (tree / TESTS_REGISTRY).is_file():
+        registries.append(
+            _edited_registry(
+                tree / TESTS_REGISTRY,
+                EXAMPLES_TABLE,
+                architecture,
+                f'_HfExamplesInfo("{example}")',
+            )
+        )
     edits = [
         TreeEdit(path, "wrote")
         for path in write_files(models, tree / MODELS_DIR, force=True)
     ]
-    if (tree / "tests").is_dir():
+    if has_tests:
         edits += [
             TreeEdit(path, "wrote")
-            for path in write_files(tests, tree / PROCESSING_TESTS, force=force)
+            for path in write_files(tests, tree / PROCESSING_TESTS, force=True)
         ]
     else:
         edits.append(
@@ -261,24 +284,11 @@ def write_into_tree(
                 tree / "tests", "skipped", "the tree has no tests/ (a wheel ships none)"
             )
         )
-    edits.append(
-        _edit(
-            tree / REGISTRY,
-            MULTIMODAL_TABLE,
-            architecture,
-            f'("{module}", "{architecture}")',
-        )
-    )
-    if (tree / TESTS_REGISTRY).is_file():
-        edits.append(
-            _edit(
-                tree / TESTS_REGISTRY,
-                EXAMPLES_TABLE,
-                architecture,
-                f'_HfExamplesInfo("{example}")',
-            )
-        )
-    else:
+    for text, edit in registries:
+        if edit.action == "edited":
+            edit.path.write_text(text)
+        edits.append(edit)
+    if not (tree / TESTS_REGISTRY).is_file():
         edits.append(
             TreeEdit(
                 tree / TESTS_REGISTRY,
