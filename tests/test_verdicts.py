@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import shutil
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -21,6 +22,7 @@ from mmport.verify.lacking import SnapshotFacts, snapshot_lacks
 from mmport.verify.report import CannotJudge, CheckResult, Failure, Lacking, Report
 
 LACKING_PORT = Path(__file__).parent / "ports" / "llava_lacking_vocab.py"
+PATTERN_PORT = Path(__file__).parent / "ports" / "llava_pattern_by_text.py"
 # A text real checkpoints hold as one token and a byte-level synthetic vocabulary does not.
 ABSENT = "<0x0A>"
 
@@ -255,6 +257,28 @@ def test_port_looking_up_a_text_the_snapshot_lacks_cannot_be_judged(tmp_path) ->
         and reason["side"] == "port"
     ), reason
     assert not any(c["failures"] for c in report["checks"].values()), report["checks"]
+
+
+def test_a_port_targeting_a_token_text_an_invented_tokenizer_lacks_cannot_be_judged(
+    tmp_path,
+) -> None:
+    """On mmport's synthetic tokenizer the port's fixed placeholder text is not a token: cannot judge;
+    the same files as a user's own snapshot are a checkpoint's tokenizer, and the port fails there."""
+    from mmport.sources import resolve
+
+    code, report = verify_report("llava", PATTERN_PORT, probes=3)
+    tokens = report["checks"]["tokens"]
+    assert code == 4 and tokens["status"] == "cannot_judge", tokens
+    assert tokens["cannot_judge"][0]["lacking"] == {
+        "kind": "vocabulary",
+        "name": "<|image_pad|>",
+    }, tokens
+    local = tmp_path / "llava"
+    shutil.copytree(resolve("llava").path, local)
+    code, report = verify_report(str(local), PATTERN_PORT, probes=3)
+    tokens = report["checks"]["tokens"]
+    assert code == 1 and tokens["status"] == "fail", tokens
+    assert "Failed to apply prompt replacement" in tokens["failures"][0]["message"]
 
 
 def test_cli_exits_4_and_junit_skips_what_it_cannot_judge(tmp_path) -> None:

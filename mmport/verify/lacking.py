@@ -35,6 +35,18 @@ message text:
       image_id = tokenizer.convert_tokens_to_ids("<start_of_image>")
       [image_id] * n + ...                  # -> Lacking("vocabulary", "<start_of_image>")
 
+- only on a tokenizer mmport invented (a synthetic snapshot, whose names for
+  the tokenizer's own tokens are mmport's, not the checkpoint's): an exception
+  raised while vLLM applies prompt updates (a frame holding them), where an
+  update's target is one token's text, ``<...>`` without spaces, that the
+  vocabulary lacks (as text, or as the ids the port encoded it to)::
+
+      image_pattern = "<|image_pad|>"       # MiniCPM-V 4.6's checkpoints hold it
+      PromptReplacement("image", target=encode(image_pattern), ...)
+      # vLLM: no placeholder found           -> Lacking("vocabulary", "<|image_pad|>")
+
+  On a real tokenizer such a port fails: the checkpoint really lacks it.
+
 Causes and contexts are followed, so a wrapped error is read too.
 """
 
@@ -42,6 +54,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import sys
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
@@ -55,6 +68,8 @@ __all__ = ["SnapshotFacts", "snapshot_lacks", "unset_config_reads"]
 
 # The tokenizer call a port names a token text with (HF's own name for it).
 TEXT_LOOKUP = "convert_tokens_to_ids"
+# The text of one special token as checkpoints write them: `<image>`, `<|image_pad|>`.
+TOKEN_SHAPED = re.compile(r"<[^\s<>]+>")
 
 
 @dataclass(frozen=True)
@@ -63,11 +78,19 @@ class SnapshotFacts:
 
     vocabulary: Mapping[str, int]
     config: Any = None  # a transformers PretrainedConfig, when known
+    # The tokenizer is mmport's own invention (a synthetic snapshot): its names for
+    # special tokens need not be the checkpoint's. ``decode`` turns ids into text.
+    invented: bool = False
+    decode: Callable[[list[int]], str] | None = None
 
     @classmethod
-    def of(cls, tokenizer: Any, config: Any = None) -> SnapshotFacts:
+    def of(
+        cls, tokenizer: Any, config: Any = None, *, invented: bool = False
+    ) -> SnapshotFacts:
         """The facts of a real HF tokenizer (``get_vocab()``) and config."""
-        return cls(tokenizer.get_vocab() if tokenizer is not None else {}, config)
+        if tokenizer is None:
+            return cls({}, config, invented)
+        return cls(tokenizer.get_vocab(), config, invented, tokenizer.decode)
 
     def lacks_text(self, text: object) -> bool:
         """True for a string the vocabulary has no entry for: ``convert_tokens_to_ids`` gives it the unk id or None."""
@@ -96,6 +119,7 @@ def snapshot_lacks(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
             or _missing_attribute(link, facts)
             or _unknown_text(link, facts)
             or _none_config_argument(link)
+            or _unheld_target(link, facts)
         )
         if found is not None:
             return found
@@ -276,6 +300,47 @@ def _unknown_text(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
             if text is not None:
                 return Lacking("vocabulary", text)
         tb = tb.tb_next
+    return None
+
+
+def _unheld_target(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
+    """A prompt update, held by a raising frame, whose target is a token text the invented vocabulary lacks."""
+    if not facts.invented:
+        return None
+    tb = exc.__traceback__
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            for target in _update_targets(value):
+                text = _target_text(target, facts)
+                if text and TOKEN_SHAPED.fullmatch(text) and facts.lacks_text(text):
+                    return Lacking("vocabulary", text)
+        tb = tb.tb_next
+    return None
+
+
+def _update_targets(value: object, depth: int = 3) -> Iterator[object]:
+    """The ``target`` of every prompt update in ``value`` (an update, or mappings and sequences of them)."""
+    if hasattr(value, "target") and hasattr(value, "modality"):
+        yield value.target
+    elif depth and isinstance(value, Mapping):
+        for inner in value.values():
+            yield from _update_targets(inner, depth - 1)
+    elif depth and isinstance(value, list | tuple):
+        for inner in value:
+            yield from _update_targets(inner, depth - 1)
+
+
+def _target_text(target: object, facts: SnapshotFacts) -> str | None:
+    """A target's text: itself, or the ids it holds decoded (a port encodes its pattern)."""
+    if isinstance(target, str):
+        return target
+    if (
+        facts.decode is not None
+        and isinstance(target, list | tuple)
+        and target
+        and all(isinstance(i, int) for i in target)
+    ):
+        return facts.decode(list(target))
     return None
 
 

@@ -135,7 +135,9 @@ class Session:
             str, TokenWindow
         ] = {}  # per probe whose tokens differ: both sides around it
         self.facts = SnapshotFacts.of(
-            getattr(hf.processor, "tokenizer", None), hf.snapshot.load_config()
+            getattr(hf.processor, "tokenizer", None),
+            hf.snapshot.load_config(),
+            invented=hf.snapshot.origin == "synthetic",
         )
         self.unjudged: list[
             CannotJudge
