@@ -269,16 +269,18 @@ def test_a_port_targeting_a_token_text_an_invented_tokenizer_lacks_cannot_be_jud
     code, report = verify_report("llava", PATTERN_PORT, probes=3)
     tokens = report["checks"]["tokens"]
     assert code == 4 and tokens["status"] == "cannot_judge", tokens
-    assert tokens["cannot_judge"][0]["lacking"] == {
-        "kind": "vocabulary",
-        "name": "<|image_pad|>",
-    }, tokens
+    unheld = {"kind": "vocabulary", "name": "<|image_pad|>"}
+    assert tokens["cannot_judge"][0]["lacking"] == unheld, tokens
+    dummy = report["checks"]["dummy"]
+    assert dummy["status"] == "cannot_judge", dummy
+    assert dummy["cannot_judge"][0]["lacking"] == unheld, dummy
     local = tmp_path / "llava"
     shutil.copytree(resolve("llava").path, local)
     code, report = verify_report(str(local), PATTERN_PORT, probes=3)
-    tokens = report["checks"]["tokens"]
+    tokens, dummy = report["checks"]["tokens"], report["checks"]["dummy"]
     assert code == 1 and tokens["status"] == "fail", tokens
     assert "Failed to apply prompt replacement" in tokens["failures"][0]["message"]
+    assert dummy["status"] == "fail", dummy
 
 
 def test_cli_exits_4_and_junit_skips_what_it_cannot_judge(tmp_path) -> None:

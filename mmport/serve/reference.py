@@ -142,6 +142,10 @@ def probe_inputs(processor, probe: ServeProbe):
     images = [Image.open(path).convert("RGB") for path in probe.images]
     videos = [(np.load(path), metadata) for path, metadata in probe.videos]
     audios = [np.load(path) for path in probe.audios]
+    # A processor naming `mm_token_type_ids` among the model's inputs but not
+    # returning them by default (Cosmos3-Edge) is asked for them: HF's M-RoPE
+    # model refuses media without them, as vLLM's engine never is.
+    wanted = "mm_token_type_ids" in getattr(processor, "model_input_names", ())
     return call_processor(
         processor,
         probe.prompt,
@@ -149,6 +153,7 @@ def probe_inputs(processor, probe: ServeProbe):
         videos=videos,
         audios=audios,
         sampling_rate=probe.sampling_rate,
+        **({"return_mm_token_type_ids": True} if wanted else {}),
     )
 
 

@@ -64,7 +64,12 @@ from typing import Any
 
 from mmport.verify.report import Lacking
 
-__all__ = ["SnapshotFacts", "snapshot_lacks", "unset_config_reads"]
+__all__ = [
+    "SnapshotFacts",
+    "snapshot_lacks",
+    "unheld_token_texts",
+    "unset_config_reads",
+]
 
 # The tokenizer call a port names a token text with (HF's own name for it).
 TEXT_LOOKUP = "convert_tokens_to_ids"
@@ -316,6 +321,26 @@ def _unheld_target(exc: BaseException, facts: SnapshotFacts) -> Lacking | None:
                     return Lacking("vocabulary", text)
         tb = tb.tb_next
     return None
+
+
+def unheld_token_texts(text: str, facts: SnapshotFacts) -> list[str]:
+    """Token-shaped texts in a port's own prompt text (its dummy text) that an invented vocabulary lacks.
+
+    HF's processor finds no placeholder in ``"<|image_pad|>"`` when the
+    synthetic tokenizer names its image token ``<image>``: the snapshot, not
+    the port, is what cannot tell. Empty for a checkpoint's own tokenizer.
+
+    >>> facts = SnapshotFacts({"<image>": 5}, invented=True)
+    >>> unheld_token_texts("<|image_pad|><image> two", facts)
+    ['<|image_pad|>']
+    """
+    if not facts.invented:
+        return []
+    return [
+        found
+        for found in dict.fromkeys(TOKEN_SHAPED.findall(text))
+        if facts.lacks_text(found)
+    ]
 
 
 def _update_targets(value: object, depth: int = 3) -> Iterator[object]:

@@ -25,10 +25,21 @@ from mmport.verify.checks import (
     embed_positions,
     token_window,
 )
-from mmport.verify.lacking import SnapshotFacts, snapshot_lacks, unset_config_reads
+from mmport.verify.lacking import (
+    SnapshotFacts,
+    snapshot_lacks,
+    unheld_token_texts,
+    unset_config_reads,
+)
 from mmport.verify.probes import MAX_PROBE_ITEMS, Item, Probe, port_data
 from mmport.verify.reference import HFOutput, HFReference
-from mmport.verify.report import CannotJudge, CheckResult, Failure, TokenWindow
+from mmport.verify.report import (
+    CannotJudge,
+    CheckResult,
+    Failure,
+    Lacking,
+    TokenWindow,
+)
 from mmport.verify.settings import Setting
 from mmport.verify.tokenizing import follow_port_tokenizing
 
@@ -726,6 +737,16 @@ class Session:
         try:
             self.hf.run(text, images)
         except Exception as exc:
+            unheld = unheld_token_texts(text, self.facts)
+            if unheld:
+                # The port's dummy text names a token mmport's invented tokenizer has
+                # under another name: HF finds no placeholder, a checkpoint's would.
+                unjudged = CannotJudge(
+                    "dummy", Lacking("vocabulary", unheld[0]), "hf", one_line(exc)
+                )
+                result.unjudged.append(unjudged)
+                self.unjudged.append(unjudged)
+                return
             self._raised(
                 result,
                 "dummy",

@@ -4,7 +4,7 @@ A test fixture: ``llava_handwritten.py`` (a correct port) whose prompt
 update targets the ids of a fixed text, ``"<|image_pad|>"``, rather than the
 tokenizer's own image token. A checkpoint whose tokenizer writes its
 placeholder that way is served; a synthetic snapshot names that token
-``<image>``, so vLLM finds no placeholder: ``mmport verify`` must say it
+``<image>``, so vLLM finds no placeholder (nor HF in the port's dummy text): ``mmport verify`` must say it
 cannot judge the port on mmport's own invented tokenizer, and that the port
 fails on a tokenizer that is a checkpoint's.
 """
@@ -31,7 +31,10 @@ class LlavaPatternProcessingInfo(_base.LlavaProcessingInfo):
 
 
 class LlavaPatternDummyInputsBuilder(_base.LlavaDummyInputsBuilder):
-    """The correct port's dummy inputs."""
+    """The correct port's dummy images, in a text written with the fixed placeholder."""
+
+    def get_dummy_text(self, mm_counts):
+        return IMAGE_PATTERN * mm_counts.get("image", 0)
 
 
 class LlavaPatternMultiModalProcessor(_base.LlavaMultiModalProcessor):
