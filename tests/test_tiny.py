@@ -81,3 +81,17 @@ def test_values_given_per_layer_follow_the_twins_layer_count(model_type) -> None
             assert len(value) == text.num_hidden_layers
         if isinstance(value, dict) and "layer" in key:
             assert all(int(k) < text.num_hidden_layers for k in value), key
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_5", "gemma3"])
+def test_twin_keeps_one_layer_of_every_kind(model_type) -> None:
+    """A config naming each layer's kind keeps every kind in its twin, and the twin builds."""
+    from mmport.hf.tiny import tiny_twin
+
+    config = resolve(model_type).load_config()
+    kinds = set(config.get_text_config().layer_types)
+    assert len(kinds) > 1, kinds  # the case under test: more than one kind
+    twin = tiny_twin(config).get_text_config()
+    assert set(twin.layer_types) == kinds
+    assert len(twin.layer_types) == twin.num_hidden_layers
+    assert twin.num_hidden_layers < config.get_text_config().num_hidden_layers

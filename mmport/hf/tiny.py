@@ -51,7 +51,7 @@ _HEAD_KEYS = (
     "decoder_attention_heads",
 )
 _ROPE_KEYS = ("rope_parameters", "rope_scaling")
-# Lists sized by the layer count; the config rebuilds them for the new count.
+# Lists naming each layer's kind; the twin keeps one layer of every kind.
 _PER_LAYER_LISTS = ("layer_types",)
 
 
@@ -178,9 +178,33 @@ def twin_dict(config: dict) -> dict:
                 layer["num_key_value_heads"] = new if kv == count else 1
         for key in _PER_LAYER_LISTS:
             if isinstance(layer.get(key), list):
-                del layer[key]
+                _keep_every_layer_type(layer, key)
         _fit_per_layer_values(layer, width)
     return twin
+
+
+def _keep_every_layer_type(layer: dict, key: str) -> None:
+    """Cut a per-layer type list (``layer_types``) to the twin's layers, one of each type kept.
+
+    Rebuilt by the config for fewer layers, Qwen3.5's pattern (three linear
+    attention layers, then one full) gives two linear layers and no full
+    one, whose cache HF's generate cannot measure; Gemma 3's gives no global
+    layer. The twin keeps its first layers' types with every other type in
+    place of the last ones, and more layers where there are more types.
+    """
+    types = layer[key]
+    count_key = next((k for k in _LAYER_KEYS if _is_int(layer.get(k))), None)
+    if count_key is None or not types:
+        del layer[key]
+        return
+    distinct = list(dict.fromkeys(types))
+    count = max(min(layer[count_key], len(types)), len(distinct))
+    kept = types[:count]
+    missing = [t for t in distinct if t not in kept]
+    if missing:
+        kept = kept[: count - len(missing)] + missing
+    layer[key] = kept
+    layer[count_key] = count
 
 
 def _layer_counts(layer: dict) -> tuple[int, int] | None:

@@ -92,11 +92,17 @@ class PaliGemmaForConditionalGeneration(nn.Module, SupportsMultiModal):
         """One (num_embeddings, hidden_size) tensor per image, from HF's own
         feature path on the modules built above, so the port starts from HF's
         numbers (swap in vLLM's native encoders once `mmport verify --model`
-        passes). Each image goes alone, as a batch of one: vLLM hands
-        items of different shapes over as a list, and HF may give one item
-        several rows of features (tiles, windows).
+        passes). Images of one shape come stacked and go in one call,
+        as HF's processor batches them; otherwise (vLLM hands items of
+        different shapes over as a list) each goes alone, as a batch of one.
         HF: models/paligemma/modeling_paligemma.py:123"""
         count = len(kwargs["pixel_values"])
+        if isinstance(kwargs["pixel_values"], torch.Tensor):
+            features = PaliGemmaModel.get_image_features(self, **kwargs).pooler_output
+            # One feature tensor per item; an item with rows of its own (tiles)
+            # goes alone below.
+            if len(features) == count:
+                return [feature.reshape(-1, feature.shape[-1]) for feature in features]
         return [
             _rows(PaliGemmaModel.get_image_features(self, **_one_item(kwargs, i)))
             for i in range(count)
