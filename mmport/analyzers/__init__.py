@@ -12,10 +12,18 @@ from typing import Any
 
 from mmport import __version__
 from mmport.analyzers.callblock import analyze_call_block
-from mmport.analyzers.count import ReplacementFacts, analyze_replacement
+from mmport.analyzers.count import (
+    CountOutcome,
+    CountStep,
+    HookShape,
+    ReplacementFacts,
+    analyze_replacement,
+    hook_shape,
+)
 from mmport.analyzers.edgemerges import analyze_edge_merges
 from mmport.analyzers.entryport import analyze_entry_port
 from mmport.analyzers.fields import (
+    FieldLayout,
     observe_fields,
     per_item_fields,
     refuses_images_alone,
@@ -86,55 +94,87 @@ def _architecture(snapshot: Snapshot) -> str:
 def _replacement(
     processor, geometry: GeometryRule
 ) -> tuple[ReplacementFacts, PromptUpdateSpec | None]:
-    """The derived count, else the derived replacement text, else a delegated count (with the reason).
+    """The count's fallback chain: derived, else transplanted, else delegated to HF with the reason.
 
     A processor without a replacement hook may insert a block of image tokens
-    in its own ``__call__``; that block also fixes the prompt update.
+    in its own ``__call__``; that block also fixes the prompt update. Which
+    refusal a delegation carries is read off the hook's shape: a hook that
+    returns ``token * count`` (or none) is the derivation's to read, so its
+    refusal says why; one that returns more is the transplant's.
     """
-    processor_cls, image_processor_cls = (
-        type(processor),
-        type(processor.image_processor),
-    )
+    shape = hook_shape(type(processor))
+    derived = _derived_count(processor, geometry, shape)
+    if derived.facts is not None:
+        return derived.facts, derived.update
+    transplanted = _transplanted_count(processor)
+    if transplanted.facts is not None:
+        return transplanted.facts, None
+    refused = transplanted if shape is HookShape.WHOLE else derived
+    return _delegated_count(processor, refused.reason), None
+
+
+def _derived_count(processor, geometry: GeometryRule, shape: HookShape) -> CountOutcome:
+    """The count read off the hook's ``token * count``, or off the block HF's ``__call__`` inserts (no hook)."""
+    processor_cls = type(processor)
     try:
-        if find_method(processor_cls, "replace_image_token", models_only=True) is None:
+        if shape is HookShape.ABSENT:
             block = analyze_call_block(processor_cls)
-            return block.facts, block.update
-        facts = analyze_replacement(processor_cls, "image", image_processor_cls)
-        if facts.count.uses_geometry and geometry.kind != "fixed":
-            raise AnalysisError(
-                "the count reads an item size that the image processor does not fix"
-            )
-        return facts, None
-    except AnalysisError as exc:
-        first = exc
-    try:
-        # The hook returns more than `token * count`: carry the whole hook over.
-        return ReplacementFacts(
-            analyze_replacement_text(processor_cls, image_processor_cls), "image_token"
-        ), None
-    except AnalysisError as exc:
-        found = find_method(processor_cls, "replace_image_token") or find_method(
-            processor_cls, "__call__"
+            return CountOutcome(CountStep.DERIVED, block.facts, update=block.update)
+        facts = analyze_replacement(
+            processor_cls, "image", type(processor.image_processor)
         )
-        source = found[0].source(found[1]) if found else Source("(processor)", 0)
-        reason = str(first) if "token * count" not in str(first) else str(exc)
-        own_call = own_call_reason(processor_cls, "image")
-        if own_call is not None:
-            reason = f"{own_call}: {reason}"
-            rule = CountRule((), "", False, "delegated", source, reason, via_call=True)
-        else:
-            rule = CountRule(
-                (),
-                "",
-                False,
-                "delegated",
-                source,
-                reason,
-                delegate_args=_process_images_args(
-                    processor_cls, _merged_image_kwargs(processor)
-                ),
-            )
-        return ReplacementFacts(rule, "image_token"), None
+    except AnalysisError as exc:
+        return CountOutcome(CountStep.DERIVED, reason=str(exc))
+    if facts.count.uses_geometry and geometry.kind != "fixed":
+        return CountOutcome(
+            CountStep.DERIVED,
+            reason="the count reads an item size that the image processor does not fix",
+        )
+    return CountOutcome(CountStep.DERIVED, facts)
+
+
+def _transplanted_count(processor) -> CountOutcome:
+    """The whole hook carried over, for one that returns more than ``token * count``."""
+    try:
+        rule = analyze_replacement_text(
+            type(processor), type(processor.image_processor)
+        )
+    except AnalysisError as exc:
+        return CountOutcome(CountStep.TRANSPLANTED, reason=str(exc))
+    return CountOutcome(CountStep.TRANSPLANTED, ReplacementFacts(rule, "image_token"))
+
+
+def _delegated_count(processor, reason: str) -> ReplacementFacts:
+    """HF counts each image at run time: through its own ``__call__``, or its ``_process_images``."""
+    processor_cls = type(processor)
+    found = find_method(processor_cls, "replace_image_token") or find_method(
+        processor_cls, "__call__"
+    )
+    source = found[0].source(found[1]) if found else Source("(processor)", 0)
+    own_call = own_call_reason(processor_cls, "image")
+    if own_call is not None:
+        rule = CountRule(
+            (),
+            "",
+            False,
+            "delegated",
+            source,
+            f"{own_call}: {reason}",
+            via_call=True,
+        )
+    else:
+        rule = CountRule(
+            (),
+            "",
+            False,
+            "delegated",
+            source,
+            reason,
+            delegate_args=_process_images_args(
+                processor_cls, _merged_image_kwargs(processor)
+            ),
+        )
+    return ReplacementFacts(rule, "image_token")
 
 
 def _process_images_args(
@@ -204,36 +244,31 @@ def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]
 
 def _image_fields(
     processor, placeholder: str | None, sources: dict, flipped, own_prompt
-) -> tuple[tuple, str, str]:
-    """The image fields, how they were found (``derived`` or ``per_item``) and why not derived.
+) -> FieldLayout:
+    """The image fields as observed across items where HF batches them, else item by item, with the reason.
 
-    Observed across items where HF batches them; item by item where it cannot
-    (its outputs do not split) or where it writes its own prompt (one image a
-    request: each key's single row is that image's, see ownprompt).
+    Item by item where HF's outputs do not split, or where it writes its own
+    prompt (one image a request: each key's single row is that image's, see
+    ownprompt), and then ``per_item`` where an image's output has rows of its own.
     """
-    try:
-        if not own_prompt:
-            return (
-                tuple(
-                    observe_fields(processor, placeholder, sources, switches=flipped)
-                ),
-                "derived",
-                "",
-            )
+    if own_prompt:
         fields = per_item_fields(processor, placeholder, sources, switches=flipped)
         if any(f.rows for f in fields):
-            return (
-                tuple(fields),
-                "per_item",
-                "an image's output has rows of its own (tiles)",
+            return FieldLayout(
+                fields, "per_item", "an image's output has rows of its own (tiles)"
             )
-        return tuple(fields), "derived", ""
-    except (AnalysisError, RuntimeError) as exc:
-        return (
-            tuple(per_item_fields(processor, placeholder, sources, switches=flipped)),
-            "per_item",
-            str(exc).splitlines()[0],
+        return FieldLayout(fields)
+    try:
+        return FieldLayout(
+            observe_fields(processor, placeholder, sources, switches=flipped)
         )
+    except (AnalysisError, RuntimeError) as exc:
+        reason = str(exc).splitlines()[0]
+    return FieldLayout(
+        per_item_fields(processor, placeholder, sources, switches=flipped),
+        "per_item",
+        reason,
+    )
 
 
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
@@ -274,9 +309,7 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     )
     # The fields must split HF's outputs under each switch a request may flip, as by default.
     flipped = _flipped_switches(processor, [s.name for s in (*settings, *tiling)])
-    fields, fields_strategy, fields_reason = _image_fields(
-        processor, placeholder, sources, flipped, own_prompt
-    )
+    layout = _image_fields(processor, placeholder, sources, flipped, own_prompt)
     return ModalitySpec(
         modality="image",
         placeholder=token_text,
@@ -295,13 +328,13 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         count=facts.count,
         geometry=geometry,
         update=update,
-        fields=fields,
+        fields=layout.fields,
         limit=observe_limit(processor)
         if update.mode == "insert" or own_prompt
         else None,
         worst_case_size=_fixed_size(processor.image_processor, geometry.size_expr),
-        fields_strategy=fields_strategy,
-        fields_reason=fields_reason,
+        fields_strategy=layout.strategy,
+        fields_reason=layout.reason,
         needs_text=update.mode == "replace" and refuses_images_alone(processor),
         embed_token_attr=embed_token_attr,
         embed_token_source=embed_token_source,

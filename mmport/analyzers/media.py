@@ -17,8 +17,10 @@ from typing import Any
 from mmport.analyzers.callblock import CallBlock, analyze_call_block
 from mmport.analyzers.callparams import call_parameter
 from mmport.analyzers.consumed import consumed_wrappers
+from mmport.analyzers.count import CountOutcome, CountStep, ReplacementFacts
 from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.fields import (
+    FieldLayout,
     observe_fields,
     per_item_fields,
     refuses_images_alone,
@@ -153,44 +155,31 @@ def _count(
     names: tuple[tuple[str, str], ...] = (),
     batch_axis: tuple[str, ...] = (),
 ) -> CountRule:
-    """The hook on the item's outputs, else a visible delegation: to HF's ``_process_<modality>``,
-    or, where only HF's own ``__call__`` expands the placeholder, to that call on the item alone."""
+    """The hook on the item's outputs, else a visible delegation (see :func:`_delegated_count`)."""
+    derived = _hook_on_outputs(processor, modality, kept, names, batch_axis)
+    if derived.facts is not None:
+        return derived.facts.count
+    return _delegated_count(processor, modality, derived.reason)
+
+
+def _hook_on_outputs(
+    processor: Any,
+    modality: str,
+    kept: set[str],
+    names: tuple[tuple[str, str], ...],
+    batch_axis: tuple[str, ...],
+) -> CountOutcome:
+    """The count as the replacement hook reads it off the item's own HF outputs, or why it cannot be."""
     try:
         sub_kept = set(_sub_outputs(processor, modality))
     except Exception:  # the sub-processor needs what only the processor passes it
         sub_kept = set()
     try:
         rule = analyze_output_hook(type(processor), modality, kept, sub_kept)
-        rule = dataclasses.replace(rule, names=names, batch_axis=batch_axis)
     except AnalysisError as exc:
-        own_call = own_call_reason(type(processor), modality)
-        if own_call is not None:
-            # Only HF's own __call__ gives an item's replacement (see mmport.analyzers.owncall).
-            call = find_method(type(processor), "__call__", models_only=True)
-            assert call is not None, "own_call_reason found it"
-            hook = find_method(
-                type(processor), f"replace_{modality}_token", models_only=True
-            )
-            reason = (
-                own_call
-                if hook is None
-                else f"{own_call}; its hook is not derived either ({exc})"
-            )
-            return CountRule(
-                (),
-                "",
-                False,
-                "delegated",
-                call[0].source(call[1]),
-                reason,
-                via_call=True,
-            )
-        hook = find_method(type(processor), f"replace_{modality}_token") or find_method(
-            type(processor), "__call__"
-        )
-        source = hook[0].source(hook[1]) if hook else Source("(processor)", 0)
-        return CountRule((), "", False, "delegated", source, str(exc))
-    return CountRule(
+        return CountOutcome(CountStep.DERIVED, reason=str(exc))
+    rule = dataclasses.replace(rule, names=names, batch_axis=batch_axis)
+    count = CountRule(
         (),
         "",
         False,
@@ -200,6 +189,38 @@ def _count(
         imports=rule.imports,
         outputs=rule,
     )
+    return CountOutcome(CountStep.DERIVED, ReplacementFacts(count, f"{modality}_token"))
+
+
+def _delegated_count(processor: Any, modality: str, reason: str) -> CountRule:
+    """HF counts each item at run time: its ``_process_<modality>``, or, where only HF's own
+    ``__call__`` expands the placeholder, that call on the item alone."""
+    processor_cls = type(processor)
+    own_call = own_call_reason(processor_cls, modality)
+    if own_call is not None:
+        # Only HF's own __call__ gives an item's replacement (see mmport.analyzers.owncall).
+        call = find_method(processor_cls, "__call__", models_only=True)
+        assert call is not None, "own_call_reason found it"
+        hook = find_method(processor_cls, f"replace_{modality}_token", models_only=True)
+        why = (
+            own_call
+            if hook is None
+            else f"{own_call}; its hook is not derived either ({reason})"
+        )
+        return CountRule(
+            (),
+            "",
+            False,
+            "delegated",
+            call[0].source(call[1]),
+            why,
+            via_call=True,
+        )
+    found = find_method(processor_cls, f"replace_{modality}_token") or find_method(
+        processor_cls, "__call__"
+    )
+    source = found[0].source(found[1]) if found else Source("(processor)", 0)
+    return CountRule((), "", False, "delegated", source, reason)
 
 
 def _fields(
@@ -208,28 +229,25 @@ def _fields(
     placeholder: str | None,
     sources: dict[str, Source],
     one_a_prompt: bool = False,
-) -> tuple[tuple, str, str]:
+) -> FieldLayout:
     """The observed field layout, or one batched field per key (and why) where HF's batch cannot be split.
 
     With ``one_a_prompt`` (HF's one block a prompt) no request holds two items:
     each key's single row is its item's.
     """
     if one_a_prompt:
-        return per_item_fields(processor, placeholder, sources, modality), "derived", ""
+        return FieldLayout(per_item_fields(processor, placeholder, sources, modality))
     try:
-        return observe_fields(processor, placeholder, sources, modality), "derived", ""
+        return FieldLayout(observe_fields(processor, placeholder, sources, modality))
     except Exception as exc:  # HF cannot batch two such items (ragged frame counts), or they cannot be split
         reason = str(exc).splitlines()[0]
     try:
-        return (
-            per_item_fields(processor, placeholder, sources, modality),
-            "per_item",
-            reason,
-        )
+        fields = per_item_fields(processor, placeholder, sources, modality)
     except Exception as exc:
         raise AnalysisError(
             f"HF refuses even one {modality} with its placeholder ({one_line(exc)})"
         ) from exc
+    return FieldLayout(fields, "per_item", reason)
 
 
 def _follows_metadata(processor: Any, placeholder: str) -> bool:
@@ -574,14 +592,14 @@ def media_spec(
         if block
         else _limit(processor, modality, placeholder)
     )
-    fields, fields_strategy, fields_reason = _fields(
+    layout = _fields(
         processor,
         modality,
         placeholder,
         sources,
         one_a_prompt=limit == 1 and block is not None,
     )
-    fields, renamed_keys = _renamed(fields, taken, modality)
+    fields, renamed_keys = _renamed(layout.fields, taken, modality)
     embed_owner, embed_attr, embed_source = embed_token(
         snapshot, processor, token_id, modality, placeholder
     )
@@ -618,8 +636,8 @@ def media_spec(
         fields=fields,
         limit=limit,
         worst_case_size=None,
-        fields_strategy=fields_strategy,
-        fields_reason=fields_reason,
+        fields_strategy=layout.strategy,
+        fields_reason=layout.reason,
         needs_text=refuses_images_alone(processor, modality),
         embed_token_attr=embed_attr,
         embed_token_source=embed_source,
