@@ -173,12 +173,17 @@ class Snapshot:
 
     def _raise_for_remote_code(self, exc: Exception, what: str) -> None:
         """A load that failed for the snapshot's own code: one line saying so (no consent, or an import it lacks)."""
-        from mmport.sources.remote import consent_error, import_problem, shipped_modules
+        from mmport.sources.remote import (
+            consent_error,
+            import_problem,
+            refused_without_consent,
+            shipped_modules,
+        )
 
         if (
             not self.trust_remote_code
             and shipped_modules(self.path)
-            and "custom code" in str(exc)
+            and refused_without_consent(exc)
         ):
             raise consent_error(self.path, what) from None
         problem = import_problem(exc, self.path) if self.trust_remote_code else None
