@@ -135,6 +135,7 @@ def check_embeddings(session: Session, result: CheckResult, hidden_size: int) ->
                             name,
                             f"the port's {modality}_embeds field does not hold the embeddings given",
                             loudness="silent",
+                            modalities=(modality,),
                         )
                     )
     untaken = [

@@ -195,14 +195,18 @@ class Session:
         exc: Exception,
         message: str,
         side: Literal["port", "hf"] = "port",
+        modalities: tuple[str, ...] = (),
     ) -> bool:
         """``side`` raised: cannot judge when the snapshot lacks what it looked up, else a loud failure.
 
-        True when it was a failure (a comparison made, and failed).
+        True when it was a failure (a comparison made, and failed); ``modalities``
+        are what it concerns, for a probe that holds no items of its own.
         """
         if self.cannot_judge(result, probe, exc, side):
             return False
-        result.failures.append(Failure(probe, message, loudness="loud"))
+        result.failures.append(
+            Failure(probe, message, loudness="loud", modalities=modalities)
+        )
         return True
 
     def cannot_judge(
@@ -575,7 +579,9 @@ class Session:
                 )
                 self._gate(
                     checks["placeholders"],
-                    Failure("probes", message, loudness="unknown"),
+                    Failure(
+                        "probes", message, loudness="unknown", modalities=(modality,)
+                    ),
                 )
         for name, check in checks.items():
             if (
@@ -621,6 +627,7 @@ class Session:
                 "dummy",
                 exc,
                 f"the port's dummy {modality} inputs fail: {one_line(exc)}",
+                modalities=(modality,),
             )
             return
         given = data.get(modality, [])
@@ -633,6 +640,7 @@ class Session:
                     str(wanted),
                     str(len(given)),
                     loudness="loud",
+                    modalities=(modality,),
                 )
             )
             return
@@ -654,6 +662,7 @@ class Session:
                     str(largest),
                     str(min(embeds, default=0)),
                     loudness="loud",
+                    modalities=(modality,),
                 )
             )
             return
@@ -686,7 +695,13 @@ class Session:
                 message = f"HF gives {item.describe()} more positions than the port's dummy {modality} (not the worst case)"
                 result.failures.append(
                     Failure(
-                        "dummy", message, None, str(count), str(embeds), loudness="loud"
+                        "dummy",
+                        message,
+                        None,
+                        str(count),
+                        str(embeds),
+                        loudness="loud",
+                        modalities=(modality,),
                     )
                 )
                 return
@@ -703,10 +718,9 @@ class Session:
         larger than its encoder cache loudly; the bound is worth knowing, so
         it is noted in the summary, not failed.
         """
-        if f"the port profiles {item.modality}" in result.summary.replace(
-            "videos", "video"
-        ):
+        if item.modality in self._length_noted:
             return  # one note per modality: the first longer item HF counts higher says it
+        self._length_noted.add(item.modality)
         length = (
             f"videos of {_video_geometry(dummy)[0]} frames"
             if item.modality == "video"
@@ -730,6 +744,7 @@ class Session:
                 exc,
                 f"HF rejects the port's dummy text and images: {one_line(exc)}",
                 side="hf",
+                modalities=("image",),
             )
             return
         # What vLLM must give: each item as HF counts it alone (the same as HF's count
@@ -745,6 +760,7 @@ class Session:
                     str(alone),
                     str(sum(embeds)),
                     loudness="loud",
+                    modalities=("image",),
                 )
             )
 
@@ -765,6 +781,7 @@ class Session:
                     "limits",
                     f"HF handles {', '.join(missing)} but the port declares no limit for it",
                     loudness="loud",
+                    modalities=tuple(missing),
                 )
             )
         for modality in self.hf.modalities:
@@ -805,7 +822,9 @@ class Session:
         if count > 1 and self._expands_as_one(output, items):
             # BLIP-2's processor takes more images but writes one block for them all.
             message = f"the port allows {allowed} {modality}s but HF gives {count} of them the embedding positions of one"
-            result.failures.append(Failure("limits", message, loudness="loud"))
+            result.failures.append(
+                Failure("limits", message, loudness="loud", modalities=(modality,))
+            )
             return
         try:
             self.port(prompt, items)
@@ -815,6 +834,7 @@ class Session:
                 "limits",
                 exc,
                 f"the port rejects {count} {modality}s within its own limit: {one_line(exc)}",
+                modalities=(modality,),
             )
             return
         if limit is not None:
@@ -843,13 +863,17 @@ class Session:
         if self.hf.writes_own_prompt:
             # Such a processor makes each item a sample of its own: the model takes one per sequence.
             message = f"the port allows {allowed} {modality}s but {hf_words}"
-            result.failures.append(Failure("limits", message, loudness="loud"))
+            result.failures.append(
+                Failure("limits", message, loudness="loud", modalities=(modality,))
+            )
             return
         try:
             answer = self.port(placeholder * count + " limits", items)
         except Exception as exc:
             message = f"the port allows {allowed} {modality}s but raises on {count} ({one_line(exc)}); {hf_words}"
-            result.failures.append(Failure("limits", message, loudness="loud"))
+            result.failures.append(
+                Failure("limits", message, loudness="loud", modalities=(modality,))
+            )
             return
         held = [ph.num_embeds for ph in answer.placeholders.get(modality, [])]
         alone = [self.hf.item_count(item) for item in items]
@@ -857,7 +881,13 @@ class Session:
             message = f"the port takes {count} {modality}s in one prompt where {hf_words}, and gives them {held} positions where HF gives each alone {alone}"
             result.failures.append(
                 Failure(
-                    "limits", message, None, str(alone), str(held), loudness="silent"
+                    "limits",
+                    message,
+                    None,
+                    str(alone),
+                    str(held),
+                    loudness="silent",
+                    modalities=(modality,),
                 )
             )
             return
