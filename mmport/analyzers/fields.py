@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmport.analyzers.examples import VOCAB_TOKENIZER, invalid, valid
-from mmport.errors import AnalysisError
+from mmport.errors import FOREIGN_ERRORS, AnalysisError
 from mmport.hf.processor import call_processor, media_kwargs, probe_media
 from mmport.hf.processor import (
     run_items as _run,
@@ -246,7 +246,7 @@ def refuses_images_alone(processor: Any, modality: str = "image") -> bool:
             None,
             **media_kwargs(processor, modality, [probe_media(modality, 0)]),
         )
-    except Exception:
+    except FOREIGN_ERRORS:  # HF's refusal is the answer
         return True
     return False
 

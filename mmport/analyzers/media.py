@@ -37,7 +37,7 @@ from mmport.analyzers.sourcefile import (
     init_assignment_source,
 )
 from mmport.analyzers.wrappers import analyze_placeholder_wrappers
-from mmport.errors import AnalysisError, one_line
+from mmport.errors import FOREIGN_ERRORS, AnalysisError, one_line
 from mmport.hf.modalities import most_written, sub_processor
 from mmport.hf.processor import (
     call_processor,
@@ -58,6 +58,10 @@ from mmport.spec import (
 )
 
 __all__ = ["media_spec"]
+
+# Why two items' outputs give no field layout: they cannot be split (AnalysisError),
+# or HF cannot batch two such items at all (ragged frame counts).
+_UNSPLIT: tuple[type[Exception], ...] = (AnalysisError, *FOREIGN_ERRORS)
 
 
 def _attribute_source(processor_cls: type[Any], attr: str) -> Source:
@@ -141,7 +145,7 @@ def _expanded_id(
             **media_kwargs(processor, modality, [probe_media(modality, 0)]),
         )["input_ids"][0].tolist()
         bare = set(call_processor(processor, "", [])["input_ids"][0].tolist())
-    except Exception:
+    except FOREIGN_ERRORS:  # HF refuses one item with its placeholder, or text alone
         return None
     if token_id in ids:
         return token_id
@@ -172,7 +176,7 @@ def _hook_on_outputs(
     """The count as the replacement hook reads it off the item's own HF outputs, or why it cannot be."""
     try:
         sub_kept = set(_sub_outputs(processor, modality))
-    except Exception:  # the sub-processor needs what only the processor passes it
+    except FOREIGN_ERRORS:  # the sub-processor needs what only the processor passes it
         sub_kept = set()
     try:
         rule = analyze_output_hook(type(processor), modality, kept, sub_kept)
@@ -239,11 +243,12 @@ def _fields(
         return FieldLayout(per_item_fields(processor, placeholder, sources, modality))
     try:
         return FieldLayout(observe_fields(processor, placeholder, sources, modality))
-    except Exception as exc:  # HF cannot batch two such items (ragged frame counts), or they cannot be split
+    except _UNSPLIT as exc:
+        # HF cannot batch two such items (ragged frame counts), or they cannot be split
         reason = str(exc).splitlines()[0]
     try:
         fields = per_item_fields(processor, placeholder, sources, modality)
-    except Exception as exc:
+    except FOREIGN_ERRORS as exc:
         raise AnalysisError(
             f"HF refuses even one {modality} with its placeholder ({one_line(exc)})"
         ) from exc
@@ -266,7 +271,9 @@ def _follows_metadata(processor: Any, placeholder: str) -> bool:
                 [],
                 videos=[(frames, video_metadata(4, 64, 48, fps))],
             )
-        except Exception:
+        except (
+            FOREIGN_ERRORS
+        ):  # HF refuses the video at this frame rate: nothing follows it
             return False
         answers.append({k: v for k, v in out.items() if isinstance(v, torch.Tensor)})
     first, second = answers
@@ -291,7 +298,7 @@ def _follows_content(processor: Any, placeholder: str) -> bool:
                 [],
                 videos=[(frames, video_metadata(4, 64, 64, 2.0))],
             )
-        except Exception:
+        except FOREIGN_ERRORS:  # HF refuses the video: no count to compare
             return False
         lengths.append(out["input_ids"].shape[-1])
     return lengths[0] != lengths[1]
@@ -338,7 +345,7 @@ def _hook_names(
     try:
         final = run_items(processor, [probe_media(modality, 0)], placeholder, modality)
         direct = _sub_outputs(processor, modality)
-    except Exception:
+    except FOREIGN_ERRORS:  # HF refuses the item: no outputs to match names across
         final, direct = {}, {}
     names, batch_axis = [], []
     for field in fields:
@@ -369,7 +376,9 @@ def _one_per_item(processor: Any, modality: str, keys: tuple[str, ...]) -> bool:
     try:
         together = _sub_outputs(processor, modality, both=True)
         alone = [_sub_outputs(processor, modality, index=i) for i in range(2)]
-    except Exception:
+    except (
+        FOREIGN_ERRORS
+    ):  # the sub-processor refuses the items: nothing to keep per item
         return False
     for key in keys:
         values = [
@@ -428,7 +437,7 @@ def _limit(processor: Any, modality: str, placeholder: str) -> int | None:
             placeholder,
             modality,
         )
-    except Exception:
+    except FOREIGN_ERRORS:  # HF refuses two items in one prompt: one a prompt
         return 1
     return None
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmport.errors import FOREIGN_ERRORS
 from mmport.serve.checkpoint import Layout
 
 __all__ = ["Layout", "ServeOptions", "check_serve", "serve_python"]
@@ -354,9 +355,8 @@ def check_serve(
                 failures, said, metrics = _serve_layout(
                     snapshot, model_file, layout, options, python, workdir, seed
                 )
-            except (
-                Exception
-            ) as exc:  # the reference side broke: report it as this layout's outcome
+            except FOREIGN_ERRORS as exc:
+                # the reference side broke: report it as this layout's outcome
                 from mmport.verify.report import Failure
 
                 reason = f"{type(exc).__name__}: {exc}"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mmport.errors import BadReferenceError
+from mmport.errors import FOREIGN_ERRORS, BadReferenceError
 from mmport.sources.defaults import (
     image_processor_reads,
     looked_up_ids,
@@ -289,7 +289,8 @@ def _sub_config_families(sub_type: str) -> list[str]:
     name = PROCESSOR_MAPPING_NAMES.get(sub_type)
     try:
         families = _processor_families(processor_class_from_name(name)) if name else []
-    except Exception:  # the sub-model's processor needs a backend this machine lacks
+    except FOREIGN_ERRORS:
+        # the sub-model's processor needs a backend this machine lacks
         families = []
     # A tower's own type names its family: ``audioflamingo3_encoder`` is AudioFlamingo3's.
     stem = re.sub(
@@ -736,9 +737,8 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
     for call in calls:
         try:
             ids = call()["input_ids"][0].tolist()
-        except (
-            Exception
-        ):  # the processor needs more than a placeholder: its texts stay unlearned
+        except FOREIGN_ERRORS:
+            # the processor needs more than a placeholder: its texts stay unlearned
             continue
         run: list[int] = []
         for token in [*ids, None]:
@@ -781,7 +781,7 @@ def _writes_its_own_bos(processor: Any) -> bool:
         return False
     try:
         ids = call_processor(processor, "hi", [])["input_ids"][0].tolist()
-    except Exception:  # a processor that takes no text alone: nothing to tell
+    except FOREIGN_ERRORS:  # a processor that takes no text alone: nothing to tell
         return False
     return ids[:2] == [bos, bos]
 
@@ -802,9 +802,8 @@ def _align_media_token_ids(config: Any, processor: Any) -> bool:
     for modality in media_sides(processor):
         try:
             mismatch = unwritten_media_token(config, processor, modality)
-        except (
-            Exception
-        ):  # the processor needs more than a placeholder: leave the config as it is
+        except FOREIGN_ERRORS:
+            # the processor needs more than a placeholder: leave the config as it is
             continue
         if mismatch is not None and mismatch[2] is not None:
             setattr(config, mismatch[0], mismatch[2])
@@ -847,7 +846,7 @@ def _tower_fits_tiles(config: Any, processor: Any) -> bool:
             processor, wrapped_placeholder(processor), [make_image(64, 64, 0)]
         )
         pixels, ids = out["pixel_values"], out["input_ids"][0].tolist()
-    except Exception:  # the processor needs more than a placeholder, or gives no pixels: leave the config
+    except FOREIGN_ERRORS:  # the processor needs more than a placeholder, or gives no pixels: leave the config
         return False
     if (
         getattr(pixels, "ndim", 0) < 4
@@ -899,9 +898,8 @@ def _align_image_token_id(config: Any, processor: Any) -> bool:
         ids = call_processor(
             processor, wrapped_placeholder(processor), [make_image(64, 64, 0)]
         )["input_ids"][0].tolist()
-    except (
-        Exception
-    ):  # the processor needs more than a placeholder: leave the config as it is
+    except FOREIGN_ERRORS:
+        # the processor needs more than a placeholder: leave the config as it is
         return False
     # The embedding token is the one HF repeats: Llama 4 writes <|image|> once per image
     # and embeds at each <|patch|>, which its config names.

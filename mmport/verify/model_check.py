@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmport.errors import BadReferenceError, one_line
+from mmport.errors import FOREIGN_ERRORS, BadReferenceError, one_line
 from mmport.runtime.device import release
 from mmport.runtime.hf_model import HFModel
 from mmport.runtime.runner import PortOutput
@@ -173,7 +173,7 @@ class ModelCheck:
             return
         try:
             features = self.model.features(modality, kwargs)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self._fail(
                 probe,
                 f"{name}: the HF encoder raised on the port's kwargs: {one_line(exc)}",
@@ -257,7 +257,7 @@ class ModelCheck:
             inputs[key], segments[key] = layout.value, layout.segments
         try:
             logits = self.model.logits(inputs, positions)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self._fail(
                 probe,
                 f"the HF model raised on the port's ids and kwargs: {one_line(exc)}",
@@ -279,7 +279,7 @@ class ModelCheck:
         """HF's forward on its own outputs; failing here is the snapshot's fault, not the port's."""
         try:
             return self.model.logits(expected.inputs, positions)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             raise BadReferenceError(
                 f"the HF model cannot run on its own processor's outputs ({one_line(exc)}); "
                 "the snapshot's config and processor settings disagree"

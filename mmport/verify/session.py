@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
-from mmport.errors import one_line
+from mmport.errors import FOREIGN_ERRORS, one_line
 from mmport.verify.checks import (
     check_cache,
     check_fields,
@@ -184,7 +184,7 @@ class Session:
     def _port_limits(self) -> tuple[dict[str, int | None], str]:
         try:
             return dict(self.runner.supported_mm_limits()), ""
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self.limits_raised = exc
             return {}, f"the port's get_supported_mm_limits raises {one_line(exc)}"
 
@@ -274,7 +274,7 @@ class Session:
             self.hf.run(
                 placeholder * count + " limits", self._limit_items(modality, count)
             )
-        except Exception:
+        except FOREIGN_ERRORS:  # HF's refusal is the answer
             return False
         return True
 
@@ -345,7 +345,7 @@ class Session:
             tally["compared"] -= bool(probe.items)
             tally["media"] -= bool(probe.items)
             return
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             if self._raised(
                 checks["tokens"], probe.name, exc, f"the port raised {one_line(exc)}"
             ):
@@ -368,7 +368,7 @@ class Session:
             singles = [
                 self.hf.single(item, setting) for item in probe.items
             ]  # HF on each item alone
-        except Exception as exc:  # HF rejects this input (or an item alone)
+        except FOREIGN_ERRORS as exc:  # HF rejects this input (or an item alone)
             self._rejected(probe, exc, setting)
             return None
         counts = [
@@ -502,7 +502,7 @@ class Session:
                 self.port(self.hf.single(item, setting).prompt, [item], setting)
                 for item in probe.items
             ]
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             if self._raised(
                 result,
                 probe.name,
@@ -621,7 +621,7 @@ class Session:
         try:
             text, data = self.runner.dummy(DUMMY_SEQ_LEN, {modality: wanted})
             output = self.runner.dummy_output(DUMMY_SEQ_LEN, {modality: wanted})
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self._raised(
                 result,
                 "dummy",
@@ -686,7 +686,7 @@ class Session:
         for item in _larger_than(dummy, modality, self.hf.sampling_rate):
             try:
                 count = self.hf.item_count(item)
-            except Exception:
+            except FOREIGN_ERRORS:
                 continue  # HF refuses so large an item: it is no case to hold
             if count > embeds and count * wanted <= DUMMY_SEQ_LEN:
                 if _only_longer(item, dummy, self.hf.sampling_rate):
@@ -737,7 +737,7 @@ class Session:
     ) -> None:
         try:
             self.hf.run(text, images)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self._raised(
                 result,
                 "dummy",
@@ -815,7 +815,7 @@ class Session:
         allowed = "any number of" if limit is None else limit
         try:
             output = self.hf.run(placeholder * count + " limits", items)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self._beyond_hf(result, modality, allowed, items, placeholder, exc)
             return
         prompt = output.prompt
@@ -828,7 +828,7 @@ class Session:
             return
         try:
             self.port(prompt, items)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self._raised(
                 result,
                 "limits",
@@ -869,7 +869,7 @@ class Session:
             return
         try:
             answer = self.port(placeholder * count + " limits", items)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             message = f"the port allows {allowed} {modality}s but raises on {count} ({one_line(exc)}); {hf_words}"
             result.failures.append(
                 Failure("limits", message, loudness="loud", modalities=(modality,))
@@ -922,7 +922,7 @@ class Session:
         ref = self.hf.modalities[modality]
         try:
             ids = self.hf.run((ref.placeholder or "") * len(items), items).input_ids
-        except Exception:
+        except FOREIGN_ERRORS:
             return  # HF rejects them too: the limit holds
         expanded = sum(self.hf.item_count(item) for item in items)
         if ids.count(ref.embed_id) == expanded:
