@@ -111,41 +111,31 @@ class Session:
         self.hf = hf
         self.runner = runner
         self.model_check = model_check  # a ModelCheck with --model, else None
-        self.max_count: dict[
-            str, int
-        ] = {}  # per modality: the largest count HF gave an item alone
-        self.largest_item: dict[str, Item] = {}  # ... and the item it gave that count
+        # Per modality: the largest count HF gave an item alone, and that item.
+        self.max_count: dict[str, int] = {}
+        self.largest_item: dict[str, Item] = {}
         self._length_noted: set[str] = set()  # modalities whose dummy length was noted
         self.rejected: list[str] = []  # probes HF rejects, with HF's reason
-        self.outside_contract: list[
-            str
-        ] = []  # items or probes HF answers in a way vLLM cannot hold
+        # Items or probes HF answers in a way vLLM cannot hold.
+        self.outside_contract: list[str] = []
         # Probes with items within the port's limits, and those HF answered and the checks
         # compared: under the default settings, and under a request's settings.
         self.defaults = {"media": 0, "compared": 0}
         self.under_settings = {"media": 0, "compared": 0}
-        self.refused_settings: dict[
-            str, str
-        ] = {}  # settings the port refuses outright, with its words
-        self.drawn: dict[
-            str, int
-        ] = {}  # per modality: items drawn into probes within the limits
-        self.judged: dict[str, int] = {}  # ... and items compared against HF
-        self.token_windows: dict[
-            str, TokenWindow
-        ] = {}  # per probe whose tokens differ: both sides around it
+        # Settings the port refuses outright, with its words.
+        self.refused_settings: dict[str, str] = {}
+        # Per modality: items drawn into probes within the limits, and those compared against HF.
+        self.drawn: dict[str, int] = {}
+        self.judged: dict[str, int] = {}
+        # Per probe whose tokens differ: both sides around the first difference.
+        self.token_windows: dict[str, TokenWindow] = {}
         self.facts = SnapshotFacts.of(
             getattr(hf.processor, "tokenizer", None), hf.snapshot.load_config()
         )
-        self.unjudged: list[
-            CannotJudge
-        ] = []  # every probe the snapshot kept from being judged, either side
-        self.hf_unjudged: list[
-            CannotJudge
-        ] = []  # ... of them, those HF itself raised on
-        self.settings_of: dict[
-            str, str
-        ] = {}  # probe name -> the request settings it ran under
+        # Every probe the snapshot kept from being judged, either side; and those HF itself raised on.
+        self.unjudged: list[CannotJudge] = []
+        self.hf_unjudged: list[CannotJudge] = []
+        self.settings_of: dict[str, str] = {}  # probe name -> its request settings
         self.limits_raised: Exception | None = None
         self._hf_item_limits: dict[str, int] = {}  # see hf_item_limit
         self.limits, self.limits_error = self._port_limits()
