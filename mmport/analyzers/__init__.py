@@ -46,7 +46,7 @@ from mmport.analyzers.sourcefile import (
     find_method,
     init_assignment_source,
 )
-from mmport.analyzers.wrappers import analyze_placeholder_wrappers
+from mmport.analyzers.wrappers import PlaceholderWrappers, analyze_placeholder_wrappers
 from mmport.errors import AnalysisError
 from mmport.hf.entry import entry_point
 from mmport.hf.modalities import handled_modalities, refused_modalities
@@ -272,33 +272,22 @@ def _image_fields(
 
 
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
+    """Everything a port needs for the image side of ``processor``."""
     processor_cls = type(processor)
     geometry = analyze_geometry(type(processor.image_processor))
     facts, inserted = _replacement(processor, geometry)
     placeholder_source = _attribute_source(processor_cls, facts.token_attr)
     token_attr = f"{facts.token_attr}_id"
+    token_id = token_id_of(processor, facts.token_attr)
     # Some processors name the token (an AddedToken, even) but not its id.
     token_id_from_text = not hasattr(processor, token_attr)
-    update = analyze_layout(processor_cls, placeholder_source, inserted)
-    if update.mode == "replace":
-        update = dataclasses.replace(
-            update, item_prefix=analyze_item_prefix(processor_cls, facts.token_attr)
-        )
+    update = _image_update(
+        processor_cls, facts.token_attr, placeholder_source, inserted
+    )
     static_fields = analyze_output_fields(type(processor.image_processor))
     token_text = str(getattr(processor, facts.token_attr))
-    wrappers = analyze_placeholder_wrappers(processor_cls, facts.token_attr)
-    placeholder = (
-        None
-        if update.mode == "insert"
-        else wrapped_placeholder(
-            processor,
-            facts.token_attr,
-            (wrappers.before, wrappers.after) if wrappers else None,
-        )
-    )
-    embed_token_attr, embed_token_source = _embed_token(
-        snapshot, token_id_of(processor, facts.token_attr)
-    )
+    wrappers, placeholder = _image_placeholder(processor, facts.token_attr, update)
+    embed_token_attr, embed_token_source = _embed_token(snapshot, token_id)
     sources = {f.key: f.source for f in static_fields}
     own_prompt = _own_prompt_source(processor)
     settings = count_settings(
@@ -315,14 +304,13 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         placeholder=token_text,
         placeholder_source=placeholder_source,
         token_attr=token_attr,
-        token_id=token_id_of(processor, facts.token_attr),
+        token_id=token_id,
         token_source=placeholder_source
         if token_id_from_text
         else _attribute_source(processor_cls, token_attr),
         token_id_from_text=token_id_from_text,
         placeholder_differs=placeholder is not None
-        and _token_id(processor, token_text)
-        != token_id_of(processor, facts.token_attr),
+        and _token_id(processor, token_text) != token_id,
         placeholder_wrappers=(wrappers.before, wrappers.after) if wrappers else (),
         wrappers_source=wrappers.source if wrappers else None,
         count=facts.count,
@@ -344,6 +332,33 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         counted_by_hf=counted_by_hf,
         switches=_switch_specs(facts.count, (*settings, *tiling), unfollowed, flipped),
     )
+
+
+def _image_update(
+    processor_cls: type[Any],
+    token_attr: str,
+    placeholder_source: Source,
+    inserted: PromptUpdateSpec | None,
+) -> PromptUpdateSpec:
+    """How HF changes the prompt for an image (or the block its ``__call__`` inserts), with a replaced
+    placeholder's per-item prefix."""
+    update = analyze_layout(processor_cls, placeholder_source, inserted)
+    if update.mode != "replace":
+        return update
+    return dataclasses.replace(
+        update, item_prefix=analyze_item_prefix(processor_cls, token_attr)
+    )
+
+
+def _image_placeholder(
+    processor, token_attr: str, update: PromptUpdateSpec
+) -> tuple[PlaceholderWrappers | None, str | None]:
+    """The wrappers HF demands around the placeholder, and what a prompt holds for one image (None: HF inserts it)."""
+    wrappers = analyze_placeholder_wrappers(type(processor), token_attr)
+    if update.mode == "insert":
+        return wrappers, None
+    pair = (wrappers.before, wrappers.after) if wrappers else None
+    return wrappers, wrapped_placeholder(processor, token_attr, pair)
 
 
 # Calls that cut an item into several (tiles, crops, patches): the switches guarding one.

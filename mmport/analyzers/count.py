@@ -256,6 +256,31 @@ def _count_statements(
     return statements, tainted, uses_geometry
 
 
+def _names_read(
+    statements: list[str], result: str, tainted: set[str], hook: str
+) -> set[str]:
+    """Every name the count's code reads; refused where one holds more of the item than its height and width."""
+    read: set[str] = set()
+    for code in (*statements, result):
+        read |= names_in(cst.parse_module(code))
+    leaked = read & (tainted - GEOMETRY_NAMES)
+    if leaked:
+        raise AnalysisError(
+            f"{hook} counts from {sorted(leaked)}, not only the item's height and width"
+        )
+    return read
+
+
+def _refuse_switched_reads(reads: ItemReadRewriter, hook: str) -> None:
+    """Refuse a count that reads an output HF computes only under a switch: the count cannot see the
+    switch; the whole hook can (:mod:`mmport.analyzers.replacement`)."""
+    switched = [r for r in reads.used.values() if r.kind == "constant"]
+    if switched:
+        raise AnalysisError(
+            f"{hook} reads {switched[0].key!r}, which HF computes only while {switched[0].setting} is on"
+        )
+
+
 def analyze_replacement(
     processor_cls: type[Any],
     modality: str = "image",
@@ -296,21 +321,9 @@ def analyze_replacement(
     result = transplant.code(
         _rewrite_expression(count_expr, rewrites), processor_cls, "processor"
     )
-    read: set[str] = set()
-    for code in (*statements, result):
-        read |= names_in(cst.parse_module(code))
-    leaked = read & (tainted - GEOMETRY_NAMES)
-    if leaked:
-        raise AnalysisError(
-            f"{hook} counts from {sorted(leaked)}, not only the item's height and width"
-        )
+    read = _names_read(statements, result, tainted, hook)
     kwargs_name = star if star in read else ""
-    switched = [r for r in reads.used.values() if r.kind == "constant"]
-    if switched:
-        # The count cannot see the switch; the whole hook can (mmport.analyzers.replacement).
-        raise AnalysisError(
-            f"{hook} reads {switched[0].key!r}, which HF computes only while {switched[0].setting} is on"
-        )
+    _refuse_switched_reads(reads, hook)
     carry_read_helpers(transplant, reads.used, image_processor_cls, api)
     _check_free_names(transplant, statements, result, namespace, hook, kwargs_name)
     rule = CountRule(

@@ -36,7 +36,7 @@ from mmport.analyzers.sourcefile import (
     find_method,
     init_assignment_source,
 )
-from mmport.analyzers.wrappers import analyze_placeholder_wrappers
+from mmport.analyzers.wrappers import PlaceholderWrappers, analyze_placeholder_wrappers
 from mmport.errors import FOREIGN_ERRORS, AnalysisError, one_line
 from mmport.hf.modalities import most_written, sub_processor
 from mmport.hf.processor import (
@@ -561,6 +561,70 @@ def _needs_metadata(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class _Placeholder:
+    """How a prompt marks one item: the token and its wrappers, or nothing where HF's ``__call__`` inserts a block."""
+
+    token_attr: str  # ``video_token``
+    text: str  # the token's text
+    source: Source  # where the processor sets it
+    block: CallBlock | None
+    wrappers: PlaceholderWrappers | None
+    prompt: str  # what a prompt holds for one item ("" with a block)
+    id_from_text: (
+        bool  # the processor names no ``<token_attr>_id``: the port looks the text up
+    )
+    id_source: Source
+
+
+def _placeholder(processor: Any, modality: str) -> _Placeholder:
+    """The modality's placeholder as HF's prompts take it (see :class:`_Placeholder`)."""
+    processor_cls: type = type(processor)
+    token_attr = f"{modality}_token"
+    text = str(getattr(processor, token_attr))
+    source = _attribute_source(processor_cls, token_attr)
+    block = _call_block(processor_cls, modality)
+    wrappers = (
+        None if block else analyze_placeholder_wrappers(processor_cls, token_attr)
+    )
+    # HF inserts a block itself: prompts carry no placeholder.
+    prompt = (
+        ""
+        if block
+        else wrapped_placeholder(
+            processor,
+            token_attr,
+            (wrappers.before, wrappers.after) if wrappers else None,
+        )
+    )
+    from_text = not hasattr(processor, f"{token_attr}_id")
+    id_source = (
+        source if from_text else _attribute_source(processor_cls, f"{token_attr}_id")
+    )
+    return _Placeholder(
+        token_attr, text, source, block, wrappers, prompt, from_text, id_source
+    )
+
+
+def _count_and_update(
+    processor: Any,
+    modality: str,
+    marker: _Placeholder,
+    fields: tuple[FieldSpec, ...],
+    renamed: tuple,
+    sources: dict[str, Source],
+) -> tuple[CountRule, tuple[FieldSpec, ...], PromptUpdateSpec]:
+    """The count, the fields (with any the hook needs kept), and the prompt update: a block's, or the hook's."""
+    processor_cls = type(processor)
+    if marker.block:
+        update = analyze_layout(processor_cls, marker.source, marker.block.update)
+        return marker.block.facts.count, fields, update
+    count, fields = _hook_count(
+        processor, modality, marker.prompt, fields, renamed, sources
+    )
+    return count, fields, _update(processor_cls, marker.source, marker.token_attr)
+
+
 def media_spec(
     snapshot: Any,
     processor: Any,
@@ -575,70 +639,32 @@ def media_spec(
     tokens per prompt in its own ``__call__`` (:mod:`mmport.analyzers.callblock`):
     that block fixes the count and the update, and HF supports one item a prompt.
     """
-    processor_cls: type = type(processor)
-    token_attr = f"{modality}_token"
-    token_text = str(getattr(processor, token_attr))
-    token_id = token_id_of(processor, token_attr)
-    placeholder_source = _attribute_source(processor_cls, token_attr)
-    block = _call_block(processor_cls, modality)
-    wrappers = (
-        None if block else analyze_placeholder_wrappers(processor_cls, token_attr)
-    )
-    # HF inserts a block itself: prompts carry no placeholder.
-    placeholder = (
-        ""
-        if block
-        else wrapped_placeholder(
-            processor,
-            token_attr,
-            (wrappers.before, wrappers.after) if wrappers else None,
-        )
-    )
-    sub_attr, sub = sub_processor(processor, modality)
+    marker = _placeholder(processor, modality)
+    token_id = token_id_of(processor, marker.token_attr)
+    _, sub = sub_processor(processor, modality)
     sources = {f.key: f.source for f in analyze_output_fields(type(sub))}
     limit = (
         observe_limit(processor, modality)
-        if block
-        else _limit(processor, modality, placeholder)
+        if marker.block
+        else _limit(processor, modality, marker.prompt)
     )
-    layout = _fields(
-        processor,
-        modality,
-        placeholder,
-        sources,
-        one_a_prompt=limit == 1 and block is not None,
-    )
+    one_a_prompt = limit == 1 and marker.block is not None
+    layout = _fields(processor, modality, marker.prompt, sources, one_a_prompt)
     fields, renamed_keys = _renamed(layout.fields, taken, modality)
     embed_owner, embed_attr, embed_source = embed_token(
-        snapshot, processor, token_id, modality, placeholder
+        snapshot, processor, token_id, modality, marker.prompt
     )
-    token_id_from_text = not hasattr(processor, f"{token_attr}_id")
-    if block:
-        count, update = (
-            block.facts.count,
-            analyze_layout(processor_cls, placeholder_source, block.update),
-        )
-    else:
-        count, fields = _hook_count(
-            processor, modality, placeholder, fields, renamed_keys, sources
-        )
-        update = _update(processor_cls, placeholder_source, token_attr)
-    parameter = call_parameter(processor_cls, modality)
-    consumed = (
-        None
-        if block or wrappers
-        else consumed_wrappers(processor, modality, token_attr)
+    count, fields, update = _count_and_update(
+        processor, modality, marker, fields, renamed_keys, sources
     )
-    return ModalitySpec(
+    spec = ModalitySpec(
         modality=modality,
-        placeholder=token_text,
-        placeholder_source=placeholder_source,
-        token_attr=f"{token_attr}_id",
+        placeholder=marker.text,
+        placeholder_source=marker.source,
+        token_attr=f"{marker.token_attr}_id",
         token_id=token_id,
-        token_source=placeholder_source
-        if token_id_from_text
-        else _attribute_source(processor_cls, f"{token_attr}_id"),
-        token_id_from_text=token_id_from_text,
+        token_source=marker.id_source,
+        token_id_from_text=marker.id_from_text,
         count=count,
         geometry=GeometryRule("none"),
         update=update,
@@ -647,10 +673,31 @@ def media_spec(
         worst_case_size=None,
         fields_strategy=layout.strategy,
         fields_reason=layout.reason,
-        needs_text=refuses_images_alone(processor, modality),
         embed_token_attr=embed_attr,
         embed_token_source=embed_source,
         embed_token_owner=embed_owner,
+        renamed_keys=renamed_keys,
+    )
+    return _with_call_facts(spec, processor, marker)
+
+
+def _with_call_facts(
+    spec: ModalitySpec, processor: Any, marker: _Placeholder
+) -> ModalitySpec:
+    """``spec`` with what vLLM must hand HF's call: the wrappers a prompt carries (or HF takes in with
+    the placeholder), text beside items, the sub-processor's scope and settings, a video's metadata."""
+    processor_cls: type = type(processor)
+    modality, wrappers = spec.modality, marker.wrappers
+    sub_attr, sub = sub_processor(processor, modality)
+    parameter = call_parameter(processor_cls, modality)
+    consumed = (
+        None
+        if marker.block or wrappers
+        else consumed_wrappers(processor, modality, marker.token_attr)
+    )
+    return dataclasses.replace(
+        spec,
+        needs_text=refuses_images_alone(processor, modality),
         placeholder_wrappers=(wrappers.before, wrappers.after) if wrappers else (),
         wrappers_source=wrappers.source if wrappers else None,
         consumed_wrappers=consumed or (),
@@ -659,13 +706,12 @@ def media_spec(
         else None,
         sub_processor=sub_attr,
         needs_metadata=_needs_metadata(
-            processor, sub, modality, placeholder, count, parameter
+            processor, sub, modality, marker.prompt, spec.count, parameter
         ),
         follows_content=modality == "video"
-        and _follows_content(processor, placeholder),
-        renamed_keys=renamed_keys,
+        and _follows_content(processor, marker.prompt),
         merged_kwargs=takes_merged_kwargs(processor_cls, modality),
-        settings=count_settings(processor, sub, modality, count),
+        settings=count_settings(processor, sub, modality, spec.count),
         call_parameter=parameter,
     )
 
