@@ -617,28 +617,23 @@ def _cover_vocabulary(config: Any, num_tokens: int) -> None:
             layer.vocab_size = num_tokens
 
 
-def build_synthetic(model_type: str, directory: Path) -> None:
-    """Write a synthetic snapshot of ``model_type`` into ``directory``.
-
-    The tokenizer is built twice: once to learn the ordinary text the processor
-    writes around an item (Gemma 3's ``"\\n\\n"`` before ``<start_of_image>``),
-    then with that text merged into whole tokens, as a checkpoint's vocabulary
-    holds it (see :mod:`mmport.sources.tokens`). Tags the processor writes as
-    text (Molmo 2's ``<im_patch>``, Idefics3's ``<row_1_col_1>``) are added
-    tokens in its checkpoints' tokenizers: where the first build shows any,
-    they become added tokens and the text around them is learned again.
-    """
+def _synthetic_config(model_type: str) -> Any:
+    """A default config of ``model_type``, its sub-configs filled in and its model class named."""
     from transformers import CONFIG_MAPPING
 
-    processor_cls = processor_class_for(model_type)
-    config_cls: type[Any] = CONFIG_MAPPING[
-        model_type
-    ]  # a model's own config class, with its own sub-config kwargs
+    # A model's own config class, with its own sub-config kwargs.
+    config_cls: type[Any] = CONFIG_MAPPING[model_type]
     config = config_cls(**optional_sub_configs(config_cls))
     # Real checkpoints name their model class; vLLM resolves models by it.
     architecture = _architecture(model_type)
     config.architectures = [architecture] if architecture else None
-    config_dict = config.to_dict()
+    return config
+
+
+def _token_plan(
+    processor_cls: type[Any], config: Any, config_dict: dict[str, Any]
+) -> TokenPlan:
+    """The first plan of the synthetic vocabulary: the special tokens the processor names or adds, at the ids the config names."""
     named, anonymous = _special_tokens(processor_cls)
     # Tokens the processor adds itself still sit at the id the config names.
     texts = {
@@ -653,12 +648,29 @@ def build_synthetic(model_type: str, directory: Path) -> None:
         for attr, text in looked_up_ids(processor_cls).items()
     }
     texts = {**looked_up, **texts}
-    plan = TokenPlan(
+    return TokenPlan(
         named,
         tuple(anonymous),
         _fixed_ids(config_dict, texts),
         family=tokenizer_family(config),
     )
+
+
+def build_synthetic(model_type: str, directory: Path) -> None:
+    """Write a synthetic snapshot of ``model_type`` into ``directory``.
+
+    The tokenizer is built twice: once to learn the ordinary text the processor
+    writes around an item (Gemma 3's ``"\\n\\n"`` before ``<start_of_image>``),
+    then with that text merged into whole tokens, as a checkpoint's vocabulary
+    holds it (see :mod:`mmport.sources.tokens`). Tags the processor writes as
+    text (Molmo 2's ``<im_patch>``, Idefics3's ``<row_1_col_1>``) are added
+    tokens in its checkpoints' tokenizers: where the first build shows any,
+    they become added tokens and the text around them is learned again.
+    """
+    processor_cls = processor_class_for(model_type)
+    config = _synthetic_config(model_type)
+    config_dict = config.to_dict()
+    plan = _token_plan(processor_cls, config, config_dict)
     processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
     if _writes_its_own_bos(processor):
         plan = dataclasses.replace(plan, adds_bos=False)
