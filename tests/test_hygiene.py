@@ -62,7 +62,7 @@ MAX_FUNCTION_LINES = 60
 # Functions held over the limit for now, each with the reason; an entry that is no
 # longer over fails too, so that it goes.
 LONG_FUNCTIONS = {
-    # Its typer options are its signature (134 lines) and its body is 74 lines;
+    # Its typer options are its signature (132 lines) and its body is 74 lines;
     # cli.py is being reworked apart from this check.
     "mmport/cli.py:verify": "the verify command, split where cli.py is reworked",
 }
