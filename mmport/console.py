@@ -85,115 +85,113 @@ def spec_table(spec) -> Table:
     table.add_column("fact")
     table.add_column("value", overflow="fold")
     table.add_column("HF source", overflow="fold")
-    for row in _entry_rows(spec.entry):
-        table.add_row(*(escape(cell) for cell in row))
-    for m in spec.modalities:
-        if m.modality != "image":
-            for row in _media_rows(m):
-                table.add_row(*(escape(cell) for cell in row))
-            continue
-        update = m.update
-        rows = [
-            ("modality", m.modality, ""),
-            ("placeholder", repr(m.placeholder), str(m.placeholder_source)),
-            ("token id", f"{m.token_attr} = {m.token_id}", str(m.token_source)),
-            (
-                "count rule",
-                "\n".join([*m.count.statements, f"→ {m.count.result}"]),
-                str(m.count.source),
-            ),
-            (
-                "count strategy",
-                m.count.strategy + (f" ({m.count.reason})" if m.count.reason else ""),
-                "",
-            ),
-            *[
-                (f"item {key}", ITEM_READS[kind], str(source))
-                for key, kind, source in m.count.item_reads
-            ],
-            *[
-                ("transplanted", h.owner or h.name, str(h.source))
-                for h in m.count.helpers
-            ],
-            (
-                "item geometry",
-                m.geometry.size_expr or "not used",
-                str(m.geometry.source or ""),
-            ),
-            ("prompt update", f"{update.mode} at {update.target}", str(update.source)),
-            (
-                "non-embedding tokens",
-                ", ".join(update.trailing_tokens) or "none",
-                str(update.source) if update.trailing_tokens else "",
-            ),
-            (
-                "prompt prefix",
-                _prefix(update),
-                str(update.prefix.source) if update.prefix else "",
-            ),
-            ("prompt suffix", _suffix(update), str(update.suffix_source or "")),
-            *_prefix_rows(update.item_prefix),
-            (
-                "special tokens in prompt",
-                "yes" if update.add_special_tokens else "no (HF places BOS itself)",
-                str(update.special_tokens_source or ""),
-            ),
-            *[
-                (
-                    f"field {f.key}",
-                    " ".join(filter(None, (f.layout, f.sizes))),
-                    str(f.source),
-                )
-                for f in m.fields
-            ],
-            (
-                "fields strategy",
-                m.fields_strategy
-                + (f" ({m.fields_reason})" if m.fields_reason else ""),
-                "",
-            ),
-            (
-                "images need text",
-                "yes (port passes placeholders to HF)" if m.needs_text else "no",
-                "",
-            ),
-            (
-                "prompt for an image",
-                "written by HF (a request carries it and one image)"
-                if m.own_prompt_source
-                else "the user's",
-                str(m.own_prompt_source or ""),
-            ),
-            *_setting_rows(m),
-            ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
-            ("worst-case size (h, w)", str(m.worst_case_size), ""),
-        ]
-        for row in rows:
-            table.add_row(*(escape(cell) for cell in row))
-    for row in _encoder_rows(spec):
+    rows = [
+        *_entry_rows(spec.entry),
+        *(
+            row
+            for m in spec.modalities
+            for row in (_image_rows(m) if m.modality == "image" else _media_rows(m))
+        ),
+        *_encoder_rows(spec),
+    ]
+    for row in rows:
         table.add_row(*(escape(cell) for cell in row))
     for note in spec.notes:
         table.add_row("note", escape(note), "")
     return table
 
 
+def _image_rows(m) -> list[tuple[str, str, str]]:
+    """The image side: its placeholder and count, how the prompt changes, its fields and limits."""
+    return [
+        ("modality", m.modality, ""),
+        ("placeholder", repr(m.placeholder), str(m.placeholder_source)),
+        ("token id", f"{m.token_attr} = {m.token_id}", str(m.token_source)),
+        (
+            "count rule",
+            "\n".join([*m.count.statements, f"→ {m.count.result}"]),
+            str(m.count.source),
+        ),
+        ("count strategy", _strategy(m.count.strategy, m.count.reason), ""),
+        *[
+            (f"item {key}", ITEM_READS[kind], str(source))
+            for key, kind, source in m.count.item_reads
+        ],
+        *[("transplanted", h.owner or h.name, str(h.source)) for h in m.count.helpers],
+        (
+            "item geometry",
+            m.geometry.size_expr or "not used",
+            str(m.geometry.source or ""),
+        ),
+        *_update_rows(m.update),
+        *_field_rows(m),
+        (
+            "images need text",
+            "yes (port passes placeholders to HF)" if m.needs_text else "no",
+            "",
+        ),
+        (
+            "prompt for an image",
+            "written by HF (a request carries it and one image)"
+            if m.own_prompt_source
+            else "the user's",
+            str(m.own_prompt_source or ""),
+        ),
+        *_setting_rows(m),
+        ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
+        ("worst-case size (h, w)", str(m.worst_case_size), ""),
+    ]
+
+
+def _strategy(strategy: str, reason: str) -> str:
+    """``delegated (why)``, or the strategy alone where there is no reason."""
+    return strategy + (f" ({reason})" if reason else "")
+
+
+def _update_rows(update) -> list[tuple[str, str, str]]:
+    """How HF changes the prompt around an image: the update, its tokens, prefix and suffix."""
+    return [
+        ("prompt update", f"{update.mode} at {update.target}", str(update.source)),
+        (
+            "non-embedding tokens",
+            ", ".join(update.trailing_tokens) or "none",
+            str(update.source) if update.trailing_tokens else "",
+        ),
+        (
+            "prompt prefix",
+            _prefix(update),
+            str(update.prefix.source) if update.prefix else "",
+        ),
+        ("prompt suffix", _suffix(update), str(update.suffix_source or "")),
+        *_prefix_rows(update.item_prefix),
+        (
+            "special tokens in prompt",
+            "yes" if update.add_special_tokens else "no (HF places BOS itself)",
+            str(update.special_tokens_source or ""),
+        ),
+    ]
+
+
+def _field_rows(m) -> list[tuple[str, str, str]]:
+    """Each field's layout, the outputs renamed apart from another modality's, and how the fields were found."""
+    return [
+        *[
+            (
+                f"field {f.key}",
+                " ".join(filter(None, (f.layout, f.sizes))),
+                str(f.source),
+            )
+            for f in m.fields
+        ],
+        *[("renamed output", f"{old} → {new}", "") for old, new in m.renamed_keys],
+        ("fields strategy", _strategy(m.fields_strategy, m.fields_reason), ""),
+    ]
+
+
 def _media_rows(m) -> list[tuple[str, str, str]]:
     """The video or audio side: its placeholder, how its replacement is computed, its fields."""
     count, outputs = m.count, m.count.outputs
-    if outputs is not None:
-        rule = f"{outputs.hook.name}(processor, the item's HF outputs, 0)"
-        reads = [
-            *(f"output {k}" for k in outputs.reads),
-            *(["video metadata"] if outputs.reads_metadata else []),
-        ]
-    elif count.strategy == "derived":
-        rule, reads = f"→ {count.result} (a block HF's __call__ builds)", []
-    else:
-        rule, reads = (
-            f"HF's _process_{'audio' if m.modality == 'audio' else m.modality + 's'} on the item",
-            [],
-        )
-    parameter = m.call_parameter
+    rule, reads = _media_replacement(m)
     embed = (
         f"{m.embed_token_owner}.{m.embed_token_attr}"
         if m.embed_token_attr
@@ -205,11 +203,7 @@ def _media_rows(m) -> list[tuple[str, str, str]]:
         ("token id", f"{m.token_attr} = {m.token_id}", str(m.token_source)),
         ("embedding token", embed, str(m.embed_token_source or "")),
         ("replacement", rule, str(count.source)),
-        (
-            "count strategy",
-            count.strategy + (f" ({count.reason})" if count.reason else ""),
-            "",
-        ),
+        ("count strategy", _strategy(count.strategy, count.reason), ""),
         *(
             [("prompt update", f"insert at {m.update.target}", str(m.update.source))]
             if m.update.mode == "insert"
@@ -228,60 +222,50 @@ def _media_rows(m) -> list[tuple[str, str, str]]:
             else []
         ),
         *[("transplanted", h.owner or h.name, str(h.source)) for h in count.helpers],
-        *[
-            (
-                f"field {f.key}",
-                " ".join(filter(None, (f.layout, f.sizes))),
-                str(f.source),
-            )
-            for f in m.fields
-        ],
-        *[("renamed output", f"{old} → {new}", "") for old, new in m.renamed_keys],
-        (
-            "fields strategy",
-            m.fields_strategy + (f" ({m.fields_reason})" if m.fields_reason else ""),
-            "",
-        ),
+        *_field_rows(m),
         (
             "needs text",
             "yes (port passes placeholders to HF)" if m.needs_text else "no",
             "",
         ),
-        *(
-            [("HF takes items as", f"{parameter.name}=", str(parameter.source))]
-            if parameter
-            else []
-        ),
-        *(
-            [("sub-processor gets", "the items alone", str(parameter.call_source))]
-            if parameter and not parameter.forwards_settings
-            else []
-        ),
-        *(
-            [
-                (
-                    "video metadata",
-                    "kept beside the frames (vLLM's video_needs_metadata)",
-                    "",
-                )
-            ]
-            if m.needs_metadata
-            else []
-        ),
-        *(
-            [
-                (
-                    "count follows content",
-                    "yes (dummy frames change from frame to frame)",
-                    "",
-                )
-            ]
-            if m.follows_content
-            else []
-        ),
+        *_media_call_rows(m),
         *_setting_rows(m),
         ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
     ]
+
+
+def _media_replacement(m) -> tuple[str, list[str]]:
+    """How a video's or audio's replacement is computed, and what the hook reads for it."""
+    count, outputs = m.count, m.count.outputs
+    if outputs is not None:
+        reads = [
+            *(f"output {k}" for k in outputs.reads),
+            *(["video metadata"] if outputs.reads_metadata else []),
+        ]
+        return f"{outputs.hook.name}(processor, the item's HF outputs, 0)", reads
+    if count.strategy == "derived":
+        return f"→ {count.result} (a block HF's __call__ builds)", []
+    process = "audio" if m.modality == "audio" else m.modality + "s"
+    return f"HF's _process_{process} on the item", []
+
+
+def _media_call_rows(m) -> list[tuple[str, str, str]]:
+    """What HF's call of a video or audio takes: its parameter, the sub-processor's part, the metadata, changing frames."""
+    parameter = m.call_parameter
+    rows = []
+    if parameter:
+        rows.append(("HF takes items as", f"{parameter.name}=", str(parameter.source)))
+    if parameter and not parameter.forwards_settings:
+        rows.append(
+            ("sub-processor gets", "the items alone", str(parameter.call_source))
+        )
+    if m.needs_metadata:
+        metadata = "kept beside the frames (vLLM's video_needs_metadata)"
+        rows.append(("video metadata", metadata, ""))
+    if m.follows_content:
+        changing = "yes (dummy frames change from frame to frame)"
+        rows.append(("count follows content", changing, ""))
+    return rows
 
 
 def _setting_rows(m) -> list[tuple[str, str, str]]:

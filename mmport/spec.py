@@ -11,7 +11,7 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from mmport.media import EMBEDDING_FIELDS
 
@@ -19,10 +19,12 @@ __all__ = [
     "CallParameter",
     "ChatPortSpec",
     "CountRule",
+    "CountStrategy",
     "EdgeMerges",
     "EntryPointSpec",
     "FeaturePath",
     "FieldSpec",
+    "FieldsStrategy",
     "GeometryRule",
     "HelperFunction",
     "ItemPrefix",
@@ -35,6 +37,13 @@ __all__ = [
     "TextPrefix",
     "to_json",
 ]
+
+
+# How a port counts an item: statically (``derived``), or by asking HF at run time (``delegated``).
+CountStrategy = Literal["derived", "delegated"]
+# How a port splits HF's outputs into items: as observed across items (``derived``),
+# or by calling HF on each item alone (``per_item``: HF's batch does not split).
+FieldsStrategy = Literal["derived", "per_item"]
 
 
 @dataclass(frozen=True)
@@ -106,7 +115,7 @@ class CountRule:
     statements: tuple[str, ...]
     result: str
     uses_geometry: bool
-    strategy: str
+    strategy: CountStrategy
     source: Source
     reason: str = ""
     size_dependent: bool = False
@@ -333,7 +342,7 @@ class ModalitySpec:
     worst_case_size: tuple[int, int] | None
     # "derived", or "per_item" when HF batches items in a way that cannot be
     # split (padding across items): the port then calls HF once per item.
-    fields_strategy: str = "derived"
+    fields_strategy: FieldsStrategy = "derived"
     fields_reason: str = ""
     # HF refuses images without text: vLLM's images-only call must carry placeholders.
     needs_text: bool = False

@@ -244,6 +244,28 @@ def test_failure_severity_is_typed_and_in_every_form() -> None:
     assert "silent, only under max_pixels=3136" in message
 
 
+def test_failed_modalities_are_read_off_probes_and_named_modalities_not_messages() -> (
+    None
+):
+    # A probe with items names its modalities; a failure of no such probe names its own, or stands for every one.
+    items = Failure("probe1", "token ids differ", loudness="silent")
+    dummy = Failure(
+        "dummy", "the port's dummy inputs fail", loudness="loud", modalities=("video",)
+    )
+    gate = Failure("probes", "only 1 of 8 image probes compared", loudness="unknown")
+
+    def failed(*failures: Failure) -> set[str]:
+        report = _report(CheckResult("tokens", runs=1, failures=list(failures)))
+        report.probe_modalities = {"probe1": ["image"], "probe2": ["audio"]}
+        return report.failed_modalities()
+
+    assert failed(items) == {"image"}
+    assert failed(dummy) == {"video"}
+    assert failed(gate) == {"image", "audio"}, (
+        "a message naming a modality decides nothing"
+    )
+
+
 def test_port_looking_up_a_text_the_snapshot_lacks_cannot_be_judged(tmp_path) -> None:
     code, report = verify_report("llava", LACKING_PORT, probes=3)
     assert (

@@ -12,10 +12,18 @@ from typing import Any
 
 from mmport import __version__
 from mmport.analyzers.callblock import analyze_call_block
-from mmport.analyzers.count import ReplacementFacts, analyze_replacement
+from mmport.analyzers.count import (
+    CountOutcome,
+    CountStep,
+    HookShape,
+    ReplacementFacts,
+    analyze_replacement,
+    hook_shape,
+)
 from mmport.analyzers.edgemerges import analyze_edge_merges
 from mmport.analyzers.entryport import analyze_entry_port
 from mmport.analyzers.fields import (
+    FieldLayout,
     observe_fields,
     per_item_fields,
     refuses_images_alone,
@@ -38,7 +46,7 @@ from mmport.analyzers.sourcefile import (
     find_method,
     init_assignment_source,
 )
-from mmport.analyzers.wrappers import analyze_placeholder_wrappers
+from mmport.analyzers.wrappers import PlaceholderWrappers, analyze_placeholder_wrappers
 from mmport.errors import AnalysisError
 from mmport.hf.entry import entry_point
 from mmport.hf.modalities import handled_modalities, refused_modalities
@@ -86,55 +94,87 @@ def _architecture(snapshot: Snapshot) -> str:
 def _replacement(
     processor, geometry: GeometryRule
 ) -> tuple[ReplacementFacts, PromptUpdateSpec | None]:
-    """The derived count, else the derived replacement text, else a delegated count (with the reason).
+    """The count's fallback chain: derived, else transplanted, else delegated to HF with the reason.
 
     A processor without a replacement hook may insert a block of image tokens
-    in its own ``__call__``; that block also fixes the prompt update.
+    in its own ``__call__``; that block also fixes the prompt update. Which
+    refusal a delegation carries is read off the hook's shape: a hook that
+    returns ``token * count`` (or none) is the derivation's to read, so its
+    refusal says why; one that returns more is the transplant's.
     """
-    processor_cls, image_processor_cls = (
-        type(processor),
-        type(processor.image_processor),
-    )
+    shape = hook_shape(type(processor))
+    derived = _derived_count(processor, geometry, shape)
+    if derived.facts is not None:
+        return derived.facts, derived.update
+    transplanted = _transplanted_count(processor)
+    if transplanted.facts is not None:
+        return transplanted.facts, None
+    refused = transplanted if shape is HookShape.WHOLE else derived
+    return _delegated_count(processor, refused.reason), None
+
+
+def _derived_count(processor, geometry: GeometryRule, shape: HookShape) -> CountOutcome:
+    """The count read off the hook's ``token * count``, or off the block HF's ``__call__`` inserts (no hook)."""
+    processor_cls = type(processor)
     try:
-        if find_method(processor_cls, "replace_image_token", models_only=True) is None:
+        if shape is HookShape.ABSENT:
             block = analyze_call_block(processor_cls)
-            return block.facts, block.update
-        facts = analyze_replacement(processor_cls, "image", image_processor_cls)
-        if facts.count.uses_geometry and geometry.kind != "fixed":
-            raise AnalysisError(
-                "the count reads an item size that the image processor does not fix"
-            )
-        return facts, None
-    except AnalysisError as exc:
-        first = exc
-    try:
-        # The hook returns more than `token * count`: carry the whole hook over.
-        return ReplacementFacts(
-            analyze_replacement_text(processor_cls, image_processor_cls), "image_token"
-        ), None
-    except AnalysisError as exc:
-        found = find_method(processor_cls, "replace_image_token") or find_method(
-            processor_cls, "__call__"
+            return CountOutcome(CountStep.DERIVED, block.facts, update=block.update)
+        facts = analyze_replacement(
+            processor_cls, "image", type(processor.image_processor)
         )
-        source = found[0].source(found[1]) if found else Source("(processor)", 0)
-        reason = str(first) if "token * count" not in str(first) else str(exc)
-        own_call = own_call_reason(processor_cls, "image")
-        if own_call is not None:
-            reason = f"{own_call}: {reason}"
-            rule = CountRule((), "", False, "delegated", source, reason, via_call=True)
-        else:
-            rule = CountRule(
-                (),
-                "",
-                False,
-                "delegated",
-                source,
-                reason,
-                delegate_args=_process_images_args(
-                    processor_cls, _merged_image_kwargs(processor)
-                ),
-            )
-        return ReplacementFacts(rule, "image_token"), None
+    except AnalysisError as exc:
+        return CountOutcome(CountStep.DERIVED, reason=str(exc))
+    if facts.count.uses_geometry and geometry.kind != "fixed":
+        return CountOutcome(
+            CountStep.DERIVED,
+            reason="the count reads an item size that the image processor does not fix",
+        )
+    return CountOutcome(CountStep.DERIVED, facts)
+
+
+def _transplanted_count(processor) -> CountOutcome:
+    """The whole hook carried over, for one that returns more than ``token * count``."""
+    try:
+        rule = analyze_replacement_text(
+            type(processor), type(processor.image_processor)
+        )
+    except AnalysisError as exc:
+        return CountOutcome(CountStep.TRANSPLANTED, reason=str(exc))
+    return CountOutcome(CountStep.TRANSPLANTED, ReplacementFacts(rule, "image_token"))
+
+
+def _delegated_count(processor, reason: str) -> ReplacementFacts:
+    """HF counts each image at run time: through its own ``__call__``, or its ``_process_images``."""
+    processor_cls = type(processor)
+    found = find_method(processor_cls, "replace_image_token") or find_method(
+        processor_cls, "__call__"
+    )
+    source = found[0].source(found[1]) if found else Source("(processor)", 0)
+    own_call = own_call_reason(processor_cls, "image")
+    if own_call is not None:
+        rule = CountRule(
+            (),
+            "",
+            False,
+            "delegated",
+            source,
+            f"{own_call}: {reason}",
+            via_call=True,
+        )
+    else:
+        rule = CountRule(
+            (),
+            "",
+            False,
+            "delegated",
+            source,
+            reason,
+            delegate_args=_process_images_args(
+                processor_cls, _merged_image_kwargs(processor)
+            ),
+        )
+    return ReplacementFacts(rule, "image_token")
 
 
 def _process_images_args(
@@ -204,66 +244,50 @@ def _embed_token(snapshot: Snapshot, token_id: int) -> tuple[str, Source | None]
 
 def _image_fields(
     processor, placeholder: str | None, sources: dict, flipped, own_prompt
-) -> tuple[tuple, str, str]:
-    """The image fields, how they were found (``derived`` or ``per_item``) and why not derived.
+) -> FieldLayout:
+    """The image fields as observed across items where HF batches them, else item by item, with the reason.
 
-    Observed across items where HF batches them; item by item where it cannot
-    (its outputs do not split) or where it writes its own prompt (one image a
-    request: each key's single row is that image's, see ownprompt).
+    Item by item where HF's outputs do not split, or where it writes its own
+    prompt (one image a request: each key's single row is that image's, see
+    ownprompt), and then ``per_item`` where an image's output has rows of its own.
     """
-    try:
-        if not own_prompt:
-            return (
-                tuple(
-                    observe_fields(processor, placeholder, sources, switches=flipped)
-                ),
-                "derived",
-                "",
-            )
+    if own_prompt:
         fields = per_item_fields(processor, placeholder, sources, switches=flipped)
         if any(f.rows for f in fields):
-            return (
-                tuple(fields),
-                "per_item",
-                "an image's output has rows of its own (tiles)",
+            return FieldLayout(
+                fields, "per_item", "an image's output has rows of its own (tiles)"
             )
-        return tuple(fields), "derived", ""
-    except (AnalysisError, RuntimeError) as exc:
-        return (
-            tuple(per_item_fields(processor, placeholder, sources, switches=flipped)),
-            "per_item",
-            str(exc).splitlines()[0],
+        return FieldLayout(fields)
+    try:
+        return FieldLayout(
+            observe_fields(processor, placeholder, sources, switches=flipped)
         )
+    except (AnalysisError, RuntimeError) as exc:
+        reason = str(exc).splitlines()[0]
+    return FieldLayout(
+        per_item_fields(processor, placeholder, sources, switches=flipped),
+        "per_item",
+        reason,
+    )
 
 
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
+    """Everything a port needs for the image side of ``processor``."""
     processor_cls = type(processor)
     geometry = analyze_geometry(type(processor.image_processor))
     facts, inserted = _replacement(processor, geometry)
     placeholder_source = _attribute_source(processor_cls, facts.token_attr)
     token_attr = f"{facts.token_attr}_id"
+    token_id = token_id_of(processor, facts.token_attr)
     # Some processors name the token (an AddedToken, even) but not its id.
     token_id_from_text = not hasattr(processor, token_attr)
-    update = analyze_layout(processor_cls, placeholder_source, inserted)
-    if update.mode == "replace":
-        update = dataclasses.replace(
-            update, item_prefix=analyze_item_prefix(processor_cls, facts.token_attr)
-        )
+    update = _image_update(
+        processor_cls, facts.token_attr, placeholder_source, inserted
+    )
     static_fields = analyze_output_fields(type(processor.image_processor))
     token_text = str(getattr(processor, facts.token_attr))
-    wrappers = analyze_placeholder_wrappers(processor_cls, facts.token_attr)
-    placeholder = (
-        None
-        if update.mode == "insert"
-        else wrapped_placeholder(
-            processor,
-            facts.token_attr,
-            (wrappers.before, wrappers.after) if wrappers else None,
-        )
-    )
-    embed_token_attr, embed_token_source = _embed_token(
-        snapshot, token_id_of(processor, facts.token_attr)
-    )
+    wrappers, placeholder = _image_placeholder(processor, facts.token_attr, update)
+    embed_token_attr, embed_token_source = _embed_token(snapshot, token_id)
     sources = {f.key: f.source for f in static_fields}
     own_prompt = _own_prompt_source(processor)
     settings = count_settings(
@@ -274,34 +298,31 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
     )
     # The fields must split HF's outputs under each switch a request may flip, as by default.
     flipped = _flipped_switches(processor, [s.name for s in (*settings, *tiling)])
-    fields, fields_strategy, fields_reason = _image_fields(
-        processor, placeholder, sources, flipped, own_prompt
-    )
+    layout = _image_fields(processor, placeholder, sources, flipped, own_prompt)
     return ModalitySpec(
         modality="image",
         placeholder=token_text,
         placeholder_source=placeholder_source,
         token_attr=token_attr,
-        token_id=token_id_of(processor, facts.token_attr),
+        token_id=token_id,
         token_source=placeholder_source
         if token_id_from_text
         else _attribute_source(processor_cls, token_attr),
         token_id_from_text=token_id_from_text,
         placeholder_differs=placeholder is not None
-        and _token_id(processor, token_text)
-        != token_id_of(processor, facts.token_attr),
+        and _token_id(processor, token_text) != token_id,
         placeholder_wrappers=(wrappers.before, wrappers.after) if wrappers else (),
         wrappers_source=wrappers.source if wrappers else None,
         count=facts.count,
         geometry=geometry,
         update=update,
-        fields=fields,
+        fields=layout.fields,
         limit=observe_limit(processor)
         if update.mode == "insert" or own_prompt
         else None,
         worst_case_size=_fixed_size(processor.image_processor, geometry.size_expr),
-        fields_strategy=fields_strategy,
-        fields_reason=fields_reason,
+        fields_strategy=layout.strategy,
+        fields_reason=layout.reason,
         needs_text=update.mode == "replace" and refuses_images_alone(processor),
         embed_token_attr=embed_token_attr,
         embed_token_source=embed_token_source,
@@ -311,6 +332,33 @@ def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
         counted_by_hf=counted_by_hf,
         switches=_switch_specs(facts.count, (*settings, *tiling), unfollowed, flipped),
     )
+
+
+def _image_update(
+    processor_cls: type[Any],
+    token_attr: str,
+    placeholder_source: Source,
+    inserted: PromptUpdateSpec | None,
+) -> PromptUpdateSpec:
+    """How HF changes the prompt for an image (or the block its ``__call__`` inserts), with a replaced
+    placeholder's per-item prefix."""
+    update = analyze_layout(processor_cls, placeholder_source, inserted)
+    if update.mode != "replace":
+        return update
+    return dataclasses.replace(
+        update, item_prefix=analyze_item_prefix(processor_cls, token_attr)
+    )
+
+
+def _image_placeholder(
+    processor, token_attr: str, update: PromptUpdateSpec
+) -> tuple[PlaceholderWrappers | None, str | None]:
+    """The wrappers HF demands around the placeholder, and what a prompt holds for one image (None: HF inserts it)."""
+    wrappers = analyze_placeholder_wrappers(type(processor), token_attr)
+    if update.mode == "insert":
+        return wrappers, None
+    pair = (wrappers.before, wrappers.after) if wrappers else None
+    return wrappers, wrapped_placeholder(processor, token_attr, pair)
 
 
 # Calls that cut an item into several (tiles, crops, patches): the switches guarding one.

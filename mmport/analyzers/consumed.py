@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmport.analyzers.examples import VOCAB_TOKENIZER, invalid, valid
+from mmport.errors import FOREIGN_ERRORS
 from mmport.hf.processor import call_processor, media_kwargs, probe_media
 
 __all__ = ["consumed_wrappers"]
@@ -57,7 +58,7 @@ def consumed_wrappers(
         bare = call_processor(
             processor, token, **media_kwargs(processor, modality, item)
         )["input_ids"][0].tolist()
-    except Exception:  # HF refuses the bare placeholder: nothing to learn here
+    except FOREIGN_ERRORS:  # HF refuses the bare placeholder: nothing to learn here
         return None
     for before in starts:
         for after in ends:
@@ -66,7 +67,7 @@ def consumed_wrappers(
                 wrapped = call_processor(
                     processor, text, **media_kwargs(processor, modality, item)
                 )["input_ids"][0]
-            except Exception:  # HF refuses this pair around the placeholder
+            except FOREIGN_ERRORS:  # HF refuses this pair around the placeholder
                 continue
             wrapped = wrapped.tolist()
             ids = (attributes[before], attributes[after])

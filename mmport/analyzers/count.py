@@ -25,6 +25,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import libcst as cst
@@ -41,9 +42,17 @@ from mmport.analyzers.substitute import (
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
 from mmport.hf.syntax import rewritten
-from mmport.spec import CountRule, Source
+from mmport.spec import CountRule, PromptUpdateSpec, Source
 
-__all__ = ["ReplacementFacts", "analyze_replacement", "port_code"]
+__all__ = [
+    "CountOutcome",
+    "CountStep",
+    "HookShape",
+    "ReplacementFacts",
+    "analyze_replacement",
+    "hook_shape",
+    "port_code",
+]
 
 GEOMETRY_NAMES = frozenset({"height", "width"})
 
@@ -54,6 +63,69 @@ class ReplacementFacts:
 
     count: CountRule
     token_attr: str
+
+
+class CountStep(StrEnum):
+    """The steps of a count's fallback chain, in the order a port tries them."""
+
+    # Read statically: the hook's ``token * count``, HF's own ``__call__`` block, or the hook run on an item's outputs.
+    DERIVED = "derived"
+    # The whole hook carried into the port (it returns more than ``token * count``).
+    TRANSPLANTED = "transplanted"
+    # HF counts each item at run time; the reason says why no step before could.
+    DELEGATED = "delegated"
+
+
+@dataclass(frozen=True)
+class CountOutcome:
+    """What one step of the chain found: the facts, or (``facts`` None) why it found none.
+
+    ``update`` is the prompt update a block HF's own ``__call__`` inserts
+    fixes along with the count (:mod:`mmport.analyzers.callblock`).
+    """
+
+    step: CountStep
+    facts: ReplacementFacts | None = None
+    reason: str = ""
+    update: PromptUpdateSpec | None = None
+
+
+class HookShape(StrEnum):
+    """What the model's ``replace_<modality>_token`` returns, which names the step that ports it."""
+
+    # No hook in the model's code: HF's own ``__call__`` may insert a block of tokens.
+    ABSENT = "absent"
+    # ``self.<name>_token * count``: the count is derived (:func:`analyze_replacement`).
+    REPEATED = "repeated"
+    # More than that: the whole hook is transplanted (:mod:`mmport.analyzers.replacement`).
+    WHOLE = "whole"
+
+
+def hook_shape(processor_cls: type[Any], modality: str = "image") -> HookShape:
+    """The shape of ``processor_cls``'s replacement hook (see :class:`HookShape`).
+
+    The hook is the one :func:`analyze_replacement` reads; it counts only when
+    the model's code (not ProcessorMixin, whose hook only raises) defines one.
+    """
+    hook = f"replace_{modality}_token"
+    if find_method(processor_cls, hook, models_only=True) is None:
+        return HookShape.ABSENT
+    found = find_method(processor_cls, hook)
+    assert found is not None, "the model's code defines it"
+    return HookShape.WHOLE if _returned_repeat(found[1]) is None else HookShape.REPEATED
+
+
+def _returned_repeat(
+    func: cst.FunctionDef,
+) -> tuple[str, cst.BaseExpression] | None:
+    """``(attr, count)`` when the hook's last statement returns ``self.<attr> * count``."""
+    last = func.body.body[-1]
+    ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) else None
+    return (
+        _repeated_token(ret.value)
+        if isinstance(ret, cst.Return) and ret.value
+        else None
+    )
 
 
 def _repeated_token(expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
@@ -184,6 +256,31 @@ def _count_statements(
     return statements, tainted, uses_geometry
 
 
+def _names_read(
+    statements: list[str], result: str, tainted: set[str], hook: str
+) -> set[str]:
+    """Every name the count's code reads; refused where one holds more of the item than its height and width."""
+    read: set[str] = set()
+    for code in (*statements, result):
+        read |= names_in(cst.parse_module(code))
+    leaked = read & (tainted - GEOMETRY_NAMES)
+    if leaked:
+        raise AnalysisError(
+            f"{hook} counts from {sorted(leaked)}, not only the item's height and width"
+        )
+    return read
+
+
+def _refuse_switched_reads(reads: ItemReadRewriter, hook: str) -> None:
+    """Refuse a count that reads an output HF computes only under a switch: the count cannot see the
+    switch; the whole hook can (:mod:`mmport.analyzers.replacement`)."""
+    switched = [r for r in reads.used.values() if r.kind == "constant"]
+    if switched:
+        raise AnalysisError(
+            f"{hook} reads {switched[0].key!r}, which HF computes only while {switched[0].setting} is on"
+        )
+
+
 def analyze_replacement(
     processor_cls: type[Any],
     modality: str = "image",
@@ -204,13 +301,7 @@ def analyze_replacement(
     parsed, func = found
     inputs_param, index_param = (p.name.value for p in func.params.params[1:3])
     body = list(func.body.body)
-    last = body[-1]
-    ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) else None
-    split = (
-        _repeated_token(ret.value)
-        if isinstance(ret, cst.Return) and ret.value
-        else None
-    )
+    split = _returned_repeat(func)
     if split is None:
         raise AnalysisError(
             f"{hook} of {processor_cls.__name__} does not return `token * count`"
@@ -230,21 +321,9 @@ def analyze_replacement(
     result = transplant.code(
         _rewrite_expression(count_expr, rewrites), processor_cls, "processor"
     )
-    read: set[str] = set()
-    for code in (*statements, result):
-        read |= names_in(cst.parse_module(code))
-    leaked = read & (tainted - GEOMETRY_NAMES)
-    if leaked:
-        raise AnalysisError(
-            f"{hook} counts from {sorted(leaked)}, not only the item's height and width"
-        )
+    read = _names_read(statements, result, tainted, hook)
     kwargs_name = star if star in read else ""
-    switched = [r for r in reads.used.values() if r.kind == "constant"]
-    if switched:
-        # The count cannot see the switch; the whole hook can (mmport.analyzers.replacement).
-        raise AnalysisError(
-            f"{hook} reads {switched[0].key!r}, which HF computes only while {switched[0].setting} is on"
-        )
+    _refuse_switched_reads(reads, hook)
     carry_read_helpers(transplant, reads.used, image_processor_cls, api)
     _check_free_names(transplant, statements, result, namespace, hook, kwargs_name)
     rule = CountRule(
@@ -332,5 +411,31 @@ EXAMPLES = [
         lambda snippet: analyze_replacement(snippet.Gemma3Processor),
         refusal=AnalysisError,
         match="does not return `token \\* count`",
+    ),
+    valid(
+        "llava_hook_repeats_its_token",
+        _LLAVA,
+        lambda snippet: hook_shape(snippet.LlavaProcessor),
+        HookShape.REPEATED,
+    ),
+    valid(
+        "gemma3_hook_returns_a_whole_sequence",
+        """
+        class Gemma3Processor:
+            def replace_image_token(self, image_inputs: dict, image_idx: int, **kwargs) -> str:
+                return self.full_image_sequence
+        """,
+        lambda snippet: hook_shape(snippet.Gemma3Processor),
+        HookShape.WHOLE,
+    ),
+    invalid(
+        "blip2_has_no_hook_of_its_own",
+        """
+        class Blip2Processor:
+            def __call__(self, images=None, text=None, **kwargs):
+                return self.tokenizer(self.image_token.content * self.num_query_tokens + text)
+        """,
+        lambda snippet: hook_shape(snippet.Blip2Processor),
+        expected=HookShape.ABSENT,
     ),
 ]

@@ -24,6 +24,7 @@ from typing import Any
 
 from mmport.analyzers.examples import VOCAB_TOKENIZER, invalid, snippet_line, valid
 from mmport.edgetokens import retokenize_edges
+from mmport.errors import FOREIGN_ERRORS
 from mmport.hf.processor import text_boundaries
 from mmport.spec import EdgeMerges, Source
 
@@ -119,7 +120,7 @@ def analyze_edge_merges(
                     == expected
                 ):
                     seen.append(shown)
-    except Exception:  # HF refuses these prompts (wrapped or counted placeholders): nothing to learn here
+    except FOREIGN_ERRORS:  # HF refuses these prompts (wrapped or counted placeholders): nothing to learn here
         if not seen:
             return None
     return EdgeMerges(tuple(seen), source) if seen else None

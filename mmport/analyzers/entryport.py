@@ -29,7 +29,7 @@ from mmport import __version__
 from mmport.analyzers.entrypoint import _MOLMO, read_entry_point
 from mmport.analyzers.examples import invalid, snippet_line, valid
 from mmport.analyzers.sourcefile import relative_source_path
-from mmport.errors import AnalysisError, BadReferenceError, one_line
+from mmport.errors import FOREIGN_ERRORS, AnalysisError, BadReferenceError, one_line
 from mmport.hf.entry import call_entry
 from mmport.hf.modalities import most_written
 from mmport.hf.processor import probe_media
@@ -69,9 +69,8 @@ def _run(processor: Any, entry: EntryPointSpec, images: list) -> dict[str, Any]:
     """HF's entry point on an empty prompt and ``images``; a refusal is the snapshot's fault."""
     try:
         return dict(call_entry(processor, entry.method, "", images))
-    except (
-        Exception
-    ) as exc:  # whatever HF raises: the reference cannot take an ordinary image
+    except FOREIGN_ERRORS as exc:
+        # whatever HF raises: the reference cannot take an ordinary image
         raise BadReferenceError(
             f"{type(processor).__name__}.{entry.method} ({entry.source}) rejects an empty prompt "
             f"with {len(images)} ordinary image(s): {one_line(exc)}"

@@ -15,23 +15,39 @@ Keys the processor drops (``unused_input_names``) never appear here.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mmport.analyzers.examples import VOCAB_TOKENIZER, invalid, valid
-from mmport.errors import AnalysisError
+from mmport.errors import FOREIGN_ERRORS, AnalysisError
 from mmport.hf.processor import call_processor, media_kwargs, probe_media
 from mmport.hf.processor import (
     run_items as _run,
 )  # the name this module's rules were written with
-from mmport.spec import FieldSpec, Source
+from mmport.spec import FieldSpec, FieldsStrategy, Source
 
-__all__ = ["observe_fields", "per_item_fields", "refuses_images_alone"]
+__all__ = [
+    "FieldLayout",
+    "observe_fields",
+    "per_item_fields",
+    "refuses_images_alone",
+]
 
 # How HF refuses probe items under a flipped switch: a value or type it rejects,
 # a tensor it cannot build, or its own code path the switch leaves broken
 # (transformers 5.20's MiniCPM-V 4.6 preprocessing reads an unset local, an
 # UnboundLocalError, when do_resize is off).
 HF_REFUSALS = (ValueError, TypeError, RuntimeError, NameError)
+
+
+@dataclass(frozen=True)
+class FieldLayout:
+    """How a port splits HF's outputs into items, and (``per_item``) why not as observed across items."""
+
+    fields: tuple[FieldSpec, ...]
+    strategy: FieldsStrategy = "derived"
+    reason: str = ""
+
 
 # Candidate size expressions over a batched integer key K, tried in order.
 SIZE_EXPRESSIONS = ("{k}.prod(-1)", "{k}", "{k}.sum(-1)")
@@ -230,7 +246,7 @@ def refuses_images_alone(processor: Any, modality: str = "image") -> bool:
             None,
             **media_kwargs(processor, modality, [probe_media(modality, 0)]),
         )
-    except Exception:
+    except FOREIGN_ERRORS:  # HF's refusal is the answer
         return True
     return False
 

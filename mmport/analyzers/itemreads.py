@@ -413,76 +413,76 @@ def _part_of_count(key: str, count: str) -> bool:
 
 
 def _method_reads(
-    parsed: ParsedClass, func: cst.FunctionDef, patches
+    parsed: ParsedClass, func: cst.FunctionDef, patches: _Patches | None
 ) -> list[ItemRead]:
+    """Each output key ``func`` fills that one item's size explains, read as :class:`ItemRead`."""
     visitor = _OutputKeys()
     func.visit(visitor)
-    reads = []
-    for key, variable in visitor.keys.items():
-        if patches is not None and patches.kind == "tuple":
-            # The function names its counts as the processor names its outputs (``num_rows`` → "rows").
-            position = next(
-                (i for i, n in enumerate(patches.names) if n in (key, f"num_{key}")), -1
-            )
-            if position >= 0:
-                reads.append(ItemRead(key, "item", patches.source, position=position))
-                continue
-        if (
-            patches is not None
-            and patches.kind == "count"
-            and patches.names[0] in (key, f"num_{key}")
-        ):
-            reads.append(ItemRead(key, "count", patches.source))
-            continue
-        if (
-            patches is not None
-            and patches.kind == "count"
-            and patches.base
-            and _part_of_count(key, patches.names[0])
-        ):
-            # ``num_patches = 1  # global view`` then ``num_patches += ...``: the output
-            # counts the added part, the function's count less its starting value.
-            reads.append(
-                ItemRead(key, "part", patches.base_source, offset=patches.base)
-            )
-            continue
-        if (
-            patches is not None
-            and patches.resize is not None
-            and variable in visitor.processed_sizes
-        ):
-            # The sizes of the processed images are the size the function counts from, after its resize.
-            reads.append(
-                ItemRead(key, "resized", patches.resize, value=PATCHES_FUNCTION)
-            )
-            continue
-        if variable in visitor.constants:
-            value, setting, node = visitor.constants[variable]
-            reads.append(
-                ItemRead(
-                    key, "constant", parsed.source(node), value=value, setting=setting
-                )
-            )
-        elif variable in visitor.sizes:
-            reads.append(ItemRead(key, "size", parsed.source(visitor.sizes[variable])))
-        elif (
-            visitor.grids
-            and patches is not None
-            and variable in _flows_from(visitor, visitor.grids[0])
-        ):
-            grid = visitor.grids[0]
-            names = tuple(
-                cst.ensure_type(el.value, cst.Name).value for el in grid.elements[1:]
-            )  # visit_List keeps only such grids
-            if patches.kind == "pair" or set(patches.names) == set(names):
-                reads.append(
-                    ItemRead(
-                        key,
-                        "grid" if patches.kind == "pair" else "patches",
-                        parsed.source(grid),
-                    )
-                )
-    return reads
+    reads = (
+        (_patches_read(visitor, patches, key, variable) if patches else None)
+        or _local_read(parsed, visitor, patches, key, variable)
+        for key, variable in visitor.keys.items()
+    )
+    return [read for read in reads if read is not None]
+
+
+def _patches_read(
+    visitor: _OutputKeys, patches: _Patches, key: str, variable: str
+) -> ItemRead | None:
+    """The key as part of what ``get_number_of_image_patches`` returns: one of its counts, the count,
+    the count less its starting value, or the processed size it counts from."""
+    if patches.kind == "tuple":
+        # The function names its counts as the processor names its outputs (``num_rows`` → "rows").
+        position = next(
+            (i for i, n in enumerate(patches.names) if n in (key, f"num_{key}")), -1
+        )
+        if position >= 0:
+            return ItemRead(key, "item", patches.source, position=position)
+    if patches.kind == "count" and patches.names[0] in (key, f"num_{key}"):
+        return ItemRead(key, "count", patches.source)
+    if (
+        patches.kind == "count"
+        and patches.base
+        and patches.base_source is not None  # set with base
+        and _part_of_count(key, patches.names[0])
+    ):
+        # ``num_patches = 1  # global view`` then ``num_patches += ...``: the output
+        # counts the added part, the function's count less its starting value.
+        return ItemRead(key, "part", patches.base_source, offset=patches.base)
+    if patches.resize is not None and variable in visitor.processed_sizes:
+        # The sizes of the processed images are the size the function counts from, after its resize.
+        return ItemRead(key, "resized", patches.resize, value=PATCHES_FUNCTION)
+    return None
+
+
+def _local_read(
+    parsed: ParsedClass,
+    visitor: _OutputKeys,
+    patches: _Patches | None,
+    key: str,
+    variable: str,
+) -> ItemRead | None:
+    """The key as the method computes it: a constant (under a switch), the item's size, or its patch grid."""
+    if variable in visitor.constants:
+        value, setting, node = visitor.constants[variable]
+        return ItemRead(
+            key, "constant", parsed.source(node), value=value, setting=setting
+        )
+    if variable in visitor.sizes:
+        return ItemRead(key, "size", parsed.source(visitor.sizes[variable]))
+    if (
+        visitor.grids
+        and patches is not None
+        and variable in _flows_from(visitor, visitor.grids[0])
+    ):
+        grid = visitor.grids[0]
+        names = tuple(
+            cst.ensure_type(el.value, cst.Name).value for el in grid.elements[1:]
+        )  # visit_List keeps only such grids
+        if patches.kind == "pair" or set(patches.names) == set(names):
+            kind = "grid" if patches.kind == "pair" else "patches"
+            return ItemRead(key, kind, parsed.source(grid))
+    return None
 
 
 def analyze_item_reads(image_processor_cls: type[Any]) -> dict[str, ItemRead]:

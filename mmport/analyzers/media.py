@@ -17,8 +17,10 @@ from typing import Any
 from mmport.analyzers.callblock import CallBlock, analyze_call_block
 from mmport.analyzers.callparams import call_parameter
 from mmport.analyzers.consumed import consumed_wrappers
+from mmport.analyzers.count import CountOutcome, CountStep, ReplacementFacts
 from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.fields import (
+    FieldLayout,
     observe_fields,
     per_item_fields,
     refuses_images_alone,
@@ -34,8 +36,8 @@ from mmport.analyzers.sourcefile import (
     find_method,
     init_assignment_source,
 )
-from mmport.analyzers.wrappers import analyze_placeholder_wrappers
-from mmport.errors import AnalysisError, one_line
+from mmport.analyzers.wrappers import PlaceholderWrappers, analyze_placeholder_wrappers
+from mmport.errors import FOREIGN_ERRORS, AnalysisError, one_line
 from mmport.hf.modalities import most_written, sub_processor
 from mmport.hf.processor import (
     call_processor,
@@ -56,6 +58,10 @@ from mmport.spec import (
 )
 
 __all__ = ["media_spec"]
+
+# Why two items' outputs give no field layout: they cannot be split (AnalysisError),
+# or HF cannot batch two such items at all (ragged frame counts).
+_UNSPLIT: tuple[type[Exception], ...] = (AnalysisError, *FOREIGN_ERRORS)
 
 
 def _attribute_source(processor_cls: type[Any], attr: str) -> Source:
@@ -139,7 +145,7 @@ def _expanded_id(
             **media_kwargs(processor, modality, [probe_media(modality, 0)]),
         )["input_ids"][0].tolist()
         bare = set(call_processor(processor, "", [])["input_ids"][0].tolist())
-    except Exception:
+    except FOREIGN_ERRORS:  # HF refuses one item with its placeholder, or text alone
         return None
     if token_id in ids:
         return token_id
@@ -153,44 +159,31 @@ def _count(
     names: tuple[tuple[str, str], ...] = (),
     batch_axis: tuple[str, ...] = (),
 ) -> CountRule:
-    """The hook on the item's outputs, else a visible delegation: to HF's ``_process_<modality>``,
-    or, where only HF's own ``__call__`` expands the placeholder, to that call on the item alone."""
+    """The hook on the item's outputs, else a visible delegation (see :func:`_delegated_count`)."""
+    derived = _hook_on_outputs(processor, modality, kept, names, batch_axis)
+    if derived.facts is not None:
+        return derived.facts.count
+    return _delegated_count(processor, modality, derived.reason)
+
+
+def _hook_on_outputs(
+    processor: Any,
+    modality: str,
+    kept: set[str],
+    names: tuple[tuple[str, str], ...],
+    batch_axis: tuple[str, ...],
+) -> CountOutcome:
+    """The count as the replacement hook reads it off the item's own HF outputs, or why it cannot be."""
     try:
         sub_kept = set(_sub_outputs(processor, modality))
-    except Exception:  # the sub-processor needs what only the processor passes it
+    except FOREIGN_ERRORS:  # the sub-processor needs what only the processor passes it
         sub_kept = set()
     try:
         rule = analyze_output_hook(type(processor), modality, kept, sub_kept)
-        rule = dataclasses.replace(rule, names=names, batch_axis=batch_axis)
     except AnalysisError as exc:
-        own_call = own_call_reason(type(processor), modality)
-        if own_call is not None:
-            # Only HF's own __call__ gives an item's replacement (see mmport.analyzers.owncall).
-            call = find_method(type(processor), "__call__", models_only=True)
-            assert call is not None, "own_call_reason found it"
-            hook = find_method(
-                type(processor), f"replace_{modality}_token", models_only=True
-            )
-            reason = (
-                own_call
-                if hook is None
-                else f"{own_call}; its hook is not derived either ({exc})"
-            )
-            return CountRule(
-                (),
-                "",
-                False,
-                "delegated",
-                call[0].source(call[1]),
-                reason,
-                via_call=True,
-            )
-        hook = find_method(type(processor), f"replace_{modality}_token") or find_method(
-            type(processor), "__call__"
-        )
-        source = hook[0].source(hook[1]) if hook else Source("(processor)", 0)
-        return CountRule((), "", False, "delegated", source, str(exc))
-    return CountRule(
+        return CountOutcome(CountStep.DERIVED, reason=str(exc))
+    rule = dataclasses.replace(rule, names=names, batch_axis=batch_axis)
+    count = CountRule(
         (),
         "",
         False,
@@ -200,6 +193,38 @@ def _count(
         imports=rule.imports,
         outputs=rule,
     )
+    return CountOutcome(CountStep.DERIVED, ReplacementFacts(count, f"{modality}_token"))
+
+
+def _delegated_count(processor: Any, modality: str, reason: str) -> CountRule:
+    """HF counts each item at run time: its ``_process_<modality>``, or, where only HF's own
+    ``__call__`` expands the placeholder, that call on the item alone."""
+    processor_cls = type(processor)
+    own_call = own_call_reason(processor_cls, modality)
+    if own_call is not None:
+        # Only HF's own __call__ gives an item's replacement (see mmport.analyzers.owncall).
+        call = find_method(processor_cls, "__call__", models_only=True)
+        assert call is not None, "own_call_reason found it"
+        hook = find_method(processor_cls, f"replace_{modality}_token", models_only=True)
+        why = (
+            own_call
+            if hook is None
+            else f"{own_call}; its hook is not derived either ({reason})"
+        )
+        return CountRule(
+            (),
+            "",
+            False,
+            "delegated",
+            call[0].source(call[1]),
+            why,
+            via_call=True,
+        )
+    found = find_method(processor_cls, f"replace_{modality}_token") or find_method(
+        processor_cls, "__call__"
+    )
+    source = found[0].source(found[1]) if found else Source("(processor)", 0)
+    return CountRule((), "", False, "delegated", source, reason)
 
 
 def _fields(
@@ -208,28 +233,26 @@ def _fields(
     placeholder: str | None,
     sources: dict[str, Source],
     one_a_prompt: bool = False,
-) -> tuple[tuple, str, str]:
+) -> FieldLayout:
     """The observed field layout, or one batched field per key (and why) where HF's batch cannot be split.
 
     With ``one_a_prompt`` (HF's one block a prompt) no request holds two items:
     each key's single row is its item's.
     """
     if one_a_prompt:
-        return per_item_fields(processor, placeholder, sources, modality), "derived", ""
+        return FieldLayout(per_item_fields(processor, placeholder, sources, modality))
     try:
-        return observe_fields(processor, placeholder, sources, modality), "derived", ""
-    except Exception as exc:  # HF cannot batch two such items (ragged frame counts), or they cannot be split
+        return FieldLayout(observe_fields(processor, placeholder, sources, modality))
+    except _UNSPLIT as exc:
+        # HF cannot batch two such items (ragged frame counts), or they cannot be split
         reason = str(exc).splitlines()[0]
     try:
-        return (
-            per_item_fields(processor, placeholder, sources, modality),
-            "per_item",
-            reason,
-        )
-    except Exception as exc:
+        fields = per_item_fields(processor, placeholder, sources, modality)
+    except FOREIGN_ERRORS as exc:
         raise AnalysisError(
             f"HF refuses even one {modality} with its placeholder ({one_line(exc)})"
         ) from exc
+    return FieldLayout(fields, "per_item", reason)
 
 
 def _follows_metadata(processor: Any, placeholder: str) -> bool:
@@ -248,7 +271,9 @@ def _follows_metadata(processor: Any, placeholder: str) -> bool:
                 [],
                 videos=[(frames, video_metadata(4, 64, 48, fps))],
             )
-        except Exception:
+        except (
+            FOREIGN_ERRORS
+        ):  # HF refuses the video at this frame rate: nothing follows it
             return False
         answers.append({k: v for k, v in out.items() if isinstance(v, torch.Tensor)})
     first, second = answers
@@ -273,7 +298,7 @@ def _follows_content(processor: Any, placeholder: str) -> bool:
                 [],
                 videos=[(frames, video_metadata(4, 64, 64, 2.0))],
             )
-        except Exception:
+        except FOREIGN_ERRORS:  # HF refuses the video: no count to compare
             return False
         lengths.append(out["input_ids"].shape[-1])
     return lengths[0] != lengths[1]
@@ -320,7 +345,7 @@ def _hook_names(
     try:
         final = run_items(processor, [probe_media(modality, 0)], placeholder, modality)
         direct = _sub_outputs(processor, modality)
-    except Exception:
+    except FOREIGN_ERRORS:  # HF refuses the item: no outputs to match names across
         final, direct = {}, {}
     names, batch_axis = [], []
     for field in fields:
@@ -351,7 +376,9 @@ def _one_per_item(processor: Any, modality: str, keys: tuple[str, ...]) -> bool:
     try:
         together = _sub_outputs(processor, modality, both=True)
         alone = [_sub_outputs(processor, modality, index=i) for i in range(2)]
-    except Exception:
+    except (
+        FOREIGN_ERRORS
+    ):  # the sub-processor refuses the items: nothing to keep per item
         return False
     for key in keys:
         values = [
@@ -410,7 +437,7 @@ def _limit(processor: Any, modality: str, placeholder: str) -> int | None:
             placeholder,
             modality,
         )
-    except Exception:
+    except FOREIGN_ERRORS:  # HF refuses two items in one prompt: one a prompt
         return 1
     return None
 
@@ -534,6 +561,70 @@ def _needs_metadata(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class _Placeholder:
+    """How a prompt marks one item: the token and its wrappers, or nothing where HF's ``__call__`` inserts a block."""
+
+    token_attr: str  # ``video_token``
+    text: str  # the token's text
+    source: Source  # where the processor sets it
+    block: CallBlock | None
+    wrappers: PlaceholderWrappers | None
+    prompt: str  # what a prompt holds for one item ("" with a block)
+    id_from_text: (
+        bool  # the processor names no ``<token_attr>_id``: the port looks the text up
+    )
+    id_source: Source
+
+
+def _placeholder(processor: Any, modality: str) -> _Placeholder:
+    """The modality's placeholder as HF's prompts take it (see :class:`_Placeholder`)."""
+    processor_cls: type = type(processor)
+    token_attr = f"{modality}_token"
+    text = str(getattr(processor, token_attr))
+    source = _attribute_source(processor_cls, token_attr)
+    block = _call_block(processor_cls, modality)
+    wrappers = (
+        None if block else analyze_placeholder_wrappers(processor_cls, token_attr)
+    )
+    # HF inserts a block itself: prompts carry no placeholder.
+    prompt = (
+        ""
+        if block
+        else wrapped_placeholder(
+            processor,
+            token_attr,
+            (wrappers.before, wrappers.after) if wrappers else None,
+        )
+    )
+    from_text = not hasattr(processor, f"{token_attr}_id")
+    id_source = (
+        source if from_text else _attribute_source(processor_cls, f"{token_attr}_id")
+    )
+    return _Placeholder(
+        token_attr, text, source, block, wrappers, prompt, from_text, id_source
+    )
+
+
+def _count_and_update(
+    processor: Any,
+    modality: str,
+    marker: _Placeholder,
+    fields: tuple[FieldSpec, ...],
+    renamed: tuple,
+    sources: dict[str, Source],
+) -> tuple[CountRule, tuple[FieldSpec, ...], PromptUpdateSpec]:
+    """The count, the fields (with any the hook needs kept), and the prompt update: a block's, or the hook's."""
+    processor_cls = type(processor)
+    if marker.block:
+        update = analyze_layout(processor_cls, marker.source, marker.block.update)
+        return marker.block.facts.count, fields, update
+    count, fields = _hook_count(
+        processor, modality, marker.prompt, fields, renamed, sources
+    )
+    return count, fields, _update(processor_cls, marker.source, marker.token_attr)
+
+
 def media_spec(
     snapshot: Any,
     processor: Any,
@@ -548,82 +639,65 @@ def media_spec(
     tokens per prompt in its own ``__call__`` (:mod:`mmport.analyzers.callblock`):
     that block fixes the count and the update, and HF supports one item a prompt.
     """
-    processor_cls: type = type(processor)
-    token_attr = f"{modality}_token"
-    token_text = str(getattr(processor, token_attr))
-    token_id = token_id_of(processor, token_attr)
-    placeholder_source = _attribute_source(processor_cls, token_attr)
-    block = _call_block(processor_cls, modality)
-    wrappers = (
-        None if block else analyze_placeholder_wrappers(processor_cls, token_attr)
-    )
-    # HF inserts a block itself: prompts carry no placeholder.
-    placeholder = (
-        ""
-        if block
-        else wrapped_placeholder(
-            processor,
-            token_attr,
-            (wrappers.before, wrappers.after) if wrappers else None,
-        )
-    )
-    sub_attr, sub = sub_processor(processor, modality)
+    marker = _placeholder(processor, modality)
+    token_id = token_id_of(processor, marker.token_attr)
+    _, sub = sub_processor(processor, modality)
     sources = {f.key: f.source for f in analyze_output_fields(type(sub))}
     limit = (
         observe_limit(processor, modality)
-        if block
-        else _limit(processor, modality, placeholder)
+        if marker.block
+        else _limit(processor, modality, marker.prompt)
     )
-    fields, fields_strategy, fields_reason = _fields(
-        processor,
-        modality,
-        placeholder,
-        sources,
-        one_a_prompt=limit == 1 and block is not None,
-    )
-    fields, renamed_keys = _renamed(fields, taken, modality)
+    one_a_prompt = limit == 1 and marker.block is not None
+    layout = _fields(processor, modality, marker.prompt, sources, one_a_prompt)
+    fields, renamed_keys = _renamed(layout.fields, taken, modality)
     embed_owner, embed_attr, embed_source = embed_token(
-        snapshot, processor, token_id, modality, placeholder
+        snapshot, processor, token_id, modality, marker.prompt
     )
-    token_id_from_text = not hasattr(processor, f"{token_attr}_id")
-    if block:
-        count, update = (
-            block.facts.count,
-            analyze_layout(processor_cls, placeholder_source, block.update),
-        )
-    else:
-        count, fields = _hook_count(
-            processor, modality, placeholder, fields, renamed_keys, sources
-        )
-        update = _update(processor_cls, placeholder_source, token_attr)
-    parameter = call_parameter(processor_cls, modality)
-    consumed = (
-        None
-        if block or wrappers
-        else consumed_wrappers(processor, modality, token_attr)
+    count, fields, update = _count_and_update(
+        processor, modality, marker, fields, renamed_keys, sources
     )
-    return ModalitySpec(
+    spec = ModalitySpec(
         modality=modality,
-        placeholder=token_text,
-        placeholder_source=placeholder_source,
-        token_attr=f"{token_attr}_id",
+        placeholder=marker.text,
+        placeholder_source=marker.source,
+        token_attr=f"{marker.token_attr}_id",
         token_id=token_id,
-        token_source=placeholder_source
-        if token_id_from_text
-        else _attribute_source(processor_cls, f"{token_attr}_id"),
-        token_id_from_text=token_id_from_text,
+        token_source=marker.id_source,
+        token_id_from_text=marker.id_from_text,
         count=count,
         geometry=GeometryRule("none"),
         update=update,
         fields=fields,
         limit=limit,
         worst_case_size=None,
-        fields_strategy=fields_strategy,
-        fields_reason=fields_reason,
-        needs_text=refuses_images_alone(processor, modality),
+        fields_strategy=layout.strategy,
+        fields_reason=layout.reason,
         embed_token_attr=embed_attr,
         embed_token_source=embed_source,
         embed_token_owner=embed_owner,
+        renamed_keys=renamed_keys,
+    )
+    return _with_call_facts(spec, processor, marker)
+
+
+def _with_call_facts(
+    spec: ModalitySpec, processor: Any, marker: _Placeholder
+) -> ModalitySpec:
+    """``spec`` with what vLLM must hand HF's call: the wrappers a prompt carries (or HF takes in with
+    the placeholder), text beside items, the sub-processor's scope and settings, a video's metadata."""
+    processor_cls: type = type(processor)
+    modality, wrappers = spec.modality, marker.wrappers
+    sub_attr, sub = sub_processor(processor, modality)
+    parameter = call_parameter(processor_cls, modality)
+    consumed = (
+        None
+        if marker.block or wrappers
+        else consumed_wrappers(processor, modality, marker.token_attr)
+    )
+    return dataclasses.replace(
+        spec,
+        needs_text=refuses_images_alone(processor, modality),
         placeholder_wrappers=(wrappers.before, wrappers.after) if wrappers else (),
         wrappers_source=wrappers.source if wrappers else None,
         consumed_wrappers=consumed or (),
@@ -632,13 +706,12 @@ def media_spec(
         else None,
         sub_processor=sub_attr,
         needs_metadata=_needs_metadata(
-            processor, sub, modality, placeholder, count, parameter
+            processor, sub, modality, marker.prompt, spec.count, parameter
         ),
         follows_content=modality == "video"
-        and _follows_content(processor, placeholder),
-        renamed_keys=renamed_keys,
+        and _follows_content(processor, marker.prompt),
         merged_kwargs=takes_merged_kwargs(processor_cls, modality),
-        settings=count_settings(processor, sub, modality, count),
+        settings=count_settings(processor, sub, modality, spec.count),
         call_parameter=parameter,
     )
 

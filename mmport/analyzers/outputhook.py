@@ -217,6 +217,61 @@ def _defines(stmt: cst.CSTNode) -> set[str]:
     return names | _mutated(stmt)
 
 
+def _sliced(
+    body: list[cst.BaseStatement],
+    start: int,
+    variable: str,
+    name: str,
+    missing: list[str],
+    kept: set[str],
+    attrs: set[str],
+) -> tuple[list[cst.BaseStatement], set[str]]:
+    """The lines of ``body`` (but the sub-processor call at ``start``) that compute ``missing`` keys of
+    ``variable`` and ``attrs`` of ``self``, in reverse order, and the names they read.
+
+    Walked backwards from the end: a line is kept when it sets a key or
+    attribute still needed, or binds a name a kept line reads; what it reads
+    is needed in turn. Refused where a kept line runs the sub-processor again,
+    or where something needed is never computed from the item's kept outputs.
+    """
+    needed_keys, needed_attrs = set(missing), set(attrs)
+    needed_names: set[str] = set()
+    chosen: list[cst.BaseStatement] = []
+    rerun = m.Call(
+        func=m.Attribute(
+            value=m.Attribute(value=m.Name("self"), attr=m.Name(_sub_attr(body[start])))
+        )
+    )
+    for stmt in reversed(body[:start] + body[start + 1 :]):
+        key, attr = _assigned_key(stmt, variable), _self_attribute(stmt)
+        defines = _defines(stmt) if key is None and attr is None else set()
+        if not (
+            (key is not None and key in needed_keys)
+            or (attr is not None and attr in needed_attrs)
+            or (defines & needed_names)
+        ):
+            continue
+        if m.findall(stmt, rerun):
+            raise AnalysisError(
+                f"{name} computes {missing or sorted(attrs)} with a second run of its sub-processor"
+            )
+        chosen.append(stmt)
+        needed_keys.discard(key)
+        needed_attrs.discard(attr)
+        # What the line reads; a name it only fills in place (``x.append``) is still read, as it must exist.
+        needed_names |= (
+            names_in(stmt) - (bound_names(stmt) - _mutated(stmt)) - {variable, "self"}
+        )
+        needed_keys |= (
+            set(_subscript_keys(stmt, variable)) - kept - ({key} if key else set())
+        )
+    if needed_keys or needed_attrs:
+        raise AnalysisError(
+            f"{name} computes {sorted(needed_keys | needed_attrs)} from more than the item's kept outputs"
+        )
+    return chosen, needed_names
+
+
 def _completion(
     processor_cls: type[Any],
     modality: str,
@@ -253,46 +308,7 @@ def _completion(
         raise AnalysisError(
             f"{name} does not bind its sub-processor's output to a name"
         )
-    needed_keys, needed_attrs = set(missing), set(attrs)
-    needed_names: set[str] = set()
-    chosen: list[cst.BaseStatement] = []
-    for stmt in reversed(body[:start] + body[start + 1 :]):
-        key, attr = _assigned_key(stmt, variable), _self_attribute(stmt)
-        defines = _defines(stmt) if key is None and attr is None else set()
-        if (
-            (key is not None and key in needed_keys)
-            or (attr is not None and attr in needed_attrs)
-            or (defines & needed_names)
-        ):
-            if m.findall(
-                stmt,
-                m.Call(
-                    func=m.Attribute(
-                        value=m.Attribute(
-                            value=m.Name("self"), attr=m.Name(_sub_attr(body[start]))
-                        )
-                    )
-                ),
-            ):
-                raise AnalysisError(
-                    f"{name} computes {missing or sorted(attrs)} with a second run of its sub-processor"
-                )
-            chosen.append(stmt)
-            needed_keys.discard(key)
-            needed_attrs.discard(attr)
-            # What the line reads; a name it only fills in place (``x.append``) is still read, as it must exist.
-            needed_names |= (
-                names_in(stmt)
-                - (bound_names(stmt) - _mutated(stmt))
-                - {variable, "self"}
-            )
-            needed_keys |= (
-                set(_subscript_keys(stmt, variable)) - kept - ({key} if key else set())
-            )
-    if needed_keys or needed_attrs:
-        raise AnalysisError(
-            f"{name} computes {sorted(needed_keys | needed_attrs)} from more than the item's kept outputs"
-        )
+    chosen, needed_names = _sliced(body, start, variable, name, missing, kept, attrs)
     params = [p.name.value for p in func.params.params[1:]]
     raw = params[0] if params and params[0] in needed_names else None
     star = func.params.star_kwarg.name.value if func.params.star_kwarg else None

@@ -43,7 +43,7 @@ import libcst.matchers as m
 
 from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.itemreads import ItemRead
-from mmport.analyzers.sourcefile import bound_names, find_method, names_in
+from mmport.analyzers.sourcefile import ParsedClass, bound_names, find_method, names_in
 from mmport.hf.syntax import find_all, rewritten, statements, string_value
 from mmport.spec import HelperFunction
 
@@ -289,8 +289,6 @@ def analyze_token_api(processor_cls: type[Any]) -> TokenApi:
         return TokenApi(None, None)
     parsed, func = found
     owner = next(k for k in processor_cls.__mro__ if TOKENS_API in vars(k))
-    namespace = vars(inspect.getmodule(owner))
-    origin = f"{owner.__name__}.{TOKENS_API}, for one image"  # shown beside the HF line
     top = statements(func.body)
     for position, stmt in enumerate(top):
         block = statements(stmt.body) if isinstance(stmt, cst.If) else [stmt]
@@ -298,64 +296,107 @@ def analyze_token_api(processor_cls: type[Any]) -> TokenApi:
         if located is None:
             continue
         index, loop, rename = located
-        before = top[:position] + block[:index]
-        body = statements(loop.body)
+        sized = _SizeLoop(
+            parsed,
+            top[:position] + block[:index],
+            loop,
+            rename,
+            vars(inspect.getmodule(owner)),
+            f"{owner.__name__}.{TOKENS_API}, for one image",  # shown beside the HF line
+        )
+        return TokenApi(sized.resized(), sized.count(), sized.entries())
+    return TokenApi(None, None)
+
+
+@dataclass(frozen=True)
+class _SizeLoop:
+    """``_get_num_multimodal_tokens``'s loop over the image sizes, and what the port's functions are cut from.
+
+    ``before`` are the lines ahead of the loop; ``rename`` names the loop's
+    size ``height`` and ``width``; ``origin`` is shown beside each HF line.
+    """
+
+    parsed: ParsedClass
+    before: list[cst.BaseStatement]
+    loop: cst.For
+    rename: cst.CSTTransformer
+    namespace: dict[str, Any]
+    origin: str
+
+    def resized(self) -> ResizedSize | None:
+        """The size one image is resized to, where the loop assigns a pair computed from its height and width."""
         sized = (
-            (s, a) for s in body if (a := _assign(s)) and _pair(a.targets[0].target)
+            (s, a)
+            for s in statements(self.loop.body)
+            if (a := _assign(s)) and _pair(a.targets[0].target)
         )
         resize, assign = next(
             (
                 (s, a)
                 for s, a in sized
-                if {"height", "width"} & names_in(rewritten(a.value, rename))
+                if {"height", "width"} & names_in(rewritten(a.value, self.rename))
             ),
             (None, None),
         )
-        resized = None
-        if resize is not None and assign is not None:
-            value = rewritten(assign.value, rename)
-            code = _function_code(
-                before, [], value, rename, RESIZED_FUNCTION, "tuple[int, int]"
-            )
-            resized = ResizedSize(
-                ItemRead(RESIZED_KEY, "resized", parsed.source(resize)),
-                HelperFunction(RESIZED_FUNCTION, code, parsed.source(resize), origin),
-                namespace,
-            )
-        count = None
-        appended = _appended_count(loop)
-        if appended is not None:
-            at, value = appended
-            code = _function_code(
-                before,
-                body[:at],
-                rewritten(value, rename),
-                rename,
-                COUNT_FUNCTION,
-                "int",
-            )
-            count = ResizedSize(
-                ItemRead("", "tokens", parsed.source(body[at])),
-                HelperFunction(COUNT_FUNCTION, code, parsed.source(body[at]), origin),
-                namespace,
-            )
+        if resize is None or assign is None:
+            return None
+        value = rewritten(assign.value, self.rename)
+        code = _function_code(
+            self.before, [], value, self.rename, RESIZED_FUNCTION, "tuple[int, int]"
+        )
+        source = self.parsed.source(resize)
+        return ResizedSize(
+            ItemRead(RESIZED_KEY, "resized", source),
+            HelperFunction(RESIZED_FUNCTION, code, source, self.origin),
+            self.namespace,
+        )
+
+    def count(self) -> ResizedSize | None:
+        """The image's token count, where the loop appends one."""
+        appended = _appended_count(self.loop)
+        if appended is None:
+            return None
+        at, value = appended
+        body = statements(self.loop.body)
+        code = _function_code(
+            self.before,
+            body[:at],
+            rewritten(value, self.rename),
+            self.rename,
+            COUNT_FUNCTION,
+            "int",
+        )
+        source = self.parsed.source(body[at])
+        return ResizedSize(
+            ItemRead("", "tokens", source),
+            HelperFunction(COUNT_FUNCTION, code, source, self.origin),
+            self.namespace,
+        )
+
+    def entries(self) -> dict[str, ResizedSize]:
+        """Each entry the loop computes for the hook, as a port function of the image's size."""
+        body = statements(self.loop.body)
         entries = {}
-        for key, (at, name) in _hook_entries(loop).items():
+        for key, (at, name) in _hook_entries(self.loop).items():
             calls = _ImageProcessorCalls()
             function = _entry_function(key)
             code = _function_code(
-                before, body[:at], cst.Name(name), rename, function, None, calls
+                self.before,
+                body[:at],
+                cst.Name(name),
+                self.rename,
+                function,
+                None,
+                calls,
             )
-            source = parsed.source(body[at])
-            read = ItemRead(key, "entry", source, value=function)
+            source = self.parsed.source(body[at])
             entries[key] = ResizedSize(
-                read,
-                HelperFunction(function, code, source, origin),
-                namespace,
+                ItemRead(key, "entry", source, value=function),
+                HelperFunction(function, code, source, self.origin),
+                self.namespace,
                 tuple(calls.called),
             )
-        return TokenApi(resized, count, entries)
-    return TokenApi(None, None)
+        return entries
 
 
 def _function_code(

@@ -367,23 +367,7 @@ class ItemReadRewriter(cst.CSTTransformer):
             # The size after HF's resize, the item's token count, or the entry HF's
             # token API hands the hook, recomputed from the original size (mmport.analyzers.resized).
             self.used[read.key] = read
-            args = [
-                cst.Arg(cst.Name(n))
-                for n in (CONFIGURED, "image_height", "image_width")
-            ]
-            if (
-                read.value == PATCHES_FUNCTION
-            ):  # the image processor's own resize (carry_read_helpers)
-                args[0] = cst.Arg(
-                    cst.Attribute(cst.Name(CONFIGURED), cst.Name("image_processor"))
-                )
-            kwargs = cst.Name(self.kwargs) if self.kwargs else cst.Dict([])
-            function = {
-                "resized": RESIZED_FUNCTION,
-                "tokens": COUNT_FUNCTION,
-                "entry": read.value,
-            }[read.kind]
-            return cst.Call(cst.Name(function), [*args, cst.Arg(kwargs)])
+            return self._recomputed(read)
         if read is not None and read.kind in ("count", "part"):
             self.used[read.key] = read
             if read.kind == "part":
@@ -405,6 +389,24 @@ class ItemReadRewriter(cst.CSTTransformer):
                 else cst.Integer(read.value)
             )
         return updated_node
+
+    def _recomputed(self, read: ItemRead) -> cst.Call:
+        """The port's call that recomputes ``read`` (resized, tokens, entry) from the item's original size."""
+        args = [
+            cst.Arg(cst.Name(n)) for n in (CONFIGURED, "image_height", "image_width")
+        ]
+        if read.value == PATCHES_FUNCTION:
+            # The image processor's own resize (carry_read_helpers).
+            args[0] = cst.Arg(
+                cst.Attribute(cst.Name(CONFIGURED), cst.Name("image_processor"))
+            )
+        kwargs = cst.Name(self.kwargs) if self.kwargs else cst.Dict([])
+        function = {
+            "resized": RESIZED_FUNCTION,
+            "tokens": COUNT_FUNCTION,
+            "entry": read.value,
+        }[read.kind]
+        return cst.Call(cst.Name(function), [*args, cst.Arg(kwargs)])
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call

@@ -11,6 +11,8 @@ from __future__ import annotations
 import typing
 from typing import Any
 
+from mmport.errors import FOREIGN_ERRORS
+
 __all__ = ["NOT_SETTINGS", "SCOPES", "typed_kwarg_classes"]
 
 SCOPES = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
@@ -47,7 +49,7 @@ def typed_kwarg_classes(
             SCOPES[modality]
         )
         classes += list(getattr(scope, "__mro__", ()))
-    except Exception:
+    except FOREIGN_ERRORS:
         pass  # an annotation that does not resolve: the sub-processor's own kwargs remain
     classes += list(
         getattr(getattr(sub_processor, "valid_kwargs", None), "__mro__", ())

@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mmport.errors import FOREIGN_ERRORS
+
 __all__ = ["template_layouts", "template_writes", "usable_layout"]
 
 # The text beside the item in the rendered message; never a token, so it bounds the layout.
@@ -115,9 +117,8 @@ def template_layouts(processor: Any, tokens: Mapping[str, str]) -> dict[str, str
             rendered = processor.apply_chat_template(
                 message, chat_template=template, tokenize=False
             )
-        except (
-            Exception
-        ):  # a template that takes another message form: it says nothing here
+        except FOREIGN_ERRORS:
+            # a template that takes another message form: it says nothing here
             continue
         layout = _layout_in(
             rendered if isinstance(rendered, str) else str(rendered), token, specials
@@ -137,9 +138,8 @@ def template_writes(processor: Any, texts: list[str]) -> bool | None:
         rendered = processor.apply_chat_template(
             message, chat_template=template, tokenize=False, add_generation_prompt=True
         )
-    except (
-        Exception
-    ):  # a template that takes another message form: it says nothing here
+    except FOREIGN_ERRORS:
+        # a template that takes another message form: it says nothing here
         return None
     rendered = rendered if isinstance(rendered, str) else str(rendered)
     return all(text in rendered for text in texts)

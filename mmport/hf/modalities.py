@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from mmport.errors import AnalysisError, one_line
+from mmport.errors import FOREIGN_ERRORS, AnalysisError, one_line
 
 __all__ = [
     "SUB_PROCESSORS",
@@ -70,7 +70,7 @@ def refused_modalities(processor: Any) -> dict[str, str]:
                 wrapped_placeholder(processor, f"{modality}_token"),
                 modality,
             )
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             refused[modality] = (
                 f"HF refuses an ordinary {modality} with its placeholder ({one_line(exc)})"
             )

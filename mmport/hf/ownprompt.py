@@ -21,7 +21,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from mmport.errors import AnalysisError
+from mmport.errors import FOREIGN_ERRORS, AnalysisError
 
 __all__ = ["run_recording_prompt", "writes_own_prompt"]
 
@@ -56,7 +56,7 @@ def _refuses_text_with_images(processor: Any) -> bool:
     try:
         with quiet_transformers():
             processor(text=[text], images=[[_probe_image()]], return_tensors="pt")
-    except Exception:
+    except FOREIGN_ERRORS:  # HF's refusal is the answer
         return True
     return False
 
@@ -67,7 +67,7 @@ def _prompts_images_alone(processor: Any) -> bool:
     try:
         with quiet_transformers():
             out = processor(images=[_probe_image()], return_tensors="pt")
-    except Exception:
+    except FOREIGN_ERRORS:  # HF refuses images alone: it writes no prompt for them
         return False
     return "input_ids" in out
 

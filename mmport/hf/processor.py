@@ -13,6 +13,8 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from mmport.errors import FOREIGN_ERRORS
+
 __all__ = [
     "AUDIO_PROBE_SAMPLES",
     "PROBE_SIZES",
@@ -225,7 +227,7 @@ def _text_only_keys(processor: Any) -> frozenset[str]:
                 for k, v in out.items()
                 if isinstance(v, torch.Tensor) and v.numel() > 0
             }
-        except Exception:  # HF refuses text alone: no key is text-only
+        except FOREIGN_ERRORS:  # HF refuses text alone: no key is text-only
             keys = set()
         _TEXT_ONLY_KEYS[processor] = frozenset(keys)
     return _TEXT_ONLY_KEYS[processor]

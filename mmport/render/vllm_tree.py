@@ -242,33 +242,10 @@ def write_into_tree(
     models = [f for f in files if not f.name.startswith("test_")]
     tests = [f for f in files if f.name.startswith("test_")]
     has_tests = (tree / "tests").is_dir()
-    taken = [tree / MODELS_DIR / f.name for f in models]
-    taken += [tree / PROCESSING_TESTS / f.name for f in tests] if has_tests else []
-    existing = [p for p in taken if p.exists()]
-    if existing and not force:
-        names = ", ".join(str(p.relative_to(tree)) for p in existing)
-        raise OutputExistsError(
-            f"the vLLM tree already has {names}; pass --force to overwrite"
-        )
+    _refuse_overwrite(tree, models, tests if has_tests else [], force)
     # Every registry edit is worked out before anything is written: a registry
     # mmport cannot edit leaves the tree as it was.
-    registries = [
-        _edited_registry(
-            tree / REGISTRY,
-            MULTIMODAL_TABLE,
-            architecture,
-            f'("{module}", "{architecture}")',
-        )
-    ]
-    if (tree / TESTS_REGISTRY).is_file():
-        registries.append(
-            _edited_registry(
-                tree / TESTS_REGISTRY,
-                EXAMPLES_TABLE,
-                architecture,
-                f'_HfExamplesInfo("{example}")',
-            )
-        )
+    registries = _registry_edits(tree, module, architecture, example)
     edits = [
         TreeEdit(path, "wrote")
         for path in write_files(models, tree / MODELS_DIR, force=True)
@@ -297,3 +274,39 @@ def write_into_tree(
             )
         )
     return edits
+
+
+def _refuse_overwrite(tree: Path, models: list, tests: list, force: bool) -> None:
+    """Refuse, without ``force``, to write over a module or parity test the tree already has."""
+    taken = [tree / MODELS_DIR / f.name for f in models]
+    taken += [tree / PROCESSING_TESTS / f.name for f in tests]
+    existing = [p for p in taken if p.exists()]
+    if existing and not force:
+        names = ", ".join(str(p.relative_to(tree)) for p in existing)
+        raise OutputExistsError(
+            f"the vLLM tree already has {names}; pass --force to overwrite"
+        )
+
+
+def _registry_edits(
+    tree: Path, module: str, architecture: str, example: str
+) -> list[tuple[str, TreeEdit]]:
+    """The model registry's edited text, and (where the tree has one) the tests registry's, each with its edit."""
+    registries = [
+        _edited_registry(
+            tree / REGISTRY,
+            MULTIMODAL_TABLE,
+            architecture,
+            f'("{module}", "{architecture}")',
+        )
+    ]
+    if (tree / TESTS_REGISTRY).is_file():
+        registries.append(
+            _edited_registry(
+                tree / TESTS_REGISTRY,
+                EXAMPLES_TABLE,
+                architecture,
+                f'_HfExamplesInfo("{example}")',
+            )
+        )
+    return registries

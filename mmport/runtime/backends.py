@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mmport.errors import MmportError, PortLoadError, one_line
+from mmport.errors import FOREIGN_ERRORS, MmportError, PortLoadError, one_line
 from mmport.runtime.runner import PortClasses, PortOutput, PortPlaceholder, PortRunner
 from mmport.runtime.vllm_compat._alias import vllm_aliased, vllm_unaliased
 
@@ -124,7 +124,7 @@ class Backend(ABC):
         try:
             with self.activate():
                 spec.loader.exec_module(module)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             del sys.modules[name]
             raise PortLoadError(
                 f"{path}: the port does not import under {self.name}: {one_line(exc)}"
@@ -167,7 +167,7 @@ class Backend(ABC):
             try:
                 info = port.info(ctx)
                 processor = port.processor(info, port.dummy_inputs(info))
-            except Exception as exc:
+            except FOREIGN_ERRORS as exc:
                 where = port.path or f"{self.name}'s own port ({port.module_name})"
                 raise PortLoadError(
                     f"{where}: the port's classes fail to build: {one_line(exc)}"
@@ -206,7 +206,7 @@ class RealVllmBackend(Backend):
         try:
             with self.activate():
                 vllm = importlib.import_module("vllm")
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             raise MmportError(
                 f"vLLM cannot be imported here ({one_line(exc)}); use the bundled backend"
             ) from exc
@@ -250,7 +250,7 @@ class RealVllmBackend(Backend):
                 enable_mm_embeds=True,  # verify gives ports embeddings too
                 trust_remote_code=trust_remote_code,
             )
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             raise MmportError(
                 f"{snapshot_dir}: vLLM cannot configure this model: {one_line(exc)}"
             ) from exc
@@ -288,7 +288,7 @@ class RealVllmBackend(Backend):
         for modality in modalities:
             try:
                 text = model_cls.get_placeholder_str(modality, 1)
-            except Exception:  # the class refuses the modality (ValueError) or names none: nothing to follow
+            except FOREIGN_ERRORS:  # the class refuses the modality (ValueError) or names none: nothing to follow
                 continue
             if isinstance(text, str) and text:
                 layouts[modality] = text
@@ -313,7 +313,7 @@ class RealVllmBackend(Backend):
                 )
             except MmportError:
                 raise
-            except Exception as exc:
+            except FOREIGN_ERRORS as exc:
                 raise PortLoadError(
                     f"{self.name} cannot load its model class for {known[0]}: {one_line(exc)}"
                 ) from exc
@@ -378,7 +378,7 @@ def _real_vllm_problem() -> str | None:
     try:
         with vllm_unaliased():
             importlib.import_module("vllm.multimodal.processing")
-    except Exception as exc:
+    except FOREIGN_ERRORS as exc:
         return one_line(exc)
     return None
 

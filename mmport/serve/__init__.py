@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmport.serve.checkpoint import Layout
+from mmport.errors import FOREIGN_ERRORS
+from mmport.serve.checkpoint import Layout, TwinCheckpoint
 
 __all__ = ["Layout", "ServeOptions", "check_serve", "serve_python"]
 
@@ -240,22 +241,11 @@ def _serve_layout(
     seed: int,
 ) -> tuple[list, list[str], dict[str, float]]:
     """Failures, notes and metrics of one layout (``None``: the snapshot's own checkpoint)."""
-    from mmport.serve.checkpoint import build_checkpoint, snapshot_checkpoint
     from mmport.serve.reference import hf_generate, make_serve_probes
     from mmport.verify.reference import HFReference
     from mmport.verify.report import Failure
 
-    if layout is None:
-        checkpoint, label, key = (
-            snapshot_checkpoint(snapshot),
-            "snapshot weights",
-            "weights",
-        )
-    else:
-        checkpoint = build_checkpoint(
-            snapshot, workdir / f"twin-{layout.value}", layout=layout, seed=seed
-        )
-        label, key = f"{layout.value} layout", layout.value
+    checkpoint, label, key = _layout_checkpoint(snapshot, layout, workdir, seed)
     reference_side = HFReference(snapshot)
     probes = make_serve_probes(
         reference_side.placeholders(),
@@ -298,6 +288,33 @@ def _serve_layout(
             notes,
             {},
         )
+    failures, metrics, note = _served(probes, reference, answer, label, key, options)
+    return failures, [*notes, note], metrics
+
+
+def _layout_checkpoint(
+    snapshot: Any, layout: Layout | None, workdir: Path, seed: int
+) -> tuple[TwinCheckpoint, str, str]:
+    """The checkpoint a layout serves (``None``: the snapshot's own), its label in notes, its metric's key."""
+    from mmport.serve.checkpoint import build_checkpoint, snapshot_checkpoint
+
+    if layout is None:
+        return snapshot_checkpoint(snapshot), "snapshot weights", "weights"
+    checkpoint = build_checkpoint(
+        snapshot, workdir / f"twin-{layout.value}", layout=layout, seed=seed
+    )
+    return checkpoint, f"{layout.value} layout", layout.value
+
+
+def _served(
+    probes: list,
+    reference: list,
+    answer: dict,
+    label: str,
+    key: str,
+    options: ServeOptions,
+) -> tuple[list, dict[str, float], str]:
+    """The engine's answers against HF's: the failures, the largest first-step logprob gap, and a note."""
     outputs = answer["outputs"]
     failures = [
         f
@@ -315,10 +332,8 @@ def _serve_layout(
         if options.tensor_parallel > 1
         else ""
     )
-    notes.append(
-        f"{label}: {len(probes)} prompts, {compared} greedy tokens compared (vLLM {answer['vllm_version']}{ranks})"
-    )
-    return failures, notes, {f"{key}_max_logprob_gap": max(gaps, default=0.0)}
+    note = f"{label}: {len(probes)} prompts, {compared} greedy tokens compared (vLLM {answer['vllm_version']}{ranks})"
+    return failures, {f"{key}_max_logprob_gap": max(gaps, default=0.0)}, note
 
 
 def check_serve(
@@ -354,9 +369,8 @@ def check_serve(
                 failures, said, metrics = _serve_layout(
                     snapshot, model_file, layout, options, python, workdir, seed
                 )
-            except (
-                Exception
-            ) as exc:  # the reference side broke: report it as this layout's outcome
+            except FOREIGN_ERRORS as exc:
+                # the reference side broke: report it as this layout's outcome
                 from mmport.verify.report import Failure
 
                 reason = f"{type(exc).__name__}: {exc}"

@@ -30,9 +30,12 @@ import tempfile
 from pathlib import Path
 
 try:
-    from mmport.serve._engine import port_frame
+    from mmport.serve._engine import FOREIGN_ERRORS, port_frame
 except ImportError:  # run as a script in the serve environment: _engine.py beside it
-    from _engine import port_frame  # type: ignore[import-not-found,no-redef]
+    from _engine import (  # type: ignore[import-not-found,no-redef]
+        FOREIGN_ERRORS,
+        port_frame,
+    )
 
 _PACKAGE = "mmport_constructed_port"
 
@@ -97,9 +100,8 @@ def _construct(job: dict, index: int) -> dict:
         model_config = ModelConfig(
             model=job["config_dir"], dtype="float32", enforce_eager=True, seed=0
         )
-    except (
-        Exception
-    ) as exc:  # before the class is involved: this environment's reading of the config
+    except FOREIGN_ERRORS as exc:
+        # Before the class is involved: this environment's reading of the config.
         raise _Environment(
             f"vLLM here cannot read the config: {type(exc).__name__}: {exc}"
         ) from exc

@@ -38,6 +38,9 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 # The generated files import each other relatively (`from .llava_processing import ...`).
 _PACKAGE = "mmport_served_port"
+# mmport.errors.FOREIGN_ERRORS written out (this script runs where mmport is not
+# importable): whatever vLLM or the port raises, where that failure is the answer.
+FOREIGN_ERRORS: tuple[type[Exception], ...] = (Exception,)
 
 
 def _register_port(port_dir: str, module: str) -> str:
@@ -167,7 +170,7 @@ def _mm_prefix_dropped(llm) -> bool | None:
         found = [
             layer for per_worker in llm.apply_model(layers) for layer in per_worker
         ]
-    except Exception:  # an engine without apply_model or these attributes: unknown
+    except FOREIGN_ERRORS:  # an engine without apply_model or these attributes: unknown
         return None
     return any(wanted and not supported for wanted, supported in found)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmport.errors import BadReferenceError, one_line
+from mmport.errors import FOREIGN_ERRORS, BadReferenceError, one_line
 
 __all__ = ["check_reference"]
 
@@ -25,7 +25,7 @@ def _attempts(processor: Any) -> list[str]:
 
     try:
         return [wrapped_placeholder(processor), ""]
-    except Exception:  # no placeholder to name: only the inserting form
+    except AttributeError:  # no placeholder to name: only the inserting form
         return [""]
 
 
@@ -48,7 +48,7 @@ def check_reference(snapshot: Any) -> None:
                 ids = call_processor(processor, prompt, [make_image(width, height, 0)])[
                     "input_ids"
                 ][0].tolist()
-            except Exception as exc:
+            except FOREIGN_ERRORS as exc:
                 rejection = rejection or exc
                 continue
             answered = True
@@ -96,7 +96,8 @@ def unwritten_media_token(
     try:
         text = placeholder.replace(str(getattr(processor, f"{modality}_token")), "")
         bare = set(call_processor(processor, text, [])["input_ids"][0].tolist())
-    except Exception:  # the processor takes no prompt without its items (Qwen3-ASR)
+    except FOREIGN_ERRORS:
+        # the processor takes no prompt without its items (Qwen3-ASR)
         bare = set()
     if configured[1] in ids or named & (set(ids) - bare):
         return None

@@ -14,6 +14,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from mmport.errors import FOREIGN_ERRORS
+
 __all__ = ["extra_token_params", "measure_extra_tokens"]
 
 # Processor settings named for a tower's tokens beyond its patches.
@@ -51,6 +53,6 @@ def measure_extra_tokens(config: Any) -> int | None:
             hidden = tower(
                 pixel_values=torch.zeros(1, channels, size, size)
             ).last_hidden_state
-    except Exception:  # a tower that needs more than pixels: leave the default
+    except FOREIGN_ERRORS:  # a tower that needs more than pixels: leave the default
         return None
     return int(hidden.shape[1]) - (size // patch) ** 2

@@ -34,7 +34,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from mmport.errors import BadReferenceError, RemoteCodeConsentError, one_line
+from mmport.errors import (
+    FOREIGN_ERRORS,
+    BadReferenceError,
+    RemoteCodeConsentError,
+    one_line,
+)
 
 if TYPE_CHECKING:  # transformers loads lazily, inside the functions that need it
     from transformers import ProcessorMixin
@@ -250,7 +255,7 @@ def _import(code: ProcessorCode) -> ModuleType:
         raise BadReferenceError(
             unimportable(exc, f"--processor-code's {frame.filename}:{frame.lineno}")
         ) from None
-    except Exception as exc:  # whatever PATH's code raises as it runs is a fault of the code the user gave
+    except FOREIGN_ERRORS as exc:  # whatever PATH's code raises as it runs is a fault of the code the user gave
         raise BadReferenceError(f"{where} does not import: {one_line(exc)}") from None
     imported = Path(getattr(module, "__file__", "") or "")
     if imported.resolve() != where:

@@ -10,6 +10,7 @@ mmport asks for ``--trust-remote-code`` before anything does.
 from __future__ import annotations
 
 import json
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,8 +28,13 @@ __all__ = [
     "auto_references",
     "consent_error",
     "import_problem",
+    "refused_without_consent",
     "shipped_modules",
 ]
+
+# Where transformers refuses to run a snapshot's own code without ``trust_remote_code``
+# (a ValueError, raised by this function of ``transformers.dynamic_module_utils``).
+CONSENT_CHECK = ("dynamic_module_utils.py", "resolve_trust_remote_code")
 
 # Files that may carry ``auto_map``: the model config and the processor configs.
 CONFIG_FILES = (
@@ -79,6 +85,21 @@ def consent_error(directory: Path, what: str) -> RemoteCodeConsentError:
         f"{directory}: {what} is the snapshot's own code ({modules}); mmport runs none of it without "
         "--trust-remote-code. `mmport inspect` reads it without running it; pass --trust-remote-code "
         "to scaffold or verify once you trust that code"
+    )
+
+
+def refused_without_consent(exc: BaseException) -> bool:
+    """True when transformers raised ``exc`` because the snapshot's code may not run without consent.
+
+    Read off where it was raised (transformers' ``resolve_trust_remote_code``),
+    not off its message, which transformers words differently for a local
+    directory, a hub repo and code in another repo.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    return (
+        isinstance(exc, ValueError)
+        and bool(frames)
+        and (Path(frames[-1].filename).name, frames[-1].name) == CONSENT_CHECK
     )
 
 

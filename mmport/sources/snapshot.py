@@ -8,7 +8,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mmport.errors import BadReferenceError, one_line
+from mmport.errors import FOREIGN_ERRORS, BadReferenceError, one_line
 from mmport.sources.processor_code import ProcessorCode
 
 if TYPE_CHECKING:  # transformers loads lazily, inside the methods that need it
@@ -90,7 +90,7 @@ class Snapshot:
                 self._cache["config"] = AutoConfig.from_pretrained(
                     self.path, trust_remote_code=self.trust_remote_code
                 )
-            except Exception as exc:
+            except FOREIGN_ERRORS as exc:
                 self._raise_for_remote_code(exc, "its config class")
                 raise BadReferenceError(
                     f"{self.path}: transformers cannot load config.json ({one_line(exc)})"
@@ -128,7 +128,7 @@ class Snapshot:
                     processor = factory.from_pretrained(
                         self.path, trust_remote_code=self.trust_remote_code
                     )
-            except Exception as exc:
+            except FOREIGN_ERRORS as exc:
                 self._raise_for_remote_code(exc, "its processor")
                 raise BadReferenceError(
                     f"{self.path}: the HF processor does not load ({one_line(exc)}); "
@@ -156,7 +156,7 @@ class Snapshot:
             raise processorless_error(self.path)
         try:
             return load_chat_reference(self.path)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self._raise_for_remote_code(exc, "its model's chat()")
             raise BadReferenceError(
                 f"{self.path}: its model's chat() cannot serve as the reference ({one_line(exc)})"
@@ -173,12 +173,17 @@ class Snapshot:
 
     def _raise_for_remote_code(self, exc: Exception, what: str) -> None:
         """A load that failed for the snapshot's own code: one line saying so (no consent, or an import it lacks)."""
-        from mmport.sources.remote import consent_error, import_problem, shipped_modules
+        from mmport.sources.remote import (
+            consent_error,
+            import_problem,
+            refused_without_consent,
+            shipped_modules,
+        )
 
         if (
             not self.trust_remote_code
             and shipped_modules(self.path)
-            and "custom code" in str(exc)
+            and refused_without_consent(exc)
         ):
             raise consent_error(self.path, what) from None
         problem = import_problem(exc, self.path) if self.trust_remote_code else None

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mmport.errors import BadReferenceError
+from mmport.errors import FOREIGN_ERRORS, BadReferenceError
 from mmport.sources.defaults import (
     image_processor_reads,
     looked_up_ids,
@@ -289,7 +289,8 @@ def _sub_config_families(sub_type: str) -> list[str]:
     name = PROCESSOR_MAPPING_NAMES.get(sub_type)
     try:
         families = _processor_families(processor_class_from_name(name)) if name else []
-    except Exception:  # the sub-model's processor needs a backend this machine lacks
+    except FOREIGN_ERRORS:
+        # the sub-model's processor needs a backend this machine lacks
         families = []
     # A tower's own type names its family: ``audioflamingo3_encoder`` is AudioFlamingo3's.
     stem = re.sub(
@@ -616,28 +617,23 @@ def _cover_vocabulary(config: Any, num_tokens: int) -> None:
             layer.vocab_size = num_tokens
 
 
-def build_synthetic(model_type: str, directory: Path) -> None:
-    """Write a synthetic snapshot of ``model_type`` into ``directory``.
-
-    The tokenizer is built twice: once to learn the ordinary text the processor
-    writes around an item (Gemma 3's ``"\\n\\n"`` before ``<start_of_image>``),
-    then with that text merged into whole tokens, as a checkpoint's vocabulary
-    holds it (see :mod:`mmport.sources.tokens`). Tags the processor writes as
-    text (Molmo 2's ``<im_patch>``, Idefics3's ``<row_1_col_1>``) are added
-    tokens in its checkpoints' tokenizers: where the first build shows any,
-    they become added tokens and the text around them is learned again.
-    """
+def _synthetic_config(model_type: str) -> Any:
+    """A default config of ``model_type``, its sub-configs filled in and its model class named."""
     from transformers import CONFIG_MAPPING
 
-    processor_cls = processor_class_for(model_type)
-    config_cls: type[Any] = CONFIG_MAPPING[
-        model_type
-    ]  # a model's own config class, with its own sub-config kwargs
+    # A model's own config class, with its own sub-config kwargs.
+    config_cls: type[Any] = CONFIG_MAPPING[model_type]
     config = config_cls(**optional_sub_configs(config_cls))
     # Real checkpoints name their model class; vLLM resolves models by it.
     architecture = _architecture(model_type)
     config.architectures = [architecture] if architecture else None
-    config_dict = config.to_dict()
+    return config
+
+
+def _token_plan(
+    processor_cls: type[Any], config: Any, config_dict: dict[str, Any]
+) -> TokenPlan:
+    """The first plan of the synthetic vocabulary: the special tokens the processor names or adds, at the ids the config names."""
     named, anonymous = _special_tokens(processor_cls)
     # Tokens the processor adds itself still sit at the id the config names.
     texts = {
@@ -652,12 +648,29 @@ def build_synthetic(model_type: str, directory: Path) -> None:
         for attr, text in looked_up_ids(processor_cls).items()
     }
     texts = {**looked_up, **texts}
-    plan = TokenPlan(
+    return TokenPlan(
         named,
         tuple(anonymous),
         _fixed_ids(config_dict, texts),
         family=tokenizer_family(config),
     )
+
+
+def build_synthetic(model_type: str, directory: Path) -> None:
+    """Write a synthetic snapshot of ``model_type`` into ``directory``.
+
+    The tokenizer is built twice: once to learn the ordinary text the processor
+    writes around an item (Gemma 3's ``"\\n\\n"`` before ``<start_of_image>``),
+    then with that text merged into whole tokens, as a checkpoint's vocabulary
+    holds it (see :mod:`mmport.sources.tokens`). Tags the processor writes as
+    text (Molmo 2's ``<im_patch>``, Idefics3's ``<row_1_col_1>``) are added
+    tokens in its checkpoints' tokenizers: where the first build shows any,
+    they become added tokens and the text around them is learned again.
+    """
+    processor_cls = processor_class_for(model_type)
+    config = _synthetic_config(model_type)
+    config_dict = config.to_dict()
+    plan = _token_plan(processor_cls, config, config_dict)
     processor = _write_snapshot(processor_cls, model_type, config, plan, directory)
     if _writes_its_own_bos(processor):
         plan = dataclasses.replace(plan, adds_bos=False)
@@ -736,9 +749,8 @@ def wrapper_texts(processor: Any) -> tuple[str, ...]:
     for call in calls:
         try:
             ids = call()["input_ids"][0].tolist()
-        except (
-            Exception
-        ):  # the processor needs more than a placeholder: its texts stay unlearned
+        except FOREIGN_ERRORS:
+            # the processor needs more than a placeholder: its texts stay unlearned
             continue
         run: list[int] = []
         for token in [*ids, None]:
@@ -781,7 +793,7 @@ def _writes_its_own_bos(processor: Any) -> bool:
         return False
     try:
         ids = call_processor(processor, "hi", [])["input_ids"][0].tolist()
-    except Exception:  # a processor that takes no text alone: nothing to tell
+    except FOREIGN_ERRORS:  # a processor that takes no text alone: nothing to tell
         return False
     return ids[:2] == [bos, bos]
 
@@ -802,9 +814,8 @@ def _align_media_token_ids(config: Any, processor: Any) -> bool:
     for modality in media_sides(processor):
         try:
             mismatch = unwritten_media_token(config, processor, modality)
-        except (
-            Exception
-        ):  # the processor needs more than a placeholder: leave the config as it is
+        except FOREIGN_ERRORS:
+            # the processor needs more than a placeholder: leave the config as it is
             continue
         if mismatch is not None and mismatch[2] is not None:
             setattr(config, mismatch[0], mismatch[2])
@@ -847,7 +858,7 @@ def _tower_fits_tiles(config: Any, processor: Any) -> bool:
             processor, wrapped_placeholder(processor), [make_image(64, 64, 0)]
         )
         pixels, ids = out["pixel_values"], out["input_ids"][0].tolist()
-    except Exception:  # the processor needs more than a placeholder, or gives no pixels: leave the config
+    except FOREIGN_ERRORS:  # the processor needs more than a placeholder, or gives no pixels: leave the config
         return False
     if (
         getattr(pixels, "ndim", 0) < 4
@@ -899,9 +910,8 @@ def _align_image_token_id(config: Any, processor: Any) -> bool:
         ids = call_processor(
             processor, wrapped_placeholder(processor), [make_image(64, 64, 0)]
         )["input_ids"][0].tolist()
-    except (
-        Exception
-    ):  # the processor needs more than a placeholder: leave the config as it is
+    except FOREIGN_ERRORS:
+        # the processor needs more than a placeholder: leave the config as it is
         return False
     # The embedding token is the one HF repeats: Llama 4 writes <|image|> once per image
     # and embeds at each <|patch|>, which its config names.

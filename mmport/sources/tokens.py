@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmport.errors import FOREIGN_ERRORS
+
 __all__ = ["WHITESPACE_RUNS", "TokenPlan", "tokenizer_family", "write_tokenizer"]
 
 # Runs of whitespace real vocabularies hold as one token (Gemma's and Qwen's hold
@@ -134,7 +136,7 @@ def _default_backend(family: type[Any]) -> Any | None:
     """
     try:
         backend = family()._tokenizer
-    except Exception:  # a class that needs its files to exist: it lends nothing
+    except FOREIGN_ERRORS:  # a class that needs its files to exist: it lends nothing
         return None
     if type(backend.model).__name__ != "BPE" or getattr(
         backend.model, "end_of_word_suffix", None

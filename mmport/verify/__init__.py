@@ -20,6 +20,7 @@ from mmport.verify.report import CHECKS, CheckResult, Failure, ItemSize, Report
 from mmport.verify.settings import SETTINGS_PER_MODALITY, Setting
 
 if TYPE_CHECKING:
+    from mmport.runtime.backends import Backend, PortClasses
     from mmport.sources.snapshot import Snapshot
     from mmport.verify.fit import FitJudge
     from mmport.verify.model_check import ModelCheck
@@ -75,8 +76,6 @@ def verify_port(
     """
     from mmport.hf.quiet import quiet_transformers
     from mmport.runtime.backends import select_backend
-    from mmport.verify.curves import count_curves
-    from mmport.verify.fit import FitJudge
 
     started = time.perf_counter()
     notify = progress or (lambda message: None)
@@ -87,37 +86,22 @@ def verify_port(
         snapshot = _resolved(ref, model, serve, trust_remote_code, processor_code)
         chosen = select_backend(backend)
         checks = {name: CheckResult(name) for name in CHECKS}
-        session = _session(
-            snapshot,
-            chosen,
-            port_path,
-            trust_remote_code,
-            model,
-            target,
-            checks["model"],
+        port = _load_port(chosen, snapshot, port_path, notify)
+        hf = _reference(snapshot, chosen, notify)
+        model_check = _model_check(hf, model, target, checks["model"], seed, notify)
+        session = _session(hf, chosen, port, trust_remote_code, model_check, notify)
+        probed = _run_probes(
+            session,
+            checks,
+            probes,
             seed,
+            processor_kwargs,
+            settings_per_modality,
             notify,
         )
-        hf, model_check = session.hf, session.model_check
-        log = ProbeLog()
-        _run_default_probes(session, probes, seed, checks, log, notify)
-        # One judge per run: the tiny twin it may build, and each setting's fit, are cached in it.
-        fits = FitJudge(hf, model_check.model if model_check else None, seed=seed)
-        settings = _request_settings(
-            hf, fits, processor_kwargs, seed, settings_per_modality, notify
-        )
-        _run_setting_probes(session, settings, seed, checks, log, notify)
-        if processor_kwargs:
-            _refuse_unjudged_kwargs(session)
-        notify("embedding inputs, dummy inputs and limits")
-        _check_whole_port(session, checks)
-        if model_check is not None:
-            model_check.summarize()
-        _check_serve(snapshot, port_path, checks["serve"], serve, seed, notify)
-        if curves:
-            notify("sweeping item sizes for the count curves")
-        swept = count_curves(session) if curves else {}
-    return Report(
+        _check_whole_port(session, checks, port_path, serve, seed, notify)
+        swept = _count_curves(session, notify) if curves else {}
+    report = Report(
         ref,
         str(port_path),
         chosen.name,
@@ -125,52 +109,109 @@ def verify_port(
         seed,
         checks,
         seconds=time.perf_counter() - started,
-        probe_cases=log.cases,
-        probe_modalities=log.modalities,
-        settings=[(s.modality, s.describe(), s.origin) for s in settings],
         token_windows=session.token_windows,
-        probe_items=log.sizes,
         curves=swept,
-        settings_sought=bool(processor_kwargs) or settings_per_modality > 0,
-        settings_not_applicable=fits.not_applicable(),
-        settings_undecided=fits.undecided(),
+    )
+    return probed.report(report)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Probed:
+    """What the probes ran under, for the report: the log, the request settings, and the judge of their fit."""
+
+    log: ProbeLog
+    settings: list[Setting]
+    fits: FitJudge
+    # Settings were asked for (``--processor-kwargs``) or drawn (a count per modality).
+    sought: bool
+
+    def report(self, report: Report) -> Report:
+        """``report`` saying what the probes held and which settings they ran under."""
+        return dataclasses.replace(
+            report,
+            probe_cases=self.log.cases,
+            probe_modalities=self.log.modalities,
+            probe_items=self.log.sizes,
+            settings=[(s.modality, s.describe(), s.origin) for s in self.settings],
+            settings_not_applicable=self.fits.not_applicable(),
+            settings_undecided=self.fits.undecided(),
+            settings_sought=self.sought,
+        )
+
+
+def _run_probes(
+    session: Session,
+    checks: dict[str, CheckResult],
+    count: int,
+    seed: int,
+    processor_kwargs: dict | None,
+    settings_per_modality: int,
+    notify: Callable[[str], None],
+) -> _Probed:
+    """The probes under the processor's defaults, then under the request settings (the user's, or drawn from HF)."""
+    from mmport.verify.fit import FitJudge
+
+    log = ProbeLog()
+    _run_default_probes(session, count, seed, checks, log, notify)
+    model_check = session.model_check
+    # One judge per run: the tiny twin it may build, and each setting's fit, are cached in it.
+    fits = FitJudge(session.hf, model_check.model if model_check else None, seed=seed)
+    settings = _request_settings(
+        session.hf, fits, processor_kwargs, seed, settings_per_modality, notify
+    )
+    _run_setting_probes(session, settings, seed, checks, log, notify)
+    if processor_kwargs:
+        _refuse_unjudged_kwargs(session)
+    sought = bool(processor_kwargs) or settings_per_modality > 0
+    return _Probed(log, settings, fits, sought)
+
+
+def _count_curves(session: Session, notify: Callable[[str], None]) -> dict:
+    """HF's and the port's counts over a sweep of item sizes (``--html``'s curves)."""
+    from mmport.verify.curves import count_curves
+
+    notify("sweeping item sizes for the count curves")
+    return count_curves(session)
+
+
+def _load_port(
+    chosen: Backend, snapshot: Snapshot, port_path: Path, notify: Callable[[str], None]
+) -> PortClasses:
+    """The port's classes: loaded from its file, or (``--port vllm``) the ones vLLM registers."""
+    notify("loading the port")
+    if str(port_path) == VLLM_PORT:
+        return chosen.load_registered(snapshot.path)
+    return chosen.load_port(Path(port_path))
+
+
+def _reference(
+    snapshot: Snapshot, chosen: Backend, notify: Callable[[str], None]
+) -> HFReference:
+    """The HF reference, learned from the snapshot once it is known to be one."""
+    from mmport.sources.health import check_reference
+    from mmport.verify.reference import HFReference
+
+    notify("learning the HF reference")
+    check_reference(snapshot)
+    return HFReference(
+        snapshot, chat_layouts=chosen.chat_placeholders(snapshot.path, MODALITIES)
     )
 
 
 def _session(
-    snapshot: Snapshot,
-    chosen,
-    port_path: Path,
+    hf: HFReference,
+    chosen: Backend,
+    port: PortClasses,
     trust_remote_code: bool,
-    model: ModelOptions | None,
-    target,
-    result: CheckResult,
-    seed: int,
+    model_check: ModelCheck | None,
     notify: Callable[[str], None],
 ) -> Session:
-    """The port loaded and built, beside the HF reference learned from the snapshot (and HF's model, with ``--model``)."""
-    from mmport.sources.health import check_reference
-    from mmport.verify.reference import HFReference
+    """The port built on the snapshot, beside the HF reference (and HF's model, with ``--model``)."""
     from mmport.verify.session import Session
 
-    notify("loading the port")
-    port = (
-        chosen.load_registered(snapshot.path)
-        if str(port_path) == VLLM_PORT
-        else chosen.load_port(Path(port_path))
-    )
-    notify("learning the HF reference")
-    check_reference(snapshot)
-    hf = HFReference(
-        snapshot, chat_layouts=chosen.chat_placeholders(snapshot.path, MODALITIES)
-    )
-    model_check = _model_check(hf, model, target, result, seed, notify)
     notify("building the port")
-    return Session(
-        hf,
-        chosen.build(port, snapshot.path, trust_remote_code=trust_remote_code),
-        model_check,
-    )
+    built = chosen.build(port, hf.snapshot.path, trust_remote_code=trust_remote_code)
+    return Session(hf, built, model_check)
 
 
 @dataclasses.dataclass
@@ -334,10 +375,19 @@ def _refuse_unjudged_kwargs(session: Session) -> None:
         )
 
 
-def _check_whole_port(session: Session, checks: dict[str, CheckResult]) -> None:
-    """The checks of the port as a whole: embedding inputs, dummy inputs, limits; then close the per-probe checks."""
+def _check_whole_port(
+    session: Session,
+    checks: dict[str, CheckResult],
+    port_path: Path,
+    serve: ServeOptions | None,
+    seed: int,
+    notify: Callable[[str], None],
+) -> None:
+    """The checks of the port as a whole: embedding inputs, dummy inputs, limits; then close the per-probe
+    checks and the model check's summary (``--model``); last, serving (``--serve``)."""
     from mmport.verify.embeds import check_embeddings
 
+    notify("embedding inputs, dummy inputs and limits")
     hidden_size = getattr(
         session.hf.snapshot.load_config().get_text_config(), "hidden_size", None
     )
@@ -350,6 +400,9 @@ def _check_whole_port(session: Session, checks: dict[str, CheckResult]) -> None:
     session.check_dummy(checks["dummy"])
     session.check_limits(checks["limits"])
     session.finish(checks)
+    if session.model_check is not None:
+        session.model_check.summarize()
+    _check_serve(session.hf.snapshot, port_path, checks["serve"], serve, seed, notify)
 
 
 def _request_settings(

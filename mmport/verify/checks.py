@@ -123,6 +123,20 @@ def check_placeholders(
     image token, are compared together); without, only the counts.
     """
     result.runs += 1
+    failure = _count_failure(probe, items, counts, placeholders)
+    if failure is None and hf_ids is not None:
+        failure = _position_failure(probe, hf_ids, embed_ids, items, placeholders)
+    if failure is not None:
+        result.failures.append(failure)
+
+
+def _count_failure(
+    probe: str,
+    items: Sequence[Any],
+    counts: Sequence[int],
+    placeholders: Mapping[str, list],
+) -> Failure | None:
+    """The first modality whose placeholder ranges, or their embedding counts, are not HF's (loud)."""
     for modality in dict.fromkeys(item.modality for item in items):
         wanted = [
             count
@@ -131,33 +145,36 @@ def check_placeholders(
         ]
         ranges = placeholders.get(modality, [])
         if len(ranges) != len(wanted):
-            result.failures.append(
-                Failure(
-                    probe,
-                    f"number of {modality} placeholder ranges",
-                    None,
-                    str(len(wanted)),
-                    str(len(ranges)),
-                    loudness="loud",
-                )
+            return Failure(
+                probe,
+                f"number of {modality} placeholder ranges",
+                None,
+                str(len(wanted)),
+                str(len(ranges)),
+                loudness="loud",
             )
-            return
         for index, (count, ph) in enumerate(zip(wanted, ranges, strict=False)):
             if ph.num_embeds != count:
                 message = f"{modality} {index}: number of embedding positions in the placeholder"
-                result.failures.append(
-                    Failure(
-                        probe,
-                        message,
-                        ph.offset,
-                        str(count),
-                        str(ph.num_embeds),
-                        loudness="loud",
-                    )
+                return Failure(
+                    probe,
+                    message,
+                    ph.offset,
+                    str(count),
+                    str(ph.num_embeds),
+                    loudness="loud",
                 )
-                return
-    if hf_ids is None:
-        return
+    return None
+
+
+def _position_failure(
+    probe: str,
+    hf_ids: list[int],
+    embed_ids: Mapping[str, int],
+    items: Sequence[Any],
+    placeholders: Mapping[str, list],
+) -> Failure | None:
+    """The first embedding position the port puts elsewhere than HF, per embedding token (silent)."""
     for embed_id in dict.fromkeys(embed_ids[item.modality] for item in items):
         sharing = [
             m
@@ -176,17 +193,15 @@ def check_placeholders(
             message = (
                 f"{'/'.join(sharing)} embedding position #{position} of the prompt"
             )
-            result.failures.append(
-                Failure(
-                    probe,
-                    message,
-                    None,
-                    _at(hf_positions, position),
-                    _at(port_positions, position),
-                    loudness="silent",
-                )
+            return Failure(
+                probe,
+                message,
+                None,
+                _at(hf_positions, position),
+                _at(port_positions, position),
+                loudness="silent",
             )
-            return
+    return None
 
 
 def embed_positions(ph) -> list[int]:
@@ -297,37 +312,8 @@ def check_fields(
     """
     result.runs += 1
     port_items = _items_in_order(items, actual)
-    carried: dict[str, Any] = {}
-    for item in port_items:
-        carried.update(item)
     if port_items:
-        # A key HF gives no item alone (a padding mask across items) is batching, not an item's.
-        per_item = {key for single in singles for key in single}
-        named = {key for key in hf_mm if port_key(key, carried) is not None}
-        idle = {
-            key
-            for key in hf_mm
-            if key in per_item
-            and _carries_nothing(key, hf_mm[key], singles, _item_counts(items))
-        }
-        singles = [
-            _as_port_carries(
-                {k: v for k, v in single.items() if k not in idle}, port_item
-            )
-            for single, port_item in zip(singles, port_items, strict=False)
-        ]
-        # A key carried under another name holds HF's value for an item alone.
-        named |= {
-            key
-            for single, item in zip(singles, port_items, strict=False)
-            for key in single
-            if port_key(key, item, single[key]) is not None
-        }
-        missing = sorted(
-            key
-            for key in hf_mm
-            if key in per_item and key not in named and key not in idle
-        )
+        missing, singles = _dropped_keys(hf_mm, items, singles, port_items)
         if missing:
             result.failures.append(
                 Failure(
@@ -348,6 +334,42 @@ def check_fields(
                 Failure(probe, message, None, want, got, loudness="silent")
             )
             return
+
+
+def _dropped_keys(
+    hf_mm: dict, items: Sequence[Any], singles: list[dict], port_items: list
+) -> tuple[list[str], list[dict]]:
+    """HF's per-item keys the port carries under no name, and HF's outputs for each item alone as the port carries them.
+
+    A key HF gives no item alone (a padding mask across items) is batching,
+    not an item's; a key that carries nothing of an item is idle, and left out.
+    """
+    carried: dict[str, Any] = {}
+    for item in port_items:
+        carried.update(item)
+    per_item = {key for single in singles for key in single}
+    named = {key for key in hf_mm if port_key(key, carried) is not None}
+    idle = {
+        key
+        for key in hf_mm
+        if key in per_item
+        and _carries_nothing(key, hf_mm[key], singles, _item_counts(items))
+    }
+    singles = [
+        _as_port_carries({k: v for k, v in single.items() if k not in idle}, port_item)
+        for single, port_item in zip(singles, port_items, strict=False)
+    ]
+    # A key carried under another name holds HF's value for an item alone.
+    named |= {
+        key
+        for single, item in zip(singles, port_items, strict=False)
+        for key in single
+        if port_key(key, item, single[key]) is not None
+    }
+    missing = sorted(
+        key for key in hf_mm if key in per_item and key not in named and key not in idle
+    )
+    return missing, singles
 
 
 def _as_port_carries(single: dict, port_item: Mapping[str, Any]) -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from mmport.errors import one_line
+from mmport.errors import FOREIGN_ERRORS, one_line
 from mmport.verify.probes import Item
 from mmport.verify.report import CountCurve, CurvePoint
 
@@ -84,7 +84,7 @@ def _curve(session, modality: str) -> CountCurve:
     for group, x, item in sweep(modality)[:MAX_POINTS]:
         try:
             alone = session.hf.single(item)
-        except Exception:
+        except FOREIGN_ERRORS:
             continue  # HF rejects the item: there is no count to hold the port to
         port, error = _port_count(session, item, alone.prompt)
         points.append(
@@ -99,6 +99,6 @@ def _port_count(session, item: Item, prompt: str) -> tuple[int | None, str]:
     """The port's embedding positions for ``item`` alone, or ``None`` and what it raised."""
     try:
         output = session.port(prompt, [item])
-    except Exception as exc:
+    except FOREIGN_ERRORS as exc:
         return None, one_line(exc)
     return sum(ph.num_embeds for ph in output.placeholders.get(item.modality, [])), ""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from mmport.errors import one_line
+from mmport.errors import FOREIGN_ERRORS, one_line
 from mmport.media import EMBEDDING_FIELDS
 from mmport.verify.checks import check_tokens
 from mmport.verify.probes import Item
@@ -103,7 +103,7 @@ def check_embeddings(session: Session, result: CheckResult, hidden_size: int) ->
         for item in session.hf.reference_items(modality):
             try:
                 expected = session.hf.single(item)
-            except Exception:
+            except FOREIGN_ERRORS:
                 continue  # HF refuses the reference item: the probes judged this modality
             count = expected.input_ids.count(session.hf.modalities[modality].embed_id)
             embeds = torch.randn(count, hidden_size, generator=generator)
@@ -114,7 +114,7 @@ def check_embeddings(session: Session, result: CheckResult, hidden_size: int) ->
                 name = f"{modality} embeddings ({form}, {item.describe()})"
                 try:
                     actual = session.runner.process(expected.prompt, {modality: data})
-                except Exception as exc:
+                except FOREIGN_ERRORS as exc:
                     # A form raising for what the snapshot lacks is not refused: it cannot be judged.
                     if not session.cannot_judge(result, name, exc):
                         refused.setdefault(modality, []).append(
@@ -135,6 +135,7 @@ def check_embeddings(session: Session, result: CheckResult, hidden_size: int) ->
                             name,
                             f"the port's {modality}_embeds field does not hold the embeddings given",
                             loudness="silent",
+                            modalities=(modality,),
                         )
                     )
     untaken = [

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmport.errors import MmportError, one_line
+from mmport.errors import FOREIGN_ERRORS, MmportError, one_line
 from mmport.runtime.device import placement, release
 from mmport.runtime.hf_model import HFModel, load_model, model_class
 from mmport.verify.reference import HFOutput, HFReference
@@ -183,9 +183,8 @@ def _refusal(model: HFModel, output: HFOutput) -> str:
     """HF's model on HF's own outputs for one item: "" when it runs, else its error in one line."""
     try:
         model.logits(output.inputs, [len(output.input_ids) - 1])
-    except (
-        Exception
-    ) as exc:  # the HF model refusing HF's processor outputs is the fact measured here
+    except FOREIGN_ERRORS as exc:
+        # the HF model refusing HF's processor outputs is the fact measured here
         return one_line(exc)
     finally:
         release(model.target)
@@ -208,9 +207,8 @@ def _tiny_twin(snapshot: Any, seed: int) -> tuple[HFModel | None, str]:
         MmportError
     ) as exc:  # no model class, remote code without consent, a config HF refuses
         return None, str(exc)
-    except (
-        Exception
-    ) as exc:  # HF's own code failing to build the twin is the fact reported
+    except FOREIGN_ERRORS as exc:
+        # HF's own code failing to build the twin is the fact reported
         return None, f"its tiny twin cannot be built ({one_line(exc)})"
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmport.errors import BadReferenceError, one_line
+from mmport.errors import FOREIGN_ERRORS, BadReferenceError, one_line
 from mmport.runtime.device import release
 from mmport.runtime.hf_model import HFModel
 from mmport.runtime.runner import PortOutput
@@ -173,7 +173,7 @@ class ModelCheck:
             return
         try:
             features = self.model.features(modality, kwargs)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self._fail(
                 probe,
                 f"{name}: the HF encoder raised on the port's kwargs: {one_line(exc)}",
@@ -215,8 +215,6 @@ class ModelCheck:
         reference: Any,
     ) -> None:
         """The port's ids and re-batched kwargs against HF's ``reference`` logits at ``positions``."""
-        import torch
-
         if len(actual.prompt_token_ids) != len(expected.input_ids):
             message = "logits not compared: the port's prompt has another length than HF's (see tokens)"
             self._fail(
@@ -227,6 +225,37 @@ class ModelCheck:
                 loudness="silent",
             )
             return
+        rebatched = self._port_inputs(probe, expected, actual)
+        if rebatched is None:
+            return
+        inputs, segments = rebatched
+        try:
+            logits = self.model.logits(inputs, positions)
+        except FOREIGN_ERRORS as exc:
+            self._fail(
+                probe,
+                f"the HF model raised on the port's ids and kwargs: {one_line(exc)}",
+                loudness="loud",
+            )
+            return
+        diff = _max_diff(reference, logits)
+        self.max_logit_diff = max(self.max_logit_diff, diff)
+        tolerance = self.model.target.tolerance(float(reference.abs().max()))
+        if not diff <= tolerance:
+            message = f"logits differ from HF's forward on its own outputs: max |Δ| {diff:.3g} > {tolerance:.3g}"
+            self._fail(
+                probe,
+                message + _diverging(inputs, expected.mm, segments),
+                loudness="silent",
+            )
+
+    def _port_inputs(
+        self, probe: str, expected: HFOutput, actual: PortOutput
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """HF's forward inputs with the port's ids and its per-item kwargs re-batched as HF batches them,
+        and each key's segments; None (failed loudly) where a key re-batches into no layout of HF's."""
+        import torch
+
         inputs = {
             **expected.inputs,
             "input_ids": torch.tensor([actual.prompt_token_ids]),
@@ -253,33 +282,15 @@ class ModelCheck:
                     [tuple(v.shape) for v in values],
                     loudness="loud",
                 )
-                return
+                return None
             inputs[key], segments[key] = layout.value, layout.segments
-        try:
-            logits = self.model.logits(inputs, positions)
-        except Exception as exc:
-            self._fail(
-                probe,
-                f"the HF model raised on the port's ids and kwargs: {one_line(exc)}",
-                loudness="loud",
-            )
-            return
-        diff = _max_diff(reference, logits)
-        self.max_logit_diff = max(self.max_logit_diff, diff)
-        tolerance = self.model.target.tolerance(float(reference.abs().max()))
-        if not diff <= tolerance:
-            message = f"logits differ from HF's forward on its own outputs: max |Δ| {diff:.3g} > {tolerance:.3g}"
-            self._fail(
-                probe,
-                message + _diverging(inputs, expected.mm, segments),
-                loudness="silent",
-            )
+        return inputs, segments
 
     def _reference_logits(self, expected: HFOutput, positions: list[int]) -> Any:
         """HF's forward on its own outputs; failing here is the snapshot's fault, not the port's."""
         try:
             return self.model.logits(expected.inputs, positions)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             raise BadReferenceError(
                 f"the HF model cannot run on its own processor's outputs ({one_line(exc)}); "
                 "the snapshot's config and processor settings disagree"

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from mmport.errors import BadReferenceError
+from mmport.errors import FOREIGN_ERRORS, BadReferenceError
 from mmport.hf.entry import entry_point
 from mmport.hf.layout import template_layouts, usable_layout
 from mmport.hf.modalities import (
@@ -126,7 +126,7 @@ class HFReference:
             return []
         try:
             return [str(token) for token in tokenizer.convert_ids_to_tokens(list(ids))]
-        except Exception:  # no tokenizer, or ids it does not know: the ids alone still show the difference
+        except FOREIGN_ERRORS:  # no tokenizer, or ids it does not know: the ids alone still show the difference
             return []
 
     def placeholders(self) -> dict[str, str | None]:
@@ -186,7 +186,8 @@ class HFReference:
                 continue
             try:
                 self.run(layout, [item])
-            except Exception:  # HF refuses the layout: the placeholder HF takes stays
+            except FOREIGN_ERRORS:
+                # HF refuses the layout: the placeholder HF takes stays
                 continue
             return layout
         return placeholder
@@ -214,7 +215,9 @@ class HFReference:
         try:
             ids = self.run(placeholder or "", [item]).input_ids
             bare = set(self.run("", []).input_ids) if placeholder is not None else set()
-        except Exception:
+        except (
+            FOREIGN_ERRORS
+        ):  # HF refuses the item or text alone: the expected id stays
             return expected
         if expected in ids:
             return expected
@@ -310,7 +313,7 @@ class HFReference:
                     cut = self.item_count(
                         Item("audio", seconds=window * 1.5)
                     ) == self.item_count(Item("audio", seconds=window))
-                except Exception:  # HF refuses the longer audio: it keeps no more than the window either
+                except FOREIGN_ERRORS:  # HF refuses the longer audio: it keeps no more than the window either
                     cut = True
                 self._kept_audio = window if cut else None
         return self._kept_audio

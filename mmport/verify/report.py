@@ -65,6 +65,9 @@ class Failure:
     actual: str | None = None
     loudness: Loudness = field(kw_only=True)
     setting: str | None = field(default=None, kw_only=True)
+    # What a failure concerns when its probe holds no items of its own (the dummy
+    # inputs, the limits, a modality never compared); empty: every modality.
+    modalities: tuple[str, ...] = field(default=(), kw_only=True)
 
     @property
     def occurs(self) -> Literal["defaults", "setting"]:
@@ -290,16 +293,15 @@ class Report:
         return self.verdict == "pass"
 
     def failed_modalities(self) -> set[str]:
-        """The modalities some failure concerns: its probe's items, or the modality it names."""
-        from mmport.media import MODALITIES
-
+        """The modalities some failure concerns: its probe's items, else the modalities it names, else every one."""
         every = {m for ms in self.probe_modalities.values() for m in ms}
         failed: set[str] = set()
         for check in self.checks.values():
             for failure in check.failures:
-                named = {m for m in MODALITIES if m in failure.message}
                 failed |= (
-                    set(self.probe_modalities.get(failure.probe, ())) or named or every
+                    set(self.probe_modalities.get(failure.probe, ()))
+                    or set(failure.modalities)
+                    or every
                 )
         return failed
 

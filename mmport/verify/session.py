@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
-from mmport.errors import one_line
+from mmport.errors import FOREIGN_ERRORS, one_line
 from mmport.verify.checks import (
     check_cache,
     check_fields,
@@ -122,43 +122,33 @@ class Session:
         self.hf = hf
         self.runner = runner
         self.model_check = model_check  # a ModelCheck with --model, else None
-        self.max_count: dict[
-            str, int
-        ] = {}  # per modality: the largest count HF gave an item alone
-        self.largest_item: dict[str, Item] = {}  # ... and the item it gave that count
+        # Per modality: the largest count HF gave an item alone, and that item.
+        self.max_count: dict[str, int] = {}
+        self.largest_item: dict[str, Item] = {}
         self._length_noted: set[str] = set()  # modalities whose dummy length was noted
         self.rejected: list[str] = []  # probes HF rejects, with HF's reason
-        self.outside_contract: list[
-            str
-        ] = []  # items or probes HF answers in a way vLLM cannot hold
+        # Items or probes HF answers in a way vLLM cannot hold.
+        self.outside_contract: list[str] = []
         # Probes with items within the port's limits, and those HF answered and the checks
         # compared: under the default settings, and under a request's settings.
         self.defaults = {"media": 0, "compared": 0}
         self.under_settings = {"media": 0, "compared": 0}
-        self.refused_settings: dict[
-            str, str
-        ] = {}  # settings the port refuses outright, with its words
-        self.drawn: dict[
-            str, int
-        ] = {}  # per modality: items drawn into probes within the limits
-        self.judged: dict[str, int] = {}  # ... and items compared against HF
-        self.token_windows: dict[
-            str, TokenWindow
-        ] = {}  # per probe whose tokens differ: both sides around it
+        # Settings the port refuses outright, with its words.
+        self.refused_settings: dict[str, str] = {}
+        # Per modality: items drawn into probes within the limits, and those compared against HF.
+        self.drawn: dict[str, int] = {}
+        self.judged: dict[str, int] = {}
+        # Per probe whose tokens differ: both sides around the first difference.
+        self.token_windows: dict[str, TokenWindow] = {}
         self.facts = SnapshotFacts.of(
             getattr(hf.processor, "tokenizer", None),
             hf.snapshot.load_config(),
             invented=hf.snapshot.origin == "synthetic",
         )
-        self.unjudged: list[
-            CannotJudge
-        ] = []  # every probe the snapshot kept from being judged, either side
-        self.hf_unjudged: list[
-            CannotJudge
-        ] = []  # ... of them, those HF itself raised on
-        self.settings_of: dict[
-            str, str
-        ] = {}  # probe name -> the request settings it ran under
+        # Every probe the snapshot kept from being judged, either side; and those HF itself raised on.
+        self.unjudged: list[CannotJudge] = []
+        self.hf_unjudged: list[CannotJudge] = []
+        self.settings_of: dict[str, str] = {}  # probe name -> its request settings
         self.limits_raised: Exception | None = None
         self._hf_item_limits: dict[str, int] = {}  # see hf_item_limit
         self.limits, self.limits_error = self._port_limits()
@@ -197,7 +187,7 @@ class Session:
     def _port_limits(self) -> tuple[dict[str, int | None], str]:
         try:
             return dict(self.runner.supported_mm_limits()), ""
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self.limits_raised = exc
             return {}, f"the port's get_supported_mm_limits raises {one_line(exc)}"
 
@@ -208,14 +198,18 @@ class Session:
         exc: Exception,
         message: str,
         side: Literal["port", "hf"] = "port",
+        modalities: tuple[str, ...] = (),
     ) -> bool:
         """``side`` raised: cannot judge when the snapshot lacks what it looked up, else a loud failure.
 
-        True when it was a failure (a comparison made, and failed).
+        True when it was a failure (a comparison made, and failed); ``modalities``
+        are what it concerns, for a probe that holds no items of its own.
         """
         if self.cannot_judge(result, probe, exc, side):
             return False
-        result.failures.append(Failure(probe, message, loudness="loud"))
+        result.failures.append(
+            Failure(probe, message, loudness="loud", modalities=modalities)
+        )
         return True
 
     def cannot_judge(
@@ -283,7 +277,7 @@ class Session:
             self.hf.run(
                 placeholder * count + " limits", self._limit_items(modality, count)
             )
-        except Exception:
+        except FOREIGN_ERRORS:  # HF's refusal is the answer
             return False
         return True
 
@@ -354,7 +348,7 @@ class Session:
             tally["compared"] -= bool(probe.items)
             tally["media"] -= bool(probe.items)
             return
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             if self._raised(
                 checks["tokens"], probe.name, exc, f"the port raised {one_line(exc)}"
             ):
@@ -377,7 +371,7 @@ class Session:
             singles = [
                 self.hf.single(item, setting) for item in probe.items
             ]  # HF on each item alone
-        except Exception as exc:  # HF rejects this input (or an item alone)
+        except FOREIGN_ERRORS as exc:  # HF rejects this input (or an item alone)
             self._rejected(probe, exc, setting)
             return None
         counts = [
@@ -511,7 +505,7 @@ class Session:
                 self.port(self.hf.single(item, setting).prompt, [item], setting)
                 for item in probe.items
             ]
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             if self._raised(
                 result,
                 probe.name,
@@ -588,7 +582,9 @@ class Session:
                 )
                 self._gate(
                     checks["placeholders"],
-                    Failure("probes", message, loudness="unknown"),
+                    Failure(
+                        "probes", message, loudness="unknown", modalities=(modality,)
+                    ),
                 )
         for name, check in checks.items():
             if (
@@ -628,12 +624,13 @@ class Session:
         try:
             text, data = self.runner.dummy(DUMMY_SEQ_LEN, {modality: wanted})
             output = self.runner.dummy_output(DUMMY_SEQ_LEN, {modality: wanted})
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self._raised(
                 result,
                 "dummy",
                 exc,
                 f"the port's dummy {modality} inputs fail: {one_line(exc)}",
+                modalities=(modality,),
             )
             return
         given = data.get(modality, [])
@@ -646,6 +643,7 @@ class Session:
                     str(wanted),
                     str(len(given)),
                     loudness="loud",
+                    modalities=(modality,),
                 )
             )
             return
@@ -667,6 +665,7 @@ class Session:
                     str(largest),
                     str(min(embeds, default=0)),
                     loudness="loud",
+                    modalities=(modality,),
                 )
             )
             return
@@ -690,7 +689,7 @@ class Session:
         for item in _larger_than(dummy, modality, self.hf.sampling_rate):
             try:
                 count = self.hf.item_count(item)
-            except Exception:
+            except FOREIGN_ERRORS:
                 continue  # HF refuses so large an item: it is no case to hold
             if count > embeds and count * wanted <= DUMMY_SEQ_LEN:
                 if _only_longer(item, dummy, self.hf.sampling_rate):
@@ -699,7 +698,13 @@ class Session:
                 message = f"HF gives {item.describe()} more positions than the port's dummy {modality} (not the worst case)"
                 result.failures.append(
                     Failure(
-                        "dummy", message, None, str(count), str(embeds), loudness="loud"
+                        "dummy",
+                        message,
+                        None,
+                        str(count),
+                        str(embeds),
+                        loudness="loud",
+                        modalities=(modality,),
                     )
                 )
                 return
@@ -716,10 +721,9 @@ class Session:
         larger than its encoder cache loudly; the bound is worth knowing, so
         it is noted in the summary, not failed.
         """
-        if f"the port profiles {item.modality}" in result.summary.replace(
-            "videos", "video"
-        ):
+        if item.modality in self._length_noted:
             return  # one note per modality: the first longer item HF counts higher says it
+        self._length_noted.add(item.modality)
         length = (
             f"videos of {_video_geometry(dummy)[0]} frames"
             if item.modality == "video"
@@ -736,7 +740,7 @@ class Session:
     ) -> None:
         try:
             self.hf.run(text, images)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             unheld = unheld_token_texts(text, self.facts)
             if unheld:
                 # The port's dummy text names a token mmport's invented tokenizer has
@@ -753,6 +757,7 @@ class Session:
                 exc,
                 f"HF rejects the port's dummy text and images: {one_line(exc)}",
                 side="hf",
+                modalities=("image",),
             )
             return
         # What vLLM must give: each item as HF counts it alone (the same as HF's count
@@ -768,6 +773,7 @@ class Session:
                     str(alone),
                     str(sum(embeds)),
                     loudness="loud",
+                    modalities=("image",),
                 )
             )
 
@@ -788,6 +794,7 @@ class Session:
                     "limits",
                     f"HF handles {', '.join(missing)} but the port declares no limit for it",
                     loudness="loud",
+                    modalities=tuple(missing),
                 )
             )
         for modality in self.hf.modalities:
@@ -821,23 +828,26 @@ class Session:
         allowed = "any number of" if limit is None else limit
         try:
             output = self.hf.run(placeholder * count + " limits", items)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self._beyond_hf(result, modality, allowed, items, placeholder, exc)
             return
         prompt = output.prompt
         if count > 1 and self._expands_as_one(output, items):
             # BLIP-2's processor takes more images but writes one block for them all.
             message = f"the port allows {allowed} {modality}s but HF gives {count} of them the embedding positions of one"
-            result.failures.append(Failure("limits", message, loudness="loud"))
+            result.failures.append(
+                Failure("limits", message, loudness="loud", modalities=(modality,))
+            )
             return
         try:
             self.port(prompt, items)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             self._raised(
                 result,
                 "limits",
                 exc,
                 f"the port rejects {count} {modality}s within its own limit: {one_line(exc)}",
+                modalities=(modality,),
             )
             return
         if limit is not None:
@@ -866,13 +876,17 @@ class Session:
         if self.hf.writes_own_prompt:
             # Such a processor makes each item a sample of its own: the model takes one per sequence.
             message = f"the port allows {allowed} {modality}s but {hf_words}"
-            result.failures.append(Failure("limits", message, loudness="loud"))
+            result.failures.append(
+                Failure("limits", message, loudness="loud", modalities=(modality,))
+            )
             return
         try:
             answer = self.port(placeholder * count + " limits", items)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             message = f"the port allows {allowed} {modality}s but raises on {count} ({one_line(exc)}); {hf_words}"
-            result.failures.append(Failure("limits", message, loudness="loud"))
+            result.failures.append(
+                Failure("limits", message, loudness="loud", modalities=(modality,))
+            )
             return
         held = [ph.num_embeds for ph in answer.placeholders.get(modality, [])]
         alone = [self.hf.item_count(item) for item in items]
@@ -880,7 +894,13 @@ class Session:
             message = f"the port takes {count} {modality}s in one prompt where {hf_words}, and gives them {held} positions where HF gives each alone {alone}"
             result.failures.append(
                 Failure(
-                    "limits", message, None, str(alone), str(held), loudness="silent"
+                    "limits",
+                    message,
+                    None,
+                    str(alone),
+                    str(held),
+                    loudness="silent",
+                    modalities=(modality,),
                 )
             )
             return
@@ -915,7 +935,7 @@ class Session:
         ref = self.hf.modalities[modality]
         try:
             ids = self.hf.run((ref.placeholder or "") * len(items), items).input_ids
-        except Exception:
+        except FOREIGN_ERRORS:
             return  # HF rejects them too: the limit holds
         expanded = sum(self.hf.item_count(item) for item in items)
         if ids.count(ref.embed_id) == expanded:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmport.errors import AnalysisError, MmportError
+from mmport.errors import FOREIGN_ERRORS, AnalysisError, BadReferenceError, MmportError
 from mmport.hf.kwargs import SCOPES, typed_kwarg_classes
 from mmport.hf.modalities import sub_processor
 
@@ -116,7 +116,9 @@ def _defaults(processor: Any, modality: str) -> dict[str, Any]:
             tokenizer_init_kwargs=processor.tokenizer.init_kwargs,
         )
         scoped = dict(merged.get(SCOPES[modality], {}))
-    except Exception:
+    except (
+        FOREIGN_ERRORS
+    ):  # HF cannot merge its kwargs: the sub-processor's attributes remain
         scoped = {}
     sub = _sub_processor(processor, modality)
     values = {}
@@ -220,7 +222,7 @@ def telling_items(hf: Any, setting: Setting) -> list:
                 try:
                     if hf.item_count(item, setting) != hf.item_count(item):
                         told.append(item)
-                except Exception:
+                except FOREIGN_ERRORS:
                     continue  # HF refuses the item under this setting
     return told
 
@@ -260,13 +262,13 @@ def count_changing_settings(
     chosen: list[Setting] = []
     try:
         architecture = _architecture_values(hf.snapshot.load_config())
-    except Exception:
+    except BadReferenceError:
         architecture = {}
     for modality in hf.modalities:
         items = hf.reference_items(modality)
         try:
             baseline = [hf.item_count(item) for item in items]
-        except Exception:
+        except FOREIGN_ERRORS:  # HF refuses the reference items: no setting to draw
             continue
         # In a seeded order, until enough are found: each try costs HF calls.
         candidates = list(_defaults(hf.processor, modality).items())
@@ -287,7 +289,7 @@ def count_changing_settings(
                         or _reshapes_patches(hf, items[0], setting)
                     ):
                         continue
-                except Exception:
+                except FOREIGN_ERRORS:
                     continue  # HF rejects the value: no request could carry it
                 if keep is not None and not keep(setting):
                     continue

@@ -12,6 +12,7 @@ stands, and the tokens check fails it.
 
 from __future__ import annotations
 
+from mmport.errors import FOREIGN_ERRORS
 from mmport.hf.layout import template_writes
 from mmport.verify.reference import HFReference
 
@@ -28,7 +29,8 @@ def follow_port_tokenizing(hf: HFReference, adds_special_tokens: bool | None) ->
         with_specials = hf.run(_TEXT, []).input_ids
         hf.base_setting["add_special_tokens"] = False
         without = hf.run(_TEXT, []).input_ids
-    except Exception:  # HF takes no such switch, or no text alone: nothing to follow
+    except FOREIGN_ERRORS:
+        # HF takes no such switch, or no text alone: nothing to follow
         hf.base_setting.pop("add_special_tokens", None)
         return ""
     extra = [token for token in with_specials if token not in without]

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from mmport.errors import FOREIGN_ERRORS
+
 from ...config.model import ModelConfig
 from ...config.multimodal import MultiModalConfig
 from ...exceptions import VLLMValidationError
@@ -42,7 +44,7 @@ def _call_kwarg_names(processor: Any) -> set[str]:
     names: set[str] = set()
     try:
         hints = typing.get_type_hints(processor.valid_processor_kwargs)
-    except Exception:
+    except FOREIGN_ERRORS:  # an annotation that does not resolve: no kwargs declared
         return names
     for scope in _KWARG_SCOPES:
         for base in reversed(getattr(hints.get(scope), "__mro__", ())):
@@ -296,7 +298,7 @@ class InputProcessingContext:
         allowed.setdefault("return_tensors", "pt")
         try:
             output = hf_processor(**data, **allowed)
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             raise ValueError(
                 f"Failed to apply {type(hf_processor).__name__} on data={data} with kwargs={allowed}"
             ) from exc
