@@ -249,9 +249,14 @@ def _language_architecture(architecture_cls: type[Any]) -> tuple[str, str]:
 
     transformers builds a CausalLM from ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``;
     a multimodal family's text config (``qwen2_vl_text``) is in it under the
-    family it grew from: drop ``_``-segments from the end until a model_type
-    is found (``qwen2_vl_text`` → ``qwen2_vl`` → ``qwen2``: ``Qwen2ForCausalLM``).
+    family it grew from: the longest model_type its ``_``-segments spell with
+    some left out, the first kept, the order unchanged, ties to the one
+    leaving out the last (``qwen2_vl_text`` → ``qwen2``: ``Qwen2ForCausalLM``;
+    ``qwen3_vl_moe_text`` → ``qwen3_moe``, not ``qwen3``, whose layers have
+    no experts).
     """
+    from itertools import combinations
+
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL_LM,
     )
@@ -259,10 +264,14 @@ def _language_architecture(architecture_cls: type[Any]) -> tuple[str, str]:
     text = architecture_cls.config_class().get_text_config()
     if text.architectures or text.model_type in CAUSAL_LM:
         return "", ""
-    parts = text.model_type.split("_")
-    for end in range(len(parts) - 1, 0, -1):
-        if "_".join(parts[:end]) in CAUSAL_LM:
-            found = "_".join(parts[:end])
+    first, *rest = text.model_type.split("_")
+    candidates = (
+        "_".join([first, *kept])
+        for size in range(len(rest) - 1, -1, -1)
+        for kept in combinations(rest, size)
+    )
+    for found in candidates:
+        if found in CAUSAL_LM:
             return (
                 CAUSAL_LM[found],
                 f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{found!r}], for text model_type {text.model_type!r}",

@@ -104,12 +104,37 @@ def _write_modeling_defaults(model: Any) -> None:
     """
     text = model.config.get_text_config()
     rope = getattr(text, "rope_parameters", None)
-    if not isinstance(rope, dict) or "mrope_section" in rope:
+    if not isinstance(rope, dict):
         return
     for module in model.modules():
         if isinstance(getattr(module, "mrope_section", None), (list, tuple)):
-            rope["mrope_section"] = list(module.mrope_section)
+            rope.setdefault("mrope_section", list(module.mrope_section))
+            if "mrope_interleaved" not in rope and _interleaves(module):
+                rope["mrope_interleaved"] = True
             return
+
+
+def _interleaves(rotary: Any) -> bool:
+    """Whether HF's M-RoPE module interleaves the sections (t h w t h w ...), measured.
+
+    Qwen3-VL's code interleaves where Qwen2-VL's puts each section in one
+    block; its config says nothing, and vLLM reads ``mrope_interleaved``.
+    One position with only the temporal part set: the rotary slots it turns
+    are the temporal section's. In one block they are the first ones.
+    """
+    import torch
+
+    sections = list(rotary.mrope_section)
+    positions = torch.zeros(3, 1, 1, dtype=torch.long)
+    positions[0] = 1
+    probe = torch.zeros(1, 1, 1, dtype=torch.float32)
+    try:
+        cos, _ = rotary(probe, positions)
+    except (TypeError, ValueError, RuntimeError, IndexError):
+        return False
+    half = cos.reshape(-1)[: cos.shape[-1] // 2]
+    turned = [i for i, value in enumerate(half.tolist()) if value != 1.0]
+    return bool(turned) and turned != list(range(sections[0]))[: len(turned)]
 
 
 def _renamings(model: Any, *, legacy: bool) -> list:
