@@ -38,7 +38,9 @@ ENGINE = Path(__file__).with_name("_serve_engine.py")
 SECTION = "## Served throughput: generated class / vLLM's own"
 
 # The families `verify --serve` passes whose architecture vLLM's CPU engine also
-# serves with its own class (tests/test_serve.py, docs/vllm.md).
+# serves with its own class (tests/test_serve.py, docs/vllm.md). Where a family's
+# default config cannot run its own processor's outputs, the snapshot with its
+# published checkpoints' geometry stands in, as in the serve tests.
 FAMILIES = (
     "llava",
     "llava_next",
@@ -51,6 +53,24 @@ FAMILIES = (
     "glmasr",
     "audioflamingo3",
 )
+CHECKPOINT_SNAPSHOTS = {
+    "gemma3": "gemma3_896_snapshot",
+    "idefics3": "idefics3_364_snapshot",
+    "mistral3": "mistral3_small31_snapshot",
+}
+
+
+def _reference(model_type: str, directory: Path) -> str:
+    """The REF a family is served from: its synthetic snapshot, or the checkpoint-geometry one."""
+    builder = CHECKPOINT_SNAPSHOTS.get(model_type)
+    if builder is None:
+        return model_type
+    sys.path.insert(0, str(ROOT / "tests"))
+    import snapshots
+
+    return str(getattr(snapshots, builder)(directory / "snapshot"))
+
+
 IMAGE_SIZES = ((96, 64), (40, 120), (224, 224), (320, 200), (64, 64), (160, 96))
 # (frames, width, height) at 3 fps.
 VIDEOS = ((4, 64, 48), (8, 48, 64), (6, 96, 64))
@@ -185,7 +205,7 @@ def bench_family(
     result = FamilyResult(model_type)
     with tempfile.TemporaryDirectory(prefix=f"mmport-bench-{model_type}-") as tmp:
         workdir = Path(tmp)
-        snapshot = resolve(model_type)
+        snapshot = resolve(_reference(model_type, workdir))
         spec = analyze(snapshot)
         write_files(render_port(spec), workdir / "port", force=True)
         checkpoint = build_checkpoint(snapshot, workdir / "twin", layout=Layout.HUB)
