@@ -1,0 +1,112 @@
+"""What a pytest-xdist worker does around the ports it verifies: warm up, share the cores, survive a port that kills it.
+
+Before its first port, a worker imports what every port needs and gives
+torch ``cpu_count / workers`` threads (:meth:`WorkerGuard.start`), so that no
+port's time carries the imports and the workers do not oversubscribe the cores.
+
+pytest-xdist replaces a worker that dies, and hands the port it was on to a
+fresh one, which would die on it in turn: a port that calls ``os._exit`` when
+imported (or hangs until its time limit fires) could use up every restart and
+stop the run. So a worker marks each port in a directory the controller
+shares with every worker (``pytest_configure_node`` passes it) before
+verifying it, and clears the mark after; a worker that finds the mark already
+there knows a worker before it died on that port, and errors its checks
+instead of verifying it again::
+
+    guard = WorkerGuard.of(config)
+    if (why := guard.died_on(name)) is not None:
+        pytest.fail(why)
+    with guard.watching(name):
+        verify(...)
+
+Outside a worker (pytest without ``-n``) the guard does nothing: a port that
+kills the process ends the run, as it would any test.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import hashlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+__all__ = ["PORT_TIME_LIMIT_S", "WORKER_INPUT_KEY", "WorkerGuard"]
+
+# A port verifying longer than this kills its worker (the slowest family of docs/coverage.md
+# takes about a minute); the fresh worker reports it as hung.
+PORT_TIME_LIMIT_S = 900.0
+# The key of ``config.workerinput`` that names the directory of marks.
+WORKER_INPUT_KEY = "mmport_marks"
+
+
+class WorkerGuard:
+    """Marks, in a directory shared with the controller, the port this xdist worker is verifying."""
+
+    def __init__(
+        self, marks: Path | None, workers: int, time_limit: float = PORT_TIME_LIMIT_S
+    ) -> None:
+        self.marks = marks  # None: not an xdist worker, nothing to guard
+        self.workers = workers
+        self.time_limit = time_limit
+
+    @classmethod
+    def of(cls, config: pytest.Config) -> WorkerGuard:
+        """The guard of this process: active on an xdist worker whose controller sent a directory."""
+        workerinput = getattr(config, "workerinput", None) or {}
+        marks = workerinput.get(WORKER_INPUT_KEY)
+        count = int(workerinput.get("workercount", 1))
+        return cls(Path(marks) if marks else None, count)
+
+    def start(self) -> None:
+        """On a worker: the imports every port needs, once, and its share of the cores."""
+        if self.marks is None:
+            return
+        # Imported for their cost, paid here once (verify_port imports them lazily), not for their names.
+        import torch
+        import transformers  # noqa: F401
+
+        import mmport.verify.embeds
+        import mmport.verify.model_check
+        import mmport.verify.probes
+        import mmport.verify.reference
+        import mmport.verify.session  # noqa: F401
+
+        # Each worker with a thread per core would oversubscribe them: verify ran 5-7 times slower so.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.workers))
+
+    def died_on(self, name: str) -> str | None:
+        """Why this port is not verified again (a worker died or hung on it), or None."""
+        if self.marks is None or not self._mark(name).exists():
+            return None
+        started = float(self._mark(name).read_text() or 0)
+        if time.time() - started >= self.time_limit:
+            return f"the worker verifying this port hung: over {self.time_limit:.0f} s"
+        return "the worker verifying this port died (its process exited while verifying it)"
+
+    @contextmanager
+    def watching(self, name: str) -> Iterator[None]:
+        """Mark the port while it is verified; past the time limit, end this worker (it hung)."""
+        if self.marks is None:
+            yield
+            return
+        self._mark(name).write_text(str(time.time()))
+        # A hang in C code never returns to Python: only ending the process stops it, and
+        # xdist then starts a fresh worker. The traceback goes to the terminal, not the capture.
+        faulthandler.dump_traceback_later(
+            self.time_limit, exit=True, file=sys.__stderr__ or sys.stderr
+        )
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            self._mark(name).unlink(missing_ok=True)
+
+    def _mark(self, name: str) -> Path:
+        assert self.marks is not None
+        return self.marks / hashlib.sha1(name.encode()).hexdigest()
