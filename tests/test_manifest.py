@@ -8,9 +8,12 @@ the 30-port run (wall time against the ports' own) is marked slow.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -161,6 +164,51 @@ def test_passing_failing_and_crashing_ports_on_two_workers(
     listed = json.loads(reports.read_text())
     assert [report["passed"] for report in listed] == [True, False, True, False]
     assert listed[1]["port"] == str(wrong) and listed[3]["exit_code"] == 3
+
+
+@pytest.mark.slow
+def test_a_worker_dying_after_the_other_left_does_not_stall_the_run(
+    tmp_path,
+) -> None:
+    """The worker that dies holds a finished port, and the other worker has ended already.
+
+    Each worker takes one of the two ports that do not import; the one that
+    finishes first also takes the third, which kills it a few seconds later,
+    once the other worker is gone. xdist queues both of the dead worker's ports
+    again, the finished one first: the fresh worker must get the unfinished one.
+    """
+    for name in ("p0", "p1"):
+        (tmp_path / f"{name}_processing.py").write_text(
+            "import definitely_not_a_module\n"
+        )
+    (tmp_path / "p2_processing.py").write_text(
+        "import os, time\n\ntime.sleep(8)\nos._exit(7)\n"
+    )
+    manifest = write_manifest(
+        tmp_path, [("llava", f"{name}_processing.py") for name in ("p0", "p1", "p2")]
+    )
+    # A fresh interpreter with a time limit: this is a run that used to wait forever.
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmport",
+            "verify",
+            "--manifest",
+            str(manifest),
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert re.search(
+        r"│ p2_processing\.py\s+│ llava\s+│ error\s+│ the worker verifying this port died",
+        result.stdout,
+    ), result.stdout
 
 
 def test_a_directory_of_ports_takes_each_ref_from_its_header(

@@ -22,7 +22,7 @@ import pytest
 from conftest import mutated_port
 
 from mmport.testing.shard import Shard, shard_labels
-from mmport.testing.worker import WorkerGuard
+from mmport.testing.worker import WorkerGuard, drop_finished_units
 from mmport.verify.report import CHECKS
 
 pytest_plugins = ["pytester"]
@@ -413,3 +413,19 @@ def test_a_port_that_ends_its_worker_is_not_verified_again(
     assert guard.died_on("another port") is None
     # Outside an xdist worker there is nothing to guard.
     assert WorkerGuard(None, 1).died_on("port") is None
+
+
+def test_after_a_crash_only_unfinished_ports_are_queued_again() -> None:
+    """xdist's loadscope queues every port a dead worker held; a finished one would stall a fresh worker."""
+    from collections import OrderedDict
+    from types import SimpleNamespace
+
+    queue = OrderedDict(
+        [
+            ("pyproject.toml::done.py", {"pyproject.toml::done.py::tokens": True}),
+            ("pyproject.toml::killer.py", {"pyproject.toml::killer.py::tokens": False}),
+        ]
+    )
+    drop_finished_units(SimpleNamespace(workqueue=queue))
+    assert list(queue) == ["pyproject.toml::killer.py"]
+    drop_finished_units(SimpleNamespace())  # a scheduler without a queue of units

@@ -30,7 +30,7 @@ from mmport.testing.items import (
     ManifestFile,
 )
 from mmport.testing.shard import Shard, read_durations, shard_labels, write_durations
-from mmport.testing.worker import WORKER_INPUT_KEY, WorkerGuard
+from mmport.testing.worker import WORKER_INPUT_KEY, WorkerGuard, drop_finished_units
 
 if TYPE_CHECKING:
     from mmport.manifest import ManifestEntry
@@ -108,6 +108,11 @@ class ManifestPlugin:
             self._marks = Path(tempfile.mkdtemp(prefix="mmport-workers-"))
         node.workerinput[WORKER_INPUT_KEY] = str(self._marks)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, sched: Any) -> None:
+        """A worker died on a port: requeue only the ports it had not finished (see :func:`drop_finished_units`)."""
+        drop_finished_units(sched)
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
@@ -149,10 +154,12 @@ class ManifestPlugin:
         if self.config.getoption("mmport_store_durations"):
             write_durations(self.durations_file, measured)
 
+    @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self) -> None:
-        """Remove the workers' marks: they only matter while the session runs."""
+        """Remove the workers' marks (they only matter while the session runs); a worker may end here."""
         if self._marks is not None:
             shutil.rmtree(self._marks, ignore_errors=True)
+        self.guard.end()
 
     def ordered_outcomes(self) -> list[PortOutcome]:
         """The outcomes this run gathered, in the manifest's order."""

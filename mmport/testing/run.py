@@ -25,6 +25,7 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,7 @@ from mmport.manifest import ManifestEntry
 from mmport.manifest.outcome import PortOutcome
 from mmport.testing.items import PORT_PROPERTY
 from mmport.testing.plugin import OUTCOME_ATTRIBUTE, ManifestPlugin, port_names
+from mmport.testing.worker import QUICK_EXIT_KEY
 
 __all__ = ["RunOptions", "default_workers", "pytest_args", "run_manifest"]
 
@@ -63,7 +65,8 @@ def pytest_args(manifest: Path, options: RunOptions, ports: int) -> list[str]:
     # Isolation: -c names an empty config, so the project's ini options stay out.
     args += ["-c", os.devnull, f"--rootdir={manifest.parent}", "--noconftest"]
     args += ["--disable-plugin-autoload", "-p", "mmport.pytest_plugin"]
-    # mmport's plugin is imported before pytest could rewrite its asserts: nothing to rewrite.
+    # No .pytest_cache in the user's project; and mmport's plugin, imported before pytest
+    # could rewrite its asserts, has none to rewrite (pytest would warn that it could not).
     args += ["-p", "no:cacheprovider", "--assert=plain"]
     args += [f"--mmport-probes={options.probes}", f"--mmport-seed={options.seed}"]
     args += [
@@ -160,6 +163,11 @@ class _Listener:
         ):
             outcome = self.outcomes[port] = self._plugin().outcomes[port]
             self.on_done(outcome)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        # The command kills nothing itself: each worker ends as soon as its results are sent.
+        node.workerinput[QUICK_EXIT_KEY] = True
 
     def pytest_keyboard_interrupt(self) -> None:
         self.interrupted = True

@@ -21,6 +21,9 @@ instead of verifying it again::
 
 Outside a worker (pytest without ``-n``) the guard does nothing: a port that
 kills the process ends the run, as it would any test.
+
+On the controller, :func:`drop_finished_units` keeps xdist's loadscope
+scheduler from handing a fresh worker nothing to do after a crash.
 """
 
 from __future__ import annotations
@@ -33,27 +36,42 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-__all__ = ["PORT_TIME_LIMIT_S", "WORKER_INPUT_KEY", "WorkerGuard"]
+__all__ = [
+    "PORT_TIME_LIMIT_S",
+    "QUICK_EXIT_KEY",
+    "WORKER_INPUT_KEY",
+    "WorkerGuard",
+    "drop_finished_units",
+]
 
 # A port verifying longer than this kills its worker (the slowest family of docs/coverage.md
 # takes about a minute); the fresh worker reports it as hung.
 PORT_TIME_LIMIT_S = 900.0
 # The key of ``config.workerinput`` that names the directory of marks.
 WORKER_INPUT_KEY = "mmport_marks"
+# The key that asks a worker to skip Python's own shutdown once pytest is done with it
+# (``mmport verify --manifest`` sets it; a plain pytest run does not).
+QUICK_EXIT_KEY = "mmport_quick_exit"
 
 
 class WorkerGuard:
     """Marks, in a directory shared with the controller, the port this xdist worker is verifying."""
 
     def __init__(
-        self, marks: Path | None, workers: int, time_limit: float = PORT_TIME_LIMIT_S
+        self,
+        marks: Path | None,
+        workers: int,
+        time_limit: float = PORT_TIME_LIMIT_S,
+        quick_exit: bool = False,
     ) -> None:
         self.marks = marks  # None: not an xdist worker, nothing to guard
         self.workers = workers
         self.time_limit = time_limit
+        self.quick_exit = quick_exit
 
     @classmethod
     def of(cls, config: pytest.Config) -> WorkerGuard:
@@ -61,7 +79,8 @@ class WorkerGuard:
         workerinput = getattr(config, "workerinput", None) or {}
         marks = workerinput.get(WORKER_INPUT_KEY)
         count = int(workerinput.get("workercount", 1))
-        return cls(Path(marks) if marks else None, count)
+        quick = bool(workerinput.get(QUICK_EXIT_KEY))
+        return cls(Path(marks) if marks else None, count, quick_exit=quick)
 
     def start(self) -> None:
         """On a worker: the imports every port needs, once, and its share of the cores."""
@@ -79,6 +98,18 @@ class WorkerGuard:
 
         # Each worker with a thread per core would oversubscribe them: verify ran 5-7 times slower so.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.workers))
+
+    def end(self) -> None:
+        """On a worker asked to, end the process now that pytest is done with it.
+
+        Its results are with the controller already ("workerfinished"), which
+        otherwise waits while the interpreter unloads torch and transformers:
+        seconds per run, where ``mmport verify --manifest`` used to kill its workers.
+        """
+        if self.quick_exit:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
     def died_on(self, name: str) -> str | None:
         """Why this port is not verified again (a worker died or hung on it), or None."""
@@ -110,3 +141,19 @@ class WorkerGuard:
     def _mark(self, name: str) -> Path:
         assert self.marks is not None
         return self.marks / hashlib.sha1(name.encode()).hexdigest()
+
+
+def drop_finished_units(scheduler: Any) -> None:
+    """After a worker died, take the work units it had finished out of xdist's queue again.
+
+    pytest-xdist's loadscope scheduler (3.8) puts back *every* unit (here: a
+    port) the dead worker held, finished ones too. A fresh worker handed a
+    finished unit gets no test to run, so no test of it ever completes to ask
+    for the next unit, and the run waits forever on the port still queued.
+    Other schedulers keep no ``workqueue``: nothing to do.
+    """
+    queue = getattr(scheduler, "workqueue", None)
+    if not isinstance(queue, dict):
+        return
+    for scope in [scope for scope, unit in queue.items() if all(unit.values())]:
+        del queue[scope]
