@@ -87,8 +87,10 @@ class WorkerGuard:
         if self.marks is None:
             return
         # Imported for their cost, paid here once (verify_port imports them lazily), not for their names.
+        # transformers' processing_auto pulls in every image, video and audio processor
+        # module (torchvision, torchaudio, scipy): 3 s of a first port's 4 s here.
         import torch
-        import transformers  # noqa: F401
+        import transformers.models.auto.processing_auto  # noqa: F401
 
         import mmport.verify.embeds
         import mmport.verify.model_check
