@@ -144,11 +144,12 @@ class _Listener:
         self.manifest_plugin: ManifestPlugin | None = None
 
     def pytest_configure(self, config: pytest.Config) -> None:
+        """Keep the config: the manifest's plugin is looked up in it once it is registered."""
         self.config = config
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        # A node id is MANIFEST::PORT::CHECK; a port is started by its first check.
+        """A port starts with its first check (a node id is MANIFEST::PORT::CHECK)."""
         port = "::".join(nodeid.split("::")[1:-1])
         named = self._plugin().named
         if port in named and port not in self.started:
@@ -157,6 +158,7 @@ class _Listener:
 
     @pytest.hookimpl(trylast=True)  # after ManifestPlugin kept the outcome
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A port is done when the report carrying its outcome arrives."""
         port = dict(report.user_properties).get(PORT_PROPERTY)
         if getattr(report, OUTCOME_ATTRIBUTE, None) is not None and isinstance(
             port, str
@@ -166,10 +168,11 @@ class _Listener:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        # The command kills nothing itself: each worker ends as soon as its results are sent.
+        """Ask each xdist worker to end as soon as its results are sent (see WorkerGuard.end)."""
         node.workerinput[QUICK_EXIT_KEY] = True
 
     def pytest_keyboard_interrupt(self) -> None:
+        """Ctrl-C: pytest ends the session; the command then stops as on any Ctrl-C."""
         self.interrupted = True
 
     def _plugin(self) -> ManifestPlugin:
