@@ -6,15 +6,17 @@
 
 Ten quick families (docs/coverage.md) are scaffolded once each and copied
 ``--copies`` times into a temporary project whose pyproject.toml lists every
-copy; the run is the installed CLI in a fresh interpreter, as CI runs it. A
-port's own verify time is its report's ``seconds`` (verify_port alone, without
-the interpreter start or the torch import), so the ratio
+copy; the run is the installed CLI in a fresh interpreter, as CI runs it (a
+pytest session of mmport's plugin, the ports on ``--workers`` pytest-xdist
+workers). A port's own verify time is its report's ``seconds`` (verify_port
+alone, without the interpreter start or the torch import), so the ratio
 
     wall / (sum of the ports' own seconds / workers)
 
-charges the run with everything a pool adds: starting its workers, importing
-torch and transformers in each, handing out ports and the idle tail. The
-target is at most 1.3.
+charges the run with everything it adds: starting pytest and its workers,
+importing torch and transformers in each, handing out ports and the idle
+tail. The target is at most 1.3. ``benchmarks/shards.py`` splits the same
+ports into two ``--mmport-shard`` runs.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from mmport import __version__
 
 if TYPE_CHECKING:  # heavy at run time (mmport.verify pulls in the runtime); hints only
     from mmport.manifest import ManifestEntry
-    from mmport.manifest.run import PortOutcome
+    from mmport.manifest.outcome import PortOutcome
+    from mmport.testing.run import RunOptions
     from mmport.verify import ModelOptions, ServeOptions
 
 __all__ = ["app", "main"]
@@ -353,7 +354,7 @@ def verify(
         typer.Option(
             "--workers",
             min=1,
-            help="With --manifest: worker processes (default: 2, or 1 on one core).",
+            help="With --manifest: pytest-xdist worker processes (default: 2, or 1 on one core).",
         ),
     ] = None,
     probes: Annotated[
@@ -371,7 +372,7 @@ def verify(
         Path | None,
         typer.Option(
             "--junit",
-            help="Write a JUnit XML report to this file (with --manifest, a suite per port).",
+            help="Write a JUnit XML report to this file (with --manifest, pytest's: a case per port and check).",
         ),
     ] = None,
     html_path: Annotated[
@@ -626,48 +627,39 @@ def _verify_manifest(
     junit_path: Path | None,
     html_dir: Path | None = None,
 ) -> NoReturn:
-    """``verify --manifest PATH``: every port on a pool of workers, one summary table, one JUnit file.
+    """``verify --manifest PATH``: every port as pytest items (mmport.testing.run), one summary table.
 
-    With ``html_dir``, a page per port and an index linking them (mmport.manifest.html).
+    pytest writes the JUnit file; with ``html_dir``, the plugin writes a page
+    per port and an index linking them (mmport.manifest.html).
 
-    The exit code is the worst any port would give on its own (see mmport.manifest.run.exit_code).
+    The exit code is the worst any port would give on its own (see mmport.manifest.outcome.exit_code).
     """
     import time
 
     from mmport.console import console, manifest_table
     from mmport.manifest import load_manifest
-    from mmport.manifest.run import (
-        combined_json,
-        combined_junit,
-        default_workers,
-        exit_code,
-    )
+    from mmport.manifest.outcome import combined_json, exit_code
+    from mmport.testing.run import RunOptions, default_workers
 
     _progress(f"reading the manifest {manifest}")
     entries = _run(lambda: load_manifest(manifest))
     _check_report_paths(json_path, junit_path)
     _check_report_dir(html_dir)
     _check_backend(backend)
-    workers = workers or default_workers()
+    options = RunOptions(
+        workers or default_workers(), probes, seed, backend, junit_path, html_dir
+    )
     started = time.perf_counter()
-    outcomes = _run(
-        lambda: _verify_with_progress(
-            entries, workers, probes, seed, backend, html=html_dir is not None
+    outcomes = _run(lambda: _verify_with_progress(manifest.resolve(), entries, options))
+    console.print(
+        manifest_table(
+            outcomes, workers=options.workers, wall=time.perf_counter() - started
         )
     )
-    console.print(
-        manifest_table(outcomes, workers=workers, wall=time.perf_counter() - started)
-    )
-    for path, text in (
-        (json_path, combined_json(outcomes)),
-        (junit_path, combined_junit(outcomes)),
-    ):
-        if path is not None:
-            path.write_text(text)
+    if json_path is not None:
+        json_path.write_text(combined_json(outcomes))
     if html_dir is not None:
-        from mmport.manifest.html import write_html_reports
-
-        console.print(f"HTML reports: {write_html_reports(outcomes, html_dir)}")
+        console.print(f"HTML reports: {html_dir / 'index.html'}")
     code = exit_code(outcomes)
     said = {0: "PASS", 4: "CANNOT JUDGE"}.get(code, "FAIL")
     console.print(f"{said} in {time.perf_counter() - started:.1f}s")
@@ -691,14 +683,9 @@ def _check_backend(backend: str) -> None:
 
 
 def _verify_with_progress(
-    entries: list[ManifestEntry],
-    workers: int,
-    probes: int,
-    seed: int,
-    backend: str,
-    html: bool = False,
+    manifest: Path, entries: list[ManifestEntry], options: RunOptions
 ) -> list[PortOutcome]:
-    """Run :func:`mmport.manifest.run.verify_many` under a progress bar on stderr: ports done, ports running."""
+    """Run :func:`mmport.testing.run.run_manifest` under a progress bar on stderr: ports done, ports running."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -707,8 +694,8 @@ def _verify_with_progress(
         TimeElapsedColumn,
     )
 
-    from mmport.console import err_console
-    from mmport.manifest.run import verify_many
+    from mmport.console import progress_console
+    from mmport.testing.run import run_manifest
 
     running: list[str] = []
     columns = (
@@ -718,29 +705,25 @@ def _verify_with_progress(
         TimeElapsedColumn(),
         TextColumn("{task.description}"),
     )
-    with Progress(*columns, console=err_console, transient=True) as bar:
+    # The bar's console writes where pytest's capture of the ports' output cannot reach.
+    with (
+        progress_console() as bar_console,
+        Progress(*columns, console=bar_console, transient=True) as bar,
+    ):
         task = bar.add_task("", total=len(entries))
 
-        def started(entry) -> None:
+        def started(entry: ManifestEntry) -> None:
             running.append(entry.label)
             _progress(f"verifying {entry.label}")
             bar.update(task, description=", ".join(running))
 
-        def done(outcome) -> None:
-            running.remove(outcome.entry.label)
+        def done(outcome: PortOutcome) -> None:
+            if outcome.entry.label in running:
+                running.remove(outcome.entry.label)
             bar.update(task, advance=1, description=", ".join(running))
 
-        _progress(f"starting {workers} worker(s)")
-        return verify_many(
-            entries,
-            workers=workers,
-            probes=probes,
-            seed=seed,
-            backend=backend,
-            on_start=started,
-            on_done=done,
-            html=html,
-        )
+        _progress(f"starting {options.workers} worker(s)")
+        return run_manifest(manifest, entries, options, on_start=started, on_done=done)
 
 
 def main() -> None:

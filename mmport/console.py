@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -11,6 +16,7 @@ __all__ = [
     "err_console",
     "error",
     "manifest_table",
+    "progress_console",
     "report_table",
     "spec_table",
     "static_table",
@@ -34,6 +40,23 @@ ITEM_READS = {
     "tokens": "the token count _get_num_multimodal_tokens computes",
     "entry": "the entry _get_num_multimodal_tokens hands the hook for one image",
 }
+
+
+@contextmanager
+def progress_console() -> Iterator[Console]:
+    """A console on a copy of stderr's file descriptor, for a progress bar drawn while pytest runs tests.
+
+    pytest captures a test's output by pointing descriptor 2 elsewhere while the
+    test runs; a copy made before still reaches the terminal. Where stderr has
+    no descriptor (a test's in-process runner), the plain :data:`err_console`.
+    """
+    try:
+        descriptor = sys.stderr.fileno()
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is both
+        yield err_console
+        return
+    with os.fdopen(os.dup(descriptor), "w", buffering=1) as stream:
+        yield Console(file=stream, highlight=False)
 
 
 def error(message: str) -> None:

@@ -1,4 +1,6 @@
-"""A small pool of long-lived worker processes: ``verify --manifest`` and the benchmarks.
+"""A small pool of long-lived worker processes, for the per-family benchmarks (audit, coverage).
+
+(``verify --manifest`` runs on pytest-xdist instead: :mod:`mmport.testing.run`.)
 
 Each worker is a fresh interpreter that imports torch and transformers once
 and then runs job after job (a port, or a model family, each), so that a run

@@ -13,6 +13,7 @@ table in the rootdir's ``pyproject.toml``. With one, pytest collects::
 and ``-k``, ``-x``, ``--lf``, ``--junitxml`` and pytest-xdist's ``-n`` work
 on them as on any test (:mod:`mmport.testing` holds the collectors).
 ``--mmport-shard K/N`` keeps the K-th of N shards of the ports (docs/ci.md).
+``mmport verify --manifest`` runs the same plugin (:mod:`mmport.testing.run`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--mmport-backend",
         default="auto",
         help="auto (real vLLM when importable), vllm or bundled.",
+    )
+    group.addoption(
+        "--mmport-html",
+        metavar="DIR",
+        help="Write each port's HTML report, and index.html linking them, into DIR.",
     )
     group.addoption(
         "--mmport-durations",

@@ -8,9 +8,12 @@ the 30-port run (wall time against the ports' own) is marked slow.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -64,10 +67,27 @@ def _assert_user_error(result, fragment: str) -> None:
     assert len(result.stderr.strip().splitlines()) <= 2
 
 
-def _suites(junit: Path) -> dict[str, ET.Element]:
+def _junit_cases(junit: Path) -> list[tuple[str, str, str, str]]:
+    """``(port, check, outcome, message)`` per ``<testcase>`` of the JUnit file pytest wrote for ``verify --manifest``.
+
+    ``outcome`` is ``passed``, ``failure``, ``skipped`` or ``error``.
+    """
     root = ET.parse(junit).getroot()
-    assert root.tag == "testsuites"
-    return {suite.get("name"): suite for suite in root}
+    assert [suite.get("name") for suite in root] == ["mmport verify"]
+    cases = []
+    for case in root.iter("testcase"):
+        port = case.get("classname").removeprefix("pyproject.toml.")
+        found = next(
+            (c for c in case if c.tag in ("failure", "skipped", "error")), None
+        )
+        outcome = "passed" if found is None else found.tag
+        message = "" if found is None else found.get("message", "")
+        cases.append((port, case.get("name"), outcome, message))
+    return cases
+
+
+def _checks_of(cases: list[tuple[str, str, str, str]], port: str) -> list[str]:
+    return [check for name, check, _, _ in cases if name == port]
 
 
 def _off_by_one_llava(scaffolded, tmp_path: Path) -> Path:
@@ -85,14 +105,15 @@ def test_passing_failing_and_crashing_ports_on_two_workers(
     scaffolded, tmp_path
 ) -> None:
     wrong = _off_by_one_llava(scaffolded, tmp_path)
-    # A port that kills the process importing it: its worker dies, the run goes on.
-    # (Last, so that no fresh worker, with its torch import, is needed after it.)
+    # A port that kills the process importing it: its pytest-xdist worker dies, the run goes on.
     killer = tmp_path / "killer_processing.py"
     killer.write_text("import os\n\nos._exit(7)\n")
+    good = scaffolded("llava") / "llava_processing.py"
+    other = scaffolded("paligemma") / "paligemma_processing.py"
     entries = [
-        ("llava", scaffolded("llava") / "llava_processing.py"),
+        ("llava", good),
         ("llava", wrong.name),
-        ("paligemma", scaffolded("paligemma") / "paligemma_processing.py"),
+        ("paligemma", other),
         ("llava", killer.name),
     ]
     junit, reports = tmp_path / "junit.xml", tmp_path / "verify.json"
@@ -122,32 +143,72 @@ def test_passing_failing_and_crashing_ports_on_two_workers(
     )
     assert "2 / 4 pass" in result.stdout and "2 worker(s)" in result.stdout
 
-    suites = _suites(junit)
-    assert len(suites) == 4
-    for name in (
-        "llava (llava_processing.py)",
-        f"llava ({scaffolded('llava') / 'llava_processing.py'})",
-        "paligemma (" + str(entries[2][1]) + ")",
-    ):
-        assert [
-            case.get("name")
-            for case in suites[f"mmport verify {name}"].iter("testcase")
-        ] == CHECK_NAMES
-    failed = [
-        case.get("name")
-        for case in suites["mmport verify llava (llava_processing.py)"].iter("testcase")
-        if case.find("failure") is not None
-    ]
-    assert "tokens" in failed
-    assert (
-        suites["mmport verify llava (killer_processing.py)"].find("testcase/error")
-        is not None
+    # pytest's JUnit: a case per port and check, each port's checks in the report's order.
+    cases = _junit_cases(junit)
+    for port in (str(good), "llava_processing.py", str(other)):
+        assert _checks_of(cases, port) == CHECK_NAMES
+    assert "tokens" in {
+        check
+        for port, check, outcome, _ in cases
+        if port == "llava_processing.py" and outcome == "failure"
+    }
+    # The check the worker died on is xdist's crash report; a fresh worker then errors
+    # every check of the port without importing it again.
+    killed = [case for case in cases if case[0] == "killer_processing.py"]
+    assert len(killed) == len(CHECK_NAMES) + 1
+    assert all(outcome == "error" for _, _, outcome, _ in killed)
+    assert sum("the worker verifying this port died" in c[3] for c in killed) == len(
+        CHECK_NAMES
     )
-    assert ET.parse(junit).getroot().get("tests") == str(3 * len(CHECK_NAMES) + 1)
 
     listed = json.loads(reports.read_text())
     assert [report["passed"] for report in listed] == [True, False, True, False]
     assert listed[1]["port"] == str(wrong) and listed[3]["exit_code"] == 3
+
+
+@pytest.mark.slow
+def test_a_worker_dying_after_the_other_left_does_not_stall_the_run(
+    tmp_path,
+) -> None:
+    """The worker that dies holds a finished port, and the other worker has ended already.
+
+    Each worker takes one of the two ports that do not import; the one that
+    finishes first also takes the third, which kills it a few seconds later,
+    once the other worker is gone. xdist queues both of the dead worker's ports
+    again, the finished one first: the fresh worker must get the unfinished one.
+    """
+    for name in ("p0", "p1"):
+        (tmp_path / f"{name}_processing.py").write_text(
+            "import definitely_not_a_module\n"
+        )
+    (tmp_path / "p2_processing.py").write_text(
+        "import os, time\n\ntime.sleep(8)\nos._exit(7)\n"
+    )
+    manifest = write_manifest(
+        tmp_path, [("llava", f"{name}_processing.py") for name in ("p0", "p1", "p2")]
+    )
+    # A fresh interpreter with a time limit: this is a run that used to wait forever.
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmport",
+            "verify",
+            "--manifest",
+            str(manifest),
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert re.search(
+        r"│ p2_processing\.py\s+│ llava\s+│ error\s+│ the worker verifying this port died",
+        result.stdout,
+    ), result.stdout
 
 
 def test_a_directory_of_ports_takes_each_ref_from_its_header(
@@ -201,8 +262,63 @@ def test_a_port_with_bad_input_is_a_row_and_the_run_goes_on(
         result.stdout,
     ), result.stdout
     assert re.search(r"llava_processing\.py\s+│\s+llava\s+│\s+pass", result.stdout)
-    errored = _suites(junit)["mmport verify llava (broken_processing.py)"]
-    assert errored.get("errors") == "1" and errored.find("testcase/error") is not None
+    # Every check of the port that does not import errors with mmport's one line.
+    broken_cases = [c for c in _junit_cases(junit) if c[0] == "broken_processing.py"]
+    assert [check for _, check, _, _ in broken_cases] == CHECK_NAMES
+    assert all(
+        outcome == "error" and "definitely_not_a_module" in message
+        for _, _, outcome, message in broken_cases
+    ), broken_cases
+
+
+def test_a_failing_port_is_a_junit_case_per_check_written_by_pytest(
+    scaffolded, tmp_path, monkeypatch
+) -> None:
+    """The manifest runs as a pytest session of its own: the project's pytest settings stay out of it."""
+    wrong = _off_by_one_llava(scaffolded, tmp_path)
+    good = scaffolded("llava") / "llava_processing.py"
+    manifest = write_manifest(tmp_path, [("llava", good), ("llava", wrong.name)])
+    # A project whose own tests are configured in ways that would break any pytest run of it.
+    with manifest.open("a") as text:
+        text.write('\n[tool.pytest.ini_options]\naddopts = "--no-such-option"\n')
+    (tmp_path / "conftest.py").write_text(
+        "raise SystemExit('the project conftest ran')\n"
+    )
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--no-such-option-either")
+    junit = tmp_path / "junit.xml"
+    result = invoke(
+        "verify",
+        "--manifest",
+        str(manifest),
+        "--workers",
+        "1",
+        "--probes",
+        "2",
+        "--junit",
+        str(junit),
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    cases = _junit_cases(junit)
+    assert [(port, check) for port, check, _, _ in cases] == [
+        (port, check)
+        for port in (str(good), "llava_processing.py")
+        for check in CHECK_NAMES
+    ]
+    failed = {
+        (port, check): message
+        for port, check, outcome, message in cases
+        if outcome == "failure"
+    }
+    assert {port for port, _ in failed} == {"llava_processing.py"} and (
+        "llava_processing.py",
+        "tokens",
+    ) in failed
+    # The plugin's own account of the failure: the first difference, the counts one apart.
+    assert all(message.startswith("first difference:") for message in failed.values())
+    assert {check for _, check, outcome, _ in cases if outcome == "skipped"} == {
+        "model",
+        "serve",
+    }
 
 
 def _port(directory: Path) -> Path:
@@ -469,10 +585,10 @@ def test_thirty_ports_in_one_run(scaffolded, tmp_path) -> None:
         str(reports),
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    suites = _suites(junit)
-    assert len(suites) == 30 and all(
-        len(list(suite.iter("testcase"))) == len(CHECK_NAMES)
-        for suite in suites.values()
+    cases = _junit_cases(junit)
+    ports = {port for port, _, _, _ in cases}
+    assert len(ports) == 30 and all(
+        _checks_of(cases, port) == CHECK_NAMES for port in ports
     )
     assert len(json.loads(reports.read_text())) == 30
 

@@ -9,6 +9,7 @@ is imported once), except the pytest-xdist run, which is marked slow.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import pytest
 from conftest import mutated_port
 
 from mmport.testing.shard import Shard, shard_labels
+from mmport.testing.worker import WorkerGuard, drop_finished_units
 from mmport.verify.report import CHECKS
 
 pytest_plugins = ["pytester"]
@@ -351,7 +353,7 @@ def test_two_xdist_workers_give_the_same_items_and_outcomes(
 ) -> None:
     # The workers are fresh interpreters: they must import this checkout's mmport.
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    junit = project.path / "junit.xml"
+    junit, pages = project.path / "junit.xml", project.path / "pages"
     result = project.runpytest_subprocess(
         *plugin_args(),
         "-n",
@@ -359,6 +361,7 @@ def test_two_xdist_workers_give_the_same_items_and_outcomes(
         "--dist",
         "loadscope",
         f"--junitxml={junit}",
+        f"--mmport-html={pages}",
         timeout=600,
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -374,3 +377,55 @@ def test_two_xdist_workers_give_the_same_items_and_outcomes(
         for (port, check), outcome in cases.items()
         if outcome == "failure"
     } == {(WRONG, check) for check in WRONG_FAILS}
+    # Each port's outcome came back from its worker: the controller wrote its page.
+    index = (pages / "index.html").read_text()
+    assert "2 / 3 ports pass" in index and len(re.findall(r'<a href="', index)) == 3
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("os._exit(7)", "the worker verifying this port died"),
+        ("time.sleep(60)", "the worker verifying this port hung: over 1 s"),
+    ],
+)
+def test_a_port_that_ends_its_worker_is_not_verified_again(
+    tmp_path: Path, body: str, why: str
+) -> None:
+    """A worker marks the port it verifies; the fresh one xdist starts finds the mark and says why."""
+    script = (
+        "import os, time\n"
+        "from pathlib import Path\n"
+        "from mmport.testing.worker import WorkerGuard\n"
+        f"with WorkerGuard(Path({str(tmp_path)!r}), 1, time_limit=1).watching('port'):\n"
+        f"    {body}\n"
+    )
+    ended = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert ended.returncode != 0, ended.stderr
+    guard = WorkerGuard(tmp_path, 1, time_limit=1)
+    assert (guard.died_on("port") or "").startswith(why)
+    assert guard.died_on("another port") is None
+    # Outside an xdist worker there is nothing to guard.
+    assert WorkerGuard(None, 1).died_on("port") is None
+
+
+def test_after_a_crash_only_unfinished_ports_are_queued_again() -> None:
+    """xdist's loadscope queues every port a dead worker held; a finished one would stall a fresh worker."""
+    from collections import OrderedDict
+    from types import SimpleNamespace
+
+    queue = OrderedDict(
+        [
+            ("pyproject.toml::done.py", {"pyproject.toml::done.py::tokens": True}),
+            ("pyproject.toml::killer.py", {"pyproject.toml::killer.py::tokens": False}),
+        ]
+    )
+    drop_finished_units(SimpleNamespace(workqueue=queue))
+    assert list(queue) == ["pyproject.toml::killer.py"]
+    drop_finished_units(SimpleNamespace())  # a scheduler without a queue of units

@@ -1,7 +1,7 @@
-"""``verify --manifest --html DIR``: a page per port and an index page that links them.
+"""``verify --manifest --html DIR`` (and pytest's ``--mmport-html DIR``): a page per port and an index page that links them.
 
 Each port's page is the single-port report (:func:`mmport.verify.html.render_html`),
-rendered by the worker that verified it; the index holds the summary table the
+rendered where the port was verified (a pytest-xdist worker, say); the index holds the summary table the
 terminal shows, each row linking its port's page (a port that never reached a
 report, bad input or an error, has its one line in the table instead).
 """
@@ -17,7 +17,7 @@ from mmport import __version__
 from mmport.verify.html import CSS
 
 if TYPE_CHECKING:
-    from mmport.manifest.run import PortOutcome
+    from mmport.manifest.outcome import PortOutcome
 
 __all__ = ["page_name", "render_index", "write_html_reports"]
 

@@ -16,20 +16,27 @@ check status            pytest outcome
 
 ``cannot judge`` is a skip rather than an xfail: an xfail says a failure was
 expected, while here no verdict exists either way (the snapshot, not the port,
-is short), which is also how ``mmport verify --junit`` reports it. A port that
-cannot be verified at all (bad input: exit code 2 of ``mmport verify``) errors
-every one of its items with mmport's one-line message.
+is short). A port that cannot be verified at all (bad input: exit code 2 of
+``mmport verify``) errors every one of its items with mmport's one-line
+message; so does a port a pytest-xdist worker died on (:mod:`mmport.testing.worker`).
+
+Whatever happened, the collector keeps it as a
+:class:`~mmport.manifest.outcome.PortOutcome`, which the plugin ships with the
+port's first report to pytest's controller (``mmport verify --manifest``
+builds its table, JSON and HTML from those).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 if TYPE_CHECKING:
     from mmport.manifest import ManifestEntry
+    from mmport.manifest.outcome import PortOutcome
     from mmport.testing.plugin import ManifestPlugin
     from mmport.verify import CheckResult, Report
 
@@ -75,10 +82,15 @@ class ManifestDirectory(pytest.Directory):
 class PortCollector(pytest.Collector):
     """One port of the manifest: its checks as items, verified once for all of them."""
 
-    def __init__(self, *, entry: ManifestEntry, **kwargs: Any) -> None:
+    def __init__(
+        self, *, entry: ManifestEntry, plugin: ManifestPlugin, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.entry = entry
+        self.plugin = plugin
         self.report: Report | None = None
+        # Set by setup; the plugin takes it once, for the port's first report.
+        self.outcome: PortOutcome | None = None
         # ``-k llava`` selects a port by its ref too, not only by its path.
         self.extra_keyword_matches.add(_ref_keyword(entry.ref))
         self.add_marker("mmport")
@@ -91,16 +103,47 @@ class PortCollector(pytest.Collector):
             yield CheckItem.from_parent(self, name=check)
 
     def setup(self) -> None:
-        """Verify the port (once: its items read the report); bad input fails every item with mmport's message."""
-        from mmport.errors import MmportError
+        """Verify the port (once: its items read the report); one mmport cannot verify fails every item with mmport's message."""
+        from mmport.errors import MmportError, one_line
+        from mmport.manifest.outcome import PortOutcome
 
+        guard = self.plugin.guard
+        died = guard.died_on(self.name)
+        if died is not None:
+            self._refuse(3, died)
+        started = time.perf_counter()
         try:
-            self.report = self._verify()
+            with guard.watching(self.name):
+                self.report = self._verify()
         except MmportError as exc:
-            pytest.fail(
-                f"mmport could not verify {self.entry.label} against {self.entry.ref}: {exc}",
-                pytrace=False,
+            self._refuse(exc.exit_code, str(exc), time.perf_counter() - started)
+        except Exception as exc:
+            # A bug of mmport's: the port's row says so, and pytest shows the traceback.
+            self.outcome = PortOutcome.unverified(
+                self.entry,
+                3,
+                f"internal error: {one_line(exc)}",
+                time.perf_counter() - started,
             )
+            raise
+        self.outcome = PortOutcome.of_report(
+            self.entry, self.report, html=self.plugin.html is not None
+        )
+
+    def take_outcome(self) -> PortOutcome | None:
+        """What verifying the port gave, the first time it is asked for; None after (or before setup)."""
+        outcome, self.outcome = self.outcome, None
+        return outcome
+
+    def _refuse(self, code: int, error: str, seconds: float = 0.0) -> NoReturn:
+        """Keep the outcome of a port that could not be verified, and fail its items with ``error``."""
+        from mmport.manifest.outcome import PortOutcome
+
+        self.outcome = PortOutcome.unverified(self.entry, code, error, seconds)
+        pytest.fail(
+            f"mmport could not verify {self.entry.label} against {self.entry.ref}: {error}",
+            pytrace=False,
+        )
 
     def _verify(self) -> Report:
         """``mmport verify REF --port PORT`` with the manifest entry's and the command line's options."""
@@ -117,6 +160,7 @@ class PortCollector(pytest.Collector):
             processor_kwargs=self.entry.processor_kwargs,
             settings_per_modality=option("mmport_settings"),
             trust_remote_code=self.entry.trust_remote_code,
+            curves=self.plugin.html is not None,
         )
 
 
@@ -189,7 +233,7 @@ def _port_collectors(
 ) -> Iterator[PortCollector]:
     """A collector per port this run verifies (this shard's), under ``parent``."""
     for name, entry in plugin.ports():
-        yield PortCollector.from_parent(parent, name=name, entry=entry)
+        yield PortCollector.from_parent(parent, name=name, entry=entry, plugin=plugin)
 
 
 def _ref_keyword(ref: str) -> str:

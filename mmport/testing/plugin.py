@@ -1,26 +1,45 @@
 """The plugin object registered when a manifest is configured (see :mod:`mmport.pytest_plugin`).
 
-It reads the manifest once (with :func:`mmport.manifest.load_manifest`, as
-``mmport verify --manifest`` does), collects it, keeps this run's shard of
-its ports, and sums each port's time from its items' reports, so the next
-split can be balanced by it.
+It reads the manifest once (with :func:`mmport.manifest.load_manifest`),
+collects it, keeps this run's shard of its ports, and sums each port's time
+from its items' reports, so the next split can be balanced by it.
+
+It also carries each port's :class:`~mmport.manifest.outcome.PortOutcome`
+from where the port was verified to pytest's controller: the port's first
+report takes it along as an attribute (pytest-xdist ships a report's
+attributes from its workers), and the controller keeps it in
+:attr:`ManifestPlugin.outcomes`, which ``mmport verify --manifest`` reads and
+``--mmport-html DIR`` turns into pages.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections import defaultdict
+from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from mmport.testing.items import PORT_PROPERTY, ManifestDirectory, ManifestFile
+from mmport.testing.items import (
+    PORT_PROPERTY,
+    CheckItem,
+    ManifestDirectory,
+    ManifestFile,
+)
 from mmport.testing.shard import Shard, read_durations, shard_labels, write_durations
+from mmport.testing.worker import WORKER_INPUT_KEY, WorkerGuard, drop_finished_units
 
 if TYPE_CHECKING:
     from mmport.manifest import ManifestEntry
+    from mmport.manifest.outcome import PortOutcome
 
-__all__ = ["ManifestPlugin"]
+__all__ = ["OUTCOME_ATTRIBUTE", "ManifestPlugin", "port_names"]
+
+# The attribute of a port's first report that holds its outcome (as PortOutcome.to_data()).
+OUTCOME_ATTRIBUTE = "mmport_outcome"
 
 # Where pytest's cache keeps the last measured seconds per port (``pytest --cache-show mmport/*``).
 CACHE_KEY = "mmport/durations"
@@ -35,10 +54,16 @@ class ManifestPlugin:
     def __init__(self, config: pytest.Config, manifest: Path) -> None:
         self.config = config
         self.manifest = manifest
-        self.named = _named(_load(manifest))
+        self.named = port_names(_load(manifest))
         self.shard = _shard(config)
         self.durations_file = _durations_file(config)
+        self.html = _html_dir(config)
+        self.guard = WorkerGuard.of(config)
         self.seconds: dict[str, float] = defaultdict(float)
+        # On the controller: each port's outcome, by node name, as its first report brings it.
+        self.outcomes: dict[str, PortOutcome] = {}
+        # The directory of WorkerGuard's marks, made when the first xdist worker starts.
+        self._marks: Path | None = None
         config.addinivalue_line("markers", MARKER)
         _add_collection_arg(config, manifest)
 
@@ -72,23 +97,73 @@ class ManifestPlugin:
             return ManifestDirectory.from_parent(parent, path=path, plugin=self)
         return None
 
+    def pytest_sessionstart(self) -> None:
+        """On a pytest-xdist worker, warm up before the first port (see :mod:`mmport.testing.worker`)."""
+        self.guard.start()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """pytest-xdist starts a worker: tell it where to mark the port it verifies (see :mod:`mmport.testing.worker`)."""
+        if self._marks is None:
+            self._marks = Path(tempfile.mkdtemp(prefix="mmport-workers-"))
+        node.workerinput[WORKER_INPUT_KEY] = str(self._marks)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, sched: Any) -> None:
+        """A worker died on a port: requeue only the ports it had not finished (see :func:`drop_finished_units`)."""
+        drop_finished_units(sched)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """The setup report of a port's first item takes the port's outcome along (once per port)."""
+        report = yield
+        if call.when == "setup" and isinstance(item, CheckItem):
+            outcome = item.port.take_outcome()
+            if outcome is not None:
+                setattr(report, OUTCOME_ATTRIBUTE, outcome.to_data())
+        return report
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Add the phase's time to its port's (setup holds the verify run; under xdist, reports arrive here from the workers)."""
+        """Add the phase's time to its port's, and keep the port's outcome (under xdist, reports arrive here from the workers)."""
         port = dict(report.user_properties).get(PORT_PROPERTY)
-        if isinstance(port, str):
-            self.seconds[port] += report.duration
+        if not isinstance(port, str):
+            return
+        self.seconds[port] += report.duration
+        data = getattr(report, OUTCOME_ATTRIBUTE, None)
+        if data is not None and port in self.named:
+            from mmport.manifest.outcome import PortOutcome
+
+            self.outcomes[port] = PortOutcome.from_data(self.named[port], data)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Record the ports' times: in pytest's cache always, in the durations file when asked to."""
-        if hasattr(self.config, "workerinput") or not self.seconds:
+        """Record the ports' times (in pytest's cache always, in the durations file when asked to); write the pages asked for."""
+        if hasattr(self.config, "workerinput"):
             return  # an xdist worker: the controller saw every report and records them
+        if self.html is not None and self.outcomes:
+            from mmport.manifest.html import write_html_reports
+
+            write_html_reports(self.ordered_outcomes(), self.html)
+        if not self.seconds:
+            return
         measured = {port: round(seconds, 3) for port, seconds in self.seconds.items()}
-        if self.config.cache is not None:
-            self.config.cache.set(
-                CACHE_KEY, {**self.config.cache.get(CACHE_KEY, {}), **measured}
-            )
+        cache = getattr(self.config, "cache", None)  # absent under -p no:cacheprovider
+        if cache is not None:
+            cache.set(CACHE_KEY, {**cache.get(CACHE_KEY, {}), **measured})
         if self.config.getoption("mmport_store_durations"):
             write_durations(self.durations_file, measured)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self) -> None:
+        """Remove the workers' marks (they only matter while the session runs); a worker may end here."""
+        if self._marks is not None:
+            shutil.rmtree(self._marks, ignore_errors=True)
+        self.guard.end()
+
+    def ordered_outcomes(self) -> list[PortOutcome]:
+        """The outcomes this run gathered, in the manifest's order."""
+        return [self.outcomes[name] for name in self.named if name in self.outcomes]
 
 
 def _load(manifest: Path) -> list[ManifestEntry]:
@@ -102,7 +177,7 @@ def _load(manifest: Path) -> list[ManifestEntry]:
         raise pytest.UsageError(str(exc)) from exc
 
 
-def _named(entries: list[ManifestEntry]) -> dict[str, ManifestEntry]:
+def port_names(entries: list[ManifestEntry]) -> dict[str, ManifestEntry]:
     """Each entry under a unique node name: its label, ``label#2`` for the second entry of the same port."""
     named: dict[str, ManifestEntry] = {}
     for entry in entries:
@@ -123,6 +198,12 @@ def _shard(config: pytest.Config) -> Shard | None:
         return Shard.parse(spec)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from exc
+
+
+def _html_dir(config: pytest.Config) -> Path | None:
+    """``--mmport-html``, relative to where pytest was invoked; None without it."""
+    given = config.getoption("mmport_html")
+    return config.invocation_params.dir / given if given else None
 
 
 def _durations_file(config: pytest.Config) -> Path:
