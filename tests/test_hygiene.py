@@ -70,7 +70,7 @@ LONG_FUNCTIONS = {
 # one place each where a bug of mmport's own becomes exit code 3
 # (errors.EXIT_CODES). Foreign code's failures are caught as
 # errors.FOREIGN_ERRORS, mmport's own by the errors they raise.
-BROAD_CATCHES = {"mmport/cli.py:_run", "mmport/manifest/run.py:run_job"}
+BROAD_CATCHES = {"mmport/cli.py:_run", "mmport/testing/items.py:PortCollector.setup"}
 
 
 class _Functions(ast.NodeVisitor):
