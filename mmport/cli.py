@@ -486,38 +486,18 @@ def verify(
                 "pass REF and --port PORT to verify one port, or --manifest PATH to verify many"
             )
         )
-    if workers is not None:
-        _fail(
-            ValueError(
-                "--workers applies to --manifest runs; a single port runs in this process"
-            )
-        )
-    if str(port) != "vllm" and not port.is_file():
-        from mmport.errors import PortLoadError
-
-        problem = "is a directory" if port.is_dir() else "does not exist"
-        _fail(
-            PortLoadError(
-                f"port file '{port}' {problem}; pass the generated <model>_processing.py"
-            )
-        )
+    _check_one_port_options(
+        port,
+        workers=workers,
+        model=model,
+        tiny=tiny,
+        weights=weights,
+        device=device,
+        dtype=dtype,
+        serve=serve,
+        serve_ranks=serve_ranks,
+    )
     _check_report_paths(json_path, junit_path, html_path)
-    if not model and (tiny or device != "auto" or dtype != "auto"):
-        _fail(
-            ValueError(
-                "--device, --dtype and --tiny apply to the model check; add --model"
-            )
-        )
-    if weights and not (model or serve):
-        _fail(
-            ValueError(
-                "--weights applies to the model check (--model) and to serving (--serve); add one"
-            )
-        )
-    if serve_ranks != 1 and not serve:
-        _fail(ValueError("--serve-ranks applies to serving; add --serve"))
-    if serve_ranks != 1 and not serve:
-        _fail(ValueError("--serve-ranks applies to serving; add --serve"))
     from mmport.verify import ModelOptions, ServeOptions
 
     options = ModelOptions(device, dtype, tiny, weights) if model else None
@@ -539,6 +519,50 @@ def verify(
         served,
         processor_code,
     )
+
+
+def _check_one_port_options(
+    port: Path,
+    *,
+    workers: int | None,
+    model: bool,
+    tiny: bool,
+    weights: bool,
+    device: str,
+    dtype: str,
+    serve: bool,
+    serve_ranks: int,
+) -> None:
+    """A single port's options that only make sense together: one line and exit 2 otherwise."""
+    if workers is not None:
+        _fail(
+            ValueError(
+                "--workers applies to --manifest runs; a single port runs in this process"
+            )
+        )
+    if str(port) != "vllm" and not port.is_file():
+        from mmport.errors import PortLoadError
+
+        problem = "is a directory" if port.is_dir() else "does not exist"
+        _fail(
+            PortLoadError(
+                f"port file '{port}' {problem}; pass the generated <model>_processing.py"
+            )
+        )
+    if not model and (tiny or device != "auto" or dtype != "auto"):
+        _fail(
+            ValueError(
+                "--device, --dtype and --tiny apply to the model check; add --model"
+            )
+        )
+    if weights and not (model or serve):
+        _fail(
+            ValueError(
+                "--weights applies to the model check (--model) and to serving (--serve); add one"
+            )
+        )
+    if serve_ranks != 1 and not serve:
+        _fail(ValueError("--serve-ranks applies to serving; add --serve"))
 
 
 def _refuse_with_manifest(given: list[str]) -> None:

@@ -62,9 +62,9 @@ MAX_FUNCTION_LINES = 60
 # Functions held over the limit for now, each with the reason; an entry that is no
 # longer over fails too, so that it goes.
 LONG_FUNCTIONS = {
-    # Its typer options are its signature (132 lines) and its body is 74 lines;
-    # cli.py is being reworked apart from this check.
-    "mmport/cli.py:verify": "the verify command, split where cli.py is reworked",
+    # Its typer options are its signature (about 130 lines: one Annotated parameter
+    # per option, which is how typer declares them); its body is under 60.
+    "mmport/cli.py:verify": "the verify command's typer options",
 }
 # The places that catch every Exception by name: the CLI's and the manifest's
 # one place each where a bug of mmport's own becomes exit code 3
