@@ -297,3 +297,34 @@ def test_serve_ranks_without_serve_is_one_line_and_exit_2(tmp_path) -> None:
     port = scaffold_port("llava", tmp_path / "port")
     done = run_cli("verify", "llava", "--port", str(port), "--serve-ranks", "2")
     assert done.returncode == 2 and "add --serve" in done.stderr
+
+
+class _Rotary:
+    """An M-RoPE module as HF writes them: ``mrope_section``, and ``(cos, sin)`` from positions."""
+
+    def __init__(self, sections: list[int], interleaved: bool) -> None:
+        self.mrope_section, self.interleaved = sections, interleaved
+
+    def __call__(self, x, position_ids):
+        import torch
+
+        half = sum(self.mrope_section)
+        freqs = position_ids[..., None].float() * torch.linspace(1.0, 0.1, half)
+        if (
+            self.interleaved
+        ):  # slot i belongs to axis i % 3 within 3 × the smaller sections
+            axis = [
+                i % 3 if i < 3 * min(self.mrope_section[1:]) else 0 for i in range(half)
+            ]
+        else:  # one block per axis
+            axis = [a for a, size in enumerate(self.mrope_section) for _ in range(size)]
+        chosen = torch.stack([freqs[a, ..., i] for i, a in enumerate(axis)], dim=-1)
+        both = torch.cat((chosen, chosen), dim=-1)
+        return both.cos(), both.sin()
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_interleaved_sections_are_measured_on_the_rotary_module(interleaved) -> None:
+    from mmport.serve.checkpoint import _interleaves
+
+    assert _interleaves(_Rotary([24, 20, 20], interleaved)) is interleaved
