@@ -61,23 +61,12 @@ def _encoder_totals(llm, reset: bool = False) -> tuple[float, int]:
 
 def run(request: dict) -> dict:
     """Start the engine, warm it up, time one pass over every prompt."""
-    from vllm import LLM, SamplingParams
+    from vllm import SamplingParams
 
     if request.get("port_dir"):
         _engine._register_port(request["port_dir"], request["module"])
-    items = [_engine._multi_modal_data(probe) for probe in request["prompts"]]
-    limits = {
-        modality: max(len(data.get(modality, ())) for data in items)
-        for modality in ("image", "video", "audio")
-        if any(modality in data for data in items)
-    }
-    llm = LLM(
-        model=request["checkpoint"],
-        dtype="float32",
-        enforce_eager=True,
-        max_model_len=request["max_model_len"],
-        limit_mm_per_prompt=limits,
-        seed=0,
+    llm, items = _engine.start_engine(
+        request,
         disable_log_stats=False,
         # Every request is timed as the engine sees it, not served from the cache.
         mm_processor_cache_gb=0,

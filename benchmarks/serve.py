@@ -23,10 +23,8 @@ median over rounds.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -169,35 +167,13 @@ def _text(placeholder: str | None, index: int) -> str:
     return f"Describe item {index}: {placeholder or ''} briefly."
 
 
-def _engine(python: Path, request: dict, workdir: Path, timeout_s: int) -> dict:
-    """One timed engine run in the serve environment."""
-    request_path, answer_path = workdir / "request.json", workdir / "answer.json"
-    request_path.write_text(json.dumps(request))
-    answer_path.unlink(missing_ok=True)
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    try:
-        done = subprocess.run(
-            [str(python), str(ENGINE), str(request_path), str(answer_path)],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=env,
-            cwd=workdir,
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"no answer within {timeout_s} s"}
-    if not answer_path.exists():
-        return {"error": f"exit {done.returncode}: {done.stderr.strip()[-400:]}"}
-    return json.loads(answer_path.read_text())
-
-
 def bench_family(
     model_type: str, python: Path, rounds: int, timeout_s: int
 ) -> FamilyResult:
     """Scaffold, build the twin, time both classes ``rounds`` times."""
     from mmport.analyzers import analyze
     from mmport.render import render_port, write_files
+    from mmport.serve import run_engine
     from mmport.serve.checkpoint import Layout, build_checkpoint
     from mmport.sources import resolve
     from mmport.verify.reference import HFReference
@@ -232,7 +208,7 @@ def bench_family(
         for round_ in range(rounds):
             order = ("generated", "own") if round_ % 2 == 0 else ("own", "generated")
             for side in order:
-                answer = _engine(python, sides[side], workdir, timeout_s)
+                answer = run_engine(python, sides[side], workdir, timeout_s, ENGINE)
                 if "error" in answer:
                     result.error = f"{side}: {answer['error'].splitlines()[0][:300]}"
                     return result

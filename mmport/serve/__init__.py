@@ -36,7 +36,7 @@ from typing import Any
 from mmport.errors import FOREIGN_ERRORS
 from mmport.serve.checkpoint import Layout, TwinCheckpoint
 
-__all__ = ["Layout", "ServeOptions", "check_serve", "serve_python"]
+__all__ = ["Layout", "ServeOptions", "check_serve", "run_engine", "serve_python"]
 
 DEFAULT_SERVE_PYTHON = "/opt/mmport-vllm-serve-venv/bin/python"
 # First-step logprobs of float32 HF vs vLLM's CPU kernels (measured: < 1e-5 apart).
@@ -65,7 +65,7 @@ def serve_python() -> Path | None:
     return path if path.exists() else None
 
 
-def _run_engine(
+def run_engine(
     python: Path,
     request: dict,
     workdir: Path,
@@ -211,7 +211,7 @@ def _control(
     timeout_s: int,
 ) -> tuple[str, bool]:
     """vLLM's own class on the same checkpoint and prompts: (a note, whether it failed to start)."""
-    control = _run_engine(
+    control = run_engine(
         python,
         {**request, "port_dir": None, "module": None},
         Path(request["workdir"]),
@@ -257,7 +257,7 @@ def _serve_layout(
     request = _engine_request(
         checkpoint, probes, model_file, options, workdir, _model_len(reference, options)
     )
-    answer = _run_engine(python, request, workdir, options.timeout_s)
+    answer = run_engine(python, request, workdir, options.timeout_s)
     notes, control_broke = [], False
     if answer.get("mm_prefix_dropped"):
         # The engine attended causally over media the model attends to both ways:

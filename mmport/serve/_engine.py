@@ -108,8 +108,12 @@ def _multi_modal_data(probe: dict) -> dict:
     return data
 
 
-def _generate(request: dict) -> tuple[list[dict], bool | None]:
-    from vllm import LLM, SamplingParams
+def start_engine(request: dict, **settings) -> tuple:
+    """The request's engine (float32, eager, seeded; ``settings`` added) and its prompts' items.
+
+    Also used by ``benchmarks/_serve_engine.py``, which times the same engine.
+    """
+    from vllm import LLM
 
     items = [_multi_modal_data(probe) for probe in request["prompts"]]
     limits = {
@@ -125,7 +129,15 @@ def _generate(request: dict) -> tuple[list[dict], bool | None]:
         limit_mm_per_prompt=limits or {"image": 1},
         seed=0,
         **_parallel(request.get("tensor_parallel_size", 1)),
+        **settings,
     )
+    return llm, items
+
+
+def _generate(request: dict) -> tuple[list[dict], bool | None]:
+    from vllm import SamplingParams
+
+    llm, items = start_engine(request)
     params = SamplingParams(
         temperature=0.0, max_tokens=request["max_tokens"], logprobs=1
     )

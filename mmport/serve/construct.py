@@ -75,7 +75,7 @@ def construct_ports(
 
     Without a serve environment (``MMPORT_SERVE_PYTHON``) every job says so.
     """
-    from mmport.serve import _run_engine, serve_python
+    from mmport.serve import run_engine, serve_python
 
     python = python or serve_python()
     if python is None:
@@ -96,7 +96,7 @@ def construct_ports(
         ]
     }
     with tempfile.TemporaryDirectory(prefix="mmport-construct-") as workdir:
-        answer = _run_engine(python, request, Path(workdir), timeout_s, _SCRIPT)
+        answer = run_engine(python, request, Path(workdir), timeout_s, _SCRIPT)
     results = answer.get("results", {})
     outcomes = {}
     for job in jobs:
