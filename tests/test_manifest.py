@@ -101,6 +101,7 @@ def _off_by_one_llava(scaffolded, tmp_path: Path) -> Path:
     )
 
 
+@pytest.mark.slow  # whole CLI or pytest-xdist sessions: the slow stage
 def test_passing_failing_and_crashing_ports_on_two_workers(
     scaffolded, tmp_path
 ) -> None:
@@ -211,6 +212,7 @@ def test_a_worker_dying_after_the_other_left_does_not_stall_the_run(
     ), result.stdout
 
 
+@pytest.mark.slow  # whole CLI or pytest-xdist sessions: the slow stage
 def test_a_directory_of_ports_takes_each_ref_from_its_header(
     scaffolded, tmp_path
 ) -> None:
@@ -465,6 +467,7 @@ def _verify_args(command: str) -> list[str]:
     return words[1:]
 
 
+@pytest.mark.slow  # whole CLI or pytest-xdist sessions: the slow stage
 def test_the_ci_workflow_runs_a_command_the_cli_accepts(
     scaffolded, tmp_path, monkeypatch
 ) -> None:
@@ -593,6 +596,7 @@ def test_thirty_ports_in_one_run(scaffolded, tmp_path) -> None:
     assert len(json.loads(reports.read_text())) == 30
 
 
+@pytest.mark.slow  # whole CLI or pytest-xdist sessions: the slow stage
 def test_html_pages_per_port_and_an_index_linking_them(scaffolded, tmp_path) -> None:
     wrong = _off_by_one_llava(scaffolded, tmp_path)
     entries = [

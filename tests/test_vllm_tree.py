@@ -63,6 +63,7 @@ def _stand_in_tree(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow  # whole CLI or pytest-xdist sessions: the slow stage
 def test_the_cli_writes_registers_and_changes_nothing_the_second_time(tmp_path) -> None:
     tree = _stand_in_tree(tmp_path / "vllm-src")
     first = run_cli("scaffold", FAMILY, "--vllm-tree", str(tree))
