@@ -199,13 +199,15 @@ class Session:
         message: str,
         side: Literal["port", "hf"] = "port",
         modalities: tuple[str, ...] = (),
+        lacking: Lacking | None = None,
     ) -> bool:
         """``side`` raised: cannot judge when the snapshot lacks what it looked up, else a loud failure.
 
         True when it was a failure (a comparison made, and failed); ``modalities``
-        are what it concerns, for a probe that holds no items of its own.
+        are what it concerns, for a probe that holds no items of its own;
+        ``lacking``, what the snapshot is already known to lack for it.
         """
-        if self.cannot_judge(result, probe, exc, side):
+        if self.cannot_judge(result, probe, exc, side, lacking):
             return False
         result.failures.append(
             Failure(probe, message, loudness="loud", modalities=modalities)
@@ -218,9 +220,11 @@ class Session:
         probe: str,
         exc: Exception,
         side: Literal["port", "hf"] = "port",
+        lacking: Lacking | None = None,
     ) -> bool:
-        """Record ``probe`` as unjudged in ``result`` when ``exc`` comes of what the snapshot lacks; True if it does."""
-        lacking = snapshot_lacks(exc, self.facts)
+        """Record ``probe`` as unjudged in ``result`` when ``exc`` comes of what the snapshot lacks
+        (``lacking``, or what ``exc`` itself shows); True if it does."""
+        lacking = lacking or snapshot_lacks(exc, self.facts)
         if lacking is None:
             return False
         unjudged = CannotJudge(probe, lacking, side, one_line(exc))
@@ -741,16 +745,9 @@ class Session:
         try:
             self.hf.run(text, images)
         except FOREIGN_ERRORS as exc:
+            # The port's dummy text may name a token mmport's invented tokenizer has
+            # under another name: HF finds no placeholder, a checkpoint's would.
             unheld = unheld_token_texts(text, self.facts)
-            if unheld:
-                # The port's dummy text names a token mmport's invented tokenizer has
-                # under another name: HF finds no placeholder, a checkpoint's would.
-                unjudged = CannotJudge(
-                    "dummy", Lacking("vocabulary", unheld[0]), "hf", one_line(exc)
-                )
-                result.unjudged.append(unjudged)
-                self.unjudged.append(unjudged)
-                return
             self._raised(
                 result,
                 "dummy",
@@ -758,6 +755,7 @@ class Session:
                 f"HF rejects the port's dummy text and images: {one_line(exc)}",
                 side="hf",
                 modalities=("image",),
+                lacking=Lacking("vocabulary", unheld[0]) if unheld else None,
             )
             return
         # What vLLM must give: each item as HF counts it alone (the same as HF's count
