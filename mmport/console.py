@@ -387,9 +387,24 @@ def _entry_rows(entry) -> list[tuple[str, str, str]]:
 
 def _encoder_rows(spec) -> list[tuple[str, str, str]]:
     """The model side: HF's feature path, the modules it reads, the language model."""
+    language = spec.language
+    language_rows = (
+        [
+            (
+                "language architecture",
+                language.architecture or f"none known: {language.unbuildable}",
+                language.reason,
+            )
+        ]
+        if language.architecture or language.unbuildable
+        else []
+    )
     e = spec.encoder
     if e is None:
-        return [("encoder path", f"not derived ({spec.encoder_reason})", "")]
+        return [
+            ("encoder path", f"not derived ({spec.encoder_reason})", ""),
+            *language_rows,
+        ]
     return [
         *[
             (f"{p.modality} feature path", f"{e.hf_class}.{p.method}", str(p.source))
@@ -410,11 +425,7 @@ def _encoder_rows(spec) -> list[tuple[str, str, str]]:
             str(e.language_source),
         ),
         ("weights prefix", f"{e.outer_attr}." if e.outer_attr else "(top level)", ""),
-        *(
-            [("language architecture", f"none known: {e.language_unbuildable}", "")]
-            if e.language_unbuildable
-            else []
-        ),
+        *language_rows,
     ]
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "GeometryRule",
     "HelperFunction",
     "ItemPrefix",
+    "LanguageModelSpec",
     "ModalitySpec",
     "OutputRule",
     "PortSpec",
@@ -454,13 +455,9 @@ class EncoderSpec:
     # The inputs ``get_rope_index`` takes by name beside the prompt (``image_grid_thw``,
     # ``second_per_grid_ts``): the generated class hands each on from the items' fields.
     rope_index_inputs: tuple[str, ...] = ()
-    # The CausalLM architecture to build the language model as, when the text
-    # config's model_type is none transformers builds a CausalLM for (``qwen2_vl_text``).
-    language_architecture: str = ""
-    language_architecture_reason: str = ""
     missing: tuple[tuple[str, str], ...] = ()  # (modality, why no path is derived)
-    # Why vLLM cannot build the language model (no CausalLM architecture is known), if so.
-    language_unbuildable: str = ""
+    # The class HF builds ``language_attr`` as (module, name), when it names one (not AutoModel).
+    language_class: tuple[str, str] | None = None
 
     def path(self, modality: str) -> FeaturePath | None:
         """The encoder path of ``modality``, if HF's class has one."""
@@ -501,6 +498,34 @@ class EntryPointSpec:
 
 
 @dataclass(frozen=True)
+class LanguageModelSpec:
+    """The architecture the port names for vLLM to build the language model as (mmport.analyzers.language).
+
+    ``architecture`` is empty when the text config names its own; then
+    ``unbuildable`` says why, if no architecture is known at all.
+    """
+
+    architecture: str = ""
+    reason: str = ""
+    unbuildable: str = ""
+    # The class HF builds for the text config, (module, name), when AutoModel maps
+    # none to it: the port registers it, so the Transformers backend builds the same.
+    registers: tuple[str, str] | None = None
+
+    @property
+    def transformers_backend(self) -> bool:
+        """Whether vLLM runs HF's own text model (its Transformers backend) rather than a class of its own."""
+        return self.architecture.startswith("Transformers")
+
+    @property
+    def implementation(self) -> str:
+        """Who implements the language model in vLLM, as the generated docstrings say it."""
+        if self.transformers_backend:
+            return "HF's own text model on vLLM's Transformers backend"
+        return "vLLM's own implementation"
+
+
+@dataclass(frozen=True)
 class PortSpec:
     """What ``mmport inspect`` reports and ``mmport scaffold`` renders."""
 
@@ -516,6 +541,7 @@ class PortSpec:
     # HF's image encoder path; None when it could not be derived (the reason is kept).
     encoder: EncoderSpec | None = None
     encoder_reason: str = ""
+    language: LanguageModelSpec = field(default_factory=LanguageModelSpec)
     notes: tuple[str, ...] = field(default_factory=tuple)
     # The snapshot ships the processor's code (auto_map), which runs only with consent.
     trust_remote_code: bool = False

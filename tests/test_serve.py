@@ -140,15 +140,16 @@ def test_mrope_family_gets_hf_rope_index_and_a_language_architecture() -> None:
     """Qwen2-VL's text config names no architecture; its class gets one from transformers' CausalLM table."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    qwen = analyze(resolve("qwen2_vl")).encoder
+    qwen_spec = analyze(resolve("qwen2_vl"))
+    qwen = qwen_spec.encoder
     text_type = resolve("qwen2_vl").load_config().get_text_config().model_type
     assert text_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-    assert qwen.language_architecture in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
+    assert qwen_spec.language.architecture in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
     assert qwen.rope_index_source is not None and "modeling_qwen2_vl.py" in str(
         qwen.rope_index_source
     )
-    llava = analyze(resolve("llava")).encoder
-    assert llava.rope_index_source is None and llava.language_architecture == ""
+    llava = analyze(resolve("llava"))
+    assert llava.encoder.rope_index_source is None and llava.language.architecture == ""
 
 
 @pytest.mark.serve

@@ -53,7 +53,9 @@ def test_twin_keeps_enough_layers_for_selected_features() -> None:
         "vision_feature_layer": [-2, -5, 6],
         "vision_config": {"model_type": "v", "num_hidden_layers": 24},
     }
-    assert twin_dict(config)["vision_config"]["num_hidden_layers"] == 6
+    # Layer 6 exists in hidden_states (embeddings first) with 6 layers, and among the
+    # layers themselves (Molmo2's validator reads it so) with 7: the twin keeps 7.
+    assert twin_dict(config)["vision_config"]["num_hidden_layers"] == 7
 
 
 def test_rebatch_picks_the_layout_with_hf_shape() -> None:

@@ -30,6 +30,7 @@ from mmport.analyzers.fields import (
 )
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.itemprefix import analyze_item_prefix
+from mmport.analyzers.language import language_model
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.media import media_spec
@@ -556,5 +557,9 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         ),
         encoder=encoder,
         encoder_reason=encoder_reason,
+        language=language_model(
+            snapshot.load_config().get_text_config(),
+            encoder.language_class if encoder else None,
+        ),
         trust_remote_code=snapshot.trust_remote_code,
     )

@@ -170,6 +170,22 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
+def _built_class(owner: type[Any], assign: cst.Assign) -> tuple[str, str] | None:
+    """The class ``self.x = Cls(...)`` or ``Cls._from_config(...)`` builds, as (module, name), if a class of transformers' own."""
+    call = assign.value
+    if not isinstance(call, cst.Call):
+        return None
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        func = func.value
+    if not isinstance(func, cst.Name):
+        return None
+    built = getattr(sys.modules[owner.__module__], func.value, None)
+    if not isinstance(built, type) or not built.__module__.startswith("transformers."):
+        return None  # AutoModel and the like are no class of one model
+    return built.__module__, built.__name__
+
+
 def _lm_head(outer_assigns: dict[str, cst.Assign]) -> str:
     """The checkpoint class's vocabulary projection (``self.lm_head = nn.Linear(..., vocab_size)``)."""
     for attr, node in outer_assigns.items():
@@ -244,49 +260,6 @@ def _rope_index(inner: type[Any]) -> tuple[Any, list[str], tuple[str, ...]]:
     return parsed.source(method), helpers, inputs
 
 
-def _language_architecture(architecture_cls: type[Any]) -> tuple[str, str]:
-    """A CausalLM architecture for the text config, when its model_type has none of its own.
-
-    transformers builds a CausalLM from ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``;
-    a multimodal family's text config (``qwen2_vl_text``) is in it under the
-    family it grew from: the longest model_type its ``_``-segments spell with
-    some left out, the first kept, the order unchanged, ties to the one
-    leaving out the last (``qwen2_vl_text`` → ``qwen2``: ``Qwen2ForCausalLM``;
-    ``qwen3_vl_moe_text`` → ``qwen3_moe``, not ``qwen3``, whose layers have
-    no experts).
-    """
-    from itertools import combinations
-
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL_LM,
-    )
-
-    text = architecture_cls.config_class().get_text_config()
-    if text.architectures or text.model_type in CAUSAL_LM:
-        return "", ""
-    first, *rest = text.model_type.split("_")
-    candidates = (
-        "_".join([first, *kept])
-        for size in range(len(rest) - 1, -1, -1)
-        for kept in combinations(rest, size)
-    )
-    for found in candidates:
-        if found in CAUSAL_LM:
-            return (
-                CAUSAL_LM[found],
-                f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{found!r}], for text model_type {text.model_type!r}",
-            )
-    raise _NoLanguageArchitecture(
-        f"the text config (model_type {text.model_type!r}) names no architecture, and "
-        "transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES has none for it or a family "
-        "it is named after"
-    )
-
-
-class _NoLanguageArchitecture(Exception):
-    """No CausalLM architecture is known for the text config: vLLM cannot build the language model."""
-
-
 def _paths(
     inner: type[Any], modalities: tuple[str, ...]
 ) -> tuple[list[FeaturePath], list[str], list[tuple[str, str]]]:
@@ -338,14 +311,8 @@ def analyze_encoder(
         ((a, n) for a, n in language if isinstance(n.value, cst.Call)), language[0]
     )
     rope_source, rope_helpers, rope_inputs = _rope_index(inner)
-    unbuildable = ""
-    try:
-        language_architecture, architecture_reason = _language_architecture(
-            architecture_cls
-        )
-    except _NoLanguageArchitecture as exc:
-        language_architecture, architecture_reason, unbuildable = "", "", str(exc)
     return EncoderSpec(
+        language_class=_built_class(inner, language_node),
         hf_class=inner.__name__,
         hf_module=inner.__module__,
         paths=tuple(paths),
@@ -360,10 +327,7 @@ def analyze_encoder(
         borrowed_methods=tuple(dict.fromkeys([*borrowed, *rope_helpers])),
         rope_index_source=rope_source,
         rope_index_inputs=rope_inputs,
-        language_architecture=language_architecture,
-        language_architecture_reason=architecture_reason,
         missing=tuple(missing),
-        language_unbuildable=unbuildable,
     )
 
 
@@ -374,11 +338,6 @@ from types import SimpleNamespace
 from torch import nn
 
 AutoModel = SimpleNamespace(from_config=None)
-
-
-class LlavaConfig:
-    def get_text_config(self):
-        return SimpleNamespace(architectures=["LlamaForCausalLM"], model_type="llama")
 
 
 class LlavaMultiModalProjector:
@@ -398,8 +357,6 @@ class LlavaModel:
 
 
 class LlavaForConditionalGeneration:
-    config_class = LlavaConfig
-
     def __init__(self, config):
         self.model = LlavaModel(config)
         self.lm_head = nn.Linear(config.text_config.hidden_size, config.text_config.vocab_size, bias=False)

@@ -124,14 +124,17 @@ def _rope_sections(layer: dict) -> bool:
 
 
 def _feature_layer_depth(config: dict) -> int:
-    """Layers needed so every selected feature layer (``-2``, ``[-2, -5, 6]``) exists."""
+    """Layers needed so every selected feature layer (``-2``, ``[-2, -5, 6]``) exists.
+
+    A negative index ``-k`` needs ``k`` layers; a positive one ``k``, ``k + 1``.
+    """
     depth = MIN_LAYERS
     for layer in _layers(config):
         for key, value in layer.items():
             if "feature_layer" in key or key.endswith("select_layer"):
                 for index in value if isinstance(value, list) else [value]:
                     if _is_int(index):
-                        depth = max(depth, abs(index))
+                        depth = max(depth, index + 1 if index >= 0 else -index)
     return depth
 
 

@@ -59,8 +59,14 @@ class _Environment(Exception):
     """The serve environment (its transformers or vLLM) cannot take the config or import the port's HF modules."""
 
 
-def _parallel_groups(vllm_config) -> None:
-    """Tensor and pipeline parallel groups of one, once per process."""
+def _parallel_groups() -> None:
+    """Tensor, pipeline and expert parallel groups of one, once per process.
+
+    vLLM creates the expert group only when the current config's model has
+    experts; made under no model config, it exists for every port built here,
+    dense or MoE, as an engine made for each port would have it.
+    """
+    from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed import (
         init_distributed_environment,
         initialize_model_parallel,
@@ -76,7 +82,8 @@ def _parallel_groups(vllm_config) -> None:
         distributed_init_method=f"file://{tempfile.mkdtemp()}/rendezvous",
         backend="gloo",
     )
-    initialize_model_parallel(1, 1)
+    with set_current_vllm_config(VllmConfig()):
+        initialize_model_parallel(1, 1)
 
 
 def _construct(job: dict, index: int) -> dict:
@@ -111,7 +118,7 @@ def _construct(job: dict, index: int) -> dict:
         load_config=LoadConfig(load_format="dummy"),
     )
     with set_current_vllm_config(vllm_config):
-        _parallel_groups(vllm_config)
+        _parallel_groups()
         model = cls(vllm_config=vllm_config, prefix="")
     return {
         "parameters": sum(p.numel() for p in model.parameters()),

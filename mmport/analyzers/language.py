@@ -1,0 +1,231 @@
+"""Which architecture vLLM builds the language model as, from the text config.
+
+A generated class builds its language model with vLLM's
+``init_vllm_registered_model(hf_config=config.text_config)``, which picks
+the class by the text config's ``architectures``. A multimodal family's
+text config rarely names one (``qwen2_vl_text``, ``glm4v_text``), so the
+port must, in this order:
+
+1. none, when the text config names its own architectures;
+2. the CausalLM transformers builds for its ``model_type``;
+3. the CausalLM of the family it grew from: the longest model_type its
+   ``_``-segments spell with some left out (``qwen3_vl_moe_text`` →
+   ``qwen3_moe``);
+4. vLLM's Transformers backend, which builds the text model through
+   ``AutoModel`` and runs it on vLLM's attention: ``TransformersMoEForCausalLM``
+   when the config has experts (vLLM's own test: any of its expert-count
+   aliases), else ``TransformersForCausalLM``. Where ``AutoModel`` maps no
+   class to the text config, the port registers the class HF's multimodal
+   model builds (``DeepseekOcr2TextModel(config.text_config)``), so the
+   backend builds the same one. Only layers of attention kinds run there;
+5. none at all: the port says why where the language model is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import combinations
+from typing import Any
+
+from mmport.analyzers.examples import valid
+from mmport.spec import LanguageModelSpec
+
+__all__ = ["EXAMPLES", "language_model"]
+
+# vLLM's names for a config's expert count (CONFIG_FIELD_ALIASES["num_experts"]).
+_EXPERT_COUNTS = (
+    "num_experts",
+    "moe_num_experts",
+    "n_routed_experts",
+    "num_local_experts",
+)
+# The layer kinds (a config's ``layer_types``) that run through the attention interface the
+# Transformers backend replaces with vLLM's; any other (linear attention, mamba) it refuses.
+_BACKEND_LAYERS = frozenset(
+    {"full_attention", "sliding_attention", "chunked_attention"}
+)
+
+
+def language_model(
+    text_config: Any,
+    built: tuple[str, str] | None = None,
+    causal_lm: Mapping[str, Any] | None = None,
+    base_models: Mapping[str, Any] | None = None,
+) -> LanguageModelSpec:
+    """The architecture the port names for ``text_config``; the mappings default to transformers' own.
+
+    ``built`` is the class HF's multimodal model builds for the text config
+    (module, name), when its constructor names one.
+    """
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_MAPPING_NAMES,
+    )
+
+    causal_lm = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if causal_lm is None else causal_lm
+    base_models = MODEL_MAPPING_NAMES if base_models is None else base_models
+    model_type = text_config.model_type
+    if getattr(text_config, "architectures", None) or model_type in causal_lm:
+        return LanguageModelSpec()
+    grown_from = next(
+        (t for t in _families_named_in(model_type) if t in causal_lm), None
+    )
+    if grown_from is not None:
+        return LanguageModelSpec(
+            causal_lm[grown_from],
+            f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{grown_from!r}], "
+            f"for text model_type {model_type!r}",
+        )
+    unknown = f"the text config (model_type {model_type!r}) names no architecture, and transformers maps it to no CausalLM, nor a family it is named after"
+    other_layers = sorted(
+        set(getattr(text_config, "layer_types", None) or ()) - _BACKEND_LAYERS
+    )
+    if other_layers:
+        return LanguageModelSpec(
+            unbuildable=f"{unknown}; vLLM's Transformers backend runs only attention "
+            f"layers, and this config has {', '.join(other_layers)} layers"
+        )
+    base = base_models.get(model_type)
+    registers = None
+    if base is None:
+        if built is None:
+            return LanguageModelSpec(
+                unbuildable=f"{unknown}; no base model either, and HF's model builds no class by name"
+            )
+        if not _registrable(built, text_config):
+            return LanguageModelSpec(
+                unbuildable=f"{unknown}; AutoModel maps no class to it, and the class HF "
+                f"builds, {built[1]}, is made for another config class, so AutoModel cannot take it"
+            )
+        base, registers = built[1], built
+    experts = any(getattr(text_config, name, None) for name in _EXPERT_COUNTS)
+    return LanguageModelSpec(
+        "TransformersMoEForCausalLM" if experts else "TransformersForCausalLM",
+        f"no CausalLM is known for text model_type {model_type!r}; vLLM's "
+        f"Transformers backend builds {base} through AutoModel",
+        registers=registers,
+    )
+
+
+def _registrable(built: tuple[str, str], text_config: Any) -> bool:
+    """Whether AutoModel can map ``text_config``'s class to ``built`` (it checks the class's ``config_class``)."""
+    import importlib
+
+    cls = getattr(importlib.import_module(built[0]), built[1], None)
+    return getattr(cls, "config_class", None) is type(text_config)
+
+
+def _families_named_in(model_type: str) -> list[str]:
+    """Model types ``model_type``'s segments spell with some left out, longest first.
+
+    The first segment is kept and the order unchanged; among equally long
+    ones, leaving out the last segment comes first (``qwen2_vl_text`` →
+    ``qwen2_vl``, ``qwen2_text``, ``qwen2``).
+    """
+    first, *rest = model_type.split("_")
+    return [
+        "_".join([first, *kept])
+        for size in range(len(rest) - 1, -1, -1)
+        for kept in combinations(rest, size)
+    ]
+
+
+def _config(model_type: str, **settings: Any) -> Any:
+    """A text config as the examples give it: a model_type and settings."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        **{"model_type": model_type, "architectures": None, **settings}
+    )
+
+
+# A family whose text model transformers' AutoModel does not map, built by name in HF's model.
+_OWN_TEXT_MODEL = """
+class DeepseekOcr2TextConfig:
+    model_type = "deepseek_ocr2_text"
+    architectures = None
+
+
+class Ernie4_5Config:
+    model_type = "ernie4_5"
+
+
+class DeepseekOcr2TextModel:
+    config_class = DeepseekOcr2TextConfig
+
+
+class Ernie4_5Model:
+    config_class = Ernie4_5Config
+"""
+
+_CAUSAL_LM = {
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+}
+_BASE = {"glm4v_text": "Glm4vTextModel", "glm4v_moe_text": "Glm4vMoeTextModel"}
+
+
+def _example(config: Any, built: tuple[str, str] | None = None) -> tuple[str, str, Any]:
+    """The facts an example fixes: the architecture or that none can be built, and what is registered."""
+    spec = language_model(config, built, _CAUSAL_LM, _BASE)
+    return spec.architecture, "unbuildable" if spec.unbuildable else "", spec.registers
+
+
+EXAMPLES = [
+    valid(
+        "a_text_config_naming_its_own_architecture_needs_none",
+        "",
+        lambda snippet: _example(_config("qwen2_vl_text", architectures=["X"])),
+        ("", "", None),
+    ),
+    valid(
+        "qwen3_vl_moe_text_grew_from_qwen3_moe_not_qwen3",
+        "",
+        lambda snippet: _example(_config("qwen3_vl_moe_text")),
+        ("Qwen3MoeForCausalLM", "", None),
+    ),
+    valid(
+        "glm4v_text_runs_on_the_transformers_backend",
+        "",
+        lambda snippet: _example(_config("glm4v_text")),
+        ("TransformersForCausalLM", "", None),
+    ),
+    valid(
+        "a_text_config_with_experts_runs_on_the_moe_backend",
+        "",
+        lambda snippet: _example(_config("glm4v_moe_text", n_routed_experts=8)),
+        ("TransformersMoEForCausalLM", "", None),
+    ),
+    valid(
+        "a_text_model_transformers_cannot_build_is_said_to_be_unbuildable",
+        "",
+        lambda snippet: _example(_config("paddleocr_vl_text")),
+        ("", "unbuildable", None),
+    ),
+    valid(
+        "a_text_model_automodel_lacks_is_registered_as_hf_builds_it",
+        _OWN_TEXT_MODEL,
+        lambda snippet: _example(
+            snippet.DeepseekOcr2TextConfig(),
+            (snippet.__name__, "DeepseekOcr2TextModel"),
+        )[2][1],
+        "DeepseekOcr2TextModel",
+    ),
+    valid(
+        "a_class_made_for_another_config_cannot_be_registered",
+        _OWN_TEXT_MODEL,
+        lambda snippet: _example(
+            snippet.DeepseekOcr2TextConfig(), (snippet.__name__, "Ernie4_5Model")
+        ),
+        ("", "unbuildable", None),
+    ),
+    valid(
+        "linear_attention_layers_do_not_run_on_the_transformers_backend",
+        "",
+        lambda snippet: _example(
+            _config("glm4v_text", layer_types=["linear_attention", "full_attention"])
+        ),
+        ("", "unbuildable", None),
+    ),
+]
