@@ -263,10 +263,17 @@ def scaffold(
             )
         )
 
+    findings: list[str] = []
+
     def action():
+        if vllm_tree is not None:
+            from mmport.render.vllm_tree import check_tree
+
+            check_tree(vllm_tree)  # a wrong directory is said before the analysis
         spec = _analyze(ref, trust_remote_code, processor_code)
         _progress(f"rendering the port of {spec.model_type}")
         files = render_port(spec)
+        findings.extend(f for file in files for f in file.findings)
         if vllm_tree is None:
             return [
                 ("wrote", path, "") for path in write_files(files, output, force=force)
@@ -283,11 +290,19 @@ def scaffold(
         )
         return [(e.action, e.path, e.detail) for e in edits]
 
-    done = _run(action)
+    _print_written(_run(action), findings)
+
+
+def _print_written(done: list[tuple[str, Path, str]], findings: list[str]) -> None:
+    """Each file written or edited, then what vLLM's lint still finds in them."""
     from mmport.console import console
 
     for action_name, path, detail in done:
         console.print(f"{action_name} {path}" + (f" ({detail})" if detail else ""))
+    for finding in findings:
+        console.print(
+            f"[yellow]vLLM's lint:[/] {finding}", markup=True, highlight=False
+        )
 
 
 def _check_report_paths(*paths: Path | None) -> None:

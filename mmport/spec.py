@@ -153,6 +153,14 @@ class CountRule:
             (key, source) for key, kind, source in self.item_reads if kind == "constant"
         )
 
+    @property
+    def reads_configured(self) -> bool:
+        """Whether the statements read the processor configured for the request (``configured``)."""
+        return any(
+            re.search(r"\bconfigured\b", code)
+            for code in (*self.statements, self.result)
+        )
+
 
 @dataclass(frozen=True)
 class OutputRule:
@@ -572,6 +580,35 @@ class PortSpec:
     def module_name(self) -> str:
         """The model_type as a Python module name (``blip-2`` → ``blip_2``)."""
         return re.sub(r"\W", "_", self.model_type)
+
+    @property
+    def hf_model_name(self) -> str:
+        """The name the generated class module gives HF's inner model class.
+
+        HF's own name, unless the generated class has it (an embedding model
+        whose architecture is its base model, ``EmbeddingGemma2Model``): then
+        imported as ``HF<name>``, so neither shadows the other.
+        """
+        if self.encoder is None:
+            return ""
+        name = self.encoder.hf_class
+        return f"HF{name}" if name == self.architecture else name
+
+    @property
+    def encoder_imports(self) -> tuple[tuple[str, str], ...]:
+        """The (module, name) imports the encoder's constructor lines need, HF's model class aliased as used."""
+        if self.encoder is None:
+            return ()
+        alias = self.hf_model_name
+        return tuple(
+            (
+                module,
+                f"{name} as {alias}"
+                if name == self.encoder.hf_class != alias
+                else name,
+            )
+            for module, name in self.encoder.imports
+        )
 
 
 @dataclass(frozen=True)

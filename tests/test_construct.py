@@ -27,6 +27,8 @@ pytestmark = [
 ]
 
 FAMILIES = ("llava", "qwen2_vl", "llava_next_video", "glmasr", "qwen2_audio")
+# Text models with no CausalLM of their own (mmport.analyzers.language).
+BACKEND_FAMILIES = ("glm4v", "step3p7", "glm5_next")
 
 
 def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
@@ -43,9 +45,19 @@ def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
     ), spec
 
 
-def test_generated_classes_construct_with_a_tower_per_modality(tmp_path) -> None:
-    jobs, specs = zip(*(_job(m, tmp_path) for m in FAMILIES), strict=True)
-    built = construct_ports(list(jobs))
+@pytest.fixture(scope="module")
+def constructed(tmp_path_factory):
+    """Every family's job, spec and outcome, all built in one serve-environment process."""
+    root = tmp_path_factory.mktemp("construct")
+    jobs = {m: _job(m, root) for m in (*FAMILIES, *BACKEND_FAMILIES)}
+    built = construct_ports([job for job, _ in jobs.values()])
+    return {m: (job, spec, built[m]) for m, (job, spec) in jobs.items()}
+
+
+def test_generated_classes_construct_with_a_tower_per_modality(constructed) -> None:
+    jobs = [constructed[m][0] for m in FAMILIES]
+    specs = [constructed[m][1] for m in FAMILIES]
+    built = {m: constructed[m][2] for m in FAMILIES}
     for job, spec in zip(jobs, specs, strict=True):
         outcome = built[job.name]
         assert outcome.ok, (job.name, outcome.error, outcome.port_frame)
@@ -82,3 +94,23 @@ def test_a_class_that_breaks_at_construction_is_reported_where_it_breaks(
     assert not outcome.ok
     assert "vision_config" in outcome.error
     assert outcome.port_frame.startswith("qwen2_audio.py:")
+
+
+def test_text_models_with_no_causal_lm_build_on_the_transformers_backend(
+    constructed,
+) -> None:
+    # glm4v_text: AutoModel maps it; step3p7's text model: only HF's model names its class,
+    # which the generated class registers; glm5_next has linear attention, which the
+    # backend cannot run: its class says so instead of failing inside vLLM.
+    jobs = {m: constructed[m][:2] for m in BACKEND_FAMILIES}
+    built = {m: constructed[m][2] for m in BACKEND_FAMILIES}
+    for name in ("glm4v", "step3p7"):
+        spec = jobs[name][1]
+        assert spec.language.transformers_backend, spec.language
+        assert built[name].ok, (name, built[name].error, built[name].port_frame)
+    assert jobs["step3p7"][1].language.registers is not None
+    glm5 = built["glm5_next"]
+    unbuildable = jobs["glm5_next"][1].language.unbuildable
+    assert unbuildable and not jobs["glm5_next"][1].language.architecture
+    assert glm5.error.startswith("NotImplementedError: mmport found no architecture")
+    assert "linear_attention" in glm5.error

@@ -517,6 +517,8 @@ def test_the_ci_workflow_runs_a_command_the_cli_accepts(
     }
 
 
+# Slow stage: pre-commit runs a whole manifest session in processes of their own.
+@pytest.mark.slow
 def test_the_pre_commit_hook_runs_the_manifest(
     scaffolded, tmp_path, monkeypatch
 ) -> None:

@@ -133,6 +133,9 @@ def test_vllms_own_registry_lists_the_port_after_the_edit(tmp_path) -> None:
     assert (tree / REGISTRY).read_text() == edited
 
 
+# Slow stage: a whole scaffold in a process of its own (torch imported); the fast lane
+# keeps the refusals made before any analysis.
+@pytest.mark.slow
 def test_a_registry_mmport_cannot_edit_leaves_the_tree_as_it_was(tmp_path) -> None:
     tree = _stand_in_tree(tmp_path / "src")
     (tree / REGISTRY).write_text("_OTHER_MODELS = {}\n")

@@ -1,7 +1,9 @@
 """Render a PortSpec into port files with the one Jinja environment.
 
 Rendering happens fully in memory and every Python file is compiled, then
-formatted with ruff at vLLM's line length, before anything touches the output
+formatted with ruff at vLLM's line length (comments, docstrings and long
+strings rewrapped to it: :mod:`mmport.render.reflow`) and linted with vLLM's
+rules (:mod:`mmport.render.lint`), before anything touches the output
 directory; files are then written through temporary names and renamed, so a
 failure never leaves half a port behind.
 """
@@ -21,6 +23,8 @@ import jinja2
 
 from mmport.edgetokens import port_source
 from mmport.errors import OutputExistsError, RenderError
+from mmport.render.lint import findings, fix
+from mmport.render.reflow import reflow, unambiguous
 from mmport.spec import ChatPortSpec, PortSpec
 
 __all__ = ["RenderedFile", "render_port", "write_files"]
@@ -48,6 +52,8 @@ class RenderedFile:
 
     name: str
     text: str
+    # vLLM's lint findings left after its safe fixes (mmport.render.lint), ``name:line: CODE msg``.
+    findings: tuple[str, ...] = ()
 
 
 @lru_cache(maxsize=1)
@@ -132,8 +138,19 @@ def render_port(spec: PortSpec | ChatPortSpec) -> list[RenderedFile]:
             raise RenderError(
                 f"rendered {name} does not compile (line {exc.lineno}): {exc.msg}"
             ) from None
-        files.append(RenderedFile(name, _formatted(text, name)))
+        files.append(_finished(text, name))
     return files
+
+
+def _finished(text: str, name: str) -> RenderedFile:
+    """``text`` formatted, fixed and linted as vLLM lints, its comments, docstrings and strings wrapped."""
+    formatted = _formatted(unambiguous(text), name)
+    fixed = fix(formatted, name)
+    if fixed != formatted:
+        fixed = _formatted(fixed, name)
+    # Wrapped last: ruff format would join a docstring's closing quotes back up.
+    finished = reflow(fixed, LINE_LENGTH)
+    return RenderedFile(name, finished, findings(finished, name))
 
 
 def _formatted(text: str, name: str) -> str:

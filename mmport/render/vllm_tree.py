@@ -19,7 +19,7 @@ import libcst as cst
 
 from mmport.errors import OutputExistsError, VllmTreeError
 
-__all__ = ["TreeEdit", "register_entry", "write_into_tree"]
+__all__ = ["TreeEdit", "check_tree", "register_entry", "write_into_tree"]
 
 MODELS_DIR = Path("vllm/model_executor/models")
 REGISTRY = MODELS_DIR / "registry.py"
@@ -214,7 +214,8 @@ def _edited_registry(
     return after, TreeEdit(path, "edited", f"{table}: {key}")
 
 
-def _check_tree(tree: Path) -> None:
+def check_tree(tree: Path) -> None:
+    """Refuse a directory that is no vLLM source tree (before any slow work)."""
     if not (tree / REGISTRY).is_file():
         raise VllmTreeError(f"'{tree}' is not a vLLM source tree: it has no {REGISTRY}")
 
@@ -238,7 +239,7 @@ def write_into_tree(
     """
     from mmport.render import write_files
 
-    _check_tree(tree)
+    check_tree(tree)
     models = [f for f in files if not f.name.startswith("test_")]
     tests = [f for f in files if f.name.startswith("test_")]
     has_tests = (tree / "tests").is_dir()

@@ -29,7 +29,6 @@ from vllm.multimodal.processing import (
     PromptUpdate,
 )
 
-
 # Switches HF's image preprocessing reads to resize, crop or pad, which the image
 # count does not read: a request that flips one is refused, not counted wrong.
 # HF: models/llava/image_processing_llava.py:120
@@ -75,7 +74,8 @@ def _embedding_layout(
     replacements: list[list[int]], embed_id: int
 ) -> tuple[list[int], int, list[int]] | None:
     """``(tokens before, embed_id, tokens after)`` when every replacement is one run of
-    ``embed_id`` between the same tokens; None when the layout changes from item to item."""
+    ``embed_id`` between the same tokens; None when the layout changes from item to
+    item."""
     layouts = set()
     for tokens in replacements:
         positions = [i for i, token in enumerate(tokens) if token == embed_id]
@@ -121,7 +121,8 @@ def _with_settings(
     call_kwargs: Mapping[str, Mapping[str, object]],
     given: set[str],
 ) -> ProcessorMixin:
-    """A copy of ``processor`` whose sub-processors hold the settings HF's call gives them.
+    """A copy of ``processor`` whose sub-processors hold the settings HF's call gives
+    them.
 
     HF's image and video processors take each setting a call leaves out from
     their own attributes, then standardize them all (a size becomes a
@@ -212,19 +213,23 @@ class LlavaProcessingInfo(BaseProcessingInfo):
         flipped = self.get_changed_image_settings(UNFOLLOWED_IMAGE_SWITCHES, mm_kwargs)
         if flipped:
             raise NotImplementedError(
-                f"requests that set {', '.join(flipped)} are not supported: HF's image preprocessing "
-                "resizes, crops or pads by them, and this port counts images under the processor's own values"
+                f"requests that set {', '.join(flipped)} are not supported: HF's image "
+                "preprocessing "
+                "resizes, crops or pads by them, and this port counts images under the "
+                "processor's own values"
             )
         return _with_settings(processor, call_kwargs, given)
 
     def get_changed_image_settings(
         self, names: Sequence[str], mm_kwargs: Mapping[str, object] = {}
     ) -> list[str]:
-        """Those of ``names`` a request sets to another value than the processor's own."""
+        """Those of ``names`` a request sets to another value than the processor's
+        own."""
         settings = self.ctx.get_merged_mm_kwargs(mm_kwargs)
         given = {*settings, *settings.get("images_kwargs", {})}
         images_kwargs = self.get_hf_call_kwargs(mm_kwargs)["images_kwargs"]
-        # Against the processor built without the request's kwargs: vLLM builds some into it.
+        # Against the processor built without the request's kwargs: vLLM builds some
+        # into it.
         built, defaults = (
             self.get_built_processor(mm_kwargs).image_processor,
             self.get_hf_processor().image_processor,
@@ -272,15 +277,18 @@ class LlavaProcessingInfo(BaseProcessingInfo):
             positions = tokens.count(self._embed_token_ids[modality])
             if embeds is not None and len(embeds) != positions:
                 raise ValueError(
-                    f"{modality} {item_idx} has {len(embeds)} embedding rows, but HF gives a {modality} "
+                    f"{modality} {item_idx} has {len(embeds)} embedding rows, but HF "
+                    f"gives a {modality} "
                     f"of size {size} {positions} embedding positions"
                 )
             return tokens
         layout = self._embedding_layouts.get(modality)
         if layout is None:
             raise ValueError(
-                f"{modality} embeddings cannot be placed: HF lays out the tokens of each {modality} "
-                f"by the item itself; pass the {modality}, or its embeddings as a dict with "
+                f"{modality} embeddings cannot be placed: HF lays out the tokens of "
+                f"each {modality} "
+                f"by the item itself; pass the {modality}, or its embeddings as a dict "
+                "with "
                 f"{sorted(EMBEDDING_FIELDS[modality])}"
             )
         before, embed_id, after = layout
@@ -289,7 +297,8 @@ class LlavaProcessingInfo(BaseProcessingInfo):
     def get_tokens_of_size(
         self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
     ) -> list[int]:
-        """The token ids HF gives an item of ``modality`` with this size (image: (height, width))."""
+        """The token ids HF gives an item of ``modality`` with this size (image:
+        (height, width))."""
         if modality == "image":
             height, width = (int(side) for side in size)
             return [self.get_image_token_id()] * self.get_num_image_tokens(
@@ -306,7 +315,8 @@ class LlavaProcessingInfo(BaseProcessingInfo):
 
     @functools.cached_property
     def _embedding_layouts(self) -> dict[str, tuple[list[int], int, list[int]] | None]:
-        """Per modality, the layout HF gives reference items from small to large, if it is one
+        """Per modality, the layout HF gives reference items from small to large, if it
+        is one
         (see get_embedding_tokens)."""
         # Items that differ in size and shape (and, for videos, frames; for audio, past
         # one 30 s window): tiling and pooling rules show on the large ones.
@@ -340,7 +350,8 @@ class LlavaProcessingInfo(BaseProcessingInfo):
     def get_processed_image_size(
         self, mm_kwargs: Mapping[str, object] = {}
     ) -> ImageSize:
-        """The size every image is resized to before the vision tower (under a request's processor kwargs)."""
+        """The size every image is resized to before the vision tower (under a
+        request's processor kwargs)."""
         # HF: models/llava/image_processing_llava.py:44
         image_processor = self.get_configured_processor(mm_kwargs).image_processor
         size = (
@@ -350,7 +361,8 @@ class LlavaProcessingInfo(BaseProcessingInfo):
         )
         if not size or size.get("width") is None or size.get("height") is None:
             raise NotImplementedError(
-                f"with processor kwargs {dict(mm_kwargs)} HF resizes images to {size}, not to one size; "
+                f"with processor kwargs {dict(mm_kwargs)} HF resizes images to {size}, "
+                "not to one size; "
                 "this port counts images resized to one size"
             )
         return ImageSize(width=size["width"], height=size["height"])
@@ -362,7 +374,8 @@ class LlavaProcessingInfo(BaseProcessingInfo):
         image_height: int,
         mm_kwargs: Mapping[str, object] = {},
     ) -> int:
-        # HF's hook runs on the processor as built and sees a request through its kwargs.
+        # HF's hook runs on the processor as built and sees a request through its
+        # kwargs.
         processor = self.get_built_processor(mm_kwargs)
         processed = self.get_processed_image_size(mm_kwargs)
         height, width = processed.height, processed.width
@@ -413,7 +426,8 @@ class LlavaMultiModalProcessor(BaseMultiModalProcessor[LlavaProcessingInfo]):
         return dict(
             # HF: models/llava/image_processing_llava.py:152
             pixel_values=MultiModalFieldConfig.batched("image"),
-            # Items given as precomputed embeddings: one tensor of rows each, and its size.
+            # Items given as precomputed embeddings: one tensor of rows each, and its
+            # size.
             image_embeds=MultiModalFieldConfig.batched("image"),
             image_size=MultiModalFieldConfig.batched("image"),
         )

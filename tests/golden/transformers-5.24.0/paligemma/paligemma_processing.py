@@ -32,7 +32,6 @@ from vllm.multimodal.processing import (
 )
 from vllm.renderers import TokenizeParams
 
-
 # Switches HF's image preprocessing reads to resize, crop or pad, which the image
 # count does not read: a request that flips one is refused, not counted wrong.
 # HF: image_processing_backends.py:423
@@ -79,7 +78,8 @@ def _embedding_layout(
     replacements: list[list[int]], embed_id: int
 ) -> tuple[list[int], int, list[int]] | None:
     """``(tokens before, embed_id, tokens after)`` when every replacement is one run of
-    ``embed_id`` between the same tokens; None when the layout changes from item to item."""
+    ``embed_id`` between the same tokens; None when the layout changes from item to
+    item."""
     layouts = set()
     for tokens in replacements:
         positions = [i for i, token in enumerate(tokens) if token == embed_id]
@@ -125,7 +125,8 @@ def _with_settings(
     call_kwargs: Mapping[str, Mapping[str, object]],
     given: set[str],
 ) -> ProcessorMixin:
-    """A copy of ``processor`` whose sub-processors hold the settings HF's call gives them.
+    """A copy of ``processor`` whose sub-processors hold the settings HF's call gives
+    them.
 
     HF's image and video processors take each setting a call leaves out from
     their own attributes, then standardize them all (a size becomes a
@@ -221,19 +222,23 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
         flipped = self.get_changed_image_settings(UNFOLLOWED_IMAGE_SWITCHES, mm_kwargs)
         if flipped:
             raise NotImplementedError(
-                f"requests that set {', '.join(flipped)} are not supported: HF's image preprocessing "
-                "resizes, crops or pads by them, and this port counts images under the processor's own values"
+                f"requests that set {', '.join(flipped)} are not supported: HF's image "
+                "preprocessing "
+                "resizes, crops or pads by them, and this port counts images under the "
+                "processor's own values"
             )
         return _with_settings(processor, call_kwargs, given)
 
     def get_changed_image_settings(
         self, names: Sequence[str], mm_kwargs: Mapping[str, object] = {}
     ) -> list[str]:
-        """Those of ``names`` a request sets to another value than the processor's own."""
+        """Those of ``names`` a request sets to another value than the processor's
+        own."""
         settings = self.ctx.get_merged_mm_kwargs(mm_kwargs)
         given = {*settings, *settings.get("images_kwargs", {})}
         images_kwargs = self.get_hf_call_kwargs(mm_kwargs)["images_kwargs"]
-        # Against the processor built without the request's kwargs: vLLM builds some into it.
+        # Against the processor built without the request's kwargs: vLLM builds some
+        # into it.
         built, defaults = (
             self.get_built_processor(mm_kwargs).image_processor,
             self.get_hf_processor().image_processor,
@@ -281,15 +286,18 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
             positions = tokens.count(self._embed_token_ids[modality])
             if embeds is not None and len(embeds) != positions:
                 raise ValueError(
-                    f"{modality} {item_idx} has {len(embeds)} embedding rows, but HF gives a {modality} "
+                    f"{modality} {item_idx} has {len(embeds)} embedding rows, but HF "
+                    f"gives a {modality} "
                     f"of size {size} {positions} embedding positions"
                 )
             return tokens
         layout = self._embedding_layouts.get(modality)
         if layout is None:
             raise ValueError(
-                f"{modality} embeddings cannot be placed: HF lays out the tokens of each {modality} "
-                f"by the item itself; pass the {modality}, or its embeddings as a dict with "
+                f"{modality} embeddings cannot be placed: HF lays out the tokens of "
+                f"each {modality} "
+                f"by the item itself; pass the {modality}, or its embeddings as a dict "
+                "with "
                 f"{sorted(EMBEDDING_FIELDS[modality])}"
             )
         before, embed_id, after = layout
@@ -298,7 +306,8 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
     def get_tokens_of_size(
         self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
     ) -> list[int]:
-        """The token ids HF gives an item of ``modality`` with this size (image: (height, width))."""
+        """The token ids HF gives an item of ``modality`` with this size (image:
+        (height, width))."""
         if modality == "image":
             height, width = (int(side) for side in size)
             return [self.get_image_token_id()] * self.get_num_image_tokens(
@@ -315,7 +324,8 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
 
     @functools.cached_property
     def _embedding_layouts(self) -> dict[str, tuple[list[int], int, list[int]] | None]:
-        """Per modality, the layout HF gives reference items from small to large, if it is one
+        """Per modality, the layout HF gives reference items from small to large, if it
+        is one
         (see get_embedding_tokens)."""
         # Items that differ in size and shape (and, for videos, frames; for audio, past
         # one 30 s window): tiling and pooling rules show on the large ones.
@@ -349,13 +359,15 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
     def get_processed_image_size(
         self, mm_kwargs: Mapping[str, object] = {}
     ) -> ImageSize:
-        """The size every image is resized to before the vision tower (under a request's processor kwargs)."""
+        """The size every image is resized to before the vision tower (under a
+        request's processor kwargs)."""
         # HF: models/siglip/image_processing_siglip.py:30
         image_processor = self.get_configured_processor(mm_kwargs).image_processor
         size = image_processor.size
         if not size or size.get("width") is None or size.get("height") is None:
             raise NotImplementedError(
-                f"with processor kwargs {dict(mm_kwargs)} HF resizes images to {size}, not to one size; "
+                f"with processor kwargs {dict(mm_kwargs)} HF resizes images to {size}, "
+                "not to one size; "
                 "this port counts images resized to one size"
             )
         return ImageSize(width=size["width"], height=size["height"])
@@ -367,7 +379,8 @@ class PaliGemmaProcessingInfo(BaseProcessingInfo):
         image_height: int,
         mm_kwargs: Mapping[str, object] = {},
     ) -> int:
-        # HF's hook runs on the processor as built and sees a request through its kwargs.
+        # HF's hook runs on the processor as built and sees a request through its
+        # kwargs.
         processor = self.get_built_processor(mm_kwargs)
         # HF: models/paligemma/processing_paligemma.py:199
         return processor.image_seq_length
@@ -411,14 +424,17 @@ class PaliGemmaMultiModalProcessor(BaseMultiModalProcessor[PaliGemmaProcessingIn
         return dict(
             # HF: image_processing_backends.py:444
             pixel_values=MultiModalFieldConfig.batched("image"),
-            # Items given as precomputed embeddings: one tensor of rows each, and its size.
+            # Items given as precomputed embeddings: one tensor of rows each, and its
+            # size.
             image_embeds=MultiModalFieldConfig.batched("image"),
             image_size=MultiModalFieldConfig.batched("image"),
         )
 
     def _postprocess_prompt(self, prompt: list[int]) -> list[int]:
-        # HF appends "\n" to every prompt's text (models/paligemma/processing_paligemma.py:169) and
-        # tokenizes them together, so the tokenizer merges it with the prompt's last token.
+        # HF appends "\n" to every prompt's text
+        # (models/paligemma/processing_paligemma.py:169) and
+        # tokenizes them together, so the tokenizer merges it with the prompt's last
+        # token.
         tokenizer = self.info.get_tokenizer()
         suffix = tokenizer.encode("\n", add_special_tokens=False)
         if prompt and prompt[-1] not in tokenizer.all_special_ids:

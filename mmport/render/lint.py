@@ -1,0 +1,60 @@
+"""vLLM's own lint on a rendered file: its safe fixes applied, what remains reported.
+
+vLLM's pyproject selects pycodestyle, Pyflakes, pyupgrade, bugbear,
+simplify, isort and logging-format rules at line length 88, with ``vllm``
+first-party for isort; the wheel does not ship that file, so the selection is
+kept here. The render step applies ruff's safe fixes under it (import order,
+``dict.get(k, None)``) and reports each finding left as ``name:line: CODE
+message``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from mmport.errors import RenderError
+
+__all__ = ["VLLM_IGNORED", "VLLM_RULES", "findings", "fix"]
+
+LINE_LENGTH = 88
+# vLLM's [tool.ruff.lint] selection and the ignores it keeps for its model files.
+VLLM_RULES = ("E", "F", "UP", "B", "SIM", "I", "G")
+VLLM_IGNORED = ("F405", "F403", "E731", "B905", "B007", "UP032")
+_SETTINGS = [
+    "--isolated",
+    f"--line-length={LINE_LENGTH}",
+    "--target-version=py310",
+    f"--select={','.join(VLLM_RULES)}",
+    f"--ignore={','.join(VLLM_IGNORED)}",
+    "--config=lint.isort.known-first-party=['vllm']",
+]
+
+
+def _ruff(arguments: list[str], text: str, name: str) -> subprocess.CompletedProcess:
+    """Run ruff on ``text`` as file ``name`` (stdin), vLLM's settings given."""
+    from ruff.__main__ import find_ruff_bin
+
+    try:
+        return subprocess.run(
+            [find_ruff_bin(), *arguments, *_SETTINGS, f"--stdin-filename={name}", "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RenderError(f"ruff could not lint the rendered {name}: {exc}") from None
+
+
+def fix(text: str, name: str) -> str:
+    """``text`` with ruff's safe fixes under vLLM's rules."""
+    fixed = _ruff(["check", "--fix", "--no-cache", "--quiet"], text, name)
+    return fixed.stdout or text
+
+
+def findings(text: str, name: str) -> tuple[str, ...]:
+    """vLLM's lint findings in ``text``, each ``name:line:col: CODE message``."""
+    left = _ruff(
+        ["check", "--no-cache", "--output-format=concise", "--quiet"], text, name
+    )
+    return tuple(line for line in left.stdout.splitlines() if line.startswith(name))
