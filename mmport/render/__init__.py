@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,14 +22,12 @@ import jinja2
 
 from mmport.edgetokens import port_source
 from mmport.errors import OutputExistsError, RenderError
-from mmport.render.lint import findings, fix
+from mmport.render.lint import LINE_LENGTH, findings, fix, format_code
 from mmport.render.reflow import reflow, unambiguous
 from mmport.spec import ChatPortSpec, PortSpec
 
 __all__ = ["RenderedFile", "render_port", "write_files"]
 
-# vLLM's own line length (its pyproject's ruff settings): generated files read like its code.
-LINE_LENGTH = 88
 
 # template → output name, with {model} standing for the model_type as a module name.
 OUTPUTS = {
@@ -144,34 +141,13 @@ def render_port(spec: PortSpec | ChatPortSpec) -> list[RenderedFile]:
 
 def _finished(text: str, name: str) -> RenderedFile:
     """``text`` formatted, fixed and linted as vLLM lints, its comments, docstrings and strings wrapped."""
-    formatted = _formatted(unambiguous(text), name)
+    formatted = format_code(unambiguous(text), name)
     fixed = fix(formatted, name)
     if fixed != formatted:
-        fixed = _formatted(fixed, name)
+        fixed = format_code(fixed, name)
     # Wrapped last: ruff format would join a docstring's closing quotes back up.
     finished = reflow(fixed, LINE_LENGTH)
     return RenderedFile(name, finished, findings(finished, name))
-
-
-def _formatted(text: str, name: str) -> str:
-    """``text`` as ``ruff format`` lays it out at vLLM's line length (no user config read)."""
-    from ruff.__main__ import find_ruff_bin
-
-    command = [
-        find_ruff_bin(),
-        "format",
-        "--isolated",
-        f"--line-length={LINE_LENGTH}",
-        f"--stdin-filename={name}",
-        "-",
-    ]
-    try:
-        done = subprocess.run(
-            command, input=text, capture_output=True, text=True, check=True, timeout=60
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise RenderError(f"ruff could not format the rendered {name}: {exc}") from None
-    return done.stdout
 
 
 def write_files(

@@ -14,15 +14,23 @@ import subprocess
 
 from mmport.errors import RenderError
 
-__all__ = ["VLLM_IGNORED", "VLLM_RULES", "findings", "fix"]
+__all__ = [
+    "LINE_LENGTH",
+    "VLLM_IGNORED",
+    "VLLM_RULES",
+    "findings",
+    "fix",
+    "format_code",
+]
 
 LINE_LENGTH = 88
 # vLLM's [tool.ruff.lint] selection and the ignores it keeps for its model files.
 VLLM_RULES = ("E", "F", "UP", "B", "SIM", "I", "G")
 VLLM_IGNORED = ("F405", "F403", "E731", "B905", "B007", "UP032")
+# No user config read, at vLLM's line length: what ``ruff format`` takes.
+_LAYOUT = ["--isolated", f"--line-length={LINE_LENGTH}"]
 _SETTINGS = [
-    "--isolated",
-    f"--line-length={LINE_LENGTH}",
+    *_LAYOUT,
     "--target-version=py310",
     f"--select={','.join(VLLM_RULES)}",
     f"--ignore={','.join(VLLM_IGNORED)}",
@@ -30,20 +38,33 @@ _SETTINGS = [
 ]
 
 
-def _ruff(arguments: list[str], text: str, name: str) -> subprocess.CompletedProcess:
-    """Run ruff on ``text`` as file ``name`` (stdin), vLLM's settings given."""
+def _ruff(
+    arguments: list[str], text: str, name: str, settings: list[str] = _SETTINGS
+) -> subprocess.CompletedProcess:
+    """Run ruff on ``text`` as file ``name`` (stdin), vLLM's settings given.
+
+    ``ruff format`` must succeed; ``ruff check`` exits 1 on findings, which it reports.
+    """
     from ruff.__main__ import find_ruff_bin
 
     try:
         return subprocess.run(
-            [find_ruff_bin(), *arguments, *_SETTINGS, f"--stdin-filename={name}", "-"],
+            [find_ruff_bin(), *arguments, *settings, f"--stdin-filename={name}", "-"],
             input=text,
             capture_output=True,
             text=True,
+            check=arguments[0] == "format",
             timeout=60,
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        raise RenderError(f"ruff could not lint the rendered {name}: {exc}") from None
+        raise RenderError(
+            f"ruff could not {arguments[0]} the rendered {name}: {exc}"
+        ) from None
+
+
+def format_code(text: str, name: str) -> str:
+    """``text`` as ``ruff format`` lays it out at vLLM's line length."""
+    return _ruff(["format"], text, name, _LAYOUT).stdout
 
 
 def fix(text: str, name: str) -> str:
