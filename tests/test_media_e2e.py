@@ -138,8 +138,8 @@ MEDIA_MUTATIONS = [
     # An audio count off by one at a length boundary (even mel lengths).
     (
         "qwen2_audio",
-        "(((l - 1) // 2 + 1) - 2) // 2 + 1",
-        "((l // 2 + 1) - 2) // 2 + 1",
+        "(((length - 1) // 2 + 1) - 2) // 2 + 1",
+        "((length // 2 + 1) - 2) // 2 + 1",
         "tokens",
     ),
     # Dummy videos of frames smaller than the worst case (how many frames it profiles is
