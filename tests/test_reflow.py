@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import logging
+import warnings
 from types import SimpleNamespace
 
 from mmport.render.reflow import reflow
@@ -67,9 +69,48 @@ def test_a_split_literal_without_placeholders_is_no_f_string() -> None:
 
 
 def test_an_ambiguous_comprehension_variable_is_renamed_where_it_is_bound() -> None:
-    from mmport.render.reflow import unambiguous
+    from mmport.render.tidy import tidy
 
     source = "lengths = [3, 5]\ntokens = [(l - 1) // 2 for l in lengths]\nl = 7\n"
-    renamed = unambiguous(source)
+    renamed = tidy(source)
     assert "for l in" not in renamed and renamed.endswith("l = 7\n")
     assert _run(renamed)["tokens"] == _run(source)["tokens"]
+
+
+HF_WARNINGS = '''
+import logging
+import warnings
+
+logger = logging.getLogger("tidy-probe")
+
+
+def standardize(size, min_pixels=None, ratio=0.5):
+    if min_pixels is not None:
+        warnings.warn("`min_pixels` is deprecated", FutureWarning)
+        logger.warning(f"size {size!r} at {ratio * 100}% of {min_pixels}, {{kept}}\\n" "as is")
+    logger.info(f"{ratio:.2f} stays an f-string: it has a format spec")
+    return size
+'''
+
+
+def test_hf_warnings_and_log_calls_pass_vllms_lint_and_say_the_same(caplog) -> None:
+    from mmport.render.lint import findings
+    from mmport.render.tidy import tidy
+
+    tidied = tidy(HF_WARNINGS)
+    before = [c for c in findings(HF_WARNINGS, "probe.py") if "B028" in c or "G004" in c]
+    after = findings(tidied, "probe.py")
+    assert len(before) == 3 and not any("B028" in c for c in after)
+    assert [c for c in after if "G004" in c] == [
+        c for c in before if "G004" in c and ":12:" in c
+    ]  # the format-spec call is left as it is
+
+    def said(code: str) -> tuple[list[str], list[str]]:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="tidy-probe"):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                _run(code)["standardize"]((3, 4), min_pixels=9)
+        return [r.getMessage() for r in caplog.records], [str(w.message) for w in caught]
+
+    assert said(tidied) == said(HF_WARNINGS)

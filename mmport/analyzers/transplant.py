@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import re
 import sys
 import textwrap
 import types
@@ -33,9 +34,9 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
 from mmport.analyzers.examples import invalid, valid
-from mmport.analyzers.sourcefile import find_method, relative_source_path
+from mmport.analyzers.sourcefile import parse_class, relative_source_path
 from mmport.errors import AnalysisError
-from mmport.hf.code import is_hf_code
+from mmport.hf.code import defining_class, is_hf_code, transformers_classes
 from mmport.hf.syntax import rewritten
 from mmport.spec import HelperFunction, Source
 
@@ -104,12 +105,21 @@ def _annotation_names(annotation: cst.Annotation) -> set[str]:
 
 
 class _Rewrite(cst.CSTTransformer):
-    """``self`` → ``owner``; ``self.m(...)`` → ``m(owner, ...)`` for the methods in ``methods``."""
+    """``self`` → ``owner``; ``self.m(...)`` → ``m(owner, ...)`` for the methods in ``methods``.
 
-    def __init__(self, owner: str, methods: dict[str, bool]) -> None:
+    ``super().m(...)`` → ``parent_m(owner, ...)``, where ``parent`` names the
+    class that defines the overridden method (``supers`` maps ``m`` to it): the
+    port holds that method too, under its own name.
+    """
+
+    def __init__(
+        self, owner: str, methods: dict[str, bool], supers: dict[str, type]
+    ) -> None:
         self.owner = owner
         self.methods = methods  # name → is a staticmethod (called without ``self``)
+        self.supers = supers
         self.called: list[str] = []
+        self.super_called: list[str] = []
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         func = original_node.func
@@ -125,6 +135,20 @@ class _Rewrite(cst.CSTTransformer):
                 return updated_node.with_changes(
                     func=cst.Name(name), args=(*owner, *updated_node.args)
                 )
+        if _is_super_call(func):
+            name = func.attr.value
+            parent = self.supers.get(name)
+            if parent is None:
+                raise AnalysisError(
+                    f"`super().{name}` has no transformers definition to carry into a port"
+                )
+            self.super_called.append(name)
+            static = isinstance(vars(parent)[name], staticmethod)
+            owner = () if static else (cst.Arg(cst.Name(self.owner)),)
+            return updated_node.with_changes(
+                func=cst.Name(inherited_name(parent, name)),
+                args=(*owner, *updated_node.args),
+            )
         return updated_node
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
@@ -133,6 +157,39 @@ class _Rewrite(cst.CSTTransformer):
             if original_node.value == "self"
             else updated_node
         )
+
+
+def _is_super_call(func: cst.BaseExpression) -> TypeGuard[cst.Attribute]:
+    """``super().m`` (the zero-argument form, as HF writes it)."""
+    return (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Call)
+        and isinstance(func.value.func, cst.Name)
+        and func.value.func.value == "super"
+        and not func.value.args
+    )
+
+
+def inherited_name(parent: type[Any], name: str) -> str:
+    """The port's name for ``parent``'s ``name``, which a subclass's override calls through ``super()``.
+
+    ``BaseImageProcessor._standardize_kwargs`` becomes
+    ``_base_image_processor_standardize_kwargs``: the override keeps the plain name.
+    """
+    snake = re.sub(r"(?<!^)(?=[A-Z][a-z])|(?<=[a-z0-9])(?=[A-Z])", "_", parent.__name__)
+    return f"_{snake.lower()}_{name.lstrip('_')}"
+
+
+def _parents(owner_cls: type[Any], defined_in: type[Any]) -> dict[str, type]:
+    """For each method name, the transformers class after ``defined_in`` in ``owner_cls``'s MRO that defines it."""
+    mro = transformers_classes(owner_cls)
+    after = mro[mro.index(defined_in) + 1 :] if defined_in in mro else []
+    found: dict[str, type] = {}
+    for klass in after:
+        for name, value in vars(klass).items():
+            if inspect.isfunction(value) or isinstance(value, staticmethod):
+                found.setdefault(name, klass)
+    return found
 
 
 def _parse_function(func: types.FunctionType) -> tuple[cst.FunctionDef, Source]:
@@ -178,12 +235,22 @@ class Transplanter:
         # Import functions of transformers' shared utilities instead of transplanting them.
         self.import_shared = import_shared
 
-    def code(self, node: cst.CSTNode, owner_cls: type[Any], owner: str) -> str:
-        """Port code for ``node`` (part of a method of ``owner_cls``), helpers queued."""
-        rewrite = _Rewrite(owner, _methods(owner_cls))
+    def code(
+        self,
+        node: cst.CSTNode,
+        owner_cls: type[Any],
+        owner: str,
+        defined_in: type[Any] | None = None,
+    ) -> str:
+        """Port code for ``node`` (part of a method of ``owner_cls`` defined in ``defined_in``), helpers queued."""
+        defined_in = defined_in or owner_cls
+        parents = _parents(owner_cls, defined_in)
+        rewrite = _Rewrite(owner, _methods(owner_cls), parents)
         code = cst.Module([]).code_for_node(rewritten(node, rewrite)).strip()
         for name in rewrite.called:
             self.method(owner_cls, name, owner)
+        for name in rewrite.super_called:
+            self.method(owner_cls, name, owner, defined_in=parents[name])
         return code
 
     def resolve(self, code: str, namespace: dict, where: str) -> None:
@@ -232,43 +299,51 @@ class Transplanter:
                     f"{where} reads `{name}`, which mmport cannot carry into a port"
                 )
 
-    def method(self, owner_cls: type[Any], name: str, owner: str) -> None:
-        """Transplant method ``name`` of ``owner_cls`` as ``def name(owner, ...)``."""
-        found = find_method(owner_cls, name)
-        if found is None:
+    def method(
+        self,
+        owner_cls: type[Any],
+        name: str,
+        owner: str,
+        *,
+        defined_in: type[Any] | None = None,
+    ) -> None:
+        """Transplant method ``name`` of ``owner_cls`` as ``def name(owner, ...)``.
+
+        ``defined_in`` picks an overridden definition (the target of a
+        ``super()`` call), transplanted under :func:`inherited_name`.
+        """
+        klass = defined_in or defining_class(owner_cls, name)
+        parsed = parse_class(klass) if klass is not None else None
+        funcdef = parsed.methods().get(name) if parsed is not None else None
+        if klass is None or parsed is None or funcdef is None:
             raise AnalysisError(f"{owner_cls.__name__}.{name} has no readable source")
-        if name in self.helpers:
+        port_name = name if defined_in is None else inherited_name(klass, name)
+        if port_name in self.helpers:
             return
-        if any(not _is_staticmethod_decorator(d) for d in found[1].decorators):
+        if any(not _is_staticmethod_decorator(d) for d in funcdef.decorators):
             raise AnalysisError(
                 f"{owner_cls.__name__}.{name} is decorated; mmport transplants plain methods only"
             )
-        parsed, funcdef = found
-        self.helpers[name] = HelperFunction(
-            name, "", parsed.source(funcdef), f"{owner_cls.__name__}.{name}"
+        label = f"{klass.__name__ if defined_in else owner_cls.__name__}.{name}"
+        self.helpers[port_name] = HelperFunction(
+            port_name, "", parsed.source(funcdef), label
         )
-        klass = next(k for k in owner_cls.__mro__ if name in vars(k))
         # A staticmethod becomes a plain function; its decorator has no meaning there.
         code = self.code(
             rewritten(
-                _without_docstring(funcdef).with_changes(decorators=()),
+                _without_docstring(funcdef).with_changes(
+                    decorators=(), name=cst.Name(port_name)
+                ),
                 _BuiltinAnnotations(),
             ),
             owner_cls,
             owner,
+            klass,
         )
-        self.resolve(
-            code, vars(inspect.getmodule(klass)), f"{owner_cls.__name__}.{name}"
-        )
-        static = _methods(owner_cls).get(name, False)
+        self.resolve(code, vars(inspect.getmodule(klass)), label)
+        static = isinstance(vars(klass)[name], staticmethod)
         self._add(
-            HelperFunction(
-                name,
-                code,
-                parsed.source(funcdef),
-                f"{owner_cls.__name__}.{name}",
-                not static,
-            )
+            HelperFunction(port_name, code, parsed.source(funcdef), label, not static)
         )
 
     def function(self, func: Callable[..., Any]) -> None:

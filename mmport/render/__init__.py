@@ -23,7 +23,8 @@ import jinja2
 from mmport.edgetokens import port_source
 from mmport.errors import OutputExistsError, RenderError
 from mmport.render.lint import LINE_LENGTH, findings, fix, format_code
-from mmport.render.reflow import reflow, unambiguous
+from mmport.render.reflow import reflow
+from mmport.render.tidy import tidy
 from mmport.spec import ChatPortSpec, PortSpec
 
 __all__ = ["RenderedFile", "render_port", "write_files"]
@@ -141,7 +142,7 @@ def render_port(spec: PortSpec | ChatPortSpec) -> list[RenderedFile]:
 
 def _finished(text: str, name: str) -> RenderedFile:
     """``text`` formatted, fixed and linted as vLLM lints, its comments, docstrings and strings wrapped."""
-    formatted = format_code(unambiguous(text), name)
+    formatted = format_code(tidy(text), name)
     fixed = fix(formatted, name)
     if fixed != formatted:
         fixed = format_code(fixed, name)

@@ -21,12 +21,11 @@ Words longer than the line (a URL, a long path) stay whole.
 from __future__ import annotations
 
 import io
-import re
 import textwrap
 import tokenize
 from collections import Counter
 
-__all__ = ["reflow", "unambiguous"]
+__all__ = ["reflow"]
 
 
 def reflow(text: str, width: int) -> str:
@@ -234,56 +233,3 @@ def _docstring_lines(
                 else [out[-1], own + tail]
             )
     return [f"{line}\n" for line in out[:-1]] + [out[-1] + suffix]
-
-
-# pycodestyle's ambiguous names (E741): `l`, `O` and `I` read as digits in some fonts.
-_AMBIGUOUS = {"l": "length", "O": "o_", "I": "i_"}
-
-
-def unambiguous(text: str) -> str:
-    """``text`` with a comprehension's ambiguous loop variable (``for l in ...``) renamed.
-
-    HF's helpers, copied into a port, write ``[f(l) for l in lengths]``; the
-    name is bound by the comprehension alone, so renaming it inside is safe,
-    unless the new name is read there already (then it stays).
-    """
-    import libcst as cst
-
-    class _Rename(cst.CSTTransformer):
-        def leave_ListComp(self, original, updated):
-            return _renamed(updated)
-
-        def leave_SetComp(self, original, updated):
-            return _renamed(updated)
-
-        def leave_GeneratorExp(self, original, updated):
-            return _renamed(updated)
-
-        def leave_DictComp(self, original, updated):
-            return _renamed(updated)
-
-    def _renamed(node):
-        target = node.for_in.target
-        if not isinstance(target, cst.Name) or target.value not in _AMBIGUOUS:
-            return node
-        new = _AMBIGUOUS[target.value]
-        code = cst.Module([]).code_for_node(node)
-        if re.search(rf"\b{new}\b", code):
-            return node
-        return node.visit(_Names(target.value, new))
-
-    class _Names(cst.CSTTransformer):
-        def __init__(self, old: str, new: str) -> None:
-            super().__init__()
-            self.old, self.new = old, new
-
-        def leave_Name(self, original, updated):
-            return (
-                updated.with_changes(value=self.new)
-                if updated.value == self.old
-                else updated
-            )
-
-    if not any(re.search(rf"\bfor {name} in\b", text) for name in _AMBIGUOUS):
-        return text
-    return cst.parse_module(text).visit(_Rename()).code
