@@ -576,6 +576,25 @@ class PortSpec:
         """The video and audio sides, in that order."""
         return tuple(m for m in self.modalities if m.modality != "image")
 
+    def hook_helpers(self, side: ModalitySpec) -> tuple[HelperFunction, ...]:
+        """The helpers ``side``'s output hook needs that no earlier side's code defines.
+
+        Two sides' hooks often call one HF function (a video's and an audio's
+        both count audio frames with ``compute_sscp``); the module defines it
+        once, where the first of them needs it. Render order: the image
+        count's helpers, then each video or audio hook's.
+        """
+        defined = {
+            (h.name, h.code) for h in (self.image.count.helpers if self.image else ())
+        }
+        for earlier in self.media:
+            outputs = earlier.count.outputs
+            helpers = outputs.helpers if outputs else ()
+            if earlier is side:
+                return tuple(h for h in helpers if (h.name, h.code) not in defined)
+            defined.update((h.name, h.code) for h in helpers)
+        return ()
+
     @property
     def module_name(self) -> str:
         """The model_type as a Python module name (``blip-2`` → ``blip_2``)."""

@@ -9,7 +9,11 @@ rewrite here keeps what the code does:
 - ``warnings.warn(...)`` without ``stacklevel`` (B028) gets
   ``stacklevel=2``: the warning points at the caller, as vLLM's own do;
 - a logging call given an f-string (G004) gets a ``%``-format and its
-  values as arguments, so the message is built only when it is logged.
+  values as arguments, so the message is built only when it is logged
+  (a format spec ``%`` formatting spells the same way travels along);
+- an ``if`` whose whole body is another ``if`` (SIM102, neither with an
+  ``else``) becomes one ``if ... and ...``, the inner one's comments moved
+  to the top of the body they introduce.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ _LOGGING_METHODS = frozenset(
     }
 )
 _CONVERSIONS = {None: "%s", "s": "%s", "r": "%r"}
+# Format specs that mean the same after ``%`` as after ``:`` in an f-string (``.1f``,
+# ``05d``, ``+.3e``); ``-`` (left-justify in %-format, a sign flag in f-strings),
+# alignment, grouping and ``%`` (percentage) do not.
+_PERCENT_SPEC = re.compile(r"[#0 +]*\d*(\.\d+)?[doxXeEfFgG]")
 
 
 def tidy(text: str) -> str:
@@ -44,6 +52,7 @@ def tidy(text: str) -> str:
         any(re.search(rf"\bfor {name} in\b", text) for name in _AMBIGUOUS)
         or "warn(" in text
         or re.search(r"\.\w+\(\s*f[\"']", text)
+        or re.search(r"^( *)(?:el)?if .*:\n(\1 +#.*\n)*\1 +if ", text, re.M)
     ):
         return text
     return cst.parse_module(text).visit(_Tidy()).code
@@ -61,6 +70,9 @@ class _Tidy(cst.CSTTransformer):
 
     def leave_DictComp(self, original, updated):
         return _renamed(updated)
+
+    def leave_If(self, original: cst.If, updated: cst.If) -> cst.If:
+        return _collapsed(updated)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         if (
@@ -161,11 +173,11 @@ def _percent_format(
                     text += value.replace("%", "%%")
                 elif (
                     isinstance(piece, cst.FormattedStringExpression)
-                    and piece.format_spec is None
                     and piece.conversion in _CONVERSIONS
                     and piece.equal is None
+                    and (spec := _percent_spec(piece)) is not None
                 ):
-                    text += _CONVERSIONS[piece.conversion]
+                    text += spec or _CONVERSIONS[piece.conversion]
                     values.append(piece.expression)
                 else:
                     return None
@@ -174,6 +186,59 @@ def _percent_format(
     if not values:
         return None
     return repr(text), values
+
+
+def _percent_spec(piece: cst.FormattedStringExpression) -> str | None:
+    """``%<spec>`` for a piece's format spec, ``""`` when it has none, None when ``%`` cannot say it."""
+    if piece.format_spec is None:
+        return ""
+    spec = piece.format_spec
+    if (
+        piece.conversion is None
+        and len(spec) == 1
+        and isinstance(spec[0], cst.FormattedStringText)
+        and _PERCENT_SPEC.fullmatch(spec[0].value)
+    ):
+        return "%" + spec[0].value
+    return None
+
+
+def _collapsed(node: cst.If) -> cst.If:
+    """``if a:`` holding only ``if b:`` (no ``else`` on either) as ``if a and b:``."""
+    body = node.body
+    if node.orelse is not None or not isinstance(body, cst.IndentedBlock):
+        return node
+    if len(body.body) != 1 or not isinstance(body.body[0], cst.If):
+        return node
+    inner = body.body[0]
+    if inner.orelse is not None or not isinstance(inner.body, cst.IndentedBlock):
+        return node
+    if body.header.comment is not None and inner.body.header.comment is not None:
+        return node  # two line comments for one line: leave them where HF wrote them
+    comments = list(inner.leading_lines)
+    statements = list(inner.body.body)
+    statements[0] = statements[0].with_changes(
+        leading_lines=(*comments, *statements[0].leading_lines)
+    )
+    header = inner.body.header if inner.body.header.comment else body.header
+    test = cst.BooleanOperation(
+        left=_operand(node.test), operator=cst.And(), right=_operand(inner.test)
+    )
+    return node.with_changes(
+        test=test,
+        body=inner.body.with_changes(body=statements, header=header),
+    )
+
+
+def _operand(test: cst.BaseExpression) -> cst.BaseExpression:
+    """``test`` parenthesized where ``and`` would bind it differently."""
+    loose = (cst.IfExp, cst.Lambda, cst.NamedExpr)
+    if isinstance(test, loose) or (
+        isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or)
+    ):
+        if not test.lpar:
+            return test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return test
 
 
 def _renamed(node):
