@@ -265,3 +265,32 @@ def test_remote_code_ports_give_hf_tokens_inside_real_vllm(kind, tmp_path):
         {n: c["failures"][:2] for n, c in report["checks"].items() if c["failures"]},
         indent=1,
     )
+
+
+def test_a_port_vllms_lint_refuses_fails_the_scaffold_naming_the_file(tmp_path):
+    # Remote code whose count helper holds a line vLLM's lint refuses and mmport
+    # cannot rewrite (an ambiguous name, E741): the port is written, and the
+    # scaffold fails as mmport's own fault, naming the file.
+    snapshot = remote_snapshot("llava_next", tmp_path / "lax", tmp_path / "ran.txt")
+    module = snapshot / "processing_acme_llava_next.py"
+    source = module.read_text()
+    signature = re.search(
+        r"\n    def _get_number_of_features\(self[^)]*\)[^:]*:\n", source
+    )
+    assert signature is not None, "llava_next's count helper moved"
+    module.write_text(
+        source[: signature.end()] + "        l = orig_height\n" + source[signature.end() :]
+    )
+    out = tmp_path / "out"
+    result = invoke("scaffold", str(snapshot), "-o", str(out), "--trust-remote-code")
+    assert result.returncode == 3, result.stdout + result.stderr
+    said = result.stderr.strip().splitlines()
+    assert len(said) == 1 and "acme_llava_next_processing.py" in said[0], said
+    assert "E741" in result.stdout
+    assert (out / "acme_llava_next_processing.py").is_file()
+    # The same snapshot without the line scaffolds clean: the failure is that line.
+    module.write_text(source)
+    clean = invoke(
+        "scaffold", str(snapshot), "-o", str(tmp_path / "clean"), "--trust-remote-code"
+    )
+    assert clean.returncode == 0 and "vLLM's lint" not in clean.stdout, clean.stdout
