@@ -222,6 +222,30 @@ def _is_merge_kwargs(stmt: cst.CSTNode) -> bool:
     )
 
 
+def _standardized_kwargs(stmt: cst.CSTNode, name: str) -> cst.CSTNode | None:
+    """A merge statement that passes the merged kwargs through a call, reading ``name`` instead; None when it only merges.
+
+    ``images_kwargs = self.image_processor._merge_and_standardize_kwargs(
+    **self._merge_kwargs(**kwargs)["images_kwargs"])`` becomes
+    ``images_kwargs = self.image_processor._merge_and_standardize_kwargs(**images_kwargs)``.
+    """
+    assign = _assign(stmt)
+    if assign is None or m.matches(assign.value, m.Subscript()):
+        return None
+    found = [
+        node
+        for node in m.findall(assign.value, m.Subscript())
+        if isinstance(node, cst.Subscript)
+        and any(
+            string_value(s) == "images_kwargs"
+            for s in m.findall(node.slice[0], m.SimpleString())
+        )
+    ]
+    if not found:
+        return None
+    return stmt.deep_replace(found[0], cst.Name(name))
+
+
 class _Rename(cst.CSTTransformer):
     def __init__(self, names: dict[str, str]) -> None:
         self.names = names
@@ -417,11 +441,16 @@ def _function_code(
     kept: list[cst.BaseStatement] = []
     for stmt in reversed([rewritten(s, rename) for s in (*before, *loop_body)]):
         if _is_merge_kwargs(stmt):
-            kwargs_name = next(
-                iter(bound_names(stmt))
-            )  # HF passes the merged image kwargs to the hook already
-            needed.discard(kwargs_name)
-            continue
+            # HF's merged image kwargs are what the port passes in: the
+            # parameter takes the name HF binds them to.
+            kwargs_name = next(iter(bound_names(stmt)))
+            standardized = _standardized_kwargs(stmt, kwargs_name)
+            if standardized is None:
+                needed.discard(kwargs_name)
+                continue
+            # Merged, then completed from the image processor's own settings
+            # (``_merge_and_standardize_kwargs``): that call stays, on the parameter.
+            stmt = standardized
         if bound_names(stmt) & needed:
             kept.insert(0, stmt)
             needed |= names_in(stmt)
@@ -460,6 +489,24 @@ class Idefics3Processor:
 """
 
 
+# transformers 5.25's LightOnOCR: the merged kwargs are completed from the image
+# processor's settings before the resize reads them.
+_STANDARDIZED = _IDEFICS3.replace(
+    'images_kwargs = self._merge_kwargs(**kwargs)["images_kwargs"]',
+    "images_kwargs = self.image_processor._merge_and_standardize_kwargs("
+    '**self._merge_kwargs(**kwargs)["images_kwargs"])',
+).replace(
+    'size = images_kwargs.get("size", None) or self.image_processor.size',
+    'size = images_kwargs["size"]',
+)
+
+
+def _resize_function_lines(api: TokenApi) -> list[str]:
+    """The port function's first two lines of body, stripped."""
+    assert api.resized is not None
+    return [line.strip() for line in api.resized.function.code.splitlines()[1:3]]
+
+
 def _resize_facts(api: TokenApi) -> tuple | None:
     """The resize a token API gives (its read and the port function's name); None without one."""
     if api.resized is None:
@@ -474,6 +521,17 @@ EXAMPLES = [
         _IDEFICS3,
         lambda snippet: _resize_facts(analyze_token_api(snippet.Idefics3Processor)),
         ("image_sizes", "resized", 9, "resized_image_size"),
+    ),
+    valid(
+        "kwargs_completed_by_the_image_processor_keep_that_call",
+        _STANDARDIZED,
+        lambda snippet: _resize_function_lines(
+            analyze_token_api(snippet.Idefics3Processor)
+        ),
+        [
+            "images_kwargs = processor.image_processor._merge_and_standardize_kwargs(**images_kwargs)",
+            'size = images_kwargs["size"]',
+        ],
     ),
     invalid(
         "no_token_api_no_resize",
