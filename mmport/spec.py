@@ -576,6 +576,24 @@ class PortSpec:
         """The video and audio sides, in that order."""
         return tuple(m for m in self.modalities if m.modality != "image")
 
+    @property
+    def sub_processor_scopes(self) -> tuple[tuple[str, str], ...]:
+        """``(attribute, kwargs scope)`` of each HF sub-processor the port's modalities go through.
+
+        HF's processor routes ``images_kwargs`` to its ``image_processor``,
+        ``videos_kwargs`` to its ``video_processor`` and ``audio_kwargs`` to its
+        ``audio_processor`` or ``feature_extractor`` (whichever it has).
+        """
+        scopes = {
+            "image": (("image_processor", "images_kwargs"),),
+            "video": (("video_processor", "videos_kwargs"),),
+            "audio": (
+                ("audio_processor", "audio_kwargs"),
+                ("feature_extractor", "audio_kwargs"),
+            ),
+        }
+        return tuple(pair for m in self.modalities for pair in scopes[m.modality])
+
     def hook_helpers(self, side: ModalitySpec) -> tuple[HelperFunction, ...]:
         """The helpers ``side``'s output hook needs that no earlier side's code defines.
 

@@ -271,8 +271,6 @@ def _embedding_layout(
 SUB_PROCESSOR_SCOPES = (
     ("image_processor", "images_kwargs"),
     ("video_processor", "videos_kwargs"),
-    ("audio_processor", "audio_kwargs"),
-    ("feature_extractor", "audio_kwargs"),
 )
 
 

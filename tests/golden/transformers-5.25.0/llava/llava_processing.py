@@ -89,12 +89,7 @@ def _embedding_layout(
 
 
 # The sub-processor each scope of HF's call kwargs goes to.
-SUB_PROCESSOR_SCOPES = (
-    ("image_processor", "images_kwargs"),
-    ("video_processor", "videos_kwargs"),
-    ("audio_processor", "audio_kwargs"),
-    ("feature_extractor", "audio_kwargs"),
-)
+SUB_PROCESSOR_SCOPES = (("image_processor", "images_kwargs"),)
 
 
 def _per_call_kwargs(processor: ProcessorMixin) -> set[str]:
