@@ -318,6 +318,10 @@ class Qwen2VLMultiModalDataParser(MultiModalDataParser):
         )
 
 
+# What HF's processors raise for an item they cannot take (too small, too short).
+HF_REFUSALS = (ValueError, TypeError, RuntimeError, IndexError, ZeroDivisionError)
+
+
 def _embedding_layout(
     replacements: list[list[int]], embed_id: int
 ) -> tuple[list[int], int, list[int]] | None:
@@ -567,11 +571,12 @@ class Qwen2VLProcessingInfo(BaseProcessingInfo):
 
     @functools.cached_property
     def _embedding_layouts(self) -> dict[str, tuple[list[int], int, list[int]] | None]:
-        """Per modality, the layout HF gives reference items from small to large, if it
-        is one
-        (see get_embedding_tokens)."""
-        # Items that differ in size and shape (and, for videos, frames; for audio, past
-        # one 30 s window): tiling and pooling rules show on the large ones.
+        """Per modality, the token layout HF gives items of every size, if there is one.
+
+        It is learned from reference items, small to large (see get_embedding_tokens).
+        """
+        # Items that differ in size and shape (and, for videos, frames): tiling and
+        # pooling rules show on the large ones.
         sizes = {
             "image": [(224, 224), (448, 896), (1200, 1600), (1536, 384)],
             "video": [(4, 64, 64, 2.0), (8, 128, 128, 2.0), (16, 336, 448, 2.0)],
@@ -582,8 +587,8 @@ class Qwen2VLProcessingInfo(BaseProcessingInfo):
             for size in references:
                 try:
                     replacements.append(self.get_tokens_of_size(modality, size))
-                except Exception:
-                    continue  # HF cannot process this reference item
+                except HF_REFUSALS:
+                    continue  # HF cannot take this reference item
             # Too few items HF processes leave no layout to learn.
             enough = len(replacements) >= 2
             layouts[modality] = (
