@@ -365,14 +365,22 @@ class _SizeLoop:
         if resize is None or assign is None:
             return None
         value = rewritten(assign.value, self.rename)
+        calls = _ImageProcessorCalls()
         code = _function_code(
-            self.before, [], value, self.rename, RESIZED_FUNCTION, "tuple[int, int]"
+            self.before,
+            [],
+            value,
+            self.rename,
+            RESIZED_FUNCTION,
+            "tuple[int, int]",
+            calls,
         )
         source = self.parsed.source(resize)
         return ResizedSize(
             ItemRead(RESIZED_KEY, "resized", source),
             HelperFunction(RESIZED_FUNCTION, code, source, self.origin),
             self.namespace,
+            tuple(calls.called),
         )
 
     def count(self) -> ResizedSize | None:
@@ -382,6 +390,7 @@ class _SizeLoop:
             return None
         at, value = appended
         body = statements(self.loop.body)
+        calls = _ImageProcessorCalls()
         code = _function_code(
             self.before,
             body[:at],
@@ -389,12 +398,14 @@ class _SizeLoop:
             self.rename,
             COUNT_FUNCTION,
             "int",
+            calls,
         )
         source = self.parsed.source(body[at])
         return ResizedSize(
             ItemRead("", "tokens", source),
             HelperFunction(COUNT_FUNCTION, code, source, self.origin),
             self.namespace,
+            tuple(calls.called),
         )
 
     def entries(self) -> dict[str, ResizedSize]:
