@@ -291,8 +291,21 @@ def scaffold(
         return [(e.action, e.path, e.detail) for e in edits]
 
     _print_written(_run(action), findings)
+
+
+def _print_written(done: list[tuple[str, Path, str]], findings: list[str]) -> None:
+    """Each file written or edited, then what vLLM's lint still finds in them: exit 3 if any.
+
+    mmport promises files vLLM's lint passes, so one it does not is mmport's
+    fault; the files stay written for inspection.
+    """
+    from mmport.console import console
+
+    for action_name, path, detail in done:
+        console.print(f"{action_name} {path}" + (f" ({detail})" if detail else ""))
+    for finding in findings:
+        console.print(f"[red]vLLM's lint:[/] {finding}", markup=True, highlight=False)
     if findings:
-        # mmport promises files vLLM's lint passes: one it does not is mmport's fault.
         files = sorted({finding.split(":", 1)[0] for finding in findings})
         _fail(
             RuntimeError(
@@ -300,18 +313,6 @@ def scaffold(
                 "the files are written for inspection (an mmport bug: please report it)"
             ),
             3,
-        )
-
-
-def _print_written(done: list[tuple[str, Path, str]], findings: list[str]) -> None:
-    """Each file written or edited, then what vLLM's lint still finds in them."""
-    from mmport.console import console
-
-    for action_name, path, detail in done:
-        console.print(f"{action_name} {path}" + (f" ({detail})" if detail else ""))
-    for finding in findings:
-        console.print(
-            f"[red]vLLM's lint:[/] {finding}", markup=True, highlight=False
         )
 
 

@@ -77,7 +77,7 @@ def test_an_ambiguous_comprehension_variable_is_renamed_where_it_is_bound() -> N
     assert _run(renamed)["tokens"] == _run(source)["tokens"]
 
 
-HF_WARNINGS = '''
+HF_WARNINGS = """
 import logging
 import warnings
 
@@ -94,7 +94,7 @@ def standardize(size, min_pixels=None, ratio=0.5):
         if min_pixels is None or ratio < 1:
             size = (size[0] * 2, size[1])
     return size
-'''
+"""
 
 
 def test_hf_warnings_and_log_calls_pass_vllms_lint_and_say_the_same(caplog) -> None:
@@ -104,6 +104,7 @@ def test_hf_warnings_and_log_calls_pass_vllms_lint_and_say_the_same(caplog) -> N
     tidied = tidy(HF_WARNINGS)
     before = findings(HF_WARNINGS, "probe.py")
     after = findings(tidied, "probe.py")
+
     def rules(found: tuple[str, ...]) -> list[str]:
         return sorted(c.split()[1] for c in found if c.split()[1] != "E501")
 
@@ -122,5 +123,10 @@ def test_hf_warnings_and_log_calls_pass_vllms_lint_and_say_the_same(caplog) -> N
         messages = [r.getMessage() for r in caplog.records]
         return size, messages, [str(w.message) for w in caught]
 
-    for kwargs in ({"min_pixels": 9}, {}, {"ratio": 0.1}, {"ratio": 2.0, "min_pixels": 1}):
+    for kwargs in (
+        {"min_pixels": 9},
+        {},
+        {"ratio": 0.1},
+        {"ratio": 2.0, "min_pixels": 1},
+    ):
         assert said(tidied, (3, 4), **kwargs) == said(HF_WARNINGS, (3, 4), **kwargs)

@@ -279,7 +279,9 @@ def test_a_port_vllms_lint_refuses_fails_the_scaffold_naming_the_file(tmp_path):
     )
     assert signature is not None, "llava_next's count helper moved"
     module.write_text(
-        source[: signature.end()] + "        l = orig_height\n" + source[signature.end() :]
+        source[: signature.end()]
+        + "        l = orig_height\n"
+        + source[signature.end() :]
     )
     out = tmp_path / "out"
     result = invoke("scaffold", str(snapshot), "-o", str(out), "--trust-remote-code")

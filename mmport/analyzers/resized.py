@@ -222,7 +222,9 @@ def _is_merge_kwargs(stmt: cst.CSTNode) -> bool:
     )
 
 
-def _standardized_kwargs(stmt: cst.CSTNode, name: str) -> cst.CSTNode | None:
+def _standardized_kwargs(
+    stmt: cst.BaseStatement, name: str
+) -> cst.BaseStatement | None:
     """A merge statement that passes the merged kwargs through a call, reading ``name`` instead; None when it only merges.
 
     ``images_kwargs = self.image_processor._merge_and_standardize_kwargs(
@@ -243,7 +245,9 @@ def _standardized_kwargs(stmt: cst.CSTNode, name: str) -> cst.CSTNode | None:
     ]
     if not found:
         return None
-    return stmt.deep_replace(found[0], cst.Name(name))
+    replaced = stmt.deep_replace(found[0], cst.Name(name))
+    assert isinstance(replaced, cst.BaseStatement)  # a name for an expression in it
+    return replaced
 
 
 class _Rename(cst.CSTTransformer):
@@ -540,7 +544,8 @@ EXAMPLES = [
             analyze_token_api(snippet.Idefics3Processor)
         ),
         [
-            "images_kwargs = processor.image_processor._merge_and_standardize_kwargs(**images_kwargs)",
+            "images_kwargs = _merge_and_standardize_kwargs("
+            "processor.image_processor, **images_kwargs)",
             'size = images_kwargs["size"]',
         ],
     ),

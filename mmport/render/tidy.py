@@ -215,10 +215,12 @@ def _collapsed(node: cst.If) -> cst.If:
         return node
     if body.header.comment is not None and inner.body.header.comment is not None:
         return node  # two line comments for one line: leave them where HF wrote them
-    comments = list(inner.leading_lines)
     statements = list(inner.body.body)
-    statements[0] = statements[0].with_changes(
-        leading_lines=(*comments, *statements[0].leading_lines)
+    first = statements[0]
+    if not isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        return node
+    statements[0] = first.with_changes(
+        leading_lines=(*inner.leading_lines, *first.leading_lines)
     )
     header = inner.body.header if inner.body.header.comment else body.header
     test = cst.BooleanOperation(
@@ -232,12 +234,11 @@ def _collapsed(node: cst.If) -> cst.If:
 
 def _operand(test: cst.BaseExpression) -> cst.BaseExpression:
     """``test`` parenthesized where ``and`` would bind it differently."""
-    loose = (cst.IfExp, cst.Lambda, cst.NamedExpr)
-    if isinstance(test, loose) or (
+    loose = isinstance(test, (cst.IfExp, cst.Lambda, cst.NamedExpr)) or (
         isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or)
-    ):
-        if not test.lpar:
-            return test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    )
+    if loose and not test.lpar:
+        return test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return test
 
 
