@@ -18,6 +18,7 @@ from pathlib import Path
 import libcst as cst
 
 from mmport.errors import OutputExistsError, VllmTreeError
+from mmport.render.lint import LINE_LENGTH
 
 __all__ = ["TreeEdit", "check_tree", "register_entry", "write_into_tree"]
 
@@ -27,8 +28,6 @@ TESTS_REGISTRY = Path("tests/models/registry.py")
 PROCESSING_TESTS = Path("tests/models/multimodal/processing")
 MULTIMODAL_TABLE = "_MULTIMODAL_MODELS"
 EXAMPLES_TABLE = "_MULTIMODAL_EXAMPLE_MODELS"
-# vLLM formats its tree with ruff at this line length.
-LINE_LENGTH = 88
 
 
 @dataclass(frozen=True)
