@@ -108,18 +108,18 @@ class _Rewrite(cst.CSTTransformer):
     """``self`` → ``owner``; ``self.m(...)`` → ``m(owner, ...)`` for the methods in ``methods``.
 
     ``super().m(...)`` → ``parent_m(owner, ...)``, where ``parent`` names the
-    class that defines the overridden method (``supers`` maps ``m`` to it): the
-    port holds that method too, under its own name.
+    transformers class after ``defined_in`` in ``owner_cls``'s MRO that defines
+    ``m``: the port holds that method too, under its own name.
     """
 
-    def __init__(
-        self, owner: str, methods: dict[str, bool], supers: dict[str, type]
-    ) -> None:
+    def __init__(self, owner: str, owner_cls: type[Any], defined_in: type[Any]) -> None:
         self.owner = owner
-        self.methods = methods  # name → is a staticmethod (called without ``self``)
-        self.supers = supers
+        self.owner_cls = owner_cls
+        self.defined_in = defined_in
+        # name → is a staticmethod (called without ``self``)
+        self.methods = _methods(owner_cls)
         self.called: list[str] = []
-        self.super_called: list[str] = []
+        self.super_called: list[tuple[str, type]] = []
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         func = original_node.func
@@ -137,12 +137,12 @@ class _Rewrite(cst.CSTTransformer):
                 )
         if _is_super_call(func):
             name = func.attr.value
-            parent = self.supers.get(name)
+            parent = _overridden(self.owner_cls, self.defined_in, name)
             if parent is None:
                 raise AnalysisError(
                     f"`super().{name}` has no transformers definition to carry into a port"
                 )
-            self.super_called.append(name)
+            self.super_called.append((name, parent))
             static = isinstance(vars(parent)[name], staticmethod)
             owner = () if static else (cst.Arg(cst.Name(self.owner)),)
             return updated_node.with_changes(
@@ -180,16 +180,19 @@ def inherited_name(parent: type[Any], name: str) -> str:
     return f"_{snake.lower()}_{name.lstrip('_')}"
 
 
-def _parents(owner_cls: type[Any], defined_in: type[Any]) -> dict[str, type]:
-    """For each method name, the transformers class after ``defined_in`` in ``owner_cls``'s MRO that defines it."""
+def _overridden(owner_cls: type[Any], defined_in: type[Any], name: str) -> type | None:
+    """The transformers class after ``defined_in`` in ``owner_cls``'s MRO that defines method ``name``."""
     mro = transformers_classes(owner_cls)
     after = mro[mro.index(defined_in) + 1 :] if defined_in in mro else []
-    found: dict[str, type] = {}
-    for klass in after:
-        for name, value in vars(klass).items():
-            if inspect.isfunction(value) or isinstance(value, staticmethod):
-                found.setdefault(name, klass)
-    return found
+    return next(
+        (
+            klass
+            for klass in after
+            if inspect.isfunction(value := vars(klass).get(name))
+            or isinstance(value, staticmethod)
+        ),
+        None,
+    )
 
 
 def _parse_function(func: types.FunctionType) -> tuple[cst.FunctionDef, Source]:
@@ -243,14 +246,12 @@ class Transplanter:
         defined_in: type[Any] | None = None,
     ) -> str:
         """Port code for ``node`` (part of a method of ``owner_cls`` defined in ``defined_in``), helpers queued."""
-        defined_in = defined_in or owner_cls
-        parents = _parents(owner_cls, defined_in)
-        rewrite = _Rewrite(owner, _methods(owner_cls), parents)
+        rewrite = _Rewrite(owner, owner_cls, defined_in or owner_cls)
         code = cst.Module([]).code_for_node(rewritten(node, rewrite)).strip()
         for name in rewrite.called:
             self.method(owner_cls, name, owner)
-        for name in rewrite.super_called:
-            self.method(owner_cls, name, owner, defined_in=parents[name])
+        for name, parent in rewrite.super_called:
+            self.method(owner_cls, name, owner, defined_in=parent)
         return code
 
     def resolve(self, code: str, namespace: dict, where: str) -> None:

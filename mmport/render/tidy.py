@@ -40,6 +40,10 @@ _LOGGING_METHODS = frozenset(
     }
 )
 _CONVERSIONS = {None: "%s", "s": "%s", "r": "%r"}
+# A call ``_is_logging_call`` looks at: the text holds none, nothing to rewrite.
+_LOGGING_CALL = re.compile(
+    rf"\w*log\w*\.(?:{'|'.join(sorted(_LOGGING_METHODS))})\(", re.IGNORECASE
+)
 # Format specs that mean the same after ``%`` as after ``:`` in an f-string (``.1f``,
 # ``05d``, ``+.3e``); ``-`` (left-justify in %-format, a sign flag in f-strings),
 # alignment, grouping and ``%`` (percentage) do not.
@@ -51,7 +55,7 @@ def tidy(text: str) -> str:
     if not (
         any(re.search(rf"\bfor {name} in\b", text) for name in _AMBIGUOUS)
         or "warn(" in text
-        or re.search(r"\.\w+\(\s*f[\"']", text)
+        or _LOGGING_CALL.search(text)
         or re.search(r"^( *)(?:el)?if .*:\n(\1 +#.*\n)*\1 +if ", text, re.M)
     ):
         return text
@@ -144,22 +148,8 @@ def _is_logging_call(func: cst.BaseExpression) -> bool:
 def _percent_format(
     message: cst.BaseExpression,
 ) -> tuple[str, list[cst.BaseExpression]] | None:
-    """An f-string (or adjacent ones) as a ``%``-format and its values; None if it has a format spec or no value."""
-    parts = (
-        [message.left, message.right]
-        if isinstance(message, cst.ConcatenatedString)
-        else [message]
-    )
-    if any(isinstance(p, cst.ConcatenatedString) for p in parts):
-        flat: list[cst.BaseExpression] = []
-        pending = list(parts)
-        while pending:
-            part = pending.pop(0)
-            if isinstance(part, cst.ConcatenatedString):
-                pending[:0] = [part.left, part.right]
-            else:
-                flat.append(part)
-        parts = flat
+    """An f-string (or adjacent ones) as a ``%``-format and its values; None if a format spec or no value stops it."""
+    parts = _adjacent(message)
     text, values = "", []
     for part in parts:
         if isinstance(part, cst.SimpleString) and part.prefix.lower() in ("", "r"):
@@ -186,6 +176,13 @@ def _percent_format(
     if not values:
         return None
     return repr(text), values
+
+
+def _adjacent(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The literals of an implicit concatenation (``"a" f"{b}" "c"``), left to right."""
+    if isinstance(node, cst.ConcatenatedString):
+        return [*_adjacent(node.left), *_adjacent(node.right)]
+    return [node]
 
 
 def _percent_spec(piece: cst.FormattedStringExpression) -> str | None:
