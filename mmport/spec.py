@@ -472,6 +472,14 @@ class EncoderSpec:
         return next((p for p in self.paths if p.modality == modality), None)
 
     @property
+    def hf_methods(self) -> tuple[str, ...]:
+        """The methods of ``hf_class`` the generated class runs as its own: each feature
+        path, ``get_rope_index`` when HF has one, and the helpers they call on ``self``."""
+        rope = ("get_rope_index",) if self.rope_index_source is not None else ()
+        features = tuple(p.method for p in self.paths)
+        return tuple(dict.fromkeys([*features, *rope, *self.borrowed_methods]))
+
+    @property
     def tower_modalities(self) -> tuple[str, ...]:
         """The modalities the built modules encode (vLLM's ``_mark_tower_model`` takes them)."""
         return tuple(p.modality for p in self.paths)

@@ -52,6 +52,10 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
         }
     )
 
+    # LlavaModel's own methods, run as this class's: they read the config and
+    # the modules built below, which this class keeps under HF's names.
+    get_image_features = LlavaModel.get_image_features
+
     @classmethod
     def get_placeholder_str(cls, modality: str, i: int) -> str | None:
         if modality.startswith("image"):
@@ -99,14 +103,13 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
         HF: models/llava/modeling_llava.py:123"""
         count = len(kwargs["pixel_values"])
         if isinstance(kwargs["pixel_values"], torch.Tensor):
-            features = LlavaModel.get_image_features(self, **kwargs).pooler_output
+            features = self.get_image_features(**kwargs).pooler_output
             # One feature tensor per item; an item with rows of its own (tiles)
             # goes alone below.
             if len(features) == count:
                 return [feature.reshape(-1, feature.shape[-1]) for feature in features]
         return [
-            _rows(LlavaModel.get_image_features(self, **_one_item(kwargs, i)))
-            for i in range(count)
+            _rows(self.get_image_features(**_one_item(kwargs, i))) for i in range(count)
         ]
 
     def forward(

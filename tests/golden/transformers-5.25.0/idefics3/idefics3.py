@@ -53,6 +53,10 @@ class Idefics3ForConditionalGeneration(nn.Module, SupportsMultiModal):
         }
     )
 
+    # Idefics3Model's own methods, run as this class's: they read the config and
+    # the modules built below, which this class keeps under HF's names.
+    get_image_features = Idefics3Model.get_image_features
+
     @classmethod
     def get_placeholder_str(cls, modality: str, i: int) -> str | None:
         if modality.startswith("image"):
@@ -107,14 +111,13 @@ class Idefics3ForConditionalGeneration(nn.Module, SupportsMultiModal):
         HF: models/idefics3/modeling_idefics3.py:537"""
         count = len(kwargs["pixel_values"])
         if isinstance(kwargs["pixel_values"], torch.Tensor):
-            features = Idefics3Model.get_image_features(self, **kwargs).pooler_output
+            features = self.get_image_features(**kwargs).pooler_output
             # One feature tensor per item; an item with rows of its own (tiles)
             # goes alone below.
             if len(features) == count:
                 return [feature.reshape(-1, feature.shape[-1]) for feature in features]
         return [
-            _rows(Idefics3Model.get_image_features(self, **_one_item(kwargs, i)))
-            for i in range(count)
+            _rows(self.get_image_features(**_one_item(kwargs, i))) for i in range(count)
         ]
 
     def forward(

@@ -56,8 +56,11 @@ class LlavaNextVideoForConditionalGeneration(nn.Module, SupportsMultiModal):
             "lm_head.": "language_model.lm_head.",
         }
     )
-    # A helper the HF methods this class runs call on their model
-    # (LlavaNextVideoModel.pack_image_features).
+
+    # LlavaNextVideoModel's own methods, run as this class's: they read the config and
+    # the modules built below, which this class keeps under HF's names.
+    get_image_features = LlavaNextVideoModel.get_image_features
+    get_video_features = LlavaNextVideoModel.get_video_features
     pack_image_features = LlavaNextVideoModel.pack_image_features
 
     @classmethod
@@ -128,16 +131,13 @@ class LlavaNextVideoForConditionalGeneration(nn.Module, SupportsMultiModal):
         HF: models/llava_next_video/modeling_llava_next_video.py:356"""
         count = len(kwargs["pixel_values"])
         if isinstance(kwargs["pixel_values"], torch.Tensor):
-            features = LlavaNextVideoModel.get_image_features(
-                self, **kwargs
-            ).pooler_output
+            features = self.get_image_features(**kwargs).pooler_output
             # One feature tensor per item; an item with rows of its own (tiles)
             # goes alone below.
             if len(features) == count:
                 return [feature.reshape(-1, feature.shape[-1]) for feature in features]
         return [
-            _rows(LlavaNextVideoModel.get_image_features(self, **_one_item(kwargs, i)))
-            for i in range(count)
+            _rows(self.get_image_features(**_one_item(kwargs, i))) for i in range(count)
         ]
 
     def _embed_videos(self, kwargs: dict[str, object]) -> list[torch.Tensor]:
@@ -150,16 +150,13 @@ class LlavaNextVideoForConditionalGeneration(nn.Module, SupportsMultiModal):
         HF: models/llava_next_video/modeling_llava_next_video.py:558"""
         count = len(kwargs["pixel_values_videos"])
         if isinstance(kwargs["pixel_values_videos"], torch.Tensor):
-            features = LlavaNextVideoModel.get_video_features(
-                self, **kwargs
-            ).pooler_output
+            features = self.get_video_features(**kwargs).pooler_output
             # One feature tensor per item; an item with rows of its own (tiles)
             # goes alone below.
             if len(features) == count:
                 return [feature.reshape(-1, feature.shape[-1]) for feature in features]
         return [
-            _rows(LlavaNextVideoModel.get_video_features(self, **_one_item(kwargs, i)))
-            for i in range(count)
+            _rows(self.get_video_features(**_one_item(kwargs, i))) for i in range(count)
         ]
 
     def forward(

@@ -58,8 +58,12 @@ class Qwen2VLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsMRo
             "lm_head.": "language_model.lm_head.",
         }
     )
-    # A helper the HF methods this class runs call on their model
-    # (Qwen2VLModel.get_vision_position_ids).
+
+    # Qwen2VLModel's own methods, run as this class's: they read the config and
+    # the modules built below, which this class keeps under HF's names.
+    get_image_features = Qwen2VLModel.get_image_features
+    get_video_features = Qwen2VLModel.get_video_features
+    get_rope_index = Qwen2VLModel.get_rope_index
     get_vision_position_ids = Qwen2VLModel.get_vision_position_ids
 
     @classmethod
@@ -117,7 +121,7 @@ class Qwen2VLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsMRo
         numbers (swap in vLLM's native encoders once `mmport verify --model`
         passes).
         HF: models/qwen2_vl/modeling_qwen2_vl.py:1018"""
-        outputs = Qwen2VLModel.get_image_features(self, **kwargs)
+        outputs = self.get_image_features(**kwargs)
         return [
             feature.reshape(-1, feature.shape[-1]) for feature in outputs.pooler_output
         ]
@@ -128,7 +132,7 @@ class Qwen2VLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsMRo
         numbers (swap in vLLM's native encoders once `mmport verify --model`
         passes).
         HF: models/qwen2_vl/modeling_qwen2_vl.py:1002"""
-        outputs = Qwen2VLModel.get_video_features(self, **kwargs)
+        outputs = self.get_video_features(**kwargs)
         return [
             feature.reshape(-1, feature.shape[-1]) for feature in outputs.pooler_output
         ]
@@ -158,8 +162,7 @@ class Qwen2VLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsMRo
             for name in _ROPE_FIELDS[modality]:
                 value = feature.data[name].data
                 rows[name].append(value.reshape(1, *value.shape[-1:]))
-        positions, deltas = Qwen2VLModel.get_rope_index(
-            self,
+        positions, deltas = self.get_rope_index(
             input_ids,
             token_types,
             **{
