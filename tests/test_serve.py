@@ -294,6 +294,21 @@ def test_the_generated_class_serves_on_two_tensor_parallel_ranks(tmp_path) -> No
     assert "vLLM's own LlavaForConditionalGeneration fails" in result.summary
 
 
+@pytest.mark.serve
+@needs_engine
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="two ranks need two cores")
+def test_an_mrope_class_serves_images_and_videos_on_two_ranks(tmp_path) -> None:
+    # Qwen2-VL on two ranks: vLLM's Qwen2 sharded over both, HF's vision tower
+    # replicated on each, and M-RoPE positions computed per rank from HF's
+    # get_rope_index; HF's tokens on images and videos alike.
+    port = scaffold_port("qwen2_vl", tmp_path / "port")
+    options = ServeOptions(layouts=(Layout.HUB,), control=False, tensor_parallel=2)
+    result = _serve("qwen2_vl", port, options)
+    assert result.status == "pass", "\n".join(f.describe() for f in result.failures)
+    assert "2 tensor-parallel ranks" in result.summary
+    assert "4 prompts" in result.summary, result.summary
+
+
 def test_serve_ranks_without_serve_is_one_line_and_exit_2(tmp_path) -> None:
     port = scaffold_port("llava", tmp_path / "port")
     done = run_cli("verify", "llava", "--port", str(port), "--serve-ranks", "2")
