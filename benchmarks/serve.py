@@ -311,7 +311,9 @@ def main() -> None:
     for family in args.families:
         print(f"… {family}", file=sys.stderr, flush=True)
         try:
-            results.append(bench_family(family, python, args.rounds, args.timeout, args.passes))
+            results.append(
+                bench_family(family, python, args.rounds, args.timeout, args.passes)
+            )
         except Exception as exc:  # a family that cannot be set up is a row, not a stop
             results.append(
                 FamilyResult(family, error=f"{type(exc).__name__}: {exc}"[:300])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,16 @@ def failed_checks(report: dict) -> set[str]:
     }
 
 
+def with_support(port_dir: Path, directory: Path) -> Path:
+    """``directory`` holding a copy of the support module the ports of ``port_dir`` import
+    (a port's edited copy imports it from beside itself, as the original does)."""
+    from mmport.render import SUPPORT_MODULE
+
+    if (port_dir / SUPPORT_MODULE).is_file():
+        shutil.copy(port_dir / SUPPORT_MODULE, directory / SUPPORT_MODULE)
+    return directory
+
+
 def mutated_port(
     port_dir: Path, model_type: str, old: str, new: str, tmp_path: Path
 ) -> Path:
@@ -121,6 +132,7 @@ def mutated_port(
     name = f"{re.sub(r'[^0-9A-Za-z_]', '_', model_type)}_processing.py"  # blip-2 renders blip_2_processing.py
     source = (port_dir / name).read_text()
     wrong = tmp_path / name
+    with_support(port_dir, tmp_path)
     if old in source:
         wrong.write_text(source.replace(old, new))
         return wrong

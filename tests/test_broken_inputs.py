@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import invoke, scaffold_port
+from conftest import invoke, scaffold_port, with_support
 
 from mmport.sources import resolve
 
@@ -312,8 +312,8 @@ BROKEN_PORTS = [
     (
         "info that cannot be built",
         _port_edit(
-            "class LlavaProcessingInfo(BaseProcessingInfo):\n",
-            "class LlavaProcessingInfo(BaseProcessingInfo):\n    def __init__(self, ctx):\n        raise RuntimeError('no')\n\n",
+            "class LlavaProcessingInfo(RequestSettingsProcessingInfo):\n",
+            "class LlavaProcessingInfo(RequestSettingsProcessingInfo):\n    def __init__(self, ctx):\n        raise RuntimeError('no')\n\n",
         ),
         "fail to build",
     ),
@@ -326,7 +326,7 @@ BROKEN_PORTS = [
 def test_broken_port_is_one_line_and_exit_2(
     entry, make, fragment, llava_port, tmp_path
 ) -> None:
-    port = tmp_path / "port.py"
+    port = with_support(llava_port.parent, tmp_path) / "port.py"
     port.write_text(make(llava_port.read_text()))
     report = tmp_path / "r.json"
     _assert_user_error(

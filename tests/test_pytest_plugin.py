@@ -19,7 +19,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
-from conftest import mutated_port
+from conftest import mutated_port, with_support
 
 from mmport.testing.shard import Shard, shard_labels
 from mmport.testing.worker import WorkerGuard, drop_finished_units
@@ -96,6 +96,7 @@ def project(pytester: pytest.Pytester, scaffolded, warm) -> pytest.Pytester:
         target = pytester.path / label
         target.parent.mkdir(parents=True)
         target.write_text((scaffolded(ref) / Path(label).name).read_text())
+        with_support(scaffolded(ref), target.parent)
     (pytester.path / WRONG).parent.mkdir(parents=True)
     mutated_port(
         scaffolded("llava"),

@@ -223,8 +223,10 @@ MUTATIONS = [
     # An item given as embeddings placed with one position too many.
     (
         "llava",
-        "* items.get_feature_size(item_idx),",
-        "* (items.get_feature_size(item_idx) + 1),",
+        'tokens = self.info.get_embedding_tokens( "image", images, item_idx, '
+        "hf_processor_mm_kwargs )",
+        'tokens = [*self.info.get_embedding_tokens("image", images, item_idx, '
+        "hf_processor_mm_kwargs), image_token_id]",
         "embeds",
     ),
     ("paligemma", "PromptIndexTargets.start()", "PromptIndexTargets.end()", "tokens"),

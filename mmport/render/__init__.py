@@ -52,6 +52,12 @@ class RenderedFile:
     text: str
     # vLLM's lint findings left after its safe fixes (mmport.render.lint), ``name:line: CODE msg``.
     findings: tuple[str, ...] = ()
+    # Shared by every port of its directory: an identical file already there is no conflict.
+    shared: bool = False
+
+    def conflicts_with(self, path: Path) -> bool:
+        """Whether writing this file at ``path`` would replace something else."""
+        return path.exists() and not (self.shared and path.read_text() == self.text)
 
 
 @lru_cache(maxsize=1)
@@ -109,6 +115,11 @@ def _import_sorted(lines, stdlib: bool) -> list[str]:
     )
 
 
+# What the processing modules rendered from processing.py.jinja import, one module for every
+# port of an output directory (or a vLLM tree): the same text whatever the model.
+SUPPORT_TEMPLATE = "support.py.jinja"
+SUPPORT_MODULE = "mm_request_support.py"
+
 # A checkpoint with no processor class: one module, the vLLM port with the HF processor it ships.
 CHAT_OUTPUTS = {"chat_processing.py.jinja": "{model}_processing.py"}
 
@@ -121,23 +132,46 @@ def render_port(spec: PortSpec | ChatPortSpec) -> list[RenderedFile]:
     else:
         outputs = ENTRY_OUTPUTS if spec.entry else OUTPUTS
     for template, pattern in outputs.items():
-        name = pattern.format(model=spec.module_name)
-        try:
-            text = _environment().get_template(template).render(spec=spec)
-        except jinja2.TemplateError as exc:
-            raise RenderError(
-                f"template {template} failed for {spec.model_type}: {exc}"
-            ) from None
-        # Optional template blocks leave blank-line runs; PEP 8 allows two at most.
-        text = re.sub(r"\n{4,}", "\n\n\n", text)
-        try:
-            compile(text, name, "exec")
-        except SyntaxError as exc:
-            raise RenderError(
-                f"rendered {name} does not compile (line {exc.lineno}): {exc.msg}"
-            ) from None
-        files.append(_finished(text, name))
+        files.append(_rendered(template, pattern.format(model=spec.module_name), spec))
+    if outputs is OUTPUTS:
+        files.append(_support_module(spec.mmport_version))
     return files
+
+
+@lru_cache(maxsize=4)
+def _support_module(mmport_version: str) -> RenderedFile:
+    """The module the generated processing modules import (SUPPORT_MODULE), one per directory."""
+    text = (
+        _environment()
+        .get_template(SUPPORT_TEMPLATE)
+        .render(mmport_version=mmport_version)
+    )
+    finished = _compiled_and_finished(text, SUPPORT_MODULE)
+    return RenderedFile(finished.name, finished.text, finished.findings, shared=True)
+
+
+def _rendered(template: str, name: str, spec: PortSpec | ChatPortSpec) -> RenderedFile:
+    """``template`` rendered for ``spec`` as the file ``name``, compiled and finished."""
+    try:
+        text = _environment().get_template(template).render(spec=spec)
+    except jinja2.TemplateError as exc:
+        raise RenderError(
+            f"template {template} failed for {spec.model_type}: {exc}"
+        ) from None
+    return _compiled_and_finished(text, name)
+
+
+def _compiled_and_finished(text: str, name: str) -> RenderedFile:
+    """``text`` with blank-line runs cut, compiled (a RenderError if it does not), finished."""
+    # Optional template blocks leave blank-line runs; PEP 8 allows two at most.
+    text = re.sub(r"\n{4,}", "\n\n\n", text)
+    try:
+        compile(text, name, "exec")
+    except SyntaxError as exc:
+        raise RenderError(
+            f"rendered {name} does not compile (line {exc.lineno}): {exc.msg}"
+        ) from None
+    return _finished(text, name)
 
 
 def _finished(text: str, name: str) -> RenderedFile:
@@ -159,7 +193,9 @@ def write_files(
         raise OutputExistsError(
             f"'{directory}' exists and is not a directory; choose another -o"
         )
-    existing = [directory / f.name for f in files if (directory / f.name).exists()]
+    existing = [
+        directory / f.name for f in files if f.conflicts_with(directory / f.name)
+    ]
     if existing and not force:
         names = ", ".join(str(p) for p in existing)
         raise OutputExistsError(

@@ -278,9 +278,11 @@ def write_into_tree(
 
 def _refuse_overwrite(tree: Path, models: list, tests: list, force: bool) -> None:
     """Refuse, without ``force``, to write over a module or parity test the tree already has."""
-    taken = [tree / MODELS_DIR / f.name for f in models]
-    taken += [tree / PROCESSING_TESTS / f.name for f in tests]
-    existing = [p for p in taken if p.exists()]
+    taken = [(tree / MODELS_DIR, f) for f in models]
+    taken += [(tree / PROCESSING_TESTS, f) for f in tests]
+    existing = [
+        where / f.name for where, f in taken if f.conflicts_with(where / f.name)
+    ]
     if existing and not force:
         names = ", ".join(str(p.relative_to(tree)) for p in existing)
         raise OutputExistsError(

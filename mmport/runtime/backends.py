@@ -78,6 +78,30 @@ def _pick_class(module: ModuleType, base: type[Any]) -> type[Any] | str:
     return leaves[0]
 
 
+def _port_package(directory: Path) -> str:
+    """A fresh package over ``directory``, its ``__init__`` not run: the port's relative
+    imports (``from .mm_request_support import ...``) find the files beside it."""
+    package = f"mmport_port_{next(_module_counter)}"
+    module = importlib.util.module_from_spec(
+        importlib.machinery.ModuleSpec(package, None, is_package=True)
+    )
+    module.__path__ = [str(directory)]
+    sys.modules[package] = module
+    return package
+
+
+def _import_failure(path: Path, package: str, exc: BaseException, backend: str) -> str:
+    """The line saying why the port at ``path`` does not import."""
+    missing = getattr(exc, "name", None) or ""
+    if isinstance(exc, ModuleNotFoundError) and missing.startswith(f"{package}."):
+        sibling = missing.removeprefix(f"{package}.")
+        return (
+            f"{path}: the port imports .{sibling}, and {path.parent} has no {sibling}.py; "
+            "scaffold writes it beside the port: keep the files it wrote together"
+        )
+    return f"{path}: the port does not import under {backend}: {one_line(exc)}"
+
+
 class Backend(ABC):
     """A vLLM to run ports under; see :class:`RealVllmBackend` and :class:`BundledBackend`."""
 
@@ -110,7 +134,8 @@ class Backend(ABC):
             raise PortLoadError(
                 f"{path}: no such port file; pass the path of the port's processing module"
             )
-        name = f"mmport_port_{_NOT_IDENT.sub('_', path.stem)}_{next(_module_counter)}"
+        package = _port_package(path.parent)
+        name = f"{package}.{_NOT_IDENT.sub('_', path.stem)}"
         # A source loader of its own: the file is Python whatever its name ends in.
         spec = importlib.util.spec_from_loader(
             name, importlib.machinery.SourceFileLoader(name, str(path))
@@ -125,10 +150,9 @@ class Backend(ABC):
             with self.activate():
                 spec.loader.exec_module(module)
         except FOREIGN_ERRORS as exc:
-            del sys.modules[name]
-            raise PortLoadError(
-                f"{path}: the port does not import under {self.name}: {one_line(exc)}"
-            ) from exc
+            for loaded in [n for n in sys.modules if n.partition(".")[0] == package]:
+                del sys.modules[loaded]
+            raise PortLoadError(_import_failure(path, package, exc, self.name)) from exc
         processing = self.vllm_module("multimodal.processing")
         picked = [
             _pick_class(module, getattr(processing, base)) for base in _BASE_NAMES

@@ -3,13 +3,12 @@
 # transformers 5.25.0).
 """vLLM multi-modal processing for LlavaNextVideoForConditionalGeneration."""
 
-import copy
 import functools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from transformers import BatchFeature, LlavaNextVideoProcessor, ProcessorMixin
+from transformers import BatchFeature, LlavaNextVideoProcessor
 from transformers.image_utils import get_image_size, to_numpy_array
 
 from vllm.config.multimodal import MultiModalDummyOptions
@@ -22,7 +21,6 @@ from vllm.multimodal.inputs import (
 )
 from vllm.multimodal.parse import (
     DictEmbeddingItems,
-    EmbeddingItems,
     ImageEmbeddingItems,
     ImageProcessorItems,
     ImageSize,
@@ -34,12 +32,13 @@ from vllm.multimodal.parse import (
 from vllm.multimodal.processing import (
     BaseDummyInputsBuilder,
     BaseMultiModalProcessor,
-    BaseProcessingInfo,
     PromptReplacement,
     PromptUpdate,
     PromptUpdateDetails,
 )
 from vllm.multimodal.processing.processor import HFMultiModalInputs
+
+from .mm_request_support import EmbeddingDictParser, RequestSettingsProcessingInfo
 
 
 def _without_batch_axis(value):
@@ -278,8 +277,9 @@ def replace_video_token(processor, video_inputs=None, video_idx=0, **kwargs):
 UNFOLLOWED_IMAGE_SWITCHES = ("do_resize", "do_pad")
 
 
-# An item given as a dict of precomputed embeddings brings its size beside them: HF lays
-# out each item's tokens by the item itself, so the port asks HF's layout for that size.
+# The keys of an item given as a dict of precomputed embeddings: HF lays out each item's
+# tokens by the item itself, so the dict brings the item's size beside its embeddings
+# (image_size: [height, width]; video_size: [frames, height, width], video_fps).
 EMBEDDING_FIELDS = {
     "image": {"image_embeds": "values", "image_size": "metadata"},
     "video": {
@@ -290,128 +290,19 @@ EMBEDDING_FIELDS = {
 }
 
 
-class LlavaNextVideoMultiModalDataParser(MultiModalDataParser):
-    """vLLM's parser, also taking items as a dict of embeddings and their sizes
-    (image_size: [height, width]; video_size: [frames, height, width], video_fps; see
-    EMBEDDING_FIELDS)."""
-
+class LlavaNextVideoMultiModalDataParser(EmbeddingDictParser):
     embedding_fields = EMBEDDING_FIELDS
 
-    def _parse_image_data(self, data):
-        if isinstance(data, dict):
-            return self._parse_embedding_dict("image", data)
-        return super()._parse_image_data(data)
 
-    def _parse_video_data(self, data):
-        if isinstance(data, dict):
-            return self._parse_embedding_dict("video", data)
-        return super()._parse_video_data(data)
+class LlavaNextVideoProcessingInfo(RequestSettingsProcessingInfo):
+    # The sub-processor each scope of HF's call kwargs goes to.
+    sub_processor_scopes = (
+        ("image_processor", "images_kwargs"),
+        ("video_processor", "videos_kwargs"),
+    )
+    embedding_fields = EMBEDDING_FIELDS
+    unfollowed_image_switches = UNFOLLOWED_IMAGE_SWITCHES
 
-    def _parse_embedding_dict(
-        self, modality: str, data: Mapping[str, torch.Tensor]
-    ) -> DictEmbeddingItems:
-        required, optional = self.embedding_field_sets(modality)
-        return DictEmbeddingItems(
-            data,
-            modality=modality,
-            required_fields=required,
-            optional_fields=optional,
-            fields_factory=lambda _: {
-                key: MultiModalFieldConfig.batched(modality)
-                for key in EMBEDDING_FIELDS[modality]
-            },
-        )
-
-
-# What HF's processors raise for an item they cannot take (too small, too short).
-HF_REFUSALS = (ValueError, TypeError, RuntimeError, IndexError, ZeroDivisionError)
-
-
-def _embedding_layout(
-    replacements: list[list[int]], embed_id: int
-) -> tuple[list[int], int, list[int]] | None:
-    """``(tokens before, embed_id, tokens after)`` when every replacement is one run of
-    ``embed_id`` between the same tokens; None when the layout changes from item to
-    item."""
-    layouts = set()
-    for tokens in replacements:
-        positions = [i for i, token in enumerate(tokens) if token == embed_id]
-        if not positions or positions[-1] - positions[0] + 1 != len(positions):
-            return None
-        layouts.add((tuple(tokens[: positions[0]]), tuple(tokens[positions[-1] + 1 :])))
-    if len(layouts) != 1:
-        return None
-    before, after = layouts.pop()
-    return list(before), embed_id, list(after)
-
-
-# The sub-processor each scope of HF's call kwargs goes to.
-SUB_PROCESSOR_SCOPES = (
-    ("image_processor", "images_kwargs"),
-    ("video_processor", "videos_kwargs"),
-)
-
-
-def _per_call_kwargs(processor: ProcessorMixin) -> set[str]:
-    """The kwargs HF's processor takes per call rather than at construction.
-
-    HF's ``_merge_kwargs`` routes to a scope both the kwargs the processor's
-    call kwargs type and those each sub-processor's ``valid_kwargs`` type
-    (HF: processing_utils.py, ``ProcessorMixin._merge_kwargs``).
-    """
-    typed = processor.valid_processor_kwargs.__annotations__
-    names = set(typed)
-    for scope in typed.values():
-        names |= set(getattr(scope, "__annotations__", {}))
-    for attribute, _ in SUB_PROCESSOR_SCOPES:
-        valid_kwargs = getattr(
-            getattr(processor, attribute, None), "valid_kwargs", None
-        )
-        names |= set(getattr(valid_kwargs, "__annotations__", {}))
-    return names
-
-
-def _with_settings(
-    processor: ProcessorMixin,
-    call_kwargs: Mapping[str, Mapping[str, object]],
-    given: set[str],
-) -> ProcessorMixin:
-    """A copy of ``processor`` whose sub-processors hold the settings HF's call gives
-    them.
-
-    HF's image and video processors take each setting a call leaves out from
-    their own attributes, then standardize them all (a size becomes a
-    ``SizeDict``; some fold pixel budgets into the size's edges). The copy
-    holds the standardized values as attributes, so the token counts, which
-    read the attributes, see what HF's preprocessing sees. Only the scopes
-    the request sets (``given`` names) are copied.
-    """
-    processor = copy.copy(processor)
-    for attribute, scope in SUB_PROCESSOR_SCOPES:
-        sub_processor = getattr(processor, attribute, None)
-        settings = {
-            name: value
-            for name, value in call_kwargs.get(scope, {}).items()
-            if name in given
-        }
-        if sub_processor is None or not settings:
-            continue
-        names = getattr(sub_processor, "_valid_kwargs_names", settings)
-        values = {
-            name: settings.get(name, getattr(sub_processor, name, None))
-            for name in names
-        }
-        if hasattr(sub_processor, "_standardize_kwargs"):
-            values = sub_processor._standardize_kwargs(**values)
-        sub_processor = copy.copy(sub_processor)
-        for name, value in values.items():
-            if name in settings or hasattr(sub_processor, name):
-                setattr(sub_processor, name, value)
-        setattr(processor, attribute, sub_processor)
-    return processor
-
-
-class LlavaNextVideoProcessingInfo(BaseProcessingInfo):
     def get_hf_processor(self, **kwargs: object) -> LlavaNextVideoProcessor:
         return self.ctx.get_hf_processor(LlavaNextVideoProcessor, **kwargs)
 
@@ -420,134 +311,6 @@ class LlavaNextVideoProcessingInfo(BaseProcessingInfo):
             expected_hidden_size=self._get_expected_hidden_size(),
             allow_missing_mm_embeddings=self.allow_missing_mm_embeddings,
         )
-
-    def get_hf_call_kwargs(
-        self, mm_kwargs: Mapping[str, object] = {}, **kwargs: object
-    ) -> dict[str, dict]:
-        """HF's call kwargs, per scope, for a request: the processor's defaults,
-        then the engine's ``mm_processor_kwargs``, then the request's own."""
-        processor = self.get_hf_processor()
-        return processor._merge_kwargs(
-            processor.valid_processor_kwargs,
-            tokenizer_init_kwargs=processor.tokenizer.init_kwargs,
-            **kwargs,
-            **self.ctx.get_merged_mm_kwargs(mm_kwargs),
-        )
-
-    def get_built_processor(
-        self, mm_kwargs: Mapping[str, object] = {}
-    ) -> ProcessorMixin:
-        """The HF processor as HF builds it for a request with these processor kwargs.
-
-        HF takes its sub-processors' own kwargs per call, so its replacement
-        hooks read the processor's attributes unchanged by them; vLLM builds a
-        processor with every kwarg its call annotation does not name (a
-        sub-processor's ``merge_size``). Those are left to the call here.
-        """
-        per_call = _per_call_kwargs(self.get_hf_processor())
-        return self.get_hf_processor(
-            **{name: value for name, value in mm_kwargs.items() if name not in per_call}
-        )
-
-    def get_configured_processor(
-        self, mm_kwargs: Mapping[str, object] = {}
-    ) -> ProcessorMixin:
-        """The HF processor whose sub-processors hold a request's processor kwargs.
-
-        HF's sub-processors apply the kwargs HF takes per call when called;
-        what the port recomputes of their preprocessing reads them here.
-        """
-        processor = self.get_built_processor(mm_kwargs)
-        settings = self.ctx.get_merged_mm_kwargs(mm_kwargs)
-        scopes = {scope for _, scope in SUB_PROCESSOR_SCOPES}
-        given = {name for name in settings if name not in scopes}
-        given |= {name for scope in scopes for name in settings.get(scope, {})}
-        if not given:
-            return processor
-        call_kwargs = self.get_hf_call_kwargs(mm_kwargs)
-        flipped = self.get_changed_image_settings(UNFOLLOWED_IMAGE_SWITCHES, mm_kwargs)
-        if flipped:
-            raise NotImplementedError(
-                f"requests that set {', '.join(flipped)} are not supported: HF's image "
-                "preprocessing "
-                "resizes, crops or pads by them, and this port counts images under the "
-                "processor's own values"
-            )
-        return _with_settings(processor, call_kwargs, given)
-
-    def get_changed_image_settings(
-        self, names: Sequence[str], mm_kwargs: Mapping[str, object] = {}
-    ) -> list[str]:
-        """Those of ``names`` a request sets to another value than the processor's
-        own."""
-        settings = self.ctx.get_merged_mm_kwargs(mm_kwargs)
-        given = {*settings, *settings.get("images_kwargs", {})}
-        images_kwargs = self.get_hf_call_kwargs(mm_kwargs)["images_kwargs"]
-        # Against the processor built without the request's kwargs: vLLM builds some
-        # into it.
-        built, defaults = (
-            self.get_built_processor(mm_kwargs).image_processor,
-            self.get_hf_processor().image_processor,
-        )
-        return [
-            name
-            for name in names
-            if name in given
-            and images_kwargs.get(name, getattr(built, name, None))
-            != getattr(defaults, name, None)
-        ]
-
-    def get_embedding_tokens(
-        self,
-        modality: str,
-        items: EmbeddingItems | DictEmbeddingItems,
-        item_idx: int,
-        mm_kwargs: Mapping[str, object] = {},
-    ) -> list[int]:
-        """The token ids for an item given as precomputed embeddings.
-
-        HF never sees such an item. Given as a dict with its size (see
-        EMBEDDING_FIELDS), it takes the tokens HF gives an item of that size,
-        whose embedding positions must be as many as the rows. Given as a bare
-        tensor, it takes the layout HF gives every item of its modality: one
-        run of embedding positions between tokens that do not depend on the
-        item (learned from two reference items); where HF lays out tokens by
-        the item itself (tile rows and columns, timestamps), only the dict
-        form can place it.
-        """
-        if isinstance(items, DictEmbeddingItems):
-            item = items.get(item_idx)
-            metadata = [
-                key
-                for key, role in EMBEDDING_FIELDS[modality].items()
-                if role == "metadata"
-            ]
-            size = [
-                value.item()
-                for key in metadata
-                for value in torch.as_tensor(item[key]).flatten()
-            ]
-            tokens = self.get_tokens_of_size(modality, size, mm_kwargs)
-            embeds = item.get(f"{modality}_embeds")
-            positions = tokens.count(self._embed_token_ids[modality])
-            if embeds is not None and len(embeds) != positions:
-                raise ValueError(
-                    f"{modality} {item_idx} has {len(embeds)} embedding rows, but HF "
-                    f"gives a {modality} "
-                    f"of size {size} {positions} embedding positions"
-                )
-            return tokens
-        layout = self._embedding_layouts.get(modality)
-        if layout is None:
-            raise ValueError(
-                f"{modality} embeddings cannot be placed: HF lays out the tokens of "
-                f"each {modality} "
-                f"by the item itself; pass the {modality}, or its embeddings as a dict "
-                "with "
-                f"{sorted(EMBEDDING_FIELDS[modality])}"
-            )
-        before, embed_id, after = layout
-        return [*before, *[embed_id] * items.get_feature_size(item_idx), *after]
 
     def get_tokens_of_size(
         self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
@@ -566,42 +329,12 @@ class LlavaNextVideoProcessingInfo(BaseProcessingInfo):
             )
         raise ValueError(f"this port takes no {modality}")
 
-    @functools.cached_property
-    def _embed_token_ids(self) -> dict[str, int]:
+    def get_embed_token_ids(self) -> dict[str, int]:
         """The token whose positions receive each modality's embeddings."""
         return {
             "image": self.get_image_token_id(),
             "video": self.get_video_token_id(),
         }
-
-    @functools.cached_property
-    def _embedding_layouts(self) -> dict[str, tuple[list[int], int, list[int]] | None]:
-        """Per modality, the token layout HF gives items of every size, if there is one.
-
-        It is learned from reference items, small to large (see get_embedding_tokens).
-        """
-        # Items that differ in size and shape (and, for videos, frames): tiling and
-        # pooling rules show on the large ones.
-        sizes = {
-            "image": [(224, 224), (448, 896), (1200, 1600), (1536, 384)],
-            "video": [(4, 64, 64, 2.0), (8, 128, 128, 2.0), (16, 336, 448, 2.0)],
-        }
-        layouts = {}
-        for modality, references in sizes.items():
-            replacements = []
-            for size in references:
-                try:
-                    replacements.append(self.get_tokens_of_size(modality, size))
-                except HF_REFUSALS:
-                    continue  # HF cannot take this reference item
-            # Too few items HF processes leave no layout to learn.
-            enough = len(replacements) >= 2
-            layouts[modality] = (
-                _embedding_layout(replacements, self._embed_token_ids[modality])
-                if enough
-                else None
-            )
-        return layouts
 
     def get_supported_mm_limits(self) -> Mapping[str, int | None]:
         return {"image": None, "video": None}
