@@ -368,3 +368,13 @@ def test_a_package_processor_needing_its_packages_init_gets_it(tmp_path):
     result = _inspect_with_consent(snapshot, code)
     assert result.returncode == 0, result.stdout + result.stderr
     assert code.name in _ran(sentinel) and f"{code.name}.models" in _ran(sentinel)
+
+
+def test_what_its_code_prints_stays_out_of_the_report(tmp_path):
+    # DeepSeek-VL2's processor prints each token it adds; inspect --json's stdout is the report.
+    said = "hello from the processor's module"
+    snapshot, code, _ = _acme(tmp_path, preamble=f"print({said!r})\n")
+    result = _inspect_with_consent(snapshot, code)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert said not in result.stdout + result.stderr
+    assert json.loads(result.stdout)["processor_class"] == PROCESSOR_CLASS
