@@ -298,3 +298,83 @@ def test_a_package_processor_code_needs_but_lacks_is_one_line(tmp_path):
     assert [(f["source"]["file"], f["source"]["line"]) for f in needs] == [
         (module.name, 2)
     ]
+
+
+def _package_inits(code: Path, sentinel: Path, init: str, models_init: str) -> None:
+    """Give the package layout's two ``__init__`` modules a body, each recording that it ran."""
+    records = f"open({str(sentinel)!r}, 'a').write(__name__ + '\\n')\n"
+    (code / "__init__.py").write_text(records + init)
+    (code / "models" / "__init__.py").write_text(records + models_init)
+
+
+def _inspect_with_consent(snapshot: Path, code: Path):
+    return invoke(
+        "inspect",
+        str(snapshot),
+        "--processor-code",
+        str(code),
+        "--trust-remote-code",
+        "--json",
+    )
+
+
+def test_a_package_processor_imports_without_its_packages_init(tmp_path):
+    # As DeepSeek-VL2's: the package's __init__ imports model code the processor never uses.
+    snapshot, code, sentinel = _acme(tmp_path, layout="package")
+    (code / "models" / "modeling_acme.py").write_text(f"import {ABSENT}\n")
+    _package_inits(
+        code, sentinel, f"import {ABSENT}\n", "from .modeling_acme import *\n"
+    )
+    result = _inspect_with_consent(snapshot, code)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["processor_class"] == PROCESSOR_CLASS
+    # Only the processor's module ran; its sibling geometry.py was imported (it records nothing).
+    assert _ran(sentinel) == [f"{code.name}.models.processing_acme"]
+
+
+def test_a_package_processors_own_failing_import_is_one_line(tmp_path):
+    snapshot, code, sentinel = _acme(
+        tmp_path, preamble=f"import {ABSENT}\n", layout="package"
+    )
+    module = _module(code)
+    line = module.read_text().splitlines().index(f"import {ABSENT}") + 1
+    _package_inits(code, sentinel, "", "")
+    said = _one_line(
+        invoke(
+            "scaffold",
+            str(snapshot),
+            "-o",
+            str(tmp_path / "out"),
+            "--processor-code",
+            str(code),
+            "--trust-remote-code",
+        )
+    )
+    assert (
+        f"{module}:{line} needs the package `{ABSENT}`, which is not installed" in said
+    )
+    assert not (tmp_path / "out").exists()
+    assert f"{code.name}.models" not in _ran(
+        sentinel
+    )  # its package's __init__ never ran
+
+
+def test_a_package_processor_needing_its_packages_init_gets_it(tmp_path):
+    # A name the package's __init__ defines: the package is imported as Python would.
+    snapshot, code, sentinel = _acme(tmp_path, layout="package")
+    module = _module(code)
+    module.write_text(f"from {code.name} import DEFAULT_MERGE\n" + module.read_text())
+    _package_inits(code, sentinel, "DEFAULT_MERGE = 2\n", "")
+    result = _inspect_with_consent(snapshot, code)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert code.name in _ran(sentinel) and f"{code.name}.models" in _ran(sentinel)
+
+
+def test_what_its_code_prints_stays_out_of_the_report(tmp_path):
+    # DeepSeek-VL2's processor prints each token it adds; inspect --json's stdout is the report.
+    said = "hello from the processor's module"
+    snapshot, code, _ = _acme(tmp_path, preamble=f"print({said!r})\n")
+    result = _inspect_with_consent(snapshot, code)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert said not in result.stdout + result.stderr
+    assert json.loads(result.stdout)["processor_class"] == PROCESSOR_CLASS

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.machinery
+import importlib.util
 import json
 import sys
 from collections.abc import Iterator
@@ -233,9 +235,14 @@ def import_processor_class(code: ProcessorCode) -> type[ProcessorMixin]:
 
 
 def _import(code: ProcessorCode) -> ModuleType:
-    """PATH's module, imported from PATH (never from another place a module of that name lives)."""
-    from mmport.sources.requirements import raised_at, unimportable
+    """PATH's module, imported from PATH (never from another place a module of that name lives).
 
+    In a package, only the processor's module and the modules it imports run:
+    its parent packages are made bare (:func:`_bare_parents`), since a package's
+    ``__init__`` commonly imports model code (heavy, version-pinned) the processor
+    never uses. A module that imports a name from a parent's ``__init__`` gets
+    the package imported as Python would (:func:`_drop_bare`, then a plain import).
+    """
     if not all(part.isidentifier() for part in code.module_name.split(".")):
         raise BadReferenceError(
             f"{code.root / code.module_file} cannot be imported: `{code.module_name}` is not a module name"
@@ -243,10 +250,39 @@ def _import(code: ProcessorCode) -> ModuleType:
     if str(code.import_root) not in sys.path:
         # Appended: PATH's modules shadow nothing installed, and a clash is caught below.
         sys.path.append(str(code.import_root))
+    bare = _bare_parents(code)
+    try:
+        module = _import_module(code, bare)
+    except _NeedsPackageInit:
+        _drop_bare(bare)
+        module = _import_module(code, bare=())
+    imported = Path(getattr(module, "__file__", "") or "")
+    if imported.resolve() != code.root / code.module_file:
+        raise BadReferenceError(
+            f"{code.root / code.module_file} cannot be imported as `{code.module_name}`: a module of that name "
+            f"comes from {imported}; rename one of them"
+        )
+    return module
+
+
+class _NeedsPackageInit(Exception):
+    """The processor's module imports a name its package's ``__init__`` defines: the bare package lacks it."""
+
+
+def _import_module(code: ProcessorCode, bare: tuple[str, ...]) -> ModuleType:
+    """``importlib.import_module`` of PATH's module, its failures as one line naming PATH's file and line.
+
+    An ImportError naming one of the ``bare`` packages (a name its ``__init__``
+    would define) is :class:`_NeedsPackageInit`.
+    """
+    from mmport.sources.requirements import raised_at, unimportable
+
     where = code.root / code.module_file
     try:
-        module = importlib.import_module(code.module_name)
+        return importlib.import_module(code.module_name)
     except ImportError as exc:
+        if exc.name in bare:
+            raise _NeedsPackageInit(exc.name) from exc
         frame = raised_at(exc, lambda path: path.is_relative_to(code.root))
         if frame is None:  # the module itself was not found where PATH says
             raise BadReferenceError(
@@ -257,12 +293,48 @@ def _import(code: ProcessorCode) -> ModuleType:
         ) from None
     except FOREIGN_ERRORS as exc:  # whatever PATH's code raises as it runs is a fault of the code the user gave
         raise BadReferenceError(f"{where} does not import: {one_line(exc)}") from None
-    imported = Path(getattr(module, "__file__", "") or "")
-    if imported.resolve() != where:
-        raise BadReferenceError(
-            f"{where} cannot be imported as `{code.module_name}`: a module of that name comes from {imported}; rename one of them"
-        )
-    return module
+
+
+def _parent_names(code: ProcessorCode) -> tuple[str, ...]:
+    """The dotted names of the processor module's parent packages, outermost first: ``("pkg", "pkg.models")``."""
+    parts = code.module_name.split(".")
+    return tuple(".".join(parts[:n]) for n in range(1, len(parts)))
+
+
+def _bare_parents(code: ProcessorCode) -> tuple[str, ...]:
+    """Put the processor module's parent packages in ``sys.modules`` without running their ``__init__``.
+
+    Each is an empty package whose ``__path__`` is its folder under PATH, so
+    ``from .conversation import x`` and ``from pkg.models.conversation import x``
+    still import the sibling module. A parent already imported is left as it is
+    (a clash with another place is reported once the module is imported).
+    The names made bare, outermost first.
+    """
+    made = []
+    for name in _parent_names(code):
+        if name in sys.modules:
+            continue
+        folder = code.import_root.joinpath(*name.split("."))
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [str(folder)]
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        parent, _, child = name.rpartition(".")
+        if parent:  # as the import system links a submodule to its package
+            setattr(sys.modules[parent], child, module)
+        made.append(name)
+    return tuple(made)
+
+
+def _drop_bare(names: tuple[str, ...]) -> None:
+    """Forget the bare packages ``names`` and every module imported under them, so a plain import runs their ``__init__``."""
+    for name in [
+        loaded
+        for loaded in sys.modules
+        for bare in names
+        if loaded == bare or loaded.startswith(bare + ".")
+    ]:
+        sys.modules.pop(name, None)
 
 
 def _register(klass: type) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -104,10 +106,9 @@ class Snapshot:
         :class:`BadReferenceError` naming the files to look at.
         """
         if "processor" not in self._cache:
-            from transformers import AutoProcessor, ProcessorMixin
+            from transformers import AutoProcessor
 
             from mmport.hf.lazyimports import accept_lazy_imports
-            from mmport.hf.quiet import quiet_transformers
             from mmport.sources.processorless import names_no_processor
 
             if not self.processor_code and names_no_processor(self.path):
@@ -118,34 +119,59 @@ class Snapshot:
             if self.trust_remote_code:
                 accept_lazy_imports()
 
-            factory = (
-                self._outside_processor_class()
-                if self.processor_code
-                else AutoProcessor
-            )
-            try:
-                with quiet_transformers():
-                    processor = factory.from_pretrained(
-                        self.path, trust_remote_code=self.trust_remote_code
-                    )
-            except FOREIGN_ERRORS as exc:
-                self._raise_for_remote_code(exc, "its processor")
-                raise BadReferenceError(
-                    f"{self.path}: the HF processor does not load ({one_line(exc)}); "
-                    "check processor_config.json, the image/video/audio processor config and the tokenizer files"
-                ) from exc
-            media = [
-                a
-                for a in getattr(processor, "get_attributes", list)()
-                if "tokenizer" not in a
-            ]
-            if not isinstance(processor, ProcessorMixin) or not media:
-                raise BadReferenceError(
-                    f"{self.path}: AutoProcessor gives a {type(processor).__name__}, not a multimodal processor; "
-                    "a snapshot needs a processor config naming its processor class"
+            # Model code may print as it imports or builds (DeepSeek-VL2's processor
+            # prints each token it adds): stdout is mmport's report (inspect --json).
+            with contextlib.redirect_stdout(io.StringIO()):
+                factory = (
+                    self._outside_processor_class()
+                    if self.processor_code
+                    else AutoProcessor
                 )
+                processor = self._from_pretrained(factory)
+            self._check_multimodal(processor)
             self._cache["processor"] = processor
         return self._cache["processor"]
+
+    def _from_pretrained(self, factory: Any) -> Any:
+        """``factory.from_pretrained`` on this snapshot; a failure is one line naming the files to look at."""
+        from mmport.hf.quiet import quiet_transformers
+
+        try:
+            with quiet_transformers():
+                return factory.from_pretrained(
+                    self.path, trust_remote_code=self.trust_remote_code
+                )
+        except FOREIGN_ERRORS as exc:
+            self._raise_for_remote_code(exc, "its processor")
+            raise BadReferenceError(
+                f"{self.path}: the HF processor does not load ({one_line(exc)}); "
+                "check processor_config.json, the image/video/audio processor config and the tokenizer files"
+            ) from exc
+
+    def _check_multimodal(self, processor: Any) -> None:
+        """Refuse a processor mmport cannot probe: not a ``ProcessorMixin``, or one with no media sub-processor.
+
+        mmport reads an item's geometry, and builds its probes, from the
+        sub-processor of its modality (``image_processor``, ...): a processor
+        that handles images itself (``attributes = ["tokenizer"]``) offers none.
+        """
+        from transformers import ProcessorMixin
+
+        name = type(processor).__name__
+        if not isinstance(processor, ProcessorMixin):
+            raise BadReferenceError(
+                f"{self.path}: AutoProcessor gives a {name}, not a multimodal processor; "
+                "a snapshot needs a processor config naming its processor class"
+            )
+        attributes = list(processor.get_attributes())
+        if not [a for a in attributes if "tokenizer" not in a]:
+            where = self.processor_code
+            defined = f" ({where.module_file}:{where.line})" if where else ""
+            raise BadReferenceError(
+                f"{self.path}: its processor {name}{defined} has no image, video or audio sub-processor "
+                f"(attributes {attributes}); mmport probes and counts an item through its modality's "
+                "sub-processor, so it cannot port a processor that handles media itself"
+            )
 
     def _chat_reference(self) -> Any:
         """The model's own prompt path as a processor (no processor class), once the user consents to run it."""
