@@ -17,13 +17,20 @@ import copy
 import functools
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 from transformers import ProcessorMixin
+from transformers.video_utils import VideoMetadata
 
-from vllm.multimodal.inputs import MultiModalFieldConfig
+from vllm.multimodal.inputs import (
+    MultiModalBatchedField,
+    MultiModalFieldConfig,
+    MultiModalKwargsItem,
+)
 from vllm.multimodal.parse import (
     DictEmbeddingItems,
     EmbeddingItems,
+    ImageSize,
     MultiModalDataParser,
 )
 from vllm.multimodal.processing import BaseProcessingInfo
@@ -40,6 +47,25 @@ REFERENCE_SIZES = {
     "video": ((4, 64, 64, 2.0), (8, 128, 128, 2.0), (16, 336, 448, 2.0)),
 }
 REFERENCE_AUDIO_SECONDS = (1, 7, 35)
+
+# Videos searched for the most tokens: frame counts (odd ones too) up to the video
+# processor's own cap, or MAX_DUMMY_FRAMES; frame sizes of common aspect ratios; and
+# how many of the best by HF's token API are counted by HF's processing.
+DUMMY_FRAMES = (2, 3, 4, 5, 8, 9, 16, 17, 32)
+DUMMY_VIDEO_SIZES = (
+    (224, 224),
+    (640, 360),
+    (360, 640),
+    (333, 517),
+    (640, 640),
+    (1280, 720),
+    (1280, 1280),
+)
+MAX_DUMMY_FRAMES = 32
+DUMMY_VIDEOS_COUNTED = 4
+
+# Lengths (seconds) searched for the audio with the most tokens that fits the context.
+DUMMY_AUDIO_SECONDS = (1, 5, 10, 30, 60, 120, 300, 600)
 
 
 class EmbeddingDictParser(MultiModalDataParser):
@@ -158,6 +184,105 @@ def with_settings(
                 setattr(sub_processor, name, value)
         setattr(processor, attribute, sub_processor)
     return processor
+
+
+def batch_of_one(
+    item: MultiModalKwargsItem, names: Mapping[str, str] = {}, rows: Sequence[str] = ()
+) -> dict[str, object]:
+    """One item's HF outputs, laid out as HF lays out a batch holding only that item,
+    under the names HF's replacement hook reads (``names``: the port's name to HF's).
+    A field in ``rows`` already holds the item's whole output (its own rows)."""
+    inputs = {}
+    for key, elem in item.items():
+        if isinstance(elem.field, MultiModalBatchedField) and key not in rows:
+            value = (
+                elem.data.unsqueeze(0)
+                if isinstance(elem.data, torch.Tensor)
+                else [elem.data]
+            )
+        else:
+            value = elem.data
+        inputs[names.get(key, key)] = value
+    return inputs
+
+
+def dummy_metadata(frames: np.ndarray, fps: float = 2.0) -> dict[str, object]:
+    """What vLLM's video loader says of frames it sampled itself: every frame kept."""
+    return {
+        "total_num_frames": len(frames),
+        "fps": fps,
+        "duration": len(frames) / fps,
+        "frames_indices": list(range(len(frames))),
+        "video_backend": "opencv",
+        "do_sample_frames": False,
+    }
+
+
+def changing_frames(num_frames: int, width: int, height: int) -> np.ndarray:
+    """Frames that differ from each other everywhere: where HF's count follows a
+    video's content (it drops patches that repeat the previous frame's), a still
+    video would be its fewest tokens, not its most."""
+    rng = np.random.default_rng(0)
+    return rng.integers(0, 256, (num_frames, height, width, 3), dtype=np.uint8)
+
+
+def dummy_video(
+    num_frames: int, width: int, height: int, fps: float = 2.0, changing: bool = False
+) -> tuple[np.ndarray, dict[str, object]]:
+    """A video of ``num_frames`` frames with its metadata: black, or ``changing``."""
+    if changing:
+        frames = changing_frames(num_frames, width, height)
+    else:
+        frames = np.zeros((num_frames, height, width, 3), dtype=np.uint8)
+    return frames, dummy_metadata(frames, fps)
+
+
+def video_metadata_kwargs(
+    metadata: Sequence[Mapping[str, object]],
+) -> dict[str, object]:
+    """HF's arguments for videos vLLM handed on with their metadata.
+
+    vLLM's loader samples frames itself and says so in each video's metadata;
+    HF takes one ``do_sample_frames`` for all the videos of a call.
+    """
+    do_sample_frames = {meta.get("do_sample_frames", False) for meta in metadata}
+    if len(do_sample_frames) > 1:
+        raise ValueError(
+            "The videos of a request must agree on `do_sample_frames`; HF takes one "
+            "value for all"
+        )
+    return {
+        "video_metadata": [
+            {k: v for k, v in meta.items() if k != "do_sample_frames"}
+            for meta in metadata
+        ],
+        "do_sample_frames": do_sample_frames.pop(),
+    }
+
+
+def videos_data(videos: Sequence[object]) -> dict[str, object]:
+    """HF's data arguments for videos given as frames or ``(frames, metadata)``."""
+    pairs = [
+        video if isinstance(video, tuple) else (video, dummy_metadata(video))
+        for video in videos
+    ]
+    return {
+        "videos": [frames for frames, _ in pairs],
+        **video_metadata_kwargs([meta for _, meta in pairs]),
+    }
+
+
+def metadata_objects(metadata: Sequence[Mapping[str, object]]) -> list[VideoMetadata]:
+    """The metadata as HF's video processor hands it to the replacement hook."""
+    return [
+        VideoMetadata(**{k: v for k, v in meta.items() if k != "do_sample_frames"})
+        for meta in metadata
+    ]
+
+
+def audio_data(audios: Sequence[np.ndarray], sampling_rate: int) -> dict[str, object]:
+    """HF's data arguments for waveforms at ``sampling_rate``."""
+    return {"audio": list(audios), "sampling_rate": sampling_rate}
 
 
 class RequestSettingsProcessingInfo(BaseProcessingInfo):
@@ -332,3 +457,125 @@ class RequestSettingsProcessingInfo(BaseProcessingInfo):
                 embedding_layout(replacements, embed_ids[modality]) if enough else None
             )
         return layouts
+
+
+class VideoWorstCaseSearch:
+    """The video with the most tokens, found by counting candidates with HF.
+
+    For a ``ProcessingInfo`` that defines ``get_num_video_tokens``;
+    ``dummy_videos_change`` says whether HF's count follows a video's content
+    (then the candidates' frames differ everywhere).
+    """
+
+    dummy_videos_change: bool = False
+
+    def make_dummy_video(
+        self, num_frames: int, width: int, height: int, fps: float = 2.0
+    ) -> tuple[np.ndarray, dict[str, object]]:
+        """A candidate video with its metadata."""
+        return dummy_video(num_frames, width, height, fps, self.dummy_videos_change)
+
+    @functools.cached_property
+    def _videos_by_count(self) -> list[tuple[int, int, ImageSize]]:
+        """``(count, frames, frame size)`` of each candidate video HF takes, most tokens
+        first.
+
+        Frame counts are odd and even (HF pads a temporal group, and a pixel
+        budget may count the frames before padding), sizes of several aspect
+        ratios; where HF keeps a token API for videos it ranks the candidates
+        and HF's processing counts the best of them.
+        """
+        video_processor = self.get_configured_processor().video_processor
+        cap = getattr(video_processor, "max_frames", None) or MAX_DUMMY_FRAMES
+        frames = [f for f in DUMMY_FRAMES if f <= cap]
+        sizes = [ImageSize(width=w, height=h) for w, h in DUMMY_VIDEO_SIZES]
+        ranked = self._rank_by_token_api([(f, size) for f in frames for size in sizes])
+        if ranked:
+            counted = {
+                c: self._count_dummy_video(*c) for c in ranked[:DUMMY_VIDEOS_COUNTED]
+            }
+        else:
+            # Without HF's token API, search sizes, then frame counts, then sizes again.
+            counted = {}
+            best = (frames[0], sizes[0])
+            for stage in ("sizes", "frames", "sizes"):
+                options = (
+                    [(best[0], size) for size in sizes]
+                    if stage == "sizes"
+                    else [(f, best[1]) for f in frames]
+                )
+                for candidate in options:
+                    if candidate not in counted:
+                        counted[candidate] = self._count_dummy_video(*candidate)
+                best = max(counted, key=lambda c: counted[c] or -1)
+        found = [
+            (count, f, size)
+            for (f, size), count in counted.items()
+            if count is not None
+        ]
+        return sorted(found, key=lambda c: (-c[0], c[1]))
+
+    def _count_dummy_video(self, num_frames: int, size: ImageSize) -> int | None:
+        try:
+            return self.get_num_video_tokens(
+                self.make_dummy_video(num_frames, size.width, size.height)
+            )
+        except ValueError:
+            # HF refuses such a video (fewer frames than one temporal group).
+            return None
+
+    def _rank_by_token_api(
+        self, candidates: list[tuple[int, ImageSize]]
+    ) -> list[tuple[int, ImageSize]]:
+        """The candidates by HF's own video token count, most first (none where HF
+        keeps no such API)."""
+        processor = self.get_hf_processor()
+        sizes = [
+            [num_frames, size.height, size.width] for num_frames, size in candidates
+        ]
+        try:
+            counts = processor._get_num_multimodal_tokens(video_sizes=sizes)[
+                "num_video_tokens"
+            ]
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return []
+        if counts is None or len(counts) != len(candidates):
+            return []
+        return [
+            c for _, c in sorted(zip(counts, candidates), key=lambda pair: -pair[0])
+        ]
+
+    def get_video_with_most_features(
+        self, seq_len: int, mm_counts: Mapping[str, int]
+    ) -> tuple[int, ImageSize]:
+        """Frames and frame size of the video with the most tokens whose videos still
+        fit ``seq_len``."""
+        num_videos = max(mm_counts.get("video", 0), 1)
+        ordered = self._videos_by_count
+        count, num_frames, size = next(
+            (c for c in ordered if c[0] * num_videos <= seq_len), ordered[-1]
+        )
+        return num_frames, size
+
+
+class AudioWorstCaseSearch:
+    """The audio length with the most tokens, found by counting lengths with HF (for a
+    ``ProcessingInfo`` that defines ``get_num_audio_tokens``)."""
+
+    def get_audio_length_with_most_features(
+        self, seq_len: int, mm_counts: Mapping[str, int]
+    ) -> int:
+        """The length, in samples, whose audio gets the most positions that still fit
+        ``seq_len``."""
+        rate = self.get_audio_sampling_rate()
+        num_audios = max(mm_counts.get("audio", 0), 1)
+        best, best_count = int(rate * DUMMY_AUDIO_SECONDS[0]), 0
+        for seconds in DUMMY_AUDIO_SECONDS:
+            count = self.get_num_audio_tokens(
+                np.zeros(int(rate * seconds), dtype=np.float32)
+            )
+            if count * num_audios > seq_len:
+                break
+            if count > best_count:
+                best, best_count = int(rate * seconds), count
+        return best

@@ -24,7 +24,10 @@ from vllm.multimodal.processing import (
     PromptUpdate,
 )
 
-from .mm_request_support import EmbeddingDictParser, RequestSettingsProcessingInfo
+from .mm_request_support import (
+    EmbeddingDictParser,
+    RequestSettingsProcessingInfo,
+)
 
 # Switches HF's image preprocessing reads to resize, crop or pad, which the image
 # count does not read: a request that flips one is refused, not counted wrong.

@@ -27,7 +27,10 @@ from vllm.multimodal.processing import (
 )
 from vllm.renderers import TokenizeParams
 
-from .mm_request_support import EmbeddingDictParser, RequestSettingsProcessingInfo
+from .mm_request_support import (
+    EmbeddingDictParser,
+    RequestSettingsProcessingInfo,
+)
 
 # Switches HF's image preprocessing reads to resize, crop or pad, which the image
 # count does not read: a request that flips one is refused, not counted wrong.

@@ -6,16 +6,13 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import torch
 from transformers import BatchFeature, Qwen2VLProcessor
 
 from vllm.config.multimodal import MultiModalDummyOptions
 from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import (
-    MultiModalBatchedField,
     MultiModalFieldConfig,
-    MultiModalKwargsItem,
     MultiModalKwargsItems,
 )
 from vllm.multimodal.parse import (
@@ -37,7 +34,14 @@ from vllm.multimodal.processing import (
 )
 from vllm.multimodal.processing.processor import HFMultiModalInputs
 
-from .mm_request_support import EmbeddingDictParser, RequestSettingsProcessingInfo
+from .mm_request_support import (
+    EmbeddingDictParser,
+    RequestSettingsProcessingInfo,
+    VideoWorstCaseSearch,
+    batch_of_one,
+    dummy_metadata,
+    videos_data,
+)
 
 # Sides combined into the (width, height) sizes searched for the largest count:
 # across the usual resize limits, every aspect ratio between them. The 32 px side
@@ -98,97 +102,6 @@ def get_number_of_image_patches(
     return grid_h * grid_w
 
 
-# Videos searched for the most tokens: frame counts (odd ones too) up to the video
-# processor's own cap, or MAX_DUMMY_FRAMES; frame sizes of common aspect ratios; and
-# how many of the best by HF's token API are counted by HF's processing.
-DUMMY_FRAMES = (2, 3, 4, 5, 8, 9, 16, 17, 32)
-DUMMY_VIDEO_SIZES = (
-    (224, 224),
-    (640, 360),
-    (360, 640),
-    (333, 517),
-    (640, 640),
-    (1280, 720),
-    (1280, 1280),
-)
-MAX_DUMMY_FRAMES = 32
-DUMMY_VIDEOS_COUNTED = 4
-
-
-def _batch_of_one(
-    item: MultiModalKwargsItem, names: Mapping[str, str] = {}, rows: Sequence[str] = ()
-) -> dict[str, object]:
-    """One item's HF outputs, laid out as HF lays out a batch holding only that item,
-    under the names HF's replacement hook reads (``names``: this port's name to HF's).
-    A field in ``rows`` already holds the item's whole output (its own rows)."""
-    inputs = {}
-    for key, elem in item.items():
-        if isinstance(elem.field, MultiModalBatchedField) and key not in rows:
-            value = (
-                elem.data.unsqueeze(0)
-                if isinstance(elem.data, torch.Tensor)
-                else [elem.data]
-            )
-        else:
-            value = elem.data
-        inputs[names.get(key, key)] = value
-    return inputs
-
-
-def _dummy_metadata(frames: np.ndarray, fps: float = 2.0) -> dict[str, object]:
-    """What vLLM's video loader says of frames it sampled itself: every frame kept."""
-    return {
-        "total_num_frames": len(frames),
-        "fps": fps,
-        "duration": len(frames) / fps,
-        "frames_indices": list(range(len(frames))),
-        "video_backend": "opencv",
-        "do_sample_frames": False,
-    }
-
-
-def _dummy_video(
-    num_frames: int, width: int, height: int, fps: float = 2.0
-) -> tuple[np.ndarray, dict[str, object]]:
-    frames = np.zeros((num_frames, height, width, 3), dtype=np.uint8)
-    return frames, _dummy_metadata(frames, fps)
-
-
-def _video_metadata_kwargs(
-    metadata: Sequence[Mapping[str, object]],
-) -> dict[str, object]:
-    """HF's arguments for videos vLLM handed on with their metadata.
-
-    vLLM's loader samples frames itself and says so in each video's metadata;
-    HF takes one ``do_sample_frames`` for all the videos of a call.
-    """
-    do_sample_frames = {meta.get("do_sample_frames", False) for meta in metadata}
-    if len(do_sample_frames) > 1:
-        raise ValueError(
-            "The videos of a request must agree on `do_sample_frames`; HF takes one "
-            "value for all"
-        )
-    return {
-        "video_metadata": [
-            {k: v for k, v in meta.items() if k != "do_sample_frames"}
-            for meta in metadata
-        ],
-        "do_sample_frames": do_sample_frames.pop(),
-    }
-
-
-def _videos_data(videos: Sequence[object]) -> dict[str, object]:
-    """HF's data arguments for videos given as frames or ``(frames, metadata)``."""
-    pairs = [
-        video if isinstance(video, tuple) else (video, _dummy_metadata(video))
-        for video in videos
-    ]
-    return {
-        "videos": [frames for frames, _ in pairs],
-        **_video_metadata_kwargs([meta for _, meta in pairs]),
-    }
-
-
 # HF: models/qwen2_vl/processing_qwen2_vl.py:55 (Qwen2VLProcessor.replace_video_token,
 # `self` passed in; run on one item's outputs)
 def replace_video_token(processor, video_inputs, video_idx, **kwargs):
@@ -220,7 +133,7 @@ class Qwen2VLMultiModalDataParser(EmbeddingDictParser):
     embedding_fields = EMBEDDING_FIELDS
 
 
-class Qwen2VLProcessingInfo(RequestSettingsProcessingInfo):
+class Qwen2VLProcessingInfo(VideoWorstCaseSearch, RequestSettingsProcessingInfo):
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (
         ("image_processor", "images_kwargs"),
@@ -251,7 +164,8 @@ class Qwen2VLProcessingInfo(RequestSettingsProcessingInfo):
         if modality == "video":
             num_frames, height, width, fps = size
             return self.get_video_tokens(
-                _dummy_video(int(num_frames), int(width), int(height), fps), mm_kwargs
+                self.make_dummy_video(int(num_frames), int(width), int(height), fps),
+                mm_kwargs,
             )
         raise ValueError(f"this port takes no {modality}")
 
@@ -349,7 +263,7 @@ class Qwen2VLProcessingInfo(RequestSettingsProcessingInfo):
     ) -> list[int]:
         """The token ids HF puts in place of one video, from HF's processing of it
         alone."""
-        data = _videos_data([video])
+        data = videos_data([video])
         outputs = self.ctx.call_hf_processor(
             self.get_built_processor(hf_processor_mm_kwargs),
             data,
@@ -357,91 +271,6 @@ class Qwen2VLProcessingInfo(RequestSettingsProcessingInfo):
         )
         tokens = self.get_video_replacement(dict(outputs), hf_processor_mm_kwargs)
         return tokens
-
-    @functools.cached_property
-    def _videos_by_count(self) -> list[tuple[int, int, ImageSize]]:
-        """``(count, frames, frame size)`` of each candidate video HF takes, most tokens
-        first.
-
-        Frame counts are odd and even (HF pads a temporal group, and a pixel
-        budget may count the frames before padding), sizes of several aspect
-        ratios; where HF keeps a token API for videos it ranks the candidates
-        and HF's processing counts the best of them.
-        """
-        cap = (
-            getattr(self.get_configured_processor().video_processor, "max_frames", None)
-            or MAX_DUMMY_FRAMES
-        )
-        frames = [f for f in DUMMY_FRAMES if f <= cap]
-        sizes = [ImageSize(width=w, height=h) for w, h in DUMMY_VIDEO_SIZES]
-        ranked = self._rank_by_token_api([(f, size) for f in frames for size in sizes])
-        if ranked:
-            counted = {
-                c: self._count_dummy_video(*c) for c in ranked[:DUMMY_VIDEOS_COUNTED]
-            }
-        else:
-            # Without HF's token API, search sizes, then frame counts, then sizes again.
-            counted = {}
-            best = (frames[0], sizes[0])
-            for stage in ("sizes", "frames", "sizes"):
-                options = (
-                    [(best[0], size) for size in sizes]
-                    if stage == "sizes"
-                    else [(f, best[1]) for f in frames]
-                )
-                for candidate in options:
-                    if candidate not in counted:
-                        counted[candidate] = self._count_dummy_video(*candidate)
-                best = max(counted, key=lambda c: counted[c] or -1)
-        found = [
-            (count, f, size)
-            for (f, size), count in counted.items()
-            if count is not None
-        ]
-        return sorted(found, key=lambda c: (-c[0], c[1]))
-
-    def _count_dummy_video(self, num_frames: int, size: ImageSize) -> int | None:
-        try:
-            return self.get_num_video_tokens(
-                _dummy_video(num_frames, size.width, size.height)
-            )
-        except ValueError:
-            return (
-                None  # HF refuses such a video (fewer frames than one temporal group)
-            )
-
-    def _rank_by_token_api(
-        self, candidates: list[tuple[int, ImageSize]]
-    ) -> list[tuple[int, ImageSize]]:
-        """The candidates by HF's own video token count, most first (none where HF
-        keeps no such API)."""
-        processor = self.get_hf_processor()
-        sizes = [
-            [num_frames, size.height, size.width] for num_frames, size in candidates
-        ]
-        try:
-            counts = processor._get_num_multimodal_tokens(video_sizes=sizes)[
-                "num_video_tokens"
-            ]
-        except (AttributeError, KeyError, TypeError, ValueError):
-            return []
-        if counts is None or len(counts) != len(candidates):
-            return []
-        return [
-            c for _, c in sorted(zip(counts, candidates), key=lambda pair: -pair[0])
-        ]
-
-    def get_video_with_most_features(
-        self, seq_len: int, mm_counts: Mapping[str, int]
-    ) -> tuple[int, ImageSize]:
-        """Frames and frame size of the video with the most tokens whose videos still
-        fit ``seq_len``."""
-        num_videos = max(mm_counts.get("video", 0), 1)
-        ordered = self._videos_by_count
-        count, num_frames, size = next(
-            (c for c in ordered if c[0] * num_videos <= seq_len), ordered[-1]
-        )
-        return num_frames, size
 
 
 class Qwen2VLDummyInputsBuilder(BaseDummyInputsBuilder[Qwen2VLProcessingInfo]):
@@ -480,7 +309,7 @@ class Qwen2VLDummyInputsBuilder(BaseDummyInputsBuilder[Qwen2VLProcessingInfo]):
                 num_videos=num_videos,
                 overrides=mm_options.get("video") if mm_options else None,
             )
-            data["video"] = [(video, _dummy_metadata(video)) for video in videos]
+            data["video"] = [(video, dummy_metadata(video)) for video in videos]
 
         return data
 
@@ -531,7 +360,7 @@ class Qwen2VLMultiModalProcessor(BaseMultiModalProcessor[Qwen2VLProcessingInfo])
         videos = hf_inputs.hf_data.get("videos")
         if not videos:
             return hf_inputs
-        data = _videos_data(videos)
+        data = videos_data(videos)
         do_sample_frames = data.pop("do_sample_frames")
         hf_data = {**hf_inputs.hf_data, **data}
         return hf_inputs._replace(
@@ -574,7 +403,7 @@ class Qwen2VLMultiModalProcessor(BaseMultiModalProcessor[Qwen2VLProcessingInfo])
                     "video", given, item_idx, hf_processor_mm_kwargs
                 )
             else:
-                video_inputs = _batch_of_one(out_mm_kwargs["video"][item_idx])
+                video_inputs = batch_of_one(out_mm_kwargs["video"][item_idx])
                 tokens = self.info.get_video_replacement(
                     video_inputs, hf_processor_mm_kwargs
                 )

@@ -29,7 +29,10 @@ from vllm.multimodal.processing import (
     PromptUpdateDetails,
 )
 
-from .mm_request_support import EmbeddingDictParser, RequestSettingsProcessingInfo
+from .mm_request_support import (
+    EmbeddingDictParser,
+    RequestSettingsProcessingInfo,
+)
 
 
 def _without_batch_axis(value):

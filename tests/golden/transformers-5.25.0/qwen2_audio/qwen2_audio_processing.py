@@ -6,15 +6,12 @@
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import torch
 from transformers import BatchFeature, Qwen2AudioProcessor
 
 from vllm.config.multimodal import MultiModalDummyOptions
 from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import (
-    MultiModalBatchedField,
     MultiModalFieldConfig,
-    MultiModalKwargsItem,
     MultiModalKwargsItems,
 )
 from vllm.multimodal.parse import (
@@ -32,35 +29,13 @@ from vllm.multimodal.processing import (
     PromptUpdateDetails,
 )
 
-from .mm_request_support import EmbeddingDictParser, RequestSettingsProcessingInfo
-
-# Lengths (seconds) searched for the audio with the most tokens that fits the context.
-DUMMY_AUDIO_SECONDS = (1, 5, 10, 30, 60, 120, 300, 600)
-
-
-def _batch_of_one(
-    item: MultiModalKwargsItem, names: Mapping[str, str] = {}, rows: Sequence[str] = ()
-) -> dict[str, object]:
-    """One item's HF outputs, laid out as HF lays out a batch holding only that item,
-    under the names HF's replacement hook reads (``names``: this port's name to HF's).
-    A field in ``rows`` already holds the item's whole output (its own rows)."""
-    inputs = {}
-    for key, elem in item.items():
-        if isinstance(elem.field, MultiModalBatchedField) and key not in rows:
-            value = (
-                elem.data.unsqueeze(0)
-                if isinstance(elem.data, torch.Tensor)
-                else [elem.data]
-            )
-        else:
-            value = elem.data
-        inputs[names.get(key, key)] = value
-    return inputs
-
-
-def _audio_data(audios: Sequence[np.ndarray], sampling_rate: int) -> dict[str, object]:
-    """HF's data arguments for waveforms at ``sampling_rate``."""
-    return {"audio": list(audios), "sampling_rate": sampling_rate}
+from .mm_request_support import (
+    AudioWorstCaseSearch,
+    EmbeddingDictParser,
+    RequestSettingsProcessingInfo,
+    audio_data,
+    batch_of_one,
+)
 
 
 # HF: models/qwen2_audio/processing_qwen2_audio.py:74
@@ -96,7 +71,7 @@ class Qwen2AudioMultiModalDataParser(EmbeddingDictParser):
     embedding_fields = EMBEDDING_FIELDS
 
 
-class Qwen2AudioProcessingInfo(RequestSettingsProcessingInfo):
+class Qwen2AudioProcessingInfo(AudioWorstCaseSearch, RequestSettingsProcessingInfo):
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (
         ("audio_processor", "audio_kwargs"),
@@ -181,7 +156,7 @@ class Qwen2AudioProcessingInfo(RequestSettingsProcessingInfo):
     ) -> list[int]:
         """The token ids HF puts in place of one audio, from HF's processing of it
         alone."""
-        data = _audio_data([audio], self.get_audio_sampling_rate())
+        data = audio_data([audio], self.get_audio_sampling_rate())
         data["text"] = self.get_audio_placeholder()
         outputs = self.ctx.call_hf_processor(
             self.get_built_processor(hf_processor_mm_kwargs),
@@ -190,24 +165,6 @@ class Qwen2AudioProcessingInfo(RequestSettingsProcessingInfo):
         )
         tokens = self.get_audio_replacement(dict(outputs), hf_processor_mm_kwargs)
         return tokens
-
-    def get_audio_length_with_most_features(
-        self, seq_len: int, mm_counts: Mapping[str, int]
-    ) -> int:
-        """The length, in samples, whose audio gets the most positions that still fit
-        ``seq_len``."""
-        rate = self.get_audio_sampling_rate()
-        num_audios = max(mm_counts.get("audio", 0), 1)
-        best, best_count = int(rate * DUMMY_AUDIO_SECONDS[0]), 0
-        for seconds in DUMMY_AUDIO_SECONDS:
-            count = self.get_num_audio_tokens(
-                np.zeros(int(rate * seconds), dtype=np.float32)
-            )
-            if count * num_audios > seq_len:
-                break
-            if count > best_count:
-                best, best_count = int(rate * seconds), count
-        return best
 
 
 class Qwen2AudioDummyInputsBuilder(BaseDummyInputsBuilder[Qwen2AudioProcessingInfo]):
@@ -294,7 +251,7 @@ class Qwen2AudioMultiModalProcessor(BaseMultiModalProcessor[Qwen2AudioProcessing
                     "audio", given, item_idx, hf_processor_mm_kwargs
                 )
             else:
-                audio_inputs = _batch_of_one(out_mm_kwargs["audio"][item_idx])
+                audio_inputs = batch_of_one(out_mm_kwargs["audio"][item_idx])
                 tokens = self.info.get_audio_replacement(
                     audio_inputs, hf_processor_mm_kwargs
                 )
