@@ -246,8 +246,8 @@ MUTATIONS = [
     ),
     (
         "qwen2_vl",
-        "WORST_CASE_SIDES = (32, 224, 448, 896, 1200, 1600, 2048, 4096)",
-        "WORST_CASE_SIDES = (224,)",
+        "return self._largest_image",
+        "return ImageSize(width=224, height=224)",
         "dummy",
     ),
     # Derived replacements: the begin-of-image token marked as an embedding

@@ -15,11 +15,11 @@ an item of a size (``get_tokens_of_size``).
 
 import copy
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
-from transformers import ProcessorMixin
+from transformers import BatchFeature, ProcessorMixin
 from transformers.video_utils import VideoMetadata
 
 from vllm.multimodal.inputs import (
@@ -66,6 +66,16 @@ DUMMY_VIDEOS_COUNTED = 4
 
 # Lengths (seconds) searched for the audio with the most tokens that fits the context.
 DUMMY_AUDIO_SECONDS = (1, 5, 10, 30, 60, 120, 300, 600)
+
+# Sides combined into the (width, height) sizes searched for the largest count:
+# across the usual resize limits, every aspect ratio between them. The 32 px side
+# makes thin strips, which tile processors cut into the most pieces.
+WORST_CASE_SIDES = (32, 224, 448, 896, 1200, 1600, 2048, 4096)
+
+# How a port calls HF for the items of one data key (``images``, ``videos``, ...):
+# (modality, one item per call, HF's output name -> the port's name, the port's
+# fields, the fields whose one-item outputs have rows of their own).
+SplitCall = tuple[str, bool, Mapping[str, str], tuple[str, ...], tuple[str, ...]]
 
 
 class EmbeddingDictParser(MultiModalDataParser):
@@ -184,6 +194,84 @@ def with_settings(
                 setattr(sub_processor, name, value)
         setattr(processor, attribute, sub_processor)
     return processor
+
+
+def without_batch_axis(value):
+    """One item's output: drop the batch axis of a single-item HF call."""
+    return value[0] if getattr(value, "ndim", 0) > 0 and value.shape[0] == 1 else value
+
+
+def per_item_outputs(outputs: list[BatchFeature], key: str, rows: bool = False) -> list:
+    """``key`` of each one-item output (whole where the item has ``rows`` of its own,
+    else
+    without its batch axis); an item HF gives none of it (a small image has no local
+    tiles) gets zero rows, as it adds none to HF's batched tensor."""
+    present = [out[key] for out in outputs if key in out]
+    empty = present[0].new_empty((0, *present[0].shape[1:])) if present else None
+    return [
+        (out[key] if rows else without_batch_axis(out[key])) if key in out else empty
+        for out in outputs
+    ]
+
+
+def split_hf_calls(
+    call: Callable[[Mapping[str, object], Mapping[str, object]], BatchFeature],
+    hf_data: Mapping[str, object],
+    hf_kwargs: Mapping[str, object],
+    calls: Mapping[str, SplitCall],
+    mm_text: Callable[[Mapping[str, int]], str] | None = None,
+    data_keys: Mapping[str, str] = {},
+) -> dict[str, object]:
+    """HF's outputs for ``hf_data``, the data keys in ``calls`` processed apart.
+
+    ``call`` is vLLM's own call of HF's processor. The items of a key in
+    ``calls`` go one per call, or all in one call of their own, and their
+    outputs are renamed as ``calls`` says; the rest goes in one call. Where HF
+    refuses items without text, ``mm_text`` writes the placeholders for a count
+    per modality (``data_keys``: each modality's data key).
+    """
+    outputs: dict[str, object] = {}
+    together = {k: v for k, v in hf_data.items() if k != "text" and k not in calls}
+    if "videos" in calls:
+        together.pop("video_metadata", None)
+    if together:
+        if mm_text is not None:
+            together["text"] = mm_text(
+                {
+                    modality: len(together.get(key) or [])
+                    for modality, key in data_keys.items()
+                }
+            )
+        outputs.update(call(together, hf_kwargs))
+    for key, (modality, one_by_one, names, fields, rows) in calls.items():
+        items = list(hf_data.get(key) or [])
+        if one_by_one:
+            groups = [[i] for i in range(len(items))]
+        else:
+            groups = [list(range(len(items)))] if items else []
+        answers = []
+        for group in groups:
+            data: dict[str, object] = {key: [items[i] for i in group]}
+            if key == "videos" and hf_data.get("video_metadata"):
+                data["video_metadata"] = [hf_data["video_metadata"][i] for i in group]
+            if mm_text is not None:
+                data["text"] = mm_text({modality: len(group)})
+            answers.append(call(data, hf_kwargs))
+        if one_by_one:
+            # One item per call: each field's value is a list of one-item outputs.
+            found = dict.fromkeys(k for answer in answers for k in answer)
+            keys = [k for k in found if names.get(k, k) in fields]
+            outputs.update(
+                {
+                    names.get(k, k): per_item_outputs(
+                        answers, k, names.get(k, k) in rows
+                    )
+                    for k in keys
+                }
+            )
+        elif answers:
+            outputs.update({names.get(k, k): v for k, v in answers[0].items()})
+    return outputs
 
 
 def batch_of_one(
@@ -457,6 +545,25 @@ class RequestSettingsProcessingInfo(BaseProcessingInfo):
                 embedding_layout(replacements, embed_ids[modality]) if enough else None
             )
         return layouts
+
+
+class ImageWorstCaseSearch:
+    """The image size with the most tokens, searched once over WORST_CASE_SIDES (for a
+    ``ProcessingInfo`` that defines ``get_num_image_tokens``)."""
+
+    @functools.cached_property
+    def _largest_image(self) -> ImageSize:
+        candidates = [
+            ImageSize(width=w, height=h)
+            for w in WORST_CASE_SIDES
+            for h in WORST_CASE_SIDES
+        ]
+        return max(
+            candidates,
+            key=lambda s: self.get_num_image_tokens(
+                image_width=s.width, image_height=s.height
+            ),
+        )
 
 
 class VideoWorstCaseSearch:

@@ -3,7 +3,6 @@
 # transformers 5.24.0).
 """vLLM multi-modal processing for LlavaNextVideoForConditionalGeneration."""
 
-import functools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -38,36 +37,15 @@ from vllm.multimodal.processing.processor import HFMultiModalInputs
 
 from .mm_request_support import (
     EmbeddingDictParser,
+    ImageWorstCaseSearch,
     RequestSettingsProcessingInfo,
     VideoWorstCaseSearch,
     batch_of_one,
     dummy_metadata,
+    split_hf_calls,
     videos_data,
+    without_batch_axis,
 )
-
-
-def _without_batch_axis(value):
-    """One item's output: drop the batch axis of a single-item HF call."""
-    return value[0] if getattr(value, "ndim", 0) > 0 and value.shape[0] == 1 else value
-
-
-def _per_item(outputs: list[BatchFeature], key: str, rows: bool = False) -> list:
-    """``key`` of each one-item output (whole where the item has ``rows`` of its own,
-    else
-    without its batch axis); an item HF gives none of it (a small image has no local
-    tiles) gets zero rows, as it adds none to HF's batched tensor."""
-    present = [out[key] for out in outputs if key in out]
-    empty = present[0].new_empty((0, *present[0].shape[1:])) if present else None
-    return [
-        (out[key] if rows else _without_batch_axis(out[key])) if key in out else empty
-        for out in outputs
-    ]
-
-
-# Sides combined into the (width, height) sizes searched for the largest count:
-# across the usual resize limits, every aspect ratio between them. The 32 px side
-# makes thin strips, which tile processors cut into the most pieces.
-WORST_CASE_SIDES = (32, 224, 448, 896, 1200, 1600, 2048, 4096)
 
 
 # HF: models/llava_next_video/processing_llava_next_video.py:127
@@ -208,7 +186,9 @@ class LlavaNextVideoMultiModalDataParser(EmbeddingDictParser):
     embedding_fields = EMBEDDING_FIELDS
 
 
-class LlavaNextVideoProcessingInfo(VideoWorstCaseSearch, RequestSettingsProcessingInfo):
+class LlavaNextVideoProcessingInfo(
+    ImageWorstCaseSearch, VideoWorstCaseSearch, RequestSettingsProcessingInfo
+):
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (
         ("image_processor", "images_kwargs"),
@@ -302,20 +282,6 @@ class LlavaNextVideoProcessingInfo(VideoWorstCaseSearch, RequestSettingsProcessi
             num_image_tokens -= 1
         return num_image_tokens
 
-    @functools.cached_property
-    def _largest_image(self) -> ImageSize:
-        candidates = [
-            ImageSize(width=w, height=h)
-            for w in WORST_CASE_SIDES
-            for h in WORST_CASE_SIDES
-        ]
-        return max(
-            candidates,
-            key=lambda s: self.get_num_image_tokens(
-                image_width=s.width, image_height=s.height
-            ),
-        )
-
     def get_image_size_with_most_features(self) -> ImageSize:
         # The count depends on the image size, so the worst case is searched (once) over
         # sizes.
@@ -369,7 +335,7 @@ class LlavaNextVideoProcessingInfo(VideoWorstCaseSearch, RequestSettingsProcessi
         # axis.
         rows = ()
         outputs = {
-            k: _without_batch_axis(value)[None]
+            k: without_batch_axis(value)[None]
             if isinstance(value, torch.Tensor) and k not in rows
             else value
             for k, value in outputs.items()
@@ -493,44 +459,7 @@ class LlavaNextVideoMultiModalProcessor(
             ),
             "videos": ("video", True, {}, ("pixel_values_videos",), ()),
         }
-        outputs = {}
-        together = {k: v for k, v in hf_data.items() if k != "text" and k not in calls}
-        if "videos" in calls:
-            together.pop("video_metadata", None)
-        if together:
-            outputs.update(super()._call_hf_processor(together, hf_kwargs))
-        for key, (modality, one_by_one, names, fields, rows) in calls.items():
-            items = list(hf_data.get(key) or [])
-            groups = (
-                [[i] for i in range(len(items))]
-                if one_by_one
-                else [list(range(len(items)))]
-                if items
-                else []
-            )
-            answers = []
-            for group in groups:
-                data = {key: [items[i] for i in group]}
-                if key == "videos" and hf_data.get("video_metadata"):
-                    data["video_metadata"] = [
-                        hf_data["video_metadata"][i] for i in group
-                    ]
-                answers.append(super()._call_hf_processor(data, hf_kwargs))
-            if one_by_one:
-                # One item per call: each field's value is a list of one-item outputs.
-                keys = [
-                    k
-                    for k in dict.fromkeys(k for answer in answers for k in answer)
-                    if names.get(k, k) in fields
-                ]
-                outputs.update(
-                    {
-                        names.get(k, k): _per_item(answers, k, names.get(k, k) in rows)
-                        for k in keys
-                    }
-                )
-            elif answers:
-                outputs.update({names.get(k, k): v for k, v in answers[0].items()})
+        outputs = split_hf_calls(super()._call_hf_processor, hf_data, hf_kwargs, calls)
         return BatchFeature(outputs)
 
     def _get_prompt_updates(
