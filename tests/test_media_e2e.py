@@ -146,8 +146,11 @@ MEDIA_MUTATIONS = [
     # the port's choice, noted: docs/vllm.md; the frames' size is not).
     (
         "qwen2_vl",
-        "DUMMY_VIDEO_SIZES = (\n    (224, 224),\n",
-        "DUMMY_VIDEO_SIZES = (\n    (224, 224),\n)\n_NOT_SEARCHED = (\n",
+        "num_frames, size = self.info.get_video_with_most_features( seq_len, mm_counts )",
+        "num_frames, size = (\n"
+        "                self.info.get_video_with_most_features(seq_len, mm_counts)[0],\n"
+        "                ImageSize(width=224, height=224),\n"
+        "            )",
         "dummy",
     ),
     # A block of one frame's query tokens (BLIP-2's image count) in place of four frames'.
