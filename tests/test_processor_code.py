@@ -255,17 +255,25 @@ def test_with_consent_a_scaffolded_port_verifies(layout, tmp_path):
             f"# HF: {code.name}/models/geometry.py:" in source
             and "def merged_side(" in source
         )
-    args = (
-        "--processor-code",
-        str(code),
-        "--trust-remote-code",
-        "--probes",
-        "4",
-        "--backend",
-        "bundled",
-    )
+    _verifies(snapshot, code, out / "llava_processing.py", "bundled")
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("layout", ["folder", "package"])
+def test_with_consent_the_port_gives_hf_tokens_inside_real_vllm(layout, tmp_path):
+    snapshot, code, _ = _acme(tmp_path, layout=layout)
+    out = tmp_path / "port"
+    consent = ("--processor-code", str(code), "--trust-remote-code")
+    result = invoke("scaffold", str(snapshot), "-o", str(out), *consent)
+    assert result.returncode == 0, result.stderr
+    _verifies(snapshot, code, out / "llava_processing.py", "vllm")
+
+
+def _verifies(snapshot: Path, code: Path, port: Path, backend: str) -> None:
+    """``verify`` of ``port`` with consent to run ``code`` passes under ``backend``."""
+    args = ("--processor-code", str(code), "--trust-remote-code", "--probes", "4")
     result = invoke(
-        "verify", str(snapshot), "--port", str(out / "llava_processing.py"), *args
+        "verify", str(snapshot), "--port", str(port), *args, "--backend", backend
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
