@@ -233,15 +233,7 @@ def test_with_consent_its_class_is_the_reference(tmp_path):
 def test_with_consent_a_scaffolded_port_verifies(layout, tmp_path):
     snapshot, code, _ = _acme(tmp_path, layout=layout)
     out = tmp_path / "port"
-    result = invoke(
-        "scaffold",
-        str(snapshot),
-        "-o",
-        str(out),
-        "--processor-code",
-        str(code),
-        "--trust-remote-code",
-    )
+    result = _scaffold(snapshot, code, out)
     assert result.returncode == 0, result.stderr
     source = (out / "llava_processing.py").read_text()
     # PATH's code is transplanted (helpers too), never imported: the port runs where PATH is not.
@@ -263,10 +255,15 @@ def test_with_consent_a_scaffolded_port_verifies(layout, tmp_path):
 def test_with_consent_the_port_gives_hf_tokens_inside_real_vllm(layout, tmp_path):
     snapshot, code, _ = _acme(tmp_path, layout=layout)
     out = tmp_path / "port"
-    consent = ("--processor-code", str(code), "--trust-remote-code")
-    result = invoke("scaffold", str(snapshot), "-o", str(out), *consent)
+    result = _scaffold(snapshot, code, out)
     assert result.returncode == 0, result.stderr
     _verifies(snapshot, code, out / "llava_processing.py", "vllm")
+
+
+def _scaffold(snapshot: Path, code: Path, out: Path):
+    """``scaffold`` of ``snapshot`` into ``out``, with consent to run ``code``."""
+    consent = ("--processor-code", str(code), "--trust-remote-code")
+    return invoke("scaffold", str(snapshot), "-o", str(out), *consent)
 
 
 def _verifies(snapshot: Path, code: Path, port: Path, backend: str) -> None:
@@ -281,17 +278,7 @@ def _verifies(snapshot: Path, code: Path, port: Path, backend: str) -> None:
 def test_a_package_processor_code_needs_but_lacks_is_one_line(tmp_path):
     snapshot, code, _ = _acme(tmp_path, preamble=f"import {ABSENT}\n")
     module = _module(code)
-    said = _one_line(
-        invoke(
-            "scaffold",
-            str(snapshot),
-            "-o",
-            str(tmp_path / "out"),
-            "--processor-code",
-            str(code),
-            "--trust-remote-code",
-        )
-    )
+    said = _one_line(_scaffold(snapshot, code, tmp_path / "out"))
     assert (
         f"{module}:2 needs the package `{ABSENT}`, which is not installed (pip install {ABSENT})"
         in said
@@ -347,17 +334,7 @@ def test_a_package_processors_own_failing_import_is_one_line(tmp_path):
     module = _module(code)
     line = module.read_text().splitlines().index(f"import {ABSENT}") + 1
     _package_inits(code, sentinel, "", "")
-    said = _one_line(
-        invoke(
-            "scaffold",
-            str(snapshot),
-            "-o",
-            str(tmp_path / "out"),
-            "--processor-code",
-            str(code),
-            "--trust-remote-code",
-        )
-    )
+    said = _one_line(_scaffold(snapshot, code, tmp_path / "out"))
     assert (
         f"{module}:{line} needs the package `{ABSENT}`, which is not installed" in said
     )

@@ -38,6 +38,13 @@ def _published(tmp_path: Path) -> tuple[Path, Path]:
     return root / "snapshot", root / "processor_code" / "deepseek_vl2"
 
 
+def _scaffold(snapshot: Path, package: Path, out: Path):
+    """``scaffold`` of ``snapshot`` into ``out`` in its own process, with consent to run
+    the package (what the package prints must be seen on its stdout)."""
+    consent = ("--processor-code", str(package), "--trust-remote-code")
+    return run_cli("scaffold", str(snapshot), "-o", str(out), *consent)
+
+
 def _line_of(path: Path, code: str, after: int = 0) -> int:
     lines = path.read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if i > after and code in line)
@@ -141,15 +148,7 @@ def test_with_consent_only_the_processors_module_is_imported(tmp_path):
     # the processor's module and conversation.py, which it imports itself, do.
     snapshot, package = _published(tmp_path)
     out = tmp_path / "out"
-    result = run_cli(
-        "scaffold",
-        str(snapshot),
-        "-o",
-        str(out),
-        "--processor-code",
-        str(package),
-        "--trust-remote-code",
-    )
+    result = _scaffold(snapshot, package, out)
     said = result.stderr.strip()
     assert RAN not in result.stdout + said
     assert "modeling_deepseek" not in said and "siglip_vit" not in said, said
@@ -167,15 +166,7 @@ def test_with_a_stand_in_tokenizer_it_stops_at_the_missing_image_processor(tmp_p
     _stand_in_tokenizer(snapshot)
     _stand_in_settings(snapshot)
     out = tmp_path / "out"
-    result = run_cli(
-        "scaffold",
-        str(snapshot),
-        "-o",
-        str(out),
-        "--processor-code",
-        str(package),
-        "--trust-remote-code",
-    )
+    result = _scaffold(snapshot, package, out)
     said = result.stderr.strip()
     assert result.returncode == 2, result.stdout + said
     assert len(said.splitlines()) == 1 and "Traceback" not in said, said

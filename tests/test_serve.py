@@ -279,34 +279,34 @@ def test_a_class_dropping_a_rope_index_input_fails_on_videos(tmp_path) -> None:
     assert all(f.probe.startswith("serve-video") for f in result.failures)
 
 
-@pytest.mark.serve
-@needs_engine
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="two ranks need two cores")
-def test_the_generated_class_serves_on_two_tensor_parallel_ranks(tmp_path) -> None:
+# family: (layout, whether vLLM's own class runs as control, what the summary says).
+TWO_RANKS = {
     # The saved layout, which vLLM 0.32's own LLaVA class cannot load: HF's tokens
     # on two ranks prove the generated class reached the spawned ranks (as a
     # vLLM plugin) and ran there, its language model sharded by vLLM's layers.
-    port = scaffold_port("llava", tmp_path / "port")
-    options = ServeOptions(layouts=(Layout.SAVED,), control=True, tensor_parallel=2)
-    result = _serve("llava", port, options)
-    assert result.status == "pass", "\n".join(f.describe() for f in result.failures)
-    assert "2 tensor-parallel ranks" in result.summary
-    assert "vLLM's own LlavaForConditionalGeneration fails" in result.summary
+    "llava": (Layout.SAVED, True, "vLLM's own LlavaForConditionalGeneration fails"),
+    # Qwen2-VL: vLLM's Qwen2 sharded over both ranks, HF's vision tower replicated
+    # on each, and M-RoPE positions computed per rank from HF's get_rope_index;
+    # HF's tokens on images and videos alike.
+    "qwen2_vl": (Layout.HUB, False, "4 prompts"),
+}
 
 
 @pytest.mark.serve
 @needs_engine
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="two ranks need two cores")
-def test_an_mrope_class_serves_images_and_videos_on_two_ranks(tmp_path) -> None:
-    # Qwen2-VL on two ranks: vLLM's Qwen2 sharded over both, HF's vision tower
-    # replicated on each, and M-RoPE positions computed per rank from HF's
-    # get_rope_index; HF's tokens on images and videos alike.
-    port = scaffold_port("qwen2_vl", tmp_path / "port")
-    options = ServeOptions(layouts=(Layout.HUB,), control=False, tensor_parallel=2)
-    result = _serve("qwen2_vl", port, options)
+@pytest.mark.parametrize("family", sorted(TWO_RANKS))
+def test_the_generated_class_serves_on_two_tensor_parallel_ranks(
+    family, tmp_path
+) -> None:
+    layout, control, said = TWO_RANKS[family]
+    port = scaffold_port(family, tmp_path / "port")
+    options = ServeOptions(layouts=(layout,), control=control, tensor_parallel=2)
+    result = _serve(family, port, options)
     assert result.status == "pass", "\n".join(f.describe() for f in result.failures)
-    assert "2 tensor-parallel ranks" in result.summary
-    assert "4 prompts" in result.summary, result.summary
+    assert "2 tensor-parallel ranks" in result.summary and said in result.summary, (
+        result.summary
+    )
 
 
 def test_serve_ranks_without_serve_is_one_line_and_exit_2(tmp_path) -> None:
