@@ -280,7 +280,8 @@ def write_section(text: str) -> None:
         doc = doc.rstrip("\n") + "\n\n" + text
     else:
         end = doc.find("\n## ", start + len(SECTION))
-        doc = doc[:start] + text + (doc[end + 1 :] if end != -1 else "")
+        rest = "\n" + doc[end + 1 :] if end != -1 else ""
+        doc = doc[:start] + text.rstrip("\n") + "\n" + rest
     path.write_text(doc.rstrip("\n") + "\n")
 
 
