@@ -29,6 +29,9 @@ pytestmark = [
 FAMILIES = ("llava", "qwen2_vl", "llava_next_video", "glmasr", "qwen2_audio")
 # Text models with no CausalLM of their own (mmport.analyzers.language).
 BACKEND_FAMILIES = ("glm4v", "step3p7", "glm5_next")
+# Single configs, their own text config, naming the port's own class (a language model
+# vLLM would build as that class again, without end).
+SINGLE_CONFIG_FAMILIES = ("phi4_multimodal", "pixtral")
 
 
 def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
@@ -49,7 +52,10 @@ def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
 def constructed(tmp_path_factory):
     """Every family's job, spec and outcome, all built in one serve-environment process."""
     root = tmp_path_factory.mktemp("construct")
-    jobs = {m: _job(m, root) for m in (*FAMILIES, *BACKEND_FAMILIES)}
+    jobs = {
+        m: _job(m, root)
+        for m in (*FAMILIES, *BACKEND_FAMILIES, *SINGLE_CONFIG_FAMILIES)
+    }
     built = construct_ports([job for job, _ in jobs.values()])
     return {m: (job, spec, built[m]) for m, (job, spec) in jobs.items()}
 
@@ -114,3 +120,20 @@ def test_text_models_with_no_causal_lm_build_on_the_transformers_backend(
     assert unbuildable and not jobs["glm5_next"][1].language.architecture
     assert glm5.error.startswith("NotImplementedError: mmport found no architecture")
     assert "linear_attention" in glm5.error
+
+
+def test_a_config_naming_the_ports_own_class_is_not_built_as_it_again(
+    constructed,
+) -> None:
+    # Phi-4-multimodal's config names Phi4MultimodalForCausalLM, the port's own class and
+    # the CausalLM transformers maps its model_type to: the backend builds its text
+    # model. Pixtral's is a vision model's (no vocabulary): its class says so.
+    phi4_spec, phi4 = constructed["phi4_multimodal"][1:]
+    assert (
+        phi4_spec.architecture in resolve("phi4_multimodal").load_config().architectures
+    )
+    assert phi4_spec.language.transformers_backend, phi4_spec.language
+    assert phi4.ok, (phi4.error, phi4.port_frame)
+    pixtral = constructed["pixtral"][2]
+    assert pixtral.error.startswith("NotImplementedError: mmport found no architecture")
+    assert "no vocab_size" in pixtral.error

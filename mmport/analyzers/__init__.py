@@ -560,6 +560,7 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         language=language_model(
             snapshot.load_config().get_text_config(),
             encoder.language_class if encoder else None,
+            own_architecture=architecture or "",
         ),
         trust_remote_code=snapshot.trust_remote_code,
     )

@@ -6,7 +6,11 @@ the class by the text config's ``architectures``. A multimodal family's
 text config rarely names one (``qwen2_vl_text``, ``glm4v_text``), so the
 port must, in this order:
 
-1. none, when the text config names its own architectures;
+1. none, when the text config names its own architectures; but a single
+   config (Chameleon's, Phi-4-multimodal's) is its own text config and names
+   the port's class, which vLLM would build again without end: then another
+   class it names, or its model_type's CausalLM named explicitly, else the
+   rules below;
 2. the CausalLM transformers builds for its ``model_type``;
 3. the CausalLM of the family it grew from: the longest model_type its
    ``_``-segments spell with some left out (``qwen3_vl_moe_text`` →
@@ -51,11 +55,15 @@ def language_model(
     built: tuple[str, str] | None = None,
     causal_lm: Mapping[str, Any] | None = None,
     base_models: Mapping[str, Any] | None = None,
+    own_architecture: str = "",
 ) -> LanguageModelSpec:
     """The architecture the port names for ``text_config``; the mappings default to transformers' own.
 
     ``built`` is the class HF's multimodal model builds for the text config
-    (module, name), when its constructor names one.
+    (module, name), when its constructor names one. ``own_architecture`` is
+    the port's: a single config (Chameleon's, Phi-4-multimodal's) is its own
+    text config and names it, and vLLM building the language model as the
+    port's own class would build the port again, without end.
     """
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
@@ -65,7 +73,12 @@ def language_model(
     causal_lm = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if causal_lm is None else causal_lm
     base_models = MODEL_MAPPING_NAMES if base_models is None else base_models
     model_type = text_config.model_type
-    if getattr(text_config, "architectures", None) or model_type in causal_lm:
+    names = list(getattr(text_config, "architectures", None) or ())
+    if own_architecture and own_architecture in names:
+        named = _not_the_port(names, own_architecture, causal_lm.get(model_type))
+        if named is not None:
+            return named
+    elif names or model_type in causal_lm:
         return LanguageModelSpec()
     grown_from = next(
         (t for t in _families_named_in(model_type) if t in causal_lm), None
@@ -76,7 +89,40 @@ def language_model(
             f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{grown_from!r}], "
             f"for text model_type {model_type!r}",
         )
+    return _on_the_backend(text_config, built, base_models)
+
+
+def _not_the_port(
+    names: list[str], own_architecture: str, causal: str | None
+) -> LanguageModelSpec | None:
+    """For a config naming the port's own class: another class it names, else
+    transformers' CausalLM for its model_type, named explicitly; None when neither
+    is another class than the port's."""
+    others = [name for name in names if name != own_architecture]
+    if others:
+        return LanguageModelSpec(
+            others[0], f"the config names it beside {own_architecture}, this class"
+        )
+    if causal is None or causal == own_architecture:
+        return None
+    return LanguageModelSpec(
+        causal,
+        f"transformers' CausalLM for the config's model_type; the config names "
+        f"{own_architecture}, this class",
+    )
+
+
+def _on_the_backend(
+    text_config: Any, built: tuple[str, str] | None, base_models: Mapping[str, Any]
+) -> LanguageModelSpec:
+    """vLLM's Transformers backend for a text config no CausalLM is known for, or why
+    it cannot build it."""
+    model_type = text_config.model_type
     unknown = f"the text config (model_type {model_type!r}) names no architecture, and transformers maps it to no CausalLM, nor a family it is named after"
+    if getattr(text_config, "vocab_size", None) is None:
+        return LanguageModelSpec(
+            unbuildable=f"{unknown}; it has no vocabulary (no vocab_size): no text model"
+        )
     other_layers = sorted(
         set(getattr(text_config, "layer_types", None) or ()) - _BACKEND_LAYERS
     )
@@ -135,7 +181,12 @@ def _config(model_type: str, **settings: Any) -> Any:
     from types import SimpleNamespace
 
     return SimpleNamespace(
-        **{"model_type": model_type, "architectures": None, **settings}
+        **{
+            "model_type": model_type,
+            "architectures": None,
+            "vocab_size": 32,
+            **settings,
+        }
     )
 
 
@@ -144,6 +195,7 @@ _OWN_TEXT_MODEL = """
 class DeepseekOcr2TextConfig:
     model_type = "deepseek_ocr2_text"
     architectures = None
+    vocab_size = 129280
 
 
 class Ernie4_5Config:
@@ -166,9 +218,11 @@ _CAUSAL_LM = {
 _BASE = {"glm4v_text": "Glm4vTextModel", "glm4v_moe_text": "Glm4vMoeTextModel"}
 
 
-def _example(config: Any, built: tuple[str, str] | None = None) -> tuple[str, str, Any]:
+def _example(
+    config: Any, built: tuple[str, str] | None = None, own: str = ""
+) -> tuple[str, str, Any]:
     """The facts an example fixes: the architecture or that none can be built, and what is registered."""
-    spec = language_model(config, built, _CAUSAL_LM, _BASE)
+    spec = language_model(config, built, _CAUSAL_LM, _BASE, own_architecture=own)
     return spec.architecture, "unbuildable" if spec.unbuildable else "", spec.registers
 
 
@@ -178,6 +232,31 @@ EXAMPLES = [
         "",
         lambda snippet: _example(_config("qwen2_vl_text", architectures=["X"])),
         ("", "", None),
+    ),
+    valid(
+        "a_single_config_naming_the_ports_class_names_its_causal_lm",
+        "",
+        lambda snippet: _example(
+            _config("qwen2", architectures=["Qwen2VLLike"]), own="Qwen2VLLike"
+        ),
+        ("Qwen2ForCausalLM", "", None),
+    ),
+    valid(
+        "a_single_config_whose_causal_lm_is_the_port_runs_on_the_backend",
+        "",
+        lambda snippet: _example(
+            _config("glm4v_text", architectures=["Glm4vTextModel"]),
+            own="Glm4vTextModel",
+        ),
+        ("TransformersForCausalLM", "", None),
+    ),
+    valid(
+        "a_config_with_no_vocabulary_has_no_text_model",
+        "",
+        lambda snippet: _example(
+            _config("pixtral", vocab_size=None), own="PixtralVisionModel"
+        ),
+        ("", "unbuildable", None),
     ),
     valid(
         "qwen3_vl_moe_text_grew_from_qwen3_moe_not_qwen3",
