@@ -231,10 +231,7 @@ def test_with_consent_its_class_is_the_reference(tmp_path):
 
 @pytest.mark.parametrize("layout", ["folder", "package"])
 def test_with_consent_a_scaffolded_port_verifies(layout, tmp_path):
-    snapshot, code, _ = _acme(tmp_path, layout=layout)
-    out = tmp_path / "port"
-    result = _scaffold(snapshot, code, out)
-    assert result.returncode == 0, result.stderr
+    snapshot, code, out = _scaffolded_with_consent(layout, tmp_path)
     source = (out / "llava_processing.py").read_text()
     # PATH's code is transplanted (helpers too), never imported: the port runs where PATH is not.
     shown = _module(code).relative_to(code if layout == "folder" else code.parent)
@@ -253,11 +250,18 @@ def test_with_consent_a_scaffolded_port_verifies(layout, tmp_path):
 @pytest.mark.vllm
 @pytest.mark.parametrize("layout", ["folder", "package"])
 def test_with_consent_the_port_gives_hf_tokens_inside_real_vllm(layout, tmp_path):
+    snapshot, code, out = _scaffolded_with_consent(layout, tmp_path)
+    _verifies(snapshot, code, out / "llava_processing.py", "vllm")
+
+
+def _scaffolded_with_consent(layout: str, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The ACME snapshot, its processor code in ``layout``, and the port scaffold wrote
+    with consent to run the code."""
     snapshot, code, _ = _acme(tmp_path, layout=layout)
     out = tmp_path / "port"
     result = _scaffold(snapshot, code, out)
     assert result.returncode == 0, result.stderr
-    _verifies(snapshot, code, out / "llava_processing.py", "vllm")
+    return snapshot, code, out
 
 
 def _scaffold(snapshot: Path, code: Path, out: Path):
