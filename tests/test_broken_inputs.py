@@ -335,6 +335,30 @@ def test_broken_port_is_one_line_and_exit_2(
     assert not report.exists()
 
 
+def test_a_port_copied_without_its_support_module_is_one_line_and_exit_2(
+    llava_port, tmp_path
+) -> None:
+    # The processing module imports the support module scaffold writes beside it.
+    port = tmp_path / llava_port.name
+    port.write_text(llava_port.read_text())
+    _assert_user_error(
+        invoke("verify", "llava", "--port", str(port)), "no mm_request_support.py"
+    )
+
+
+def test_a_different_support_module_is_not_overwritten_without_force(
+    llava_port, tmp_path
+) -> None:
+    out = with_support(llava_port.parent, tmp_path)
+    support = out / "mm_request_support.py"
+    support.write_text(support.read_text() + "# edited\n")
+    _assert_user_error(
+        invoke("scaffold", "paligemma", "-o", str(out)), "pass --force to overwrite"
+    )
+    assert support.read_text().endswith("# edited\n")
+    assert not (out / "paligemma_processing.py").exists()
+
+
 def _options(tmp_path: Path, port: Path) -> dict[str, tuple[list[str], str]]:
     (tmp_path / "a_directory").mkdir()
     (tmp_path / "a_file").write_text("")

@@ -207,14 +207,7 @@ def test_a_bad_processor_code_path_is_one_line(kind, make, said, tmp_path):
 
 def test_with_consent_its_class_is_the_reference(tmp_path):
     snapshot, code, sentinel = _acme(tmp_path)
-    result = invoke(
-        "inspect",
-        str(snapshot),
-        "--processor-code",
-        str(code),
-        "--trust-remote-code",
-        "--json",
-    )
+    result = _inspect_with_consent(snapshot, code)
     assert result.returncode == 0, result.stderr
     spec = json.loads(result.stdout)
     assert spec["processor_class"] == PROCESSOR_CLASS
