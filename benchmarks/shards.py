@@ -2,9 +2,11 @@
 
     python benchmarks/shards.py                  # 30 ports, 2 workers, 2 probes, 1 setting
     python benchmarks/shards.py --workers 1 --probes 4 --copies 2
+    python benchmarks/shards.py --mixed --probes 8 --settings 3   # 30 families, the plugin's defaults
 
 Ten quick families (docs/coverage.md) are scaffolded and copied as
-``benchmarks/manifest.py`` does. Each run is pytest over the manifest with
+``benchmarks/manifest.py`` does; with ``--mixed``, thirty families of all
+three modalities, one port each (``manifest.MIXED``). Each run is pytest over the manifest with
 mmport's plugin in a fresh interpreter, as the matrix workflow of docs/ci.md
 runs it (``-n WORKERS --dist loadscope``). The whole run records each port's
 seconds (``--mmport-store-durations``), so the two shards that follow, each
@@ -28,7 +30,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from manifest import FAMILIES, scaffold, write_manifest
+from manifest import FAMILIES, MIXED, scaffold, write_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARDS = 2
@@ -118,6 +120,7 @@ def measure(project: Path, labels: list[str], args: argparse.Namespace) -> dict:
         shards.append({"shard": f"{index}/{SHARDS}", **shard})
         counts.append(ran)
     return {
+        "families": "mixed" if args.mixed else "quick",
         "workers": args.workers,
         "probes": args.probes,
         "settings": args.settings,
@@ -142,10 +145,16 @@ def main() -> None:
     parser.add_argument(
         "--settings", type=int, default=1, help="request settings per modality"
     )
+    parser.add_argument(
+        "--mixed",
+        action="store_true",
+        help="thirty families of all modalities, one port each, instead of copies of the quick ten",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mmport-shards-") as tmp:
         project = Path(tmp)
-        entries = scaffold(FAMILIES, args.copies, project)
+        families, copies = (MIXED, 1) if args.mixed else (FAMILIES, args.copies)
+        entries = scaffold(families, copies, project)
         write_manifest(project, entries)
         result = measure(project, [port for _, port in entries], args)
     print(json.dumps(result, indent=2))

@@ -81,6 +81,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="Write this run's per-port durations into the durations file.",
     )
+    group.addoption(
+        "--mmport-full-exit",
+        action="store_true",
+        help="Let each xdist worker's interpreter shut down in full (for a plugin that writes at exit); "
+        "by default a worker ends as soon as pytest is done with it.",
+    )
     parser.addini(
         "mmport_durations",
         f"Per-port durations file that balances --mmport-shard (default {DEFAULT_DURATIONS}).",

@@ -355,6 +355,15 @@ def test_two_xdist_workers_give_the_same_items_and_outcomes(
     # The workers are fresh interpreters: they must import this checkout's mmport.
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     junit, pages = project.path / "junit.xml", project.path / "pages"
+    # Each worker leaves a file at interpreter exit, which a worker ending quickly never reaches.
+    at_exit = project.path / "exits"
+    at_exit.mkdir()
+    project.makeconftest(
+        "import atexit, os\n"
+        "def pytest_configure(config):\n"
+        "    if hasattr(config, 'workerinput'):\n"
+        f"        atexit.register(lambda: open(os.path.join({str(at_exit)!r}, str(os.getpid())), 'w').close())\n"
+    )
     result = project.runpytest_subprocess(
         *plugin_args(),
         "-n",
@@ -381,6 +390,8 @@ def test_two_xdist_workers_give_the_same_items_and_outcomes(
     # Each port's outcome came back from its worker: the controller wrote its page.
     index = (pages / "index.html").read_text()
     assert "2 / 3 ports pass" in index and len(re.findall(r'<a href="', index)) == 3
+    # Every result came back although no worker went through Python's shutdown.
+    assert list(at_exit.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -414,6 +425,38 @@ def test_a_port_that_ends_its_worker_is_not_verified_again(
     assert guard.died_on("another port") is None
     # Outside an xdist worker there is nothing to guard.
     assert WorkerGuard(None, 1).died_on("port") is None
+
+
+@pytest.mark.parametrize("full_exit", [False, True])
+def test_a_worker_ends_without_python_shutdown_unless_asked(
+    project: pytest.Pytester, tmp_path: Path, full_exit: bool
+) -> None:
+    """The controller asks each xdist worker to skip the interpreter's shutdown; ``--mmport-full-exit`` keeps it."""
+    args = ["--co", "-q", *(["--mmport-full-exit"] if full_exit else [])]
+    config = project.parseconfigure(*args)
+    node = type("WorkerNode", (), {"workerinput": {}})()
+    config.pluginmanager.get_plugin("mmport-manifest").pytest_configure_node(node)
+    guard = WorkerGuard.of(
+        type("WorkerConfig", (), {"workerinput": node.workerinput})()
+    )
+    assert guard.quick_exit is not full_exit
+    # What a quick end skips: the handlers Python runs at exit.
+    marker = tmp_path / "exited"
+    script = (
+        "import atexit\n"
+        "from mmport.testing.worker import WorkerGuard\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'w').close())\n"
+        f"WorkerGuard(None, 1, quick_exit={guard.quick_exit}).end()\n"
+    )
+    ended = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert ended.returncode == 0, ended.stderr
+    assert marker.exists() is full_exit
 
 
 def test_after_a_crash_only_unfinished_ports_are_queued_again() -> None:

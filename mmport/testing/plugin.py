@@ -30,7 +30,12 @@ from mmport.testing.items import (
     ManifestFile,
 )
 from mmport.testing.shard import Shard, read_durations, shard_labels, write_durations
-from mmport.testing.worker import WORKER_INPUT_KEY, WorkerGuard, drop_finished_units
+from mmport.testing.worker import (
+    QUICK_EXIT_KEY,
+    WORKER_INPUT_KEY,
+    WorkerGuard,
+    drop_finished_units,
+)
 
 if TYPE_CHECKING:
     from mmport.manifest import ManifestEntry
@@ -103,10 +108,11 @@ class ManifestPlugin:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """pytest-xdist starts a worker: tell it where to mark the port it verifies (see :mod:`mmport.testing.worker`)."""
+        """pytest-xdist starts a worker: where to mark the port it verifies, and whether to end quickly (see :mod:`mmport.testing.worker`)."""
         if self._marks is None:
             self._marks = Path(tempfile.mkdtemp(prefix="mmport-workers-"))
         node.workerinput[WORKER_INPUT_KEY] = str(self._marks)
+        node.workerinput[QUICK_EXIT_KEY] = not self.config.getoption("mmport_full_exit")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, sched: Any) -> None:

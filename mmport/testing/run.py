@@ -25,7 +25,6 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -34,7 +33,6 @@ from mmport.manifest import ManifestEntry
 from mmport.manifest.outcome import PortOutcome
 from mmport.testing.items import PORT_PROPERTY
 from mmport.testing.plugin import OUTCOME_ATTRIBUTE, ManifestPlugin, port_names
-from mmport.testing.worker import QUICK_EXIT_KEY
 
 __all__ = ["RunOptions", "default_workers", "pytest_args", "run_manifest"]
 
@@ -165,11 +163,6 @@ class _Listener:
         ):
             outcome = self.outcomes[port] = self._plugin().outcomes[port]
             self.on_done(outcome)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        """Ask each xdist worker to end as soon as its results are sent (see WorkerGuard.end)."""
-        node.workerinput[QUICK_EXIT_KEY] = True
 
     def pytest_keyboard_interrupt(self) -> None:
         """Ctrl-C: pytest ends the session; the command then stops as on any Ctrl-C."""

@@ -53,8 +53,8 @@ __all__ = [
 PORT_TIME_LIMIT_S = 900.0
 # The key of ``config.workerinput`` that names the directory of marks.
 WORKER_INPUT_KEY = "mmport_marks"
-# The key that asks a worker to skip Python's own shutdown once pytest is done with it
-# (``mmport verify --manifest`` sets it; a plain pytest run does not).
+# The key that asks a worker to skip Python's own shutdown once pytest is done with it:
+# set unless ``--mmport-full-exit`` (unloading torch and transformers took 2.5 s of a 15 s run).
 QUICK_EXIT_KEY = "mmport_quick_exit"
 
 
@@ -106,7 +106,9 @@ class WorkerGuard:
 
         Its results are with the controller already ("workerfinished"), which
         otherwise waits while the interpreter unloads torch and transformers:
-        seconds per run, where ``mmport verify --manifest`` used to kill its workers.
+        seconds per run. Plugins save their data before this point (pytest-cov
+        in ``pytest_sessionfinish``); one that writes at interpreter exit needs
+        ``--mmport-full-exit``.
         """
         if self.quick_exit:
             sys.stdout.flush()
