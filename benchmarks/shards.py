@@ -14,6 +14,7 @@ on as many workers, are balanced by that file. The JUnit file of each run
 says which ports it verified: the benchmark checks that the shards together
 ran every port exactly once, each with all its checks, and prints each run's
 wall time and its ports' seconds (pytest's times, summed from the JUnit file).
+The three runs alternate ``--rounds`` times, and each wall time is the median.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -102,21 +104,32 @@ def exactly_once(
 
 
 def measure(project: Path, labels: list[str], args: argparse.Namespace) -> dict:
-    """The whole run (recording durations), then each shard; the figures the docs quote."""
+    """``--rounds`` rounds of the whole run then each shard; the median wall times the docs quote.
+
+    The first whole run records the durations that balance every round's shards.
+    """
     whole_junit = project / "whole.xml"
-    whole = figures(
-        run(project, whole_junit, args, "--mmport-store-durations"), whole_junit
-    )
+    whole_walls: list[float] = []
+    shard_walls: list[list[float]] = [[] for _ in range(SHARDS)]
+    for round_ in range(args.rounds):
+        store = ["--mmport-store-durations"] if round_ == 0 else []
+        whole_walls.append(run(project, whole_junit, args, *store))
+        for index in range(1, SHARDS + 1):
+            junit = project / f"shard-{index}.xml"
+            shard_walls[index - 1].append(
+                run(project, junit, args, f"--mmport-shard={index}/{SHARDS}")
+            )
+    whole = figures(statistics.median(whole_walls), whole_junit)
     whole_counts, _ = ports_run(whole_junit)
     recorded = json.loads((project / ".mmport_durations.json").read_text())
     shards, counts = [], []
-    for index in range(1, SHARDS + 1):
+    for index, walls in enumerate(shard_walls, start=1):
         junit = project / f"shard-{index}.xml"
-        wall = run(project, junit, args, f"--mmport-shard={index}/{SHARDS}")
-        shard = figures(wall, junit)
+        shard = figures(statistics.median(walls), junit)
         ran, _ = ports_run(junit)
         shard["recorded_s"] = round(sum(recorded[port] for port in ran), 1)
-        shard["wall_vs_whole"] = round(wall / whole["wall_s"], 2)
+        shard["wall_vs_whole"] = round(statistics.median(walls) / whole["wall_s"], 2)
+        shard["walls_s"] = [round(wall, 1) for wall in walls]
         shards.append({"shard": f"{index}/{SHARDS}", **shard})
         counts.append(ran)
     return {
@@ -124,7 +137,12 @@ def measure(project: Path, labels: list[str], args: argparse.Namespace) -> dict:
         "workers": args.workers,
         "probes": args.probes,
         "settings": args.settings,
-        "whole": {**whole, "recorded_s": round(sum(recorded.values()), 1)},
+        "rounds": args.rounds,
+        "whole": {
+            **whole,
+            "recorded_s": round(sum(recorded.values()), 1),
+            "walls_s": [round(wall, 1) for wall in whole_walls],
+        },
         "shards": shards,
         "every_port_exactly_once": exactly_once(labels, whole_counts, counts),
         "load_average": [round(load, 1) for load in os.getloadavg()],
@@ -144,6 +162,12 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=2)
     parser.add_argument(
         "--settings", type=int, default=1, help="request settings per modality"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="whole run and shards, alternating, this many times; medians (default 3)",
     )
     parser.add_argument(
         "--mixed",
