@@ -563,6 +563,11 @@ class PortSpec:
     trust_remote_code: bool = False
     # The processor is called by a method of its own, not __call__ (mmport.analyzers.entryport).
     entry: EntryPointSpec | None = None
+    # Where transformers defines config_class ("" for remote code): the model class reads
+    # the checkpoint's config with it where vLLM substitutes a config class of its own.
+    config_module: str = ""
+    # vLLM reads this model_type with a config class of its own (mmport.analyzers.vllmconfig).
+    vllm_substitutes_config: bool = False
 
     @property
     def edge_merges(self) -> tuple[EdgeMerges, ...]:

@@ -32,6 +32,9 @@ BACKEND_FAMILIES = ("glm4v", "step3p7", "glm5_next")
 # Single configs, their own text config, naming the port's own class (a language model
 # vLLM would build as that class again, without end).
 SINGLE_CONFIG_FAMILIES = ("phi4_multimodal", "pixtral")
+# Families vLLM reads with a config class of its own (mmport.analyzers.vllmconfig): the class
+# reads HF's for HF's modules.
+SUBSTITUTED_CONFIG_FAMILIES = ("qwen3_asr", "cosmos3_edge")
 
 
 def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
@@ -54,7 +57,12 @@ def constructed(tmp_path_factory):
     root = tmp_path_factory.mktemp("construct")
     jobs = {
         m: _job(m, root)
-        for m in (*FAMILIES, *BACKEND_FAMILIES, *SINGLE_CONFIG_FAMILIES)
+        for m in (
+            *FAMILIES,
+            *BACKEND_FAMILIES,
+            *SINGLE_CONFIG_FAMILIES,
+            *SUBSTITUTED_CONFIG_FAMILIES,
+        )
     }
     built = construct_ports([job for job, _ in jobs.values()])
     return {m: (job, spec, built[m]) for m, (job, spec) in jobs.items()}
@@ -137,3 +145,14 @@ def test_a_config_naming_the_ports_own_class_is_not_built_as_it_again(
     pixtral = constructed["pixtral"][2]
     assert pixtral.error.startswith("NotImplementedError: mmport found no architecture")
     assert "no vocab_size" in pixtral.error
+
+
+def test_a_class_handed_vllms_own_config_builds_hfs_modules_from_hfs(
+    constructed,
+) -> None:
+    for model_type in SUBSTITUTED_CONFIG_FAMILIES:
+        job, spec, outcome = constructed[model_type]
+        if not spec.vllm_substitutes_config:
+            pytest.skip(f"this vLLM reads {model_type} with transformers' config class")
+        assert outcome.ok, (model_type, outcome.error, outcome.port_frame)
+        assert outcome.towers, model_type

@@ -97,3 +97,37 @@ def test_twin_keeps_one_layer_of_every_kind(model_type) -> None:
     assert set(twin.layer_types) == kinds
     assert len(twin.layer_types) == twin.num_hidden_layers
     assert twin.num_hidden_layers < config.get_text_config().num_hidden_layers
+
+
+@pytest.mark.parametrize("model_type", ["glm4v_moe", "qwen3_vl_moe"])
+def test_a_mixture_of_experts_twin_keeps_few_experts_and_builds(model_type) -> None:
+    """Experts only cost compute: the twin keeps few, routes each token to no more, and its config class takes it."""
+    from mmport.hf.tiny import EXPERTS, tiny_twin
+
+    config = resolve(model_type).load_config()
+    original, twin = config.get_text_config(), tiny_twin(config).get_text_config()
+    counts = [
+        key
+        for key in ("num_experts", "num_local_experts", "n_routed_experts")
+        if isinstance(getattr(original, key, None), int)
+    ]
+    assert counts and all(getattr(original, key) > EXPERTS for key in counts)
+    assert all(getattr(twin, key) == EXPERTS for key in counts)
+    assert twin.num_experts_per_tok <= EXPERTS
+
+
+def test_a_dim_equal_to_its_layers_width_follows_it() -> None:
+    """A ``*_dim`` equal to the layer's width (WavTokenizer's codebook_dim) shrinks with it; others stay."""
+    config = {
+        "model_type": "x",
+        "audio_config": {
+            "model_type": "a",
+            "hidden_size": 512,
+            "codebook_dim": 512,
+            "patch_dim": 16,
+            "head_dim": 512,
+        },
+    }
+    audio = twin_dict(config)["audio_config"]
+    assert audio["codebook_dim"] == audio["hidden_size"] < 512
+    assert audio["patch_dim"] == 16 and audio["head_dim"] == 512

@@ -47,6 +47,7 @@ from mmport.analyzers.sourcefile import (
     find_method,
     init_assignment_source,
 )
+from mmport.analyzers.vllmconfig import substituted_model_types
 from mmport.analyzers.wrappers import PlaceholderWrappers, analyze_placeholder_wrappers
 from mmport.errors import AnalysisError
 from mmport.hf.entry import entry_point
@@ -79,6 +80,11 @@ def _attribute_source(processor_cls: type[Any], attr: str) -> Source:
             f"{processor_cls.__name__}.__init__ does not set self.{attr}"
         )
     return source
+
+
+def _shipped_module(cls: type[Any]) -> str:
+    """The transformers module defining ``cls``; "" for a snapshot's own code (it cannot be imported by name)."""
+    return cls.__module__ if cls.__module__.startswith("transformers.") else ""
 
 
 def _architecture(snapshot: Snapshot) -> str:
@@ -549,6 +555,8 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         architecture=architecture,
         processor_class=type(processor).__name__,
         config_class=type(snapshot.load_config()).__name__,
+        config_module=_shipped_module(type(snapshot.load_config())),
+        vllm_substitutes_config=snapshot.model_type in substituted_model_types(),
         transformers_version=transformers.__version__,
         mmport_version=__version__,
         modalities=modalities,

@@ -3,7 +3,7 @@
 A twin keeps everything that decides *how many* embeddings an item gets and
 *where* they go (image and patch sizes, merge and pooling factors, token ids,
 vocabulary, feature-layer choices) and shrinks everything that only decides
-*how much compute* they cost (widths, MLP sizes, head and layer counts).
+*how much compute* they cost (widths, MLP sizes, head, layer and expert counts).
 
 Every width in every sub-config becomes one value, so widths that HF code
 couples (a vision tower's output feeding a projector feeding the language
@@ -51,6 +51,17 @@ _HEAD_KEYS = (
     "decoder_attention_heads",
 )
 _ROPE_KEYS = ("rope_parameters", "rope_scaling")
+# Mixture-of-experts: how many experts a layer has (compute only: a twin keeps EXPERTS),
+# how many route each token (at most as many), and the groups they are routed in (one).
+EXPERTS = 4
+_EXPERT_KEYS = (
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "moe_num_experts",
+)
+_ROUTED_KEYS = ("num_experts_per_tok", "moe_topk", "moe_k")
+_EXPERT_GROUP_KEYS = ("n_group", "topk_group")
 # Lists naming each layer's kind; the twin keeps one layer of every kind.
 _PER_LAYER_LISTS = ("layer_types",)
 
@@ -71,6 +82,12 @@ def _width_key(key: str) -> bool:
     return (
         any(key == s or key.endswith(s) for s in _WIDTH_SUFFIXES) and key != "head_dim"
     )
+
+
+def _coupled_dim(key: str, value: int, old_width: int | None) -> bool:
+    """A ``*_dim`` equal to its layer's width, which the config may require to stay equal to it
+    (a WavTokenizer's ``codebook_dim`` must equal ``hidden_size`` when it has no projections)."""
+    return key.endswith("_dim") and key != "head_dim" and value == old_width
 
 
 def _width(layer: dict) -> int | None:
@@ -159,10 +176,11 @@ def twin_dict(config: dict) -> dict:
     for layer in layers:
         kept_head_dim = _kept_head_dim(layer)
         heads = _heads(layer)
+        old_width = _width(layer)
         for key, value in list(layer.items()):
             if not _is_int(value):
                 continue
-            if _width_key(key):
+            if _width_key(key) or _coupled_dim(key, value, old_width):
                 layer[key] = width
             elif key.endswith(_INTERMEDIATE_SUFFIXES):
                 layer[key] = 2 * width
@@ -179,11 +197,28 @@ def twin_dict(config: dict) -> dict:
             kv = layer.get("num_key_value_heads")
             if _is_int(kv):
                 layer["num_key_value_heads"] = new if kv == count else 1
+        _fewer_experts(layer)
         for key in _PER_LAYER_LISTS:
             if isinstance(layer.get(key), list):
                 _keep_every_layer_type(layer, key)
         _fit_per_layer_values(layer, width)
     return twin
+
+
+def _fewer_experts(layer: dict) -> None:
+    """A mixture-of-experts layer keeps EXPERTS experts (a twin with 128 full ones needs tens of GB)."""
+    counts = [key for key in _EXPERT_KEYS if _is_int(layer.get(key)) and layer[key] > 0]
+    if not counts:
+        return
+    experts = min(EXPERTS, *(layer[key] for key in counts))
+    for key in counts:
+        layer[key] = experts
+    for key in _ROUTED_KEYS:
+        if _is_int(layer.get(key)):
+            layer[key] = min(layer[key], experts)
+    for key in _EXPERT_GROUP_KEYS:
+        if _is_int(layer.get(key)):
+            layer[key] = 1
 
 
 def _keep_every_layer_type(layer: dict, key: str) -> None:

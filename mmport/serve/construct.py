@@ -12,6 +12,8 @@ without weights.
 
 from __future__ import annotations
 
+import importlib
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,12 +105,41 @@ def construct_ports(
         got = results.get(job.name) or {
             "error": answer.get("error", "the construct run stopped before it")
         }
+        error, environment = got.get("error", ""), got.get("environment", "")
+        if (missing := _older_transformers(error)) is not None:
+            error, environment = "", missing
         outcomes[job.name] = Constructed(
             job.name,
             parameters=int(got.get("parameters", 0)),
             towers=tuple(got.get("towers", ())),
-            error=got.get("error", ""),
+            error=error,
             port_frame=got.get("port_frame") or "",
-            environment=got.get("environment", ""),
+            environment=environment,
         )
     return outcomes
+
+
+_CANNOT_IMPORT = re.compile(
+    r"ImportError: cannot import name '(\w+)' from '(transformers[\w.]*)'"
+)
+
+
+def _older_transformers(error: str) -> str | None:
+    """Why the serve environment could not judge a port that imports a transformers name it lacks, or None.
+
+    A port imports what the transformers it was generated under defines; an
+    older one in the serve environment may not have it yet (a processor or
+    model class added since). That is the environment's doing when this
+    transformers has the name, and the port's own when it has not either.
+    """
+    found = _CANNOT_IMPORT.search(error)
+    if found is None:
+        return None
+    name, module = found.groups()
+    try:
+        defined = hasattr(importlib.import_module(module), name)
+    except ImportError:
+        defined = False
+    if not defined:
+        return None
+    return f"this transformers has no {module}.{name} (the port was generated under a newer one)"
