@@ -106,8 +106,27 @@ def test_a_class_that_breaks_at_construction_is_reported_where_it_breaks(
     job, _ = _job("qwen2_audio", tmp_path, read_a_missing_sub_config)
     outcome = construct_ports([job])["qwen2_audio"]
     assert not outcome.ok
+    # vLLM's own Qwen2-Audio class builds from the same twin: the port is at fault.
+    assert not outcome.environment
     assert "vision_config" in outcome.error
     assert outcome.port_frame.startswith("qwen2_audio.py:")
+
+
+def test_a_class_that_ends_the_process_fails_alone(tmp_path) -> None:
+    """A class that takes the process down (as one using all memory is killed) fails; the next still builds."""
+
+    def end_the_process(text: str) -> str:
+        return text.replace(
+            "        self.config = config\n",
+            "        self.config = config\n        import os\n        os._exit(9)\n",
+            1,
+        )
+
+    killer, _ = _job("qwen2_audio", tmp_path, end_the_process)
+    fine, _ = _job("llava", tmp_path)
+    built = construct_ports([killer, fine])
+    assert "ended while building it: the engine exited 9" in built["qwen2_audio"].error
+    assert built["llava"].ok, built["llava"].error
 
 
 def test_text_models_with_no_causal_lm_build_on_the_transformers_backend(

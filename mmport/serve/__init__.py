@@ -96,7 +96,8 @@ def run_engine(
         return {
             "error": f"the engine exited {done.returncode} without an answer: {done.stderr.strip()[-800:]}"
         }
-    return json.loads(answer_path.read_text())
+    # An answer written before the process ended early is partial: its exit code says so.
+    return {**json.loads(answer_path.read_text()), "exit_code": done.returncode}
 
 
 def _short(error: str, limit: int = 300) -> str:

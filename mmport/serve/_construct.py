@@ -16,7 +16,9 @@ tensor and pipeline parallel groups of one, on the CPU. The answer holds, per
 job, the parameter count and the modules vLLM marked as towers, or the
 error and where in the port's files it was raised, or (``environment``) why
 this environment cannot build any class of the family: its transformers
-lacks the HF modules the port imports, or cannot read the config.
+lacks the HF modules the port imports, it cannot read the config, or vLLM's
+own class for the architecture (where vLLM ships one) fails on the same twin
+as well, so the environment, not the port, is what cannot build it.
 """
 
 from __future__ import annotations
@@ -89,10 +91,6 @@ def _parallel_groups() -> None:
 def _construct(job: dict, index: int) -> dict:
     from vllm import ModelRegistry
     from vllm.config import (
-        DeviceConfig,
-        LoadConfig,
-        ModelConfig,
-        VllmConfig,
         set_current_vllm_config,
     )
 
@@ -102,30 +100,71 @@ def _construct(job: dict, index: int) -> dict:
         if (exc.name or "").startswith("transformers."):
             raise _Environment(f"this transformers has no {exc.name}") from exc
         raise
+    # vLLM's own class for the architecture, if it ships one: the judge of whether this
+    # environment can build the family at all.
+    own = ModelRegistry.models.get(job["architecture"])
     ModelRegistry.register_model(job["architecture"], cls)
-    try:
-        model_config = ModelConfig(
-            model=job["config_dir"], dtype="float32", enforce_eager=True, seed=0
-        )
-    except FOREIGN_ERRORS as exc:
-        # Before the class is involved: this environment's reading of the config.
-        raise _Environment(
-            f"vLLM here cannot read the config: {type(exc).__name__}: {exc}"
-        ) from exc
-    vllm_config = VllmConfig(
-        model_config=model_config,
-        device_config=DeviceConfig("cpu"),
-        load_config=LoadConfig(load_format="dummy"),
-    )
+    vllm_config = _vllm_config(job["config_dir"])
     with set_current_vllm_config(vllm_config):
         _parallel_groups()
-        model = cls(vllm_config=vllm_config, prefix="")
+        try:
+            model = cls(vllm_config=vllm_config, prefix="")
+        except NotImplementedError:
+            raise  # the port's own word on what it cannot build, whatever vLLM's does
+        except Exception as exc:
+            why = _own_class_fails(job, own) if own is not None else None
+            if why is not None:
+                raise _Environment(
+                    f"vLLM's own {job['architecture']} fails here too: {why}"
+                ) from exc
+            raise
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
         "class_file": str(sys.modules[cls.__module__].__file__),
         # What vLLM's _mark_tower_model recorded as the encoder modules.
         "towers": sorted(getattr(model, "_tower_model_names", ()) or ()),
     }
+
+
+def _vllm_config(config_dir: str):
+    """A fresh ``VllmConfig`` for the twin in ``config_dir`` (each build registers its layers in its own)."""
+    from vllm.config import DeviceConfig, LoadConfig, ModelConfig, VllmConfig
+
+    try:
+        model_config = ModelConfig(
+            model=config_dir, dtype="float32", enforce_eager=True, seed=0
+        )
+        return VllmConfig(
+            model_config=model_config,
+            device_config=DeviceConfig("cpu"),
+            load_config=LoadConfig(load_format="dummy"),
+        )
+    except FOREIGN_ERRORS as exc:
+        # Before the class is involved: this environment's reading of the config.
+        raise _Environment(
+            f"vLLM here cannot read the config: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _own_class_fails(job: dict, own) -> str | None:
+    """Why vLLM's own class for the job's architecture fails on the same twin, or None when it builds."""
+    from vllm import ModelRegistry
+    from vllm.config import set_current_vllm_config
+
+    architecture = job["architecture"]
+    ported = ModelRegistry.models[architecture]
+    ModelRegistry.models[architecture] = own
+    try:
+        vllm_config = _vllm_config(job["config_dir"])
+        with set_current_vllm_config(vllm_config):
+            ModelRegistry._try_load_model_cls(architecture)(
+                vllm_config=vllm_config, prefix=""
+            )
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        ModelRegistry.models[architecture] = ported
+    return None
 
 
 def main(request_path: str, answer_path: str) -> None:

@@ -75,9 +75,11 @@ def construct_ports(
 ) -> dict[str, Constructed]:
     """Build every job's class in one serve-environment process; per job, what happened.
 
-    Without a serve environment (``MMPORT_SERVE_PYTHON``) every job says so.
+    A process that ends without building them all (one class took all memory)
+    is followed by another for the jobs after the one it ended on. Without a
+    serve environment (``MMPORT_SERVE_PYTHON``) every job says so.
     """
-    from mmport.serve import run_engine, serve_python
+    from mmport.serve import serve_python
 
     python = python or serve_python()
     if python is None:
@@ -85,21 +87,24 @@ def construct_ports(
             job.name: Constructed(job.name, error="no serve environment")
             for job in jobs
         }
-    request = {
-        "jobs": [
-            {
-                "name": job.name,
-                "port_dir": str(job.port_dir),
-                "module": job.module,
-                "architecture": job.architecture,
-                "config_dir": str(job.config_dir),
-            }
-            for job in jobs
-        ]
-    }
-    with tempfile.TemporaryDirectory(prefix="mmport-construct-") as workdir:
-        answer = run_engine(python, request, Path(workdir), timeout_s, _SCRIPT)
-    results = answer.get("results", {})
+    results: dict[str, dict] = {}
+    remaining = list(jobs)
+    while remaining:
+        answer = _build(remaining, python, timeout_s)
+        results.update(answer.get("results", {}))
+        missing = [job for job in remaining if job.name not in results]
+        answered = "exit_code" in answer  # it wrote an answer, if only a partial one
+        if not missing or (answered and "vllm_version" not in answer):
+            break  # all built, or no vLLM to build them with (each job says so below)
+        if answered and answer["exit_code"] == 0:
+            break  # it ended normally without them: each says what the answer says
+        # The process ended on the first job without a result (killed: out of memory, a
+        # crash in C): that job fails, and a fresh process builds the ones after it.
+        why = answer.get("error") or f"exit {answer['exit_code']}"
+        results[missing[0].name] = {
+            "error": f"the construct process ended while building it: {why}"
+        }
+        remaining = missing[1:]
     outcomes = {}
     for job in jobs:
         got = results.get(job.name) or {
@@ -117,6 +122,26 @@ def construct_ports(
             environment=environment,
         )
     return outcomes
+
+
+def _build(jobs: list[ConstructJob], python: Path, timeout_s: int) -> dict:
+    """One serve-environment process building ``jobs`` in order: its answer, partial if it ended early."""
+    from mmport.serve import run_engine
+
+    request = {
+        "jobs": [
+            {
+                "name": job.name,
+                "port_dir": str(job.port_dir),
+                "module": job.module,
+                "architecture": job.architecture,
+                "config_dir": str(job.config_dir),
+            }
+            for job in jobs
+        ]
+    }
+    with tempfile.TemporaryDirectory(prefix="mmport-construct-") as workdir:
+        return run_engine(python, request, Path(workdir), timeout_s, _SCRIPT)
 
 
 _CANNOT_IMPORT = re.compile(
