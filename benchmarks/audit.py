@@ -295,7 +295,7 @@ def _warm_up() -> None:
     import transformers  # noqa: F401
     import vllm.multimodal.processing  # noqa: F401
 
-    import mmport.analyzers  # noqa: F401
+    import mmport.analyzers
     import mmport.verify  # noqa: F401
 
 
@@ -432,7 +432,6 @@ def main() -> None:
         return
     import transformers
     import vllm
-
     from family_coverage import families
 
     chosen = args.families or list(families())

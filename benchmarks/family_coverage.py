@@ -203,8 +203,8 @@ def _warm_up() -> None:
     import torch  # noqa: F401
     import transformers  # noqa: F401
 
-    import mmport.analyzers  # noqa: F401
-    import mmport.render  # noqa: F401
+    import mmport.analyzers
+    import mmport.render
     import mmport.verify  # noqa: F401
 
 

@@ -16,10 +16,8 @@ from mmport.analyzers.itemprefix import analyze_item_prefix
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.replacement import analyze_replacement_text
 from mmport.analyzers.settings import unread_geometry_factors
-from mmport.analyzers.wrappers import analyze_placeholder_wrappers
-
-
 from mmport.analyzers.textprefix import analyze_text_prefix
+from mmport.analyzers.wrappers import analyze_placeholder_wrappers
 from mmport.errors import AnalysisError
 from mmport.hf.wrappers import wrapped_placeholder
 from mmport.spec import Source

@@ -18,9 +18,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from PIL import Image
-
 from conftest import invoke
+from PIL import Image
 from published_snapshots import (
     CHECKPOINTS,
     PUBLISHED,

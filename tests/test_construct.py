@@ -170,7 +170,7 @@ def test_a_class_handed_vllms_own_config_builds_hfs_modules_from_hfs(
     constructed,
 ) -> None:
     for model_type in SUBSTITUTED_CONFIG_FAMILIES:
-        job, spec, outcome = constructed[model_type]
+        _, spec, outcome = constructed[model_type]
         if not spec.vllm_substitutes_config:
             pytest.skip(f"this vLLM reads {model_type} with transformers' config class")
         assert outcome.ok, (model_type, outcome.error, outcome.port_frame)

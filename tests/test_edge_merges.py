@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import invoke, mutated_port
 
 from mmport.edgetokens import retokenize_edges
 from mmport.sources import resolve
 from mmport.sources.tokens import WHITESPACE_RUNS
-from conftest import invoke, mutated_port
 
 slow = pytest.mark.slow
 

@@ -14,7 +14,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import invoke, run_cli
 from published import published_snapshot
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mmport.hf.ownprompt import run_recording_prompt, writes_own_prompt
-from mmport.sources import resolve
 from mmport.media import make_image
+from mmport.sources import resolve
 
 
 def _collapse(ids: list[int], token_id: int) -> list[int]:

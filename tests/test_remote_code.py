@@ -9,13 +9,11 @@ file when it runs.
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 from pathlib import Path
 
 import pytest
-
 from conftest import invoke
 from remote_snapshots import PREFIX, old_style_snapshot, remote_snapshot
 

@@ -339,8 +339,8 @@ def test_items_hf_expands_to_nothing_are_reported_not_compared(
 ) -> None:
     # LightOnOCR gives a tiny image zero tokens; vLLM cannot hold an item with no
     # position, so verify names those probes instead of failing every port.
-    from mmport.sources import resolve
     from mmport.media import make_image
+    from mmport.sources import resolve
     from mmport.verify.reference import HFReference
 
     code, report = _verify(
@@ -364,8 +364,8 @@ def test_items_hf_counts_differently_in_company_are_reported_not_compared(
     # HF's count for an item depends on the other items; vLLM processes and
     # caches each item alone. verify names those probes, compares the rest, and
     # still checks that the port's items are independent (cache).
-    from mmport.sources import resolve
     from mmport.media import make_image
+    from mmport.sources import resolve
     from mmport.verify.reference import HFReference
 
     hf = HFReference(resolve("llava_onevision"))
