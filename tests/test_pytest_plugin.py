@@ -121,6 +121,17 @@ def ports_of(node_ids: list[str]) -> set[str]:
     return {node_id.split("::")[1] for node_id in node_ids}
 
 
+def _run_python(script: str) -> subprocess.CompletedProcess:
+    """``script`` in a fresh interpreter that imports this checkout's mmport."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
 def junit_cases(path: Path) -> dict[tuple[str, str], str]:
     """``(port, check)`` → ``passed``, ``failure``, ``skipped`` or ``error``, from a pytest --junitxml file."""
     cases = {}
@@ -412,13 +423,7 @@ def test_a_port_that_ends_its_worker_is_not_verified_again(
         f"with WorkerGuard(Path({str(tmp_path)!r}), 1, time_limit=1).watching('port'):\n"
         f"    {body}\n"
     )
-    ended = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    ended = _run_python(script)
     assert ended.returncode != 0, ended.stderr
     guard = WorkerGuard(tmp_path, 1, time_limit=1)
     assert (guard.died_on("port") or "").startswith(why)
@@ -448,13 +453,7 @@ def test_a_worker_ends_without_python_shutdown_unless_asked(
         f"atexit.register(lambda: open({str(marker)!r}, 'w').close())\n"
         f"WorkerGuard(None, 1, quick_exit={guard.quick_exit}).end()\n"
     )
-    ended = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    ended = _run_python(script)
     assert ended.returncode == 0, ended.stderr
     assert marker.exists() is full_exit
 
