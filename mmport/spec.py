@@ -566,7 +566,7 @@ class PortSpec:
     # Where transformers defines config_class ("" for remote code): the model class reads
     # the checkpoint's config with it where vLLM substitutes a config class of its own.
     config_module: str = ""
-    # vLLM reads this model_type with a config class of its own (mmport.analyzers.vllmconfig).
+    # vLLM reads this model_type with a config class of its own (mmport.analyzers.vllmsource).
     vllm_substitutes_config: bool = False
 
     @property

@@ -32,7 +32,7 @@ BACKEND_FAMILIES = ("glm4v", "step3p7", "glm5_next")
 # Single configs, their own text config, naming the port's own class (a language model
 # vLLM would build as that class again, without end).
 SINGLE_CONFIG_FAMILIES = ("phi4_multimodal", "pixtral")
-# Families vLLM reads with a config class of its own (mmport.analyzers.vllmconfig): the class
+# Families vLLM reads with a config class of its own (mmport.analyzers.vllmsource): the class
 # reads HF's for HF's modules.
 SUBSTITUTED_CONFIG_FAMILIES = ("qwen3_asr", "cosmos3_edge")
 

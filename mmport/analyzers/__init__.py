@@ -47,7 +47,10 @@ from mmport.analyzers.sourcefile import (
     find_method,
     init_assignment_source,
 )
-from mmport.analyzers.vllmconfig import substituted_model_types
+from mmport.analyzers.vllmsource import (
+    shipped_architectures,
+    substituted_model_types,
+)
 from mmport.analyzers.wrappers import PlaceholderWrappers, analyze_placeholder_wrappers
 from mmport.errors import AnalysisError
 from mmport.hf.entry import entry_point
@@ -569,6 +572,7 @@ def analyze(snapshot: Snapshot) -> PortSpec:
             snapshot.load_config().get_text_config(),
             encoder.language_class if encoder else None,
             own_architecture=architecture or "",
+            shipped=shipped_architectures(),
         ),
         trust_remote_code=snapshot.trust_remote_code,
     )

@@ -11,10 +11,12 @@ port must, in this order:
    the port's class, which vLLM would build again without end: then another
    class it names, or its model_type's CausalLM named explicitly, else the
    rules below;
-2. the CausalLM transformers builds for its ``model_type``;
+2. the CausalLM transformers builds for its ``model_type``, where vLLM
+   ships it (vLLM names that one itself; one it does not ship, such as
+   ``AriaTextForCausalLM``, would land on a backend class of vLLM's choosing);
 3. the CausalLM of the family it grew from: the longest model_type its
    ``_``-segments spell with some left out (``qwen3_vl_moe_text`` →
-   ``qwen3_moe``);
+   ``qwen3_moe``), again one vLLM ships;
 4. vLLM's Transformers backend, which builds the text model through
    ``AutoModel`` and runs it on vLLM's attention: ``TransformersMoEForCausalLM``
    when the config has experts (vLLM's own test: any of its expert-count
@@ -27,7 +29,7 @@ port must, in this order:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from itertools import combinations
 from typing import Any
 
@@ -56,8 +58,12 @@ def language_model(
     causal_lm: Mapping[str, Any] | None = None,
     base_models: Mapping[str, Any] | None = None,
     own_architecture: str = "",
+    shipped: Collection[str] | None = None,
 ) -> LanguageModelSpec:
     """The architecture the port names for ``text_config``; the mappings default to transformers' own.
+
+    ``shipped`` holds the architectures vLLM ships (None: unknown, every one
+    counts as shipped; :func:`mmport.analyzers.vllmsource.shipped_architectures`).
 
     ``built`` is the class HF's multimodal model builds for the text config
     (module, name), when its constructor names one. ``own_architecture`` is
@@ -78,10 +84,19 @@ def language_model(
         named = _not_the_port(names, own_architecture, causal_lm.get(model_type))
         if named is not None:
             return named
-    elif names or model_type in causal_lm:
+    elif names:
         return LanguageModelSpec()
+    else:
+        own = causal_lm.get(model_type)
+        if own is not None and (shipped is None or own in shipped):
+            return LanguageModelSpec()
     grown_from = next(
-        (t for t in _families_named_in(model_type) if t in causal_lm), None
+        (
+            t
+            for t in _families_named_in(model_type)
+            if t in causal_lm and (shipped is None or causal_lm[t] in shipped)
+        ),
+        None,
     )
     if grown_from is not None:
         return LanguageModelSpec(
@@ -89,7 +104,7 @@ def language_model(
             f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{grown_from!r}], "
             f"for text model_type {model_type!r}",
         )
-    return _on_the_backend(text_config, built, base_models)
+    return _on_the_backend(text_config, built, base_models, causal_lm.get(model_type))
 
 
 def _not_the_port(
@@ -113,12 +128,20 @@ def _not_the_port(
 
 
 def _on_the_backend(
-    text_config: Any, built: tuple[str, str] | None, base_models: Mapping[str, Any]
+    text_config: Any,
+    built: tuple[str, str] | None,
+    base_models: Mapping[str, Any],
+    unshipped: str | None = None,
 ) -> LanguageModelSpec:
-    """vLLM's Transformers backend for a text config no CausalLM is known for, or why
-    it cannot build it."""
+    """vLLM's Transformers backend for a text config no CausalLM vLLM ships is known for,
+    or why it cannot build it. ``unshipped``: transformers' CausalLM for it, which vLLM lacks."""
     model_type = text_config.model_type
-    unknown = f"the text config (model_type {model_type!r}) names no architecture, and transformers maps it to no CausalLM, nor a family it is named after"
+    mapped = (
+        f"transformers maps it to {unshipped}, which vLLM does not ship"
+        if unshipped
+        else "transformers maps it to no CausalLM"
+    )
+    unknown = f"the text config (model_type {model_type!r}) names no architecture, and {mapped}, nor a family it is named after"
     if getattr(text_config, "vocab_size", None) is None:
         return LanguageModelSpec(
             unbuildable=f"{unknown}; it has no vocabulary (no vocab_size): no text model"
@@ -147,7 +170,8 @@ def _on_the_backend(
     experts = any(getattr(text_config, name, None) for name in _EXPERT_COUNTS)
     return LanguageModelSpec(
         "TransformersMoEForCausalLM" if experts else "TransformersForCausalLM",
-        f"no CausalLM is known for text model_type {model_type!r}; vLLM's "
+        f"{f'vLLM does not ship {unshipped}' if unshipped else 'no CausalLM is known'} "
+        f"for text model_type {model_type!r}; vLLM's "
         f"Transformers backend builds {base} through AutoModel",
         registers=registers,
     )
@@ -215,14 +239,23 @@ _CAUSAL_LM = {
     "qwen3_moe": "Qwen3MoeForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
 }
-_BASE = {"glm4v_text": "Glm4vTextModel", "glm4v_moe_text": "Glm4vMoeTextModel"}
+_BASE = {
+    "glm4v_text": "Glm4vTextModel",
+    "glm4v_moe_text": "Glm4vMoeTextModel",
+    "qwen3_moe": "Qwen3MoeModel",
+}
 
 
 def _example(
-    config: Any, built: tuple[str, str] | None = None, own: str = ""
+    config: Any,
+    built: tuple[str, str] | None = None,
+    own: str = "",
+    shipped: Collection[str] | None = None,
 ) -> tuple[str, str, Any]:
     """The facts an example fixes: the architecture or that none can be built, and what is registered."""
-    spec = language_model(config, built, _CAUSAL_LM, _BASE, own_architecture=own)
+    spec = language_model(
+        config, built, _CAUSAL_LM, _BASE, own_architecture=own, shipped=shipped
+    )
     return spec.architecture, "unbuildable" if spec.unbuildable else "", spec.registers
 
 
@@ -298,6 +331,20 @@ EXAMPLES = [
             snippet.DeepseekOcr2TextConfig(), (snippet.__name__, "Ernie4_5Model")
         ),
         ("", "unbuildable", None),
+    ),
+    valid(
+        "a_causal_lm_vllm_ships_is_left_to_vllm",
+        "",
+        lambda snippet: _example(_config("qwen2"), shipped={"Qwen2ForCausalLM"}),
+        ("", "", None),
+    ),
+    valid(
+        "a_causal_lm_vllm_does_not_ship_runs_on_the_backend_mmport_chooses",
+        "",
+        lambda snippet: _example(
+            _config("qwen3_moe", num_experts=8), shipped={"Qwen2ForCausalLM"}
+        ),
+        ("TransformersMoEForCausalLM", "", None),
     ),
     valid(
         "linear_attention_layers_do_not_run_on_the_transformers_backend",

@@ -6,7 +6,13 @@ import dataclasses
 from pathlib import Path
 
 from mmport.analyzers import analyze
-from mmport.analyzers.vllmconfig import registry_files, substituted_model_types
+from mmport.analyzers.vllmsource import (
+    CONFIG_REGISTRY,
+    MODEL_REGISTRY,
+    registry_files,
+    shipped_architectures,
+    substituted_model_types,
+)
 from mmport.render import render_port
 from mmport.sources import resolve
 
@@ -31,10 +37,29 @@ def test_the_registry_keys_are_read_without_importing(tmp_path: Path) -> None:
     assert substituted_model_types(broken) == frozenset()
 
 
-def test_every_registry_found_names_model_types() -> None:
-    """Where a vLLM is found (here or in the serve environment), its registry parses to keys."""
-    for source in registry_files():
+def test_the_architectures_of_every_table_are_read(tmp_path: Path) -> None:
+    source = tmp_path / "registry.py"
+    source.write_text(
+        "_TEXT_GENERATION_MODELS = {'LlamaForCausalLM': ('llama', 'LlamaForCausalLM')}\n"
+        "_MULTIMODAL_MODELS = {'LlavaForConditionalGeneration': ('llava', 'X')}\n"
+        "_VLLM_MODELS = {**_TEXT_GENERATION_MODELS}\n"
+        "OTHER = {'NotAModel': 1}\n"
+    )
+    assert shipped_architectures(source) == {
+        "LlamaForCausalLM",
+        "LlavaForConditionalGeneration",
+    }
+    empty = tmp_path / "empty.py"
+    empty.write_text("")
+    assert shipped_architectures(empty) is None
+
+
+def test_every_registry_found_names_model_types_and_architectures() -> None:
+    """Where a vLLM is found (here or in the serve environment), its registries parse to keys."""
+    for source in registry_files(CONFIG_REGISTRY):
         assert substituted_model_types(source), source
+    for source in registry_files(MODEL_REGISTRY):
+        assert "LlamaForCausalLM" in (shipped_architectures(source) or ()), source
 
 
 def _model_file(spec) -> str:
