@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from mmport.analyzers.examples import valid
+from mmport.sources.serve_env import serve_python
 
 __all__ = [
     "CONFIG_REGISTRY",
@@ -50,8 +51,6 @@ def registry_files(relative: Path) -> list[Path]:
     spec = importlib.util.find_spec("vllm")  # locates the package without running it
     if spec is not None and spec.submodule_search_locations:
         found += [Path(p) / relative for p in spec.submodule_search_locations]
-    from mmport.serve import serve_python
-
     python = serve_python()
     if python is not None:
         found += sorted(

@@ -35,10 +35,10 @@ from typing import Any
 
 from mmport.errors import FOREIGN_ERRORS
 from mmport.serve.checkpoint import Layout, TwinCheckpoint
+from mmport.sources.serve_env import DEFAULT_SERVE_PYTHON, serve_python
 
 __all__ = ["Layout", "ServeOptions", "check_serve", "run_engine", "serve_python"]
 
-DEFAULT_SERVE_PYTHON = "/opt/mmport-vllm-serve-venv/bin/python"
 # First-step logprobs of float32 HF vs vLLM's CPU kernels (measured: < 1e-5 apart).
 LOGPROB_ATOL = 1e-3
 _ENGINE = Path(__file__).with_name("_engine.py")
@@ -57,12 +57,6 @@ class ServeOptions:
     weights: bool = False
     # Tensor-parallel ranks the engine runs the model on.
     tensor_parallel: int = 1
-
-
-def serve_python() -> Path | None:
-    """The serve environment's python, or None when it is absent."""
-    path = Path(os.environ.get("MMPORT_SERVE_PYTHON", DEFAULT_SERVE_PYTHON))
-    return path if path.exists() else None
 
 
 def run_engine(
