@@ -14,10 +14,10 @@ port must, in this order:
 2. the CausalLM transformers builds for its ``model_type``, where vLLM
    ships it (vLLM names that one itself; one it does not ship, such as
    ``AriaTextForCausalLM``, would land on a backend class of vLLM's choosing);
-3. for a model_type transformers maps to no CausalLM, the CausalLM of the
-   family it grew from: the longest model_type its ``_``-segments spell with
-   some left out (``qwen3_vl_moe_text`` → ``qwen3_moe``), again one vLLM
-   ships, and never the port's own class;
+3. the CausalLM of the family it grew from: the longest model_type its
+   ``_``-segments spell with some left out (``qwen3_vl_moe_text`` →
+   ``qwen3_moe``, ``gemma4_unified_text`` → ``gemma4_text``), again one vLLM
+   ships, and never the port's own class (``gemma4_unified`` maps to it);
 4. vLLM's Transformers backend, which builds the text model through
    ``AutoModel`` and runs it on vLLM's attention: ``TransformersMoEForCausalLM``
    when the config has experts (vLLM's own test: any of its expert-count
@@ -85,14 +85,11 @@ def language_model(
         named = _not_the_port(names, own_architecture, causal_lm.get(model_type))
         if named is not None:
             return named
-    elif names:
+    elif names or (
+        model_type in causal_lm
+        and (shipped is None or causal_lm[model_type] in shipped)
+    ):
         return LanguageModelSpec()
-    elif model_type in causal_lm:
-        if shipped is None or causal_lm[model_type] in shipped:
-            return LanguageModelSpec()
-        # Transformers has a CausalLM of its own for it, which vLLM lacks: the family
-        # it is named after would be the multimodal one (gemma4_unified_text).
-        return _on_the_backend(text_config, built, base_models, causal_lm[model_type])
     grown_from = next(
         (
             t
@@ -109,7 +106,7 @@ def language_model(
             f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{grown_from!r}], "
             f"for text model_type {model_type!r}",
         )
-    return _on_the_backend(text_config, built, base_models)
+    return _on_the_backend(text_config, built, base_models, causal_lm.get(model_type))
 
 
 def _not_the_port(
