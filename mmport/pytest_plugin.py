@@ -66,6 +66,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="auto",
         help="auto (real vLLM when importable), vllm or bundled.",
     )
+    _add_run_options(group)
+    parser.addini(
+        "mmport_durations",
+        f"Per-port durations file that balances --mmport-shard (default {DEFAULT_DURATIONS}).",
+        default=DEFAULT_DURATIONS,
+    )
+
+
+def _add_run_options(group: pytest.OptionGroup) -> None:
+    """Options on what a run writes and how its workers end."""
     group.addoption(
         "--mmport-html",
         metavar="DIR",
@@ -86,11 +96,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="Let each xdist worker's interpreter shut down in full (for a plugin that writes at exit); "
         "by default a worker ends as soon as pytest is done with it.",
-    )
-    parser.addini(
-        "mmport_durations",
-        f"Per-port durations file that balances --mmport-shard (default {DEFAULT_DURATIONS}).",
-        default=DEFAULT_DURATIONS,
     )
 
 

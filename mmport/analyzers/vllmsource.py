@@ -87,13 +87,14 @@ def _table_keys(
         return frozenset()
     keys: set[str] = set()
     for node in tree.body:
-        target = (
-            node.targets[0]
-            if isinstance(node, ast.Assign)
-            else getattr(node, "target", None)
-        )
+        target: ast.expr | None = None
+        value: ast.expr | None = None
+        if isinstance(node, ast.Assign):
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
         if isinstance(target, ast.Name) and tables.fullmatch(target.id):
-            keys.update(_keys(node.value))
+            keys.update(_keys(value))
     return frozenset(keys)
 
 

@@ -111,7 +111,7 @@ def _construct(job: dict, index: int) -> dict:
             model = cls(vllm_config=vllm_config, prefix="")
         except NotImplementedError:
             raise  # the port's own word on what it cannot build, whatever vLLM's does
-        except Exception as exc:
+        except FOREIGN_ERRORS as exc:
             why = _own_class_fails(job, own) if own is not None else None
             if why is not None:
                 raise _Environment(
@@ -160,7 +160,7 @@ def _own_class_fails(job: dict, own) -> str | None:
             ModelRegistry._try_load_model_cls(architecture)(
                 vllm_config=vllm_config, prefix=""
             )
-    except Exception as exc:
+    except FOREIGN_ERRORS as exc:
         return f"{type(exc).__name__}: {exc}"
     finally:
         ModelRegistry.models[architecture] = ported

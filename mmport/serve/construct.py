@@ -111,8 +111,8 @@ def construct_ports(
             "error": answer.get("error", "the construct run stopped before it")
         }
         error, environment = got.get("error", ""), got.get("environment", "")
-        if (missing := _older_transformers(error)) is not None:
-            error, environment = "", missing
+        if (older := _older_transformers(error)) is not None:
+            error, environment = "", older
         outcomes[job.name] = Constructed(
             job.name,
             parameters=int(got.get("parameters", 0)),
