@@ -337,9 +337,10 @@ def _model_class_line(outcomes: list[Outcome], seconds: float | None) -> list[st
     return [
         f"- **model class constructs in vLLM: {len(ok)} / {len(judged)} passing families judged** "
         f"(built under a real `VllmConfig` from a tiny twin config, in vLLM's CPU build, "
-        f"{seconds:.0f} s for all in one process; mmport.serve.construct); "
-        f"{len(built) - len(judged)} not judged there: that environment's older transformers "
-        "lacks the family or cannot read its config"
+        f"{seconds:.0f} s for all, in one process until a class ends it; mmport.serve.construct); "
+        f"{len(built) - len(judged)} not judged there, where that environment cannot build the "
+        "family at all: its older transformers lacks the family or a class the port imports, "
+        "vLLM refuses the config, or vLLM's own class fails on the same twin too"
     ]
 
 
