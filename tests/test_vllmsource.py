@@ -1,4 +1,4 @@
-"""vLLM's own config classes: which model_types vLLM substitutes, and what the generated class does about it."""
+"""What vLLM ships, read from its source: the registries found, and the class generated for a family whose config vLLM substitutes."""
 
 from __future__ import annotations
 
@@ -16,39 +16,14 @@ from mmport.analyzers.vllmsource import (
 from mmport.render import render_port
 from mmport.sources import resolve
 
-REGISTRY = """\
-from vllm.utils import LazyConfigDict
 
-_CONFIG_REGISTRY: dict[str, type] = LazyConfigDict(
-    chatglm="ChatGLMConfig",
-    qwen3_asr="Qwen3ASRConfig",
-    **{"unlimited-ocr": "UnlimitedOCRConfig"},
-)
-_OTHER = LazyConfigDict(llava="NotAConfig")
-"""
-
-
-def test_the_registry_keys_are_read_without_importing(tmp_path: Path) -> None:
-    source = tmp_path / "config.py"
-    source.write_text(REGISTRY)
-    assert substituted_model_types(source) == {"chatglm", "qwen3_asr", "unlimited-ocr"}
+def test_a_registry_that_does_not_parse_or_lists_nothing_gives_nothing(
+    tmp_path: Path,
+) -> None:
+    """What a table holds is in the module's EXAMPLES; a file that is no registry gives nothing."""
     broken = tmp_path / "broken.py"
     broken.write_text("_CONFIG_REGISTRY = (")
     assert substituted_model_types(broken) == frozenset()
-
-
-def test_the_architectures_of_every_table_are_read(tmp_path: Path) -> None:
-    source = tmp_path / "registry.py"
-    source.write_text(
-        "_TEXT_GENERATION_MODELS = {'LlamaForCausalLM': ('llama', 'LlamaForCausalLM')}\n"
-        "_MULTIMODAL_MODELS = {'LlavaForConditionalGeneration': ('llava', 'X')}\n"
-        "_VLLM_MODELS = {**_TEXT_GENERATION_MODELS}\n"
-        "OTHER = {'NotAModel': 1}\n"
-    )
-    assert shipped_architectures(source) == {
-        "LlamaForCausalLM",
-        "LlavaForConditionalGeneration",
-    }
     empty = tmp_path / "empty.py"
     empty.write_text("")
     assert shipped_architectures(empty) is None
