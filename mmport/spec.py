@@ -570,6 +570,14 @@ class PortSpec:
     vllm_substitutes_config: bool = False
 
     @property
+    def rereads_config(self) -> bool:
+        """Whether the model class reads the checkpoint's config again with HF's class: it
+        builds HF's modules, and vLLM hands it a config class of its own, not transformers'."""
+        return bool(
+            self.encoder and self.config_module and self.vllm_substitutes_config
+        )
+
+    @property
     def edge_merges(self) -> tuple[EdgeMerges, ...]:
         """Every modality's merges across item edges: the port merges at all items' edges when any."""
         return tuple(m.edge_merges for m in self.modalities if m.edge_merges)

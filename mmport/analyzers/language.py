@@ -85,10 +85,7 @@ def language_model(
         named = _not_the_port(names, own_architecture, causal_lm.get(model_type))
         if named is not None:
             return named
-    elif names or (
-        model_type in causal_lm
-        and (shipped is None or causal_lm[model_type] in shipped)
-    ):
+    elif names or (model_type in causal_lm and _ships(shipped, causal_lm[model_type])):
         return LanguageModelSpec()
     grown_from = next(
         (
@@ -96,7 +93,7 @@ def language_model(
             for t in _families_named_in(model_type)
             if t in causal_lm
             and causal_lm[t] != own_architecture
-            and (shipped is None or causal_lm[t] in shipped)
+            and _ships(shipped, causal_lm[t])
         ),
         None,
     )
@@ -107,6 +104,11 @@ def language_model(
             f"for text model_type {model_type!r}",
         )
     return _on_the_backend(text_config, built, base_models, causal_lm.get(model_type))
+
+
+def _ships(shipped: Collection[str] | None, architecture: str) -> bool:
+    """Whether vLLM ships ``architecture`` (``shipped`` None: unknown, so it counts as shipped)."""
+    return shipped is None or architecture in shipped
 
 
 def _not_the_port(

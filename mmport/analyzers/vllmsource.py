@@ -41,8 +41,11 @@ __all__ = [
 
 CONFIG_REGISTRY = Path("transformers_utils/config.py")
 MODEL_REGISTRY = Path("model_executor/models/registry.py")
-_CONFIG_TABLE = re.compile(r"_CONFIG_REGISTRY")
-_MODEL_TABLES = re.compile(r"_[A-Z_]+_MODELS")
+# The module-level tables of each registry file, by name.
+_TABLES = {
+    CONFIG_REGISTRY: re.compile(r"_CONFIG_REGISTRY"),
+    MODEL_REGISTRY: re.compile(r"_[A-Z_]+_MODELS"),
+}
 
 
 def registry_files(relative: Path) -> list[Path]:
@@ -62,20 +65,18 @@ def registry_files(relative: Path) -> list[Path]:
 @functools.cache
 def substituted_model_types(source: Path | None = None) -> frozenset[str]:
     """The keys of vLLM's ``_CONFIG_REGISTRY`` in ``source`` (default: the first found)."""
-    return _table_keys(source, CONFIG_REGISTRY, _CONFIG_TABLE)
+    return _table_keys(source, CONFIG_REGISTRY)
 
 
 @functools.cache
 def shipped_architectures(source: Path | None = None) -> frozenset[str] | None:
     """Every architecture vLLM's model registry in ``source`` lists (default: the first found); None when none is found."""
-    keys = _table_keys(source, MODEL_REGISTRY, _MODEL_TABLES)
+    keys = _table_keys(source, MODEL_REGISTRY)
     return keys or None
 
 
-def _table_keys(
-    source: Path | None, relative: Path, tables: re.Pattern
-) -> frozenset[str]:
-    """The keys of the module-level tables whose names match ``tables`` in ``source``."""
+def _table_keys(source: Path | None, relative: Path) -> frozenset[str]:
+    """The keys of the tables of the registry file ``relative`` names, read from ``source``."""
     if source is None:
         files = registry_files(relative)
         if not files:
@@ -93,7 +94,7 @@ def _table_keys(
             target, value = node.targets[0], node.value
         elif isinstance(node, ast.AnnAssign):
             target, value = node.target, node.value
-        if isinstance(target, ast.Name) and tables.fullmatch(target.id):
+        if isinstance(target, ast.Name) and _TABLES[relative].fullmatch(target.id):
             keys.update(_keys(value))
     return frozenset(keys)
 
@@ -117,8 +118,7 @@ def _keys(value: ast.expr | None) -> list[str]:
 
 def _keys_of(snippet: Any, relative: Path) -> list[str]:
     """An example's table keys, read from the snippet's own file (uncached: every example has its own)."""
-    tables = _CONFIG_TABLE if relative == CONFIG_REGISTRY else _MODEL_TABLES
-    return sorted(_table_keys(Path(snippet.__file__), relative, tables))
+    return sorted(_table_keys(Path(snippet.__file__), relative))
 
 
 EXAMPLES = [
