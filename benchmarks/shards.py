@@ -175,6 +175,8 @@ def main() -> None:
         help="thirty families of all modalities, one port each, instead of copies of the quick ten",
     )
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be 1 or more")
     with tempfile.TemporaryDirectory(prefix="mmport-shards-") as tmp:
         project = Path(tmp)
         families, copies = (MIXED, 1) if args.mixed else (FAMILIES, args.copies)
