@@ -6,22 +6,26 @@ Two things vLLM's base classes leave to each model: a request's processor
 kwargs (``mm_processor_kwargs``), which HF's sub-processors apply per call
 and the token counts must follow as HF's preprocessing does; and items given
 as precomputed embeddings, which HF never sees, placed where HF would put the
-item's tokens. A processing module subclasses :class:`RequestSettingsProcessingInfo`
-and :class:`EmbeddingDictParser` and declares what differs per model: the
-sub-processor each scope of HF's call kwargs goes to, the switches its counts
-do not follow, the fields an embedding dict carries, and the tokens HF gives
-an item of a size (``get_tokens_of_size``).
+item's tokens. A processing module subclasses :class:`RequestSettingsProcessingInfo`,
+:class:`EmbeddingDictParser` and :class:`WorstCaseDummyInputsBuilder` and
+declares what differs per model: the sub-processor each scope of HF's call
+kwargs goes to, the switches its counts do not follow, the fields an
+embedding dict carries, and the tokens HF gives an item of a size
+(``get_tokens_of_size``).
 """
 
 import copy
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 import torch
 from transformers import BatchFeature, ProcessorMixin
 from transformers.video_utils import VideoMetadata
 
+from vllm.config.multimodal import MultiModalDummyOptions
+from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import (
     MultiModalBatchedField,
     MultiModalFieldConfig,
@@ -30,10 +34,12 @@ from vllm.multimodal.inputs import (
 from vllm.multimodal.parse import (
     DictEmbeddingItems,
     EmbeddingItems,
+    ImageProcessorItems,
     ImageSize,
+    MultiModalDataItems,
     MultiModalDataParser,
 )
-from vllm.multimodal.processing import BaseProcessingInfo
+from vllm.multimodal.processing import BaseDummyInputsBuilder, BaseProcessingInfo
 
 # What HF's processors raise for an item they cannot take (too small, too short).
 HF_REFUSALS = (ValueError, TypeError, RuntimeError, IndexError, ZeroDivisionError)
@@ -110,10 +116,20 @@ class EmbeddingDictParser(MultiModalDataParser):
             modality=modality,
             required_fields=required,
             optional_fields=optional,
-            fields_factory=lambda _: {
-                key: MultiModalFieldConfig.batched(modality) for key in keys
-            },
+            fields_factory=lambda _: embedding_fields_config({modality: keys}),
         )
+
+
+def embedding_fields_config(
+    embedding_fields: Mapping[str, Mapping[str, str]],
+) -> dict[str, MultiModalFieldConfig]:
+    """The fields of items given as precomputed embeddings: one tensor an item (its
+    rows, or its size), batched in the item's modality."""
+    return {
+        key: MultiModalFieldConfig.batched(modality)
+        for modality, keys in embedding_fields.items()
+        for key in keys
+    }
 
 
 def embedding_layout(
@@ -377,16 +393,39 @@ class RequestSettingsProcessingInfo(BaseProcessingInfo):
     """``BaseProcessingInfo`` whose counts follow a request's processor kwargs and
     which places items given as precomputed embeddings.
 
-    A subclass sets ``sub_processor_scopes`` (each sub-processor attribute and
-    the scope of HF's call kwargs that goes to it), ``embedding_fields`` (as
-    its parser's), ``unfollowed_image_switches`` (image settings its count
-    does not follow: a request that flips one is refused), and defines
+    A subclass sets ``data_parser_cls`` (its parser, which names the fields of
+    an item given as a dict of embeddings), ``sub_processor_scopes`` (each
+    sub-processor attribute and the scope of HF's call kwargs that goes to
+    it), ``unfollowed_image_switches`` (image settings its count does not
+    follow: a request that flips one is refused), what HF does with videos
+    (``video_needs_metadata``: it reads each video's metadata;
+    ``videos_carry_metadata``: its call takes metadata beside the frames;
+    ``dummy_videos_change``: its count follows a video's content), and defines
     ``get_tokens_of_size`` and ``get_embed_token_ids``.
     """
 
+    data_parser_cls: type[EmbeddingDictParser] = EmbeddingDictParser
     sub_processor_scopes: tuple[tuple[str, str], ...] = ()
-    embedding_fields: Mapping[str, Mapping[str, str]] = {}
     unfollowed_image_switches: tuple[str, ...] = ()
+    video_needs_metadata: bool = False
+    videos_carry_metadata: bool = True
+    dummy_videos_change: bool = False
+
+    @property
+    def embedding_fields(self) -> Mapping[str, Mapping[str, str]]:
+        """Per modality, the keys of an item given as a dict of embeddings, and each
+        key's role (the parser's)."""
+        return self.data_parser_cls.embedding_fields
+
+    def get_data_parser(self) -> MultiModalDataParser:
+        # vLLM resamples audio to the rate HF's feature extractor takes.
+        takes_audio = "audio" in self.embedding_fields
+        return self.data_parser_cls(
+            target_sr=self.get_audio_sampling_rate() if takes_audio else None,
+            video_needs_metadata=self.video_needs_metadata,
+            expected_hidden_size=self._get_expected_hidden_size(),
+            allow_missing_mm_embeddings=self.allow_missing_mm_embeddings,
+        )
 
     def get_tokens_of_size(
         self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
@@ -521,6 +560,45 @@ class RequestSettingsProcessingInfo(BaseProcessingInfo):
         before, embed_id, after = layout
         return [*before, *[embed_id] * items.get_feature_size(item_idx), *after]
 
+    def get_given_tokens(
+        self,
+        modality: str,
+        item_idx: int,
+        mm_items: MultiModalDataItems,
+        mm_kwargs: Mapping[str, object] = {},
+    ) -> list[int] | None:
+        """The token ids of an item given as precomputed embeddings (see
+        ``get_embedding_tokens``); None for an item HF processes."""
+        items = mm_items[modality]
+        if isinstance(items, (EmbeddingItems, DictEmbeddingItems)):
+            return self.get_embedding_tokens(modality, items, item_idx, mm_kwargs)
+        return None
+
+    def get_image_item_tokens(
+        self,
+        item_idx: int,
+        mm_items: MultiModalDataItems,
+        mm_kwargs: Mapping[str, object] = {},
+    ) -> list[int]:
+        """The token ids HF puts in place of one image of a request, however it is
+        given."""
+        given = self.get_given_tokens("image", item_idx, mm_items, mm_kwargs)
+        if given is not None:
+            return given
+        images = mm_items.get_items("image", ImageProcessorItems)
+        return self.get_image_tokens(images, item_idx, mm_kwargs)
+
+    def get_image_tokens(
+        self,
+        images: ImageProcessorItems,
+        item_idx: int,
+        mm_kwargs: Mapping[str, object] = {},
+    ) -> list[int]:
+        """The token ids HF gives an image it processes: by default, those of any image
+        of its size."""
+        size = images.get_image_size(item_idx)
+        return self.get_tokens_of_size("image", (size.height, size.width), mm_kwargs)
+
     @functools.cached_property
     def _embedding_layouts(self) -> dict[str, tuple[list[int], int, list[int]] | None]:
         """Per modality, the token layout HF gives items of every size, if there is one
@@ -569,12 +647,17 @@ class ImageWorstCaseSearch:
 class VideoWorstCaseSearch:
     """The video with the most tokens, found by counting candidates with HF.
 
-    For a ``ProcessingInfo`` that defines ``get_num_video_tokens``;
+    For a ``ProcessingInfo`` that defines ``get_video_tokens``;
     ``dummy_videos_change`` says whether HF's count follows a video's content
     (then the candidates' frames differ everywhere).
     """
 
-    dummy_videos_change: bool = False
+    def get_num_video_tokens(
+        self, video, hf_processor_mm_kwargs: Mapping[str, object] = {}
+    ) -> int:
+        """Embedding positions HF gives one video (frames, or (frames, metadata))."""
+        tokens = self.get_video_tokens(video, hf_processor_mm_kwargs)
+        return tokens.count(self.get_embed_token_ids()["video"])
 
     def make_dummy_video(
         self, num_frames: int, width: int, height: int, fps: float = 2.0
@@ -667,7 +750,14 @@ class VideoWorstCaseSearch:
 
 class AudioWorstCaseSearch:
     """The audio length with the most tokens, found by counting lengths with HF (for a
-    ``ProcessingInfo`` that defines ``get_num_audio_tokens``)."""
+    ``ProcessingInfo`` that defines ``get_audio_tokens``)."""
+
+    def get_num_audio_tokens(
+        self, audio, hf_processor_mm_kwargs: Mapping[str, object] = {}
+    ) -> int:
+        """Embedding positions HF gives one audio (a waveform at the model's rate)."""
+        tokens = self.get_audio_tokens(audio, hf_processor_mm_kwargs)
+        return tokens.count(self.get_embed_token_ids()["audio"])
 
     def get_audio_length_with_most_features(
         self, seq_len: int, mm_counts: Mapping[str, int]
@@ -686,3 +776,62 @@ class AudioWorstCaseSearch:
             if count > best_count:
                 best, best_count = int(rate * seconds), count
         return best
+
+
+_I = TypeVar("_I", bound=RequestSettingsProcessingInfo)
+
+
+class WorstCaseDummyInputsBuilder(BaseDummyInputsBuilder[_I]):
+    """Dummy items of each modality at the worst case its ``ProcessingInfo`` finds:
+    ``get_image_size_with_most_features``, ``get_video_with_most_features``,
+    ``get_audio_length_with_most_features``.
+
+    A video is given with the metadata vLLM's loader gives it unless the
+    info's ``videos_carry_metadata`` is false (HF's call takes frames alone).
+    """
+
+    def get_dummy_mm_data(
+        self,
+        seq_len: int,
+        mm_counts: Mapping[str, int],
+        mm_options: MultiModalDummyOptions,
+    ) -> MultiModalDataDict:
+        options = mm_options or {}
+        data = {}
+        if num_images := mm_counts.get("image", 0):
+            target = self.info.get_image_size_with_most_features()
+            data["image"] = self._get_dummy_images(
+                width=target.width,
+                height=target.height,
+                num_images=num_images,
+                overrides=options.get("image"),
+            )
+        if num_videos := mm_counts.get("video", 0):
+            num_frames, size = self.info.get_video_with_most_features(
+                seq_len, mm_counts
+            )
+            videos = self._get_dummy_videos(
+                width=size.width,
+                height=size.height,
+                num_frames=num_frames,
+                num_videos=num_videos,
+                overrides=options.get("video"),
+            )
+            if self.info.dummy_videos_change:
+                # HF gives a still video fewer tokens (see changing_frames).
+                videos = [
+                    changing_frames(len(video), video.shape[2], video.shape[1])
+                    for video in videos
+                ]
+            if self.info.videos_carry_metadata:
+                videos = [(video, dummy_metadata(video)) for video in videos]
+            data["video"] = videos
+        if num_audios := mm_counts.get("audio", 0):
+            data["audio"] = self._get_dummy_audios(
+                length=self.info.get_audio_length_with_most_features(
+                    seq_len, mm_counts
+                ),
+                num_audios=num_audios,
+                overrides=options.get("audio"),
+            )
+        return data

@@ -7,19 +7,12 @@ from collections.abc import Mapping, Sequence
 
 from transformers import BatchFeature, Idefics3Processor
 
-from vllm.config.multimodal import MultiModalDummyOptions
-from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItems
 from vllm.multimodal.parse import (
-    DictEmbeddingItems,
-    ImageEmbeddingItems,
-    ImageProcessorItems,
     ImageSize,
     MultiModalDataItems,
-    MultiModalDataParser,
 )
 from vllm.multimodal.processing import (
-    BaseDummyInputsBuilder,
     BaseMultiModalProcessor,
     PromptReplacement,
     PromptUpdate,
@@ -30,6 +23,8 @@ from .mm_request_support import (
     EmbeddingDictParser,
     ImageWorstCaseSearch,
     RequestSettingsProcessingInfo,
+    WorstCaseDummyInputsBuilder,
+    embedding_fields_config,
     split_hf_calls,
 )
 
@@ -180,32 +175,23 @@ def replace_image_token(
 UNFOLLOWED_IMAGE_SWITCHES = ("do_resize", "do_pad")
 
 
-# The keys of an item given as a dict of precomputed embeddings: HF lays out each item's
-# tokens by the item itself, so the dict brings the item's size beside its embeddings
-# (image_size: [height, width]).
-EMBEDDING_FIELDS = {
-    "image": {"image_embeds": "values", "image_size": "metadata"},
-}
-
-
 class Idefics3MultiModalDataParser(EmbeddingDictParser):
-    embedding_fields = EMBEDDING_FIELDS
+    # The keys of an item given as a dict of precomputed embeddings: HF lays out each
+    # item's tokens by the item itself, so the dict brings the item's size beside its
+    # embeddings (image_size: [height, width]).
+    embedding_fields = {
+        "image": {"image_embeds": "values", "image_size": "metadata"},
+    }
 
 
 class Idefics3ProcessingInfo(ImageWorstCaseSearch, RequestSettingsProcessingInfo):
+    data_parser_cls = Idefics3MultiModalDataParser
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (("image_processor", "images_kwargs"),)
-    embedding_fields = EMBEDDING_FIELDS
     unfollowed_image_switches = UNFOLLOWED_IMAGE_SWITCHES
 
     def get_hf_processor(self, **kwargs: object) -> Idefics3Processor:
         return self.ctx.get_hf_processor(Idefics3Processor, **kwargs)
-
-    def get_data_parser(self) -> MultiModalDataParser:
-        return Idefics3MultiModalDataParser(
-            expected_hidden_size=self._get_expected_hidden_size(),
-            allow_missing_mm_embeddings=self.allow_missing_mm_embeddings,
-        )
 
     def get_tokens_of_size(
         self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
@@ -278,26 +264,10 @@ class Idefics3ProcessingInfo(ImageWorstCaseSearch, RequestSettingsProcessingInfo
         return self._largest_image
 
 
-class Idefics3DummyInputsBuilder(BaseDummyInputsBuilder[Idefics3ProcessingInfo]):
+class Idefics3DummyInputsBuilder(WorstCaseDummyInputsBuilder[Idefics3ProcessingInfo]):
     def get_dummy_text(self, mm_counts: Mapping[str, int]) -> str:
         num_images = mm_counts.get("image", 0)
         return self.info.get_hf_processor().image_token * num_images
-
-    def get_dummy_mm_data(
-        self,
-        seq_len: int,
-        mm_counts: Mapping[str, int],
-        mm_options: MultiModalDummyOptions,
-    ) -> MultiModalDataDict:
-        target = self.info.get_image_size_with_most_features()
-        return {
-            "image": self._get_dummy_images(
-                width=target.width,
-                height=target.height,
-                num_images=mm_counts.get("image", 0),
-                overrides=mm_options.get("image") if mm_options else None,
-            )
-        }
 
 
 class Idefics3MultiModalProcessor(BaseMultiModalProcessor[Idefics3ProcessingInfo]):
@@ -314,10 +284,7 @@ class Idefics3MultiModalProcessor(BaseMultiModalProcessor[Idefics3ProcessingInfo
             pixel_values=MultiModalFieldConfig.batched("image"),
             # HF: (observed from the HF processor):0
             pixel_attention_mask=MultiModalFieldConfig.batched("image"),
-            # Items given as precomputed embeddings: one tensor of rows each, and its
-            # size.
-            image_embeds=MultiModalFieldConfig.batched("image"),
-            image_size=MultiModalFieldConfig.batched("image"),
+            **embedding_fields_config(Idefics3MultiModalDataParser.embedding_fields),
         )
 
     def _call_hf_processor(
@@ -355,20 +322,9 @@ class Idefics3MultiModalProcessor(BaseMultiModalProcessor[Idefics3ProcessingInfo
         image_token_id = self.info.get_image_token_id()
 
         def get_replacement(item_idx: int):
-            images = mm_items.get_items(
-                "image", (ImageEmbeddingItems, DictEmbeddingItems, ImageProcessorItems)
+            tokens = self.info.get_image_item_tokens(
+                item_idx, mm_items, hf_processor_mm_kwargs
             )
-            if isinstance(images, (ImageEmbeddingItems, DictEmbeddingItems)):
-                tokens = self.info.get_embedding_tokens(
-                    "image", images, item_idx, hf_processor_mm_kwargs
-                )
-            else:
-                size = images.get_image_size(item_idx)
-                tokens = self.info.get_image_replacement(
-                    image_width=size.width,
-                    image_height=size.height,
-                    mm_kwargs=hf_processor_mm_kwargs,
-                )
             return PromptUpdateDetails.select_token_id(
                 tokens, embed_token_id=image_token_id
             )

@@ -6,19 +6,12 @@ from collections.abc import Mapping, Sequence
 
 from transformers import BatchFeature, PaliGemmaProcessor
 
-from vllm.config.multimodal import MultiModalDummyOptions
-from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItems
 from vllm.multimodal.parse import (
-    DictEmbeddingItems,
-    ImageEmbeddingItems,
-    ImageProcessorItems,
     ImageSize,
     MultiModalDataItems,
-    MultiModalDataParser,
 )
 from vllm.multimodal.processing import (
-    BaseDummyInputsBuilder,
     BaseMultiModalProcessor,
     PromptIndexTargets,
     PromptInsertion,
@@ -30,6 +23,8 @@ from vllm.renderers import TokenizeParams
 from .mm_request_support import (
     EmbeddingDictParser,
     RequestSettingsProcessingInfo,
+    WorstCaseDummyInputsBuilder,
+    embedding_fields_config,
 )
 
 # Switches HF's image preprocessing reads to resize, crop or pad, which the image
@@ -40,22 +35,19 @@ from .mm_request_support import (
 UNFOLLOWED_IMAGE_SWITCHES = ("do_resize", "do_center_crop", "do_pad")
 
 
-# The keys of an item given as a dict of precomputed embeddings: HF lays out each item's
-# tokens by the item itself, so the dict brings the item's size beside its embeddings
-# (image_size: [height, width]).
-EMBEDDING_FIELDS = {
-    "image": {"image_embeds": "values", "image_size": "metadata"},
-}
-
-
 class PaliGemmaMultiModalDataParser(EmbeddingDictParser):
-    embedding_fields = EMBEDDING_FIELDS
+    # The keys of an item given as a dict of precomputed embeddings: HF lays out each
+    # item's tokens by the item itself, so the dict brings the item's size beside its
+    # embeddings (image_size: [height, width]).
+    embedding_fields = {
+        "image": {"image_embeds": "values", "image_size": "metadata"},
+    }
 
 
 class PaliGemmaProcessingInfo(RequestSettingsProcessingInfo):
+    data_parser_cls = PaliGemmaMultiModalDataParser
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (("image_processor", "images_kwargs"),)
-    embedding_fields = EMBEDDING_FIELDS
     unfollowed_image_switches = UNFOLLOWED_IMAGE_SWITCHES
 
     def get_hf_processor(self, **kwargs: object) -> PaliGemmaProcessor:
@@ -65,12 +57,6 @@ class PaliGemmaProcessingInfo(RequestSettingsProcessingInfo):
         # The HF processor tokenizes text without special tokens
         # (models/paligemma/processing_paligemma.py:84).
         return super().get_default_tok_params().with_kwargs(add_special_tokens=False)
-
-    def get_data_parser(self) -> MultiModalDataParser:
-        return PaliGemmaMultiModalDataParser(
-            expected_hidden_size=self._get_expected_hidden_size(),
-            allow_missing_mm_embeddings=self.allow_missing_mm_embeddings,
-        )
 
     def get_tokens_of_size(
         self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
@@ -131,26 +117,10 @@ class PaliGemmaProcessingInfo(RequestSettingsProcessingInfo):
         return self.get_processed_image_size()
 
 
-class PaliGemmaDummyInputsBuilder(BaseDummyInputsBuilder[PaliGemmaProcessingInfo]):
+class PaliGemmaDummyInputsBuilder(WorstCaseDummyInputsBuilder[PaliGemmaProcessingInfo]):
     def get_dummy_text(self, mm_counts: Mapping[str, int]) -> str:
         # The HF processor inserts image tokens itself; prompts carry no placeholder.
         return ""
-
-    def get_dummy_mm_data(
-        self,
-        seq_len: int,
-        mm_counts: Mapping[str, int],
-        mm_options: MultiModalDummyOptions,
-    ) -> MultiModalDataDict:
-        target = self.info.get_image_size_with_most_features()
-        return {
-            "image": self._get_dummy_images(
-                width=target.width,
-                height=target.height,
-                num_images=mm_counts.get("image", 0),
-                overrides=mm_options.get("image") if mm_options else None,
-            )
-        }
 
 
 class PaliGemmaMultiModalProcessor(BaseMultiModalProcessor[PaliGemmaProcessingInfo]):
@@ -165,10 +135,7 @@ class PaliGemmaMultiModalProcessor(BaseMultiModalProcessor[PaliGemmaProcessingIn
         return dict(
             # HF: image_processing_backends.py:444
             pixel_values=MultiModalFieldConfig.batched("image"),
-            # Items given as precomputed embeddings: one tensor of rows each, and its
-            # size.
-            image_embeds=MultiModalFieldConfig.batched("image"),
-            image_size=MultiModalFieldConfig.batched("image"),
+            **embedding_fields_config(PaliGemmaMultiModalDataParser.embedding_fields),
         )
 
     def _postprocess_prompt(self, prompt: list[int]) -> list[int]:
@@ -198,22 +165,10 @@ class PaliGemmaMultiModalProcessor(BaseMultiModalProcessor[PaliGemmaProcessingIn
         trailing = [tokenizer.bos_token_id]
 
         def get_insertion(item_idx: int):
-            images = mm_items.get_items(
-                "image", (ImageEmbeddingItems, DictEmbeddingItems, ImageProcessorItems)
+            tokens = self.info.get_image_item_tokens(
+                item_idx, mm_items, hf_processor_mm_kwargs
             )
-            if isinstance(images, (ImageEmbeddingItems, DictEmbeddingItems)):
-                tokens = self.info.get_embedding_tokens(
-                    "image", images, item_idx, hf_processor_mm_kwargs
-                )
-            else:
-                size = images.get_image_size(item_idx)
-                num_image_tokens = self.info.get_num_image_tokens(
-                    image_width=size.width,
-                    image_height=size.height,
-                    mm_kwargs=hf_processor_mm_kwargs,
-                )
-                tokens = [image_token_id] * num_image_tokens
-            if item_idx == images.get_count() - 1:
+            if item_idx == mm_items.get_count("image") - 1:
                 # HF follows the last image with these tokens; they get no embedding.
                 tokens = tokens + trailing
             return PromptUpdateDetails.select_token_id(

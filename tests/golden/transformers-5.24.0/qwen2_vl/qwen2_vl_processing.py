@@ -8,24 +8,15 @@ from collections.abc import Mapping, Sequence
 import torch
 from transformers import BatchFeature, Qwen2VLProcessor
 
-from vllm.config.multimodal import MultiModalDummyOptions
-from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import (
     MultiModalFieldConfig,
     MultiModalKwargsItems,
 )
 from vllm.multimodal.parse import (
-    DictEmbeddingItems,
-    ImageEmbeddingItems,
-    ImageProcessorItems,
     ImageSize,
     MultiModalDataItems,
-    MultiModalDataParser,
-    VideoEmbeddingItems,
-    VideoProcessorItems,
 )
 from vllm.multimodal.processing import (
-    BaseDummyInputsBuilder,
     BaseMultiModalProcessor,
     PromptReplacement,
     PromptUpdate,
@@ -38,8 +29,9 @@ from .mm_request_support import (
     ImageWorstCaseSearch,
     RequestSettingsProcessingInfo,
     VideoWorstCaseSearch,
+    WorstCaseDummyInputsBuilder,
     batch_of_one,
-    dummy_metadata,
+    embedding_fields_config,
     videos_data,
 )
 
@@ -111,42 +103,34 @@ def replace_video_token(processor, video_inputs, video_idx, **kwargs):
 UNFOLLOWED_IMAGE_SWITCHES = ("do_resize",)
 
 
-# The keys of an item given as a dict of precomputed embeddings: HF lays out each item's
-# tokens by the item itself, so the dict brings the item's size beside its embeddings
-# (image_size: [height, width]; video_size: [frames, height, width], video_fps).
-EMBEDDING_FIELDS = {
-    "image": {"image_embeds": "values", "image_size": "metadata"},
-    "video": {
-        "video_embeds": "values",
-        "video_size": "metadata",
-        "video_fps": "metadata",
-    },
-}
-
-
 class Qwen2VLMultiModalDataParser(EmbeddingDictParser):
-    embedding_fields = EMBEDDING_FIELDS
+    # The keys of an item given as a dict of precomputed embeddings: HF lays out each
+    # item's tokens by the item itself, so the dict brings the item's size beside its
+    # embeddings (image_size: [height, width]; video_size: [frames, height, width],
+    # video_fps).
+    embedding_fields = {
+        "image": {"image_embeds": "values", "image_size": "metadata"},
+        "video": {
+            "video_embeds": "values",
+            "video_size": "metadata",
+            "video_fps": "metadata",
+        },
+    }
 
 
 class Qwen2VLProcessingInfo(
     ImageWorstCaseSearch, VideoWorstCaseSearch, RequestSettingsProcessingInfo
 ):
+    data_parser_cls = Qwen2VLMultiModalDataParser
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (
         ("image_processor", "images_kwargs"),
         ("video_processor", "videos_kwargs"),
     )
-    embedding_fields = EMBEDDING_FIELDS
     unfollowed_image_switches = UNFOLLOWED_IMAGE_SWITCHES
 
     def get_hf_processor(self, **kwargs: object) -> Qwen2VLProcessor:
         return self.ctx.get_hf_processor(Qwen2VLProcessor, **kwargs)
-
-    def get_data_parser(self) -> MultiModalDataParser:
-        return Qwen2VLMultiModalDataParser(
-            expected_hidden_size=self._get_expected_hidden_size(),
-            allow_missing_mm_embeddings=self.allow_missing_mm_embeddings,
-        )
 
     def get_tokens_of_size(
         self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
@@ -233,14 +217,6 @@ class Qwen2VLProcessingInfo(
         processor = self.get_hf_processor()
         return str(processor.video_token)
 
-    def get_num_video_tokens(
-        self, video, hf_processor_mm_kwargs: Mapping[str, object] = {}
-    ) -> int:
-        """Embedding positions HF gives one video (frames, or (frames, metadata))."""
-        return self.get_video_tokens(video, hf_processor_mm_kwargs).count(
-            self.get_video_token_id()
-        )
-
     def get_video_tokens(
         self, video, hf_processor_mm_kwargs: Mapping[str, object] = {}
     ) -> list[int]:
@@ -256,45 +232,13 @@ class Qwen2VLProcessingInfo(
         return tokens
 
 
-class Qwen2VLDummyInputsBuilder(BaseDummyInputsBuilder[Qwen2VLProcessingInfo]):
+class Qwen2VLDummyInputsBuilder(WorstCaseDummyInputsBuilder[Qwen2VLProcessingInfo]):
     def get_dummy_text(self, mm_counts: Mapping[str, int]) -> str:
         text = ""
         processor = self.info.get_hf_processor()
         text += processor.image_token * mm_counts.get("image", 0)
         text += self.info.get_video_placeholder() * mm_counts.get("video", 0)
         return text
-
-    def get_dummy_mm_data(
-        self,
-        seq_len: int,
-        mm_counts: Mapping[str, int],
-        mm_options: MultiModalDummyOptions,
-    ) -> MultiModalDataDict:
-        data = {}
-        num_images = mm_counts.get("image", 0)
-        if num_images:
-            target = self.info.get_image_size_with_most_features()
-            data["image"] = self._get_dummy_images(
-                width=target.width,
-                height=target.height,
-                num_images=num_images,
-                overrides=mm_options.get("image") if mm_options else None,
-            )
-        num_videos = mm_counts.get("video", 0)
-        if num_videos:
-            num_frames, size = self.info.get_video_with_most_features(
-                seq_len, mm_counts
-            )
-            videos = self._get_dummy_videos(
-                width=size.width,
-                height=size.height,
-                num_frames=num_frames,
-                num_videos=num_videos,
-                overrides=mm_options.get("video") if mm_options else None,
-            )
-            data["video"] = [(video, dummy_metadata(video)) for video in videos]
-
-        return data
 
 
 class Qwen2VLMultiModalProcessor(BaseMultiModalProcessor[Qwen2VLProcessingInfo]):
@@ -325,13 +269,7 @@ class Qwen2VLMultiModalProcessor(BaseMultiModalProcessor[Qwen2VLProcessingInfo])
             ),
             # HF: models/qwen2_vl/video_processing_qwen2_vl.py:385
             video_grid_thw=MultiModalFieldConfig.batched("video"),
-            # Items given as precomputed embeddings: one tensor of rows each, and its
-            # size.
-            image_embeds=MultiModalFieldConfig.batched("image"),
-            image_size=MultiModalFieldConfig.batched("image"),
-            video_embeds=MultiModalFieldConfig.batched("video"),
-            video_size=MultiModalFieldConfig.batched("video"),
-            video_fps=MultiModalFieldConfig.batched("video"),
+            **embedding_fields_config(Qwen2VLMultiModalDataParser.embedding_fields),
         )
 
     def _get_hf_mm_inputs(
@@ -360,32 +298,15 @@ class Qwen2VLMultiModalProcessor(BaseMultiModalProcessor[Qwen2VLProcessingInfo])
         image_token_id = self.info.get_image_token_id()
 
         def get_replacement(item_idx: int):
-            images = mm_items.get_items(
-                "image", (ImageEmbeddingItems, DictEmbeddingItems, ImageProcessorItems)
+            return self.info.get_image_item_tokens(
+                item_idx, mm_items, hf_processor_mm_kwargs
             )
-            if isinstance(images, (ImageEmbeddingItems, DictEmbeddingItems)):
-                tokens = self.info.get_embedding_tokens(
-                    "image", images, item_idx, hf_processor_mm_kwargs
-                )
-            else:
-                size = images.get_image_size(item_idx)
-                num_image_tokens = self.info.get_num_image_tokens(
-                    image_width=size.width,
-                    image_height=size.height,
-                    mm_kwargs=hf_processor_mm_kwargs,
-                )
-                tokens = [image_token_id] * num_image_tokens
-            return tokens
 
         def get_video_replacement(item_idx: int):
-            given = mm_items.get_items(
-                "video", (VideoEmbeddingItems, DictEmbeddingItems, VideoProcessorItems)
+            tokens = self.info.get_given_tokens(
+                "video", item_idx, mm_items, hf_processor_mm_kwargs
             )
-            if isinstance(given, (VideoEmbeddingItems, DictEmbeddingItems)):
-                tokens = self.info.get_embedding_tokens(
-                    "video", given, item_idx, hf_processor_mm_kwargs
-                )
-            else:
+            if tokens is None:
                 video_inputs = batch_of_one(out_mm_kwargs["video"][item_idx])
                 tokens = self.info.get_video_replacement(
                     video_inputs, hf_processor_mm_kwargs

@@ -6,19 +6,12 @@ from collections.abc import Mapping, Sequence
 
 from transformers import BatchFeature, LlavaProcessor
 
-from vllm.config.multimodal import MultiModalDummyOptions
-from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItems
 from vllm.multimodal.parse import (
-    DictEmbeddingItems,
-    ImageEmbeddingItems,
-    ImageProcessorItems,
     ImageSize,
     MultiModalDataItems,
-    MultiModalDataParser,
 )
 from vllm.multimodal.processing import (
-    BaseDummyInputsBuilder,
     BaseMultiModalProcessor,
     PromptReplacement,
     PromptUpdate,
@@ -27,6 +20,8 @@ from vllm.multimodal.processing import (
 from .mm_request_support import (
     EmbeddingDictParser,
     RequestSettingsProcessingInfo,
+    WorstCaseDummyInputsBuilder,
+    embedding_fields_config,
 )
 
 # Switches HF's image preprocessing reads to resize, crop or pad, which the image
@@ -36,32 +31,23 @@ from .mm_request_support import (
 UNFOLLOWED_IMAGE_SWITCHES = ("do_pad", "do_resize")
 
 
-# The keys of an item given as a dict of precomputed embeddings: HF lays out each item's
-# tokens by the item itself, so the dict brings the item's size beside its embeddings
-# (image_size: [height, width]).
-EMBEDDING_FIELDS = {
-    "image": {"image_embeds": "values", "image_size": "metadata"},
-}
-
-
 class LlavaMultiModalDataParser(EmbeddingDictParser):
-    embedding_fields = EMBEDDING_FIELDS
+    # The keys of an item given as a dict of precomputed embeddings: HF lays out each
+    # item's tokens by the item itself, so the dict brings the item's size beside its
+    # embeddings (image_size: [height, width]).
+    embedding_fields = {
+        "image": {"image_embeds": "values", "image_size": "metadata"},
+    }
 
 
 class LlavaProcessingInfo(RequestSettingsProcessingInfo):
+    data_parser_cls = LlavaMultiModalDataParser
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (("image_processor", "images_kwargs"),)
-    embedding_fields = EMBEDDING_FIELDS
     unfollowed_image_switches = UNFOLLOWED_IMAGE_SWITCHES
 
     def get_hf_processor(self, **kwargs: object) -> LlavaProcessor:
         return self.ctx.get_hf_processor(LlavaProcessor, **kwargs)
-
-    def get_data_parser(self) -> MultiModalDataParser:
-        return LlavaMultiModalDataParser(
-            expected_hidden_size=self._get_expected_hidden_size(),
-            allow_missing_mm_embeddings=self.allow_missing_mm_embeddings,
-        )
 
     def get_tokens_of_size(
         self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
@@ -133,26 +119,10 @@ class LlavaProcessingInfo(RequestSettingsProcessingInfo):
         return self.get_processed_image_size()
 
 
-class LlavaDummyInputsBuilder(BaseDummyInputsBuilder[LlavaProcessingInfo]):
+class LlavaDummyInputsBuilder(WorstCaseDummyInputsBuilder[LlavaProcessingInfo]):
     def get_dummy_text(self, mm_counts: Mapping[str, int]) -> str:
         num_images = mm_counts.get("image", 0)
         return self.info.get_hf_processor().image_token * num_images
-
-    def get_dummy_mm_data(
-        self,
-        seq_len: int,
-        mm_counts: Mapping[str, int],
-        mm_options: MultiModalDummyOptions,
-    ) -> MultiModalDataDict:
-        target = self.info.get_image_size_with_most_features()
-        return {
-            "image": self._get_dummy_images(
-                width=target.width,
-                height=target.height,
-                num_images=mm_counts.get("image", 0),
-                overrides=mm_options.get("image") if mm_options else None,
-            )
-        }
 
 
 class LlavaMultiModalProcessor(BaseMultiModalProcessor[LlavaProcessingInfo]):
@@ -167,10 +137,7 @@ class LlavaMultiModalProcessor(BaseMultiModalProcessor[LlavaProcessingInfo]):
         return dict(
             # HF: models/llava/image_processing_llava.py:152
             pixel_values=MultiModalFieldConfig.batched("image"),
-            # Items given as precomputed embeddings: one tensor of rows each, and its
-            # size.
-            image_embeds=MultiModalFieldConfig.batched("image"),
-            image_size=MultiModalFieldConfig.batched("image"),
+            **embedding_fields_config(LlavaMultiModalDataParser.embedding_fields),
         )
 
     def _get_prompt_updates(
@@ -182,22 +149,9 @@ class LlavaMultiModalProcessor(BaseMultiModalProcessor[LlavaProcessingInfo]):
         image_token_id = self.info.get_image_token_id()
 
         def get_replacement(item_idx: int):
-            images = mm_items.get_items(
-                "image", (ImageEmbeddingItems, DictEmbeddingItems, ImageProcessorItems)
+            return self.info.get_image_item_tokens(
+                item_idx, mm_items, hf_processor_mm_kwargs
             )
-            if isinstance(images, (ImageEmbeddingItems, DictEmbeddingItems)):
-                tokens = self.info.get_embedding_tokens(
-                    "image", images, item_idx, hf_processor_mm_kwargs
-                )
-            else:
-                size = images.get_image_size(item_idx)
-                num_image_tokens = self.info.get_num_image_tokens(
-                    image_width=size.width,
-                    image_height=size.height,
-                    mm_kwargs=hf_processor_mm_kwargs,
-                )
-                tokens = [image_token_id] * num_image_tokens
-            return tokens
 
         return [
             PromptReplacement(

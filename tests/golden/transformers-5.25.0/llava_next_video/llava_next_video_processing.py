@@ -10,24 +10,15 @@ import torch
 from transformers import BatchFeature, LlavaNextVideoProcessor
 from transformers.image_utils import get_image_size, to_numpy_array
 
-from vllm.config.multimodal import MultiModalDummyOptions
-from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import (
     MultiModalFieldConfig,
     MultiModalKwargsItems,
 )
 from vllm.multimodal.parse import (
-    DictEmbeddingItems,
-    ImageEmbeddingItems,
-    ImageProcessorItems,
     ImageSize,
     MultiModalDataItems,
-    MultiModalDataParser,
-    VideoEmbeddingItems,
-    VideoProcessorItems,
 )
 from vllm.multimodal.processing import (
-    BaseDummyInputsBuilder,
     BaseMultiModalProcessor,
     PromptReplacement,
     PromptUpdate,
@@ -40,8 +31,9 @@ from .mm_request_support import (
     ImageWorstCaseSearch,
     RequestSettingsProcessingInfo,
     VideoWorstCaseSearch,
+    WorstCaseDummyInputsBuilder,
     batch_of_one,
-    dummy_metadata,
+    embedding_fields_config,
     split_hf_calls,
     videos_data,
     without_batch_axis,
@@ -169,42 +161,34 @@ def replace_video_token(processor, video_inputs=None, video_idx=0, **kwargs):
 UNFOLLOWED_IMAGE_SWITCHES = ("do_resize", "do_pad")
 
 
-# The keys of an item given as a dict of precomputed embeddings: HF lays out each item's
-# tokens by the item itself, so the dict brings the item's size beside its embeddings
-# (image_size: [height, width]; video_size: [frames, height, width], video_fps).
-EMBEDDING_FIELDS = {
-    "image": {"image_embeds": "values", "image_size": "metadata"},
-    "video": {
-        "video_embeds": "values",
-        "video_size": "metadata",
-        "video_fps": "metadata",
-    },
-}
-
-
 class LlavaNextVideoMultiModalDataParser(EmbeddingDictParser):
-    embedding_fields = EMBEDDING_FIELDS
+    # The keys of an item given as a dict of precomputed embeddings: HF lays out each
+    # item's tokens by the item itself, so the dict brings the item's size beside its
+    # embeddings (image_size: [height, width]; video_size: [frames, height, width],
+    # video_fps).
+    embedding_fields = {
+        "image": {"image_embeds": "values", "image_size": "metadata"},
+        "video": {
+            "video_embeds": "values",
+            "video_size": "metadata",
+            "video_fps": "metadata",
+        },
+    }
 
 
 class LlavaNextVideoProcessingInfo(
     ImageWorstCaseSearch, VideoWorstCaseSearch, RequestSettingsProcessingInfo
 ):
+    data_parser_cls = LlavaNextVideoMultiModalDataParser
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (
         ("image_processor", "images_kwargs"),
         ("video_processor", "videos_kwargs"),
     )
-    embedding_fields = EMBEDDING_FIELDS
     unfollowed_image_switches = UNFOLLOWED_IMAGE_SWITCHES
 
     def get_hf_processor(self, **kwargs: object) -> LlavaNextVideoProcessor:
         return self.ctx.get_hf_processor(LlavaNextVideoProcessor, **kwargs)
-
-    def get_data_parser(self) -> MultiModalDataParser:
-        return LlavaNextVideoMultiModalDataParser(
-            expected_hidden_size=self._get_expected_hidden_size(),
-            allow_missing_mm_embeddings=self.allow_missing_mm_embeddings,
-        )
 
     def get_tokens_of_size(
         self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
@@ -312,14 +296,6 @@ class LlavaNextVideoProcessingInfo(
         processor = self.get_hf_processor()
         return str(processor.video_token)
 
-    def get_num_video_tokens(
-        self, video, hf_processor_mm_kwargs: Mapping[str, object] = {}
-    ) -> int:
-        """Embedding positions HF gives one video (frames, or (frames, metadata))."""
-        return self.get_video_tokens(video, hf_processor_mm_kwargs).count(
-            self.get_video_token_id()
-        )
-
     def get_video_tokens(
         self, video, hf_processor_mm_kwargs: Mapping[str, object] = {}
     ) -> list[int]:
@@ -345,7 +321,7 @@ class LlavaNextVideoProcessingInfo(
 
 
 class LlavaNextVideoDummyInputsBuilder(
-    BaseDummyInputsBuilder[LlavaNextVideoProcessingInfo]
+    WorstCaseDummyInputsBuilder[LlavaNextVideoProcessingInfo]
 ):
     def get_dummy_text(self, mm_counts: Mapping[str, int]) -> str:
         text = ""
@@ -353,38 +329,6 @@ class LlavaNextVideoDummyInputsBuilder(
         text += processor.image_token * mm_counts.get("image", 0)
         text += self.info.get_video_placeholder() * mm_counts.get("video", 0)
         return text
-
-    def get_dummy_mm_data(
-        self,
-        seq_len: int,
-        mm_counts: Mapping[str, int],
-        mm_options: MultiModalDummyOptions,
-    ) -> MultiModalDataDict:
-        data = {}
-        num_images = mm_counts.get("image", 0)
-        if num_images:
-            target = self.info.get_image_size_with_most_features()
-            data["image"] = self._get_dummy_images(
-                width=target.width,
-                height=target.height,
-                num_images=num_images,
-                overrides=mm_options.get("image") if mm_options else None,
-            )
-        num_videos = mm_counts.get("video", 0)
-        if num_videos:
-            num_frames, size = self.info.get_video_with_most_features(
-                seq_len, mm_counts
-            )
-            videos = self._get_dummy_videos(
-                width=size.width,
-                height=size.height,
-                num_frames=num_frames,
-                num_videos=num_videos,
-                overrides=mm_options.get("video") if mm_options else None,
-            )
-            data["video"] = [(video, dummy_metadata(video)) for video in videos]
-
-        return data
 
 
 class LlavaNextVideoMultiModalProcessor(
@@ -405,13 +349,9 @@ class LlavaNextVideoMultiModalProcessor(
             image_sizes=MultiModalFieldConfig.batched("image"),
             # HF: video_processing_utils.py:745
             pixel_values_videos=MultiModalFieldConfig.batched("video"),
-            # Items given as precomputed embeddings: one tensor of rows each, and its
-            # size.
-            image_embeds=MultiModalFieldConfig.batched("image"),
-            image_size=MultiModalFieldConfig.batched("image"),
-            video_embeds=MultiModalFieldConfig.batched("video"),
-            video_size=MultiModalFieldConfig.batched("video"),
-            video_fps=MultiModalFieldConfig.batched("video"),
+            **embedding_fields_config(
+                LlavaNextVideoMultiModalDataParser.embedding_fields
+            ),
         )
 
     def _get_hf_mm_inputs(
@@ -471,32 +411,15 @@ class LlavaNextVideoMultiModalProcessor(
         image_token_id = self.info.get_image_token_id()
 
         def get_replacement(item_idx: int):
-            images = mm_items.get_items(
-                "image", (ImageEmbeddingItems, DictEmbeddingItems, ImageProcessorItems)
+            return self.info.get_image_item_tokens(
+                item_idx, mm_items, hf_processor_mm_kwargs
             )
-            if isinstance(images, (ImageEmbeddingItems, DictEmbeddingItems)):
-                tokens = self.info.get_embedding_tokens(
-                    "image", images, item_idx, hf_processor_mm_kwargs
-                )
-            else:
-                size = images.get_image_size(item_idx)
-                num_image_tokens = self.info.get_num_image_tokens(
-                    image_width=size.width,
-                    image_height=size.height,
-                    mm_kwargs=hf_processor_mm_kwargs,
-                )
-                tokens = [image_token_id] * num_image_tokens
-            return tokens
 
         def get_video_replacement(item_idx: int):
-            given = mm_items.get_items(
-                "video", (VideoEmbeddingItems, DictEmbeddingItems, VideoProcessorItems)
+            tokens = self.info.get_given_tokens(
+                "video", item_idx, mm_items, hf_processor_mm_kwargs
             )
-            if isinstance(given, (VideoEmbeddingItems, DictEmbeddingItems)):
-                tokens = self.info.get_embedding_tokens(
-                    "video", given, item_idx, hf_processor_mm_kwargs
-                )
-            else:
+            if tokens is None:
                 video_inputs = batch_of_one(out_mm_kwargs["video"][item_idx])
                 tokens = self.info.get_video_replacement(
                     video_inputs, hf_processor_mm_kwargs

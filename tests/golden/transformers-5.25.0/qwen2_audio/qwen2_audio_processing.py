@@ -8,21 +8,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from transformers import BatchFeature, Qwen2AudioProcessor
 
-from vllm.config.multimodal import MultiModalDummyOptions
-from vllm.inputs import MultiModalDataDict
 from vllm.multimodal.inputs import (
     MultiModalFieldConfig,
     MultiModalKwargsItems,
 )
 from vllm.multimodal.parse import (
-    AudioEmbeddingItems,
-    AudioProcessorItems,
-    DictEmbeddingItems,
     MultiModalDataItems,
-    MultiModalDataParser,
 )
 from vllm.multimodal.processing import (
-    BaseDummyInputsBuilder,
     BaseMultiModalProcessor,
     PromptReplacement,
     PromptUpdate,
@@ -33,8 +26,10 @@ from .mm_request_support import (
     AudioWorstCaseSearch,
     EmbeddingDictParser,
     RequestSettingsProcessingInfo,
+    WorstCaseDummyInputsBuilder,
     audio_data,
     batch_of_one,
+    embedding_fields_config,
 )
 
 
@@ -59,36 +54,25 @@ def replace_audio_token(processor, audio_inputs, audio_idx, **kwargs):
     return processor.audio_token * num_audio_tokens
 
 
-# The keys of an item given as a dict of precomputed embeddings: HF lays out each item's
-# tokens by the item itself, so the dict brings the item's size beside its embeddings
-# (audio_length: samples at the model's rate).
-EMBEDDING_FIELDS = {
-    "audio": {"audio_embeds": "values", "audio_length": "metadata"},
-}
-
-
 class Qwen2AudioMultiModalDataParser(EmbeddingDictParser):
-    embedding_fields = EMBEDDING_FIELDS
+    # The keys of an item given as a dict of precomputed embeddings: HF lays out each
+    # item's tokens by the item itself, so the dict brings the item's size beside its
+    # embeddings (audio_length: samples at the model's rate).
+    embedding_fields = {
+        "audio": {"audio_embeds": "values", "audio_length": "metadata"},
+    }
 
 
 class Qwen2AudioProcessingInfo(AudioWorstCaseSearch, RequestSettingsProcessingInfo):
+    data_parser_cls = Qwen2AudioMultiModalDataParser
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (
         ("audio_processor", "audio_kwargs"),
         ("feature_extractor", "audio_kwargs"),
     )
-    embedding_fields = EMBEDDING_FIELDS
 
     def get_hf_processor(self, **kwargs: object) -> Qwen2AudioProcessor:
         return self.ctx.get_hf_processor(Qwen2AudioProcessor, **kwargs)
-
-    def get_data_parser(self) -> MultiModalDataParser:
-        return Qwen2AudioMultiModalDataParser(
-            # vLLM resamples audio to the rate HF's feature extractor takes.
-            target_sr=self.get_audio_sampling_rate(),
-            expected_hidden_size=self._get_expected_hidden_size(),
-            allow_missing_mm_embeddings=self.allow_missing_mm_embeddings,
-        )
 
     def get_tokens_of_size(
         self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
@@ -143,14 +127,6 @@ class Qwen2AudioProcessingInfo(AudioWorstCaseSearch, RequestSettingsProcessingIn
         processor = self.get_hf_processor()
         return str(processor.audio_token)
 
-    def get_num_audio_tokens(
-        self, audio, hf_processor_mm_kwargs: Mapping[str, object] = {}
-    ) -> int:
-        """Embedding positions HF gives one audio (a waveform at the model's rate)."""
-        return self.get_audio_tokens(audio, hf_processor_mm_kwargs).count(
-            self.get_audio_token_id()
-        )
-
     def get_audio_tokens(
         self, audio, hf_processor_mm_kwargs: Mapping[str, object] = {}
     ) -> list[int]:
@@ -167,30 +143,13 @@ class Qwen2AudioProcessingInfo(AudioWorstCaseSearch, RequestSettingsProcessingIn
         return tokens
 
 
-class Qwen2AudioDummyInputsBuilder(BaseDummyInputsBuilder[Qwen2AudioProcessingInfo]):
+class Qwen2AudioDummyInputsBuilder(
+    WorstCaseDummyInputsBuilder[Qwen2AudioProcessingInfo]
+):
     def get_dummy_text(self, mm_counts: Mapping[str, int]) -> str:
         text = ""
         text += self.info.get_audio_placeholder() * mm_counts.get("audio", 0)
         return text
-
-    def get_dummy_mm_data(
-        self,
-        seq_len: int,
-        mm_counts: Mapping[str, int],
-        mm_options: MultiModalDummyOptions,
-    ) -> MultiModalDataDict:
-        data = {}
-        num_audios = mm_counts.get("audio", 0)
-        if num_audios:
-            data["audio"] = self._get_dummy_audios(
-                length=self.info.get_audio_length_with_most_features(
-                    seq_len, mm_counts
-                ),
-                num_audios=num_audios,
-                overrides=mm_options.get("audio") if mm_options else None,
-            )
-
-        return data
 
 
 class Qwen2AudioMultiModalProcessor(BaseMultiModalProcessor[Qwen2AudioProcessingInfo]):
@@ -204,10 +163,7 @@ class Qwen2AudioMultiModalProcessor(BaseMultiModalProcessor[Qwen2AudioProcessing
             input_features=MultiModalFieldConfig.batched("audio"),
             # HF: (observed from the HF processor):0
             feature_attention_mask=MultiModalFieldConfig.batched("audio"),
-            # Items given as precomputed embeddings: one tensor of rows each, and its
-            # size.
-            audio_embeds=MultiModalFieldConfig.batched("audio"),
-            audio_length=MultiModalFieldConfig.batched("audio"),
+            **embedding_fields_config(Qwen2AudioMultiModalDataParser.embedding_fields),
         )
 
     def _get_hf_mm_text(self, mm_counts: Mapping[str, int]) -> str | None:
@@ -243,14 +199,10 @@ class Qwen2AudioMultiModalProcessor(BaseMultiModalProcessor[Qwen2AudioProcessing
     ) -> Sequence[PromptUpdate]:
 
         def get_audio_replacement(item_idx: int):
-            given = mm_items.get_items(
-                "audio", (AudioEmbeddingItems, DictEmbeddingItems, AudioProcessorItems)
+            tokens = self.info.get_given_tokens(
+                "audio", item_idx, mm_items, hf_processor_mm_kwargs
             )
-            if isinstance(given, (AudioEmbeddingItems, DictEmbeddingItems)):
-                tokens = self.info.get_embedding_tokens(
-                    "audio", given, item_idx, hf_processor_mm_kwargs
-                )
-            else:
+            if tokens is None:
                 audio_inputs = batch_of_one(out_mm_kwargs["audio"][item_idx])
                 tokens = self.info.get_audio_replacement(
                     audio_inputs, hf_processor_mm_kwargs
