@@ -104,7 +104,9 @@ def main() -> int:
     total = sum(len(lines) for lines in modules.values())
     print(f"{len(modules)} processing modules, {total} compared lines")
     print("identical run | same-shape run | pair (identical run's first lines)")
-    for same, alike, x, y in sorted(rows, key=lambda r: (-r[0][0], -r[1][0]))[: args.top]:
+    for same, alike, x, y in sorted(rows, key=lambda r: (-r[0][0], -r[1][0]))[
+        : args.top
+    ]:
         at_x = modules[x][same[1]][0] if same[0] else 0
         at_y = modules[y][same[2]][0] if same[0] else 0
         print(f"{same[0]:>13} | {alike[0]:>14} | {x}:{at_x} ~ {y}:{at_y}")

@@ -142,14 +142,15 @@ MEDIA_MUTATIONS = [
         "tokens",
     ),
     # Dummy videos of frames smaller than the worst case (how many frames it profiles is
-    # the port's choice, noted: docs/vllm.md; the frames' size is not).
+    # the port's choice, noted: docs/vllm.md; the frames' size is not): the port's
+    # info overrides the searched worst case.
     (
         "qwen2_vl",
-        "num_frames, size = self.info.get_video_with_most_features( seq_len, mm_counts )",
-        "num_frames, size = (\n"
-        "                self.info.get_video_with_most_features(seq_len, mm_counts)[0],\n"
-        "                ImageSize(width=224, height=224),\n"
-        "            )",
+        "    def get_video_tokens(",
+        "    def get_video_with_most_features(self, seq_len, mm_counts):\n"
+        "        num_frames, _ = super().get_video_with_most_features(seq_len, mm_counts)\n"
+        "        return num_frames, ImageSize(width=224, height=224)\n\n"
+        "    def get_video_tokens(",
         "dummy",
     ),
     # A block of one frame's query tokens (BLIP-2's image count) in place of four frames'.

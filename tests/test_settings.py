@@ -58,8 +58,8 @@ def test_port_ignoring_request_settings_fails_tokens(scaffolded, tmp_path) -> No
     wrong = mutated_port(
         scaffolded("qwen2_vl"),
         "qwen2_vl",
-        "                mm_kwargs=hf_processor_mm_kwargs,\n",
-        "",
+        "get_image_item_tokens( item_idx, mm_items, hf_processor_mm_kwargs )",
+        "get_image_item_tokens(item_idx, mm_items)",
         tmp_path,
     )
     code, report = verify_report(
@@ -228,8 +228,8 @@ def test_port_ignoring_request_settings_fails_in_real_vllm(
     wrong = mutated_port(
         scaffolded("qwen2_vl"),
         "qwen2_vl",
-        "                mm_kwargs=hf_processor_mm_kwargs,\n",
-        "",
+        "get_image_item_tokens( item_idx, mm_items, hf_processor_mm_kwargs )",
+        "get_image_item_tokens(item_idx, mm_items)",
         tmp_path,
     )
     code, report = verify_report(

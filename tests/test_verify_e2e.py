@@ -180,8 +180,8 @@ def test_port_ignoring_drawn_settings_its_model_takes_fails(
     wrong = mutated_port(
         scaffolded("qwen2_vl"),
         "qwen2_vl",
-        "                mm_kwargs=hf_processor_mm_kwargs,\n",
-        "",
+        "get_image_item_tokens( item_idx, mm_items, hf_processor_mm_kwargs )",
+        "get_image_item_tokens(item_idx, mm_items)",
         tmp_path,
     )
     code, report = _verify("qwen2_vl", wrong, tmp_path)
@@ -214,19 +214,18 @@ MUTATIONS = [
         'MultiModalFieldConfig.shared("image", 2)',
         "fields",
     ),
+    # Dummy text with one placeholder fewer than the dummy images.
     (
         "llava",
-        'num_images=mm_counts.get("image", 0)',
-        'num_images=max(mm_counts.get("image", 0) - 1, 0)',
+        'num_images = mm_counts.get("image", 0)',
+        'num_images = max(mm_counts.get("image", 0) - 1, 0)',
         "dummy",
     ),
-    # An item given as embeddings placed with one position too many.
+    # Items given as embeddings placed at another token than HF's image token.
     (
         "llava",
-        'tokens = self.info.get_embedding_tokens( "image", images, item_idx, '
-        "hf_processor_mm_kwargs )",
-        'tokens = [*self.info.get_embedding_tokens("image", images, item_idx, '
-        "hf_processor_mm_kwargs), image_token_id]",
+        '"image": self.get_image_token_id(),',
+        '"image": self.get_image_token_id() + 1,',
         "embeds",
     ),
     ("paligemma", "PromptIndexTargets.start()", "PromptIndexTargets.end()", "tokens"),

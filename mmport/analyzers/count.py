@@ -309,7 +309,7 @@ def analyze_replacement(
     token_attr, count_expr = split
     known, api = item_reads(processor_cls, image_processor_cls)
     reads = ItemReadRewriter(inputs_param, index_param, known)
-    transplant = Transplanter()
+    transplant = Transplanter(import_shared=True)
     namespace = vars(
         inspect.getmodule(next(k for k in processor_cls.__mro__ if hook in vars(k)))
     )

@@ -156,7 +156,7 @@ def analyze_replacement_text(
     kwargs = func.params.star_kwarg.name.value if func.params.star_kwarg else None
     known, api = item_reads(processor_cls, image_processor_cls)
     reads = ItemReadRewriter(inputs, index, known, kwargs)
-    transplant = Transplanter()
+    transplant = Transplanter(import_shared=True)
     code = transplant.code(_rewritten_hook(func, reads), processor_cls, "processor")
     leaked = free_names(code) & {inputs, index}
     if leaked:

@@ -110,16 +110,41 @@ class _Rewrite(cst.CSTTransformer):
     ``super().m(...)`` → ``parent_m(owner, ...)``, where ``parent`` names the
     transformers class after ``defined_in`` in ``owner_cls``'s MRO that defines
     ``m``: the port holds that method too, under its own name.
+
+    With ``bound_shared``, a method transformers' shared base classes define
+    (``BaseImageProcessor._standardize_kwargs``) stays a call on the live
+    object, ``owner.m(...)`` (through ``super()``: ``Base.m(owner, ...)``,
+    ``Base`` imported), as HF runs it: the port uses HF's helper, not a copy.
     """
 
-    def __init__(self, owner: str, owner_cls: type[Any], defined_in: type[Any]) -> None:
+    def __init__(
+        self,
+        owner: str,
+        owner_cls: type[Any],
+        defined_in: type[Any],
+        *,
+        bound_shared: bool = False,
+    ) -> None:
         self.owner = owner
         self.owner_cls = owner_cls
         self.defined_in = defined_in
+        self.bound_shared = bound_shared
         # name → is a staticmethod (called without ``self``)
         self.methods = _methods(owner_cls)
         self.called: list[str] = []
         self.super_called: list[tuple[str, type]] = []
+        self.imports: set[str] = set()
+
+    def _shared(self, klass: type[Any] | None) -> bool:
+        """Whether a call into ``klass``'s method stays a call on HF's own code."""
+        return (
+            self.bound_shared
+            and klass is not None
+            and is_hf_code(klass.__module__)
+            and not is_hf_code(klass.__module__, models_only=True)
+            and getattr(sys.modules.get(klass.__module__), klass.__name__, None)
+            is klass
+        )
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         func = original_node.func
@@ -129,6 +154,10 @@ class _Rewrite(cst.CSTTransformer):
             and func.value.value == "self"
         ):
             name = func.attr.value
+            if name in self.methods and self._shared(
+                defining_class(self.owner_cls, name)
+            ):
+                return updated_node
             if name in self.methods:
                 self.called.append(name)
                 owner = () if self.methods[name] else (cst.Arg(cst.Name(self.owner)),)
@@ -141,6 +170,14 @@ class _Rewrite(cst.CSTTransformer):
             if parent is None:
                 raise AnalysisError(
                     f"`super().{name}` has no transformers definition to carry into a port"
+                )
+            if self._shared(parent):
+                self.imports.add(f"from {parent.__module__} import {parent.__name__}")
+                static = isinstance(vars(parent)[name], staticmethod)
+                owner = () if static else (cst.Arg(cst.Name(self.owner)),)
+                return updated_node.with_changes(
+                    func=cst.Attribute(cst.Name(parent.__name__), cst.Name(name)),
+                    args=(*owner, *updated_node.args),
                 )
             self.super_called.append((name, parent))
             static = isinstance(vars(parent)[name], staticmethod)
@@ -246,8 +283,11 @@ class Transplanter:
         defined_in: type[Any] | None = None,
     ) -> str:
         """Port code for ``node`` (part of a method of ``owner_cls`` defined in ``defined_in``), helpers queued."""
-        rewrite = _Rewrite(owner, owner_cls, defined_in or owner_cls)
+        rewrite = _Rewrite(
+            owner, owner_cls, defined_in or owner_cls, bound_shared=self.import_shared
+        )
         code = cst.Module([]).code_for_node(rewritten(node, rewrite)).strip()
+        self.imports |= rewrite.imports
         for name in rewrite.called:
             self.method(owner_cls, name, owner)
         for name, parent in rewrite.super_called:

@@ -217,6 +217,33 @@ def without_batch_axis(value):
     return value[0] if getattr(value, "ndim", 0) > 0 and value.shape[0] == 1 else value
 
 
+def as_held_one_item(
+    outputs: Mapping[str, object], rows: Sequence[str] = ()
+) -> dict[str, object]:
+    """A one-item HF output as a port that calls HF per item holds it: each tensor
+    with one batch axis, but for the fields in ``rows``, whose item has rows of its
+    own."""
+    return {
+        key: without_batch_axis(value)[None]
+        if isinstance(value, torch.Tensor) and key not in rows
+        else value
+        for key, value in outputs.items()
+    }
+
+
+def resized_to_one_size(
+    size: Mapping[str, int] | None, mm_kwargs: Mapping[str, object] = {}
+) -> ImageSize:
+    """The one size HF resizes every image to (``size``, read from its image
+    processor); a port that counts images of one size refuses any other."""
+    if not size or size.get("width") is None or size.get("height") is None:
+        raise NotImplementedError(
+            f"with processor kwargs {dict(mm_kwargs)} HF resizes images to {size}, "
+            "not to one size; this port counts images resized to one size"
+        )
+    return ImageSize(width=size["width"], height=size["height"])
+
+
 def per_item_outputs(outputs: list[BatchFeature], key: str, rows: bool = False) -> list:
     """``key`` of each one-item output (whole where the item has ``rows`` of its own,
     else

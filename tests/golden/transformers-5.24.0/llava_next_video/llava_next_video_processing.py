@@ -6,8 +6,8 @@
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import torch
 from transformers import BatchFeature, LlavaNextVideoProcessor
+from transformers.image_processing_utils import select_best_resolution
 from transformers.image_utils import get_image_size, to_numpy_array
 
 from vllm.multimodal.inputs import (
@@ -32,11 +32,12 @@ from .mm_request_support import (
     RequestSettingsProcessingInfo,
     VideoWorstCaseSearch,
     WorstCaseDummyInputsBuilder,
+    as_held_one_item,
     batch_of_one,
     embedding_fields_config,
+    resized_to_one_size,
     split_hf_calls,
     videos_data,
-    without_batch_axis,
 )
 
 
@@ -64,35 +65,6 @@ def _get_unpadded_features(
     unpadded_features = current_height * current_width
     newline_features = current_height
     return (unpadded_features, newline_features)
-
-
-# HF: image_processing_utils.py:642
-def select_best_resolution(original_size: tuple, possible_resolutions: list) -> tuple:
-    original_height, original_width = original_size
-    best_fit = None
-    max_effective_resolution = 0
-    min_wasted_resolution = float("inf")
-
-    for height, width in possible_resolutions:
-        scale = min(width / original_width, height / original_height)
-        downscaled_width, downscaled_height = (
-            int(original_width * scale),
-            int(original_height * scale),
-        )
-        effective_resolution = min(
-            downscaled_width * downscaled_height, original_width * original_height
-        )
-        wasted_resolution = (width * height) - effective_resolution
-
-        if effective_resolution > max_effective_resolution or (
-            effective_resolution == max_effective_resolution
-            and wasted_resolution < min_wasted_resolution
-        ):
-            max_effective_resolution = effective_resolution
-            min_wasted_resolution = wasted_resolution
-            best_fit = (height, width)
-
-    return best_fit
 
 
 # HF: models/llava_next_video/processing_llava_next_video.py:108
@@ -234,13 +206,7 @@ class LlavaNextVideoProcessingInfo(
             if image_processor.do_center_crop
             else image_processor.size
         )
-        if not size or size.get("width") is None or size.get("height") is None:
-            raise NotImplementedError(
-                f"with processor kwargs {dict(mm_kwargs)} HF resizes images to {size}, "
-                "not to one size; "
-                "this port counts images resized to one size"
-            )
-        return ImageSize(width=size["width"], height=size["height"])
+        return resized_to_one_size(size, mm_kwargs)
 
     def get_num_image_tokens(
         self,
@@ -309,13 +275,7 @@ class LlavaNextVideoProcessingInfo(
         )
         # As the port holds a one-item output (see _call_hf_processor): with one batch
         # axis.
-        rows = ()
-        outputs = {
-            k: without_batch_axis(value)[None]
-            if isinstance(value, torch.Tensor) and k not in rows
-            else value
-            for k, value in outputs.items()
-        }
+        outputs = as_held_one_item(outputs)
         tokens = self.get_video_replacement(dict(outputs), hf_processor_mm_kwargs)
         return tokens
 

@@ -22,6 +22,7 @@ from .mm_request_support import (
     RequestSettingsProcessingInfo,
     WorstCaseDummyInputsBuilder,
     embedding_fields_config,
+    resized_to_one_size,
 )
 
 # Switches HF's image preprocessing reads to resize, crop or pad, which the image
@@ -86,13 +87,7 @@ class LlavaProcessingInfo(RequestSettingsProcessingInfo):
             if image_processor.do_center_crop
             else image_processor.size
         )
-        if not size or size.get("width") is None or size.get("height") is None:
-            raise NotImplementedError(
-                f"with processor kwargs {dict(mm_kwargs)} HF resizes images to {size}, "
-                "not to one size; "
-                "this port counts images resized to one size"
-            )
-        return ImageSize(width=size["width"], height=size["height"])
+        return resized_to_one_size(size, mm_kwargs)
 
     def get_num_image_tokens(
         self,
