@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mmport.analyzers import analyze  # noqa: E402
-from mmport.render import render_port  # noqa: E402
-from mmport.sources import resolve  # noqa: E402
+from mmport.analyzers import analyze
+from mmport.render import render_port
+from mmport.sources import resolve
 
 FAMILIES = (
     "llava",

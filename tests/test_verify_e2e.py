@@ -221,11 +221,14 @@ MUTATIONS = [
         'num_images = max(mm_counts.get("image", 0) - 1, 0)',
         "dummy",
     ),
-    # Items given as embeddings placed at another token than HF's image token.
+    # An item given as embeddings placed with one position too many.
     (
         "llava",
-        '"image": self.get_image_token_id(),',
-        '"image": self.get_image_token_id() + 1,',
+        "    def get_image_token_id(self) -> int:",
+        "    def get_embedding_tokens(self, *args, **kwargs) -> list[int]:\n"
+        "        tokens = super().get_embedding_tokens(*args, **kwargs)\n"
+        "        return [*tokens, self.get_image_token_id()]\n\n"
+        "    def get_image_token_id(self) -> int:",
         "embeds",
     ),
     ("paligemma", "PromptIndexTargets.start()", "PromptIndexTargets.end()", "tokens"),
