@@ -148,6 +148,7 @@ MEDIA_MUTATIONS = [
         "qwen2_vl",
         "    def get_video_tokens(",
         "    def get_video_with_most_features(self, seq_len, mm_counts):\n"
+        "        from vllm.multimodal.parse import ImageSize\n\n"
         "        num_frames, _ = super().get_video_with_most_features(seq_len, mm_counts)\n"
         "        return num_frames, ImageSize(width=224, height=224)\n\n"
         "    def get_video_tokens(",

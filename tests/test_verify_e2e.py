@@ -246,10 +246,14 @@ MUTATIONS = [
         "configured.image_processor, image_width, image_width, {}\n",
         "tokens",
     ),
+    # A worst case that never looks past small images, in place of the searched one.
     (
         "qwen2_vl",
-        "return self._largest_image",
-        "return ImageSize(width=224, height=224)",
+        "    def get_image_token_id(self) -> int:",
+        "    def get_image_size_with_most_features(self):\n"
+        "        from vllm.multimodal.parse import ImageSize\n\n"
+        "        return ImageSize(width=224, height=224)\n\n"
+        "    def get_image_token_id(self) -> int:",
         "dummy",
     ),
     # Derived replacements: the begin-of-image token marked as an embedding

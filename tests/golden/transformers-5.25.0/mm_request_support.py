@@ -40,6 +40,7 @@ from vllm.multimodal.parse import (
     MultiModalDataParser,
 )
 from vllm.multimodal.processing import BaseDummyInputsBuilder, BaseProcessingInfo
+from vllm.multimodal.processing.processor import HFMultiModalInputs
 
 # What HF's processors raise for an item they cannot take (too small, too short).
 HF_REFUSALS = (ValueError, TypeError, RuntimeError, IndexError, ZeroDivisionError)
@@ -457,8 +458,59 @@ class RequestSettingsProcessingInfo(BaseProcessingInfo):
     def get_tokens_of_size(
         self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
     ) -> list[int]:
-        """The token ids HF gives an item of ``modality`` with this size."""
-        raise NotImplementedError
+        """The token ids HF gives an item of ``modality`` with this size (image:
+        (height, width); video: (frames, height, width, fps); audio: (samples at the
+        model's rate,)), from the port's ``get_image_replacement``,
+        ``get_video_tokens`` or ``get_audio_tokens``."""
+        if modality not in self.embedding_fields:
+            raise ValueError(f"this port takes no {modality}")
+        if modality == "image":
+            height, width = (int(side) for side in size)
+            return self.get_image_replacement(
+                image_width=width, image_height=height, mm_kwargs=mm_kwargs
+            )
+        if modality == "video":
+            num_frames, height, width, fps = size
+            video = self.make_dummy_video(int(num_frames), int(width), int(height), fps)
+            return self.get_video_tokens(video, mm_kwargs)
+        (length,) = size
+        return self.get_audio_tokens(np.zeros(int(length), dtype=np.float32), mm_kwargs)
+
+    def get_image_replacement(
+        self,
+        *,
+        image_width: int,
+        image_height: int,
+        mm_kwargs: Mapping[str, object] = {},
+    ) -> list[int]:
+        """The token ids HF puts in place of one image of this size: as many image
+        tokens as ``get_num_image_tokens`` counts, unless the port derives them (a port
+        defines one of the two)."""
+        num_image_tokens = self.get_num_image_tokens(
+            image_width=image_width, image_height=image_height, mm_kwargs=mm_kwargs
+        )
+        return [self.get_image_token_id()] * num_image_tokens
+
+    def get_num_image_tokens(
+        self,
+        *,
+        image_width: int,
+        image_height: int,
+        mm_kwargs: Mapping[str, object] = {},
+    ) -> int:
+        """Embedding positions HF gives one image of this size: those of
+        ``get_image_replacement``, unless the port counts them."""
+        tokens = self.get_image_replacement(
+            image_width=image_width, image_height=image_height, mm_kwargs=mm_kwargs
+        )
+        return tokens.count(self.get_embed_token_ids()["image"])
+
+    def make_dummy_video(
+        self, num_frames: int, width: int, height: int, fps: float = 2.0
+    ) -> tuple[np.ndarray, dict[str, object]]:
+        """A video of this size with its metadata (its frames differ everywhere where
+        HF's count follows a video's content)."""
+        return dummy_video(num_frames, width, height, fps, self.dummy_videos_change)
 
     def get_embed_token_ids(self) -> dict[str, int]:
         """The token whose positions receive each modality's embeddings."""
@@ -656,6 +708,9 @@ class ImageWorstCaseSearch:
     """The image size with the most tokens, searched once over WORST_CASE_SIDES (for a
     ``ProcessingInfo`` that defines ``get_num_image_tokens``)."""
 
+    def get_image_size_with_most_features(self) -> ImageSize:
+        return self._largest_image
+
     @functools.cached_property
     def _largest_image(self) -> ImageSize:
         candidates = [
@@ -685,12 +740,6 @@ class VideoWorstCaseSearch:
         """Embedding positions HF gives one video (frames, or (frames, metadata))."""
         tokens = self.get_video_tokens(video, hf_processor_mm_kwargs)
         return tokens.count(self.get_embed_token_ids()["video"])
-
-    def make_dummy_video(
-        self, num_frames: int, width: int, height: int, fps: float = 2.0
-    ) -> tuple[np.ndarray, dict[str, object]]:
-        """A candidate video with its metadata."""
-        return dummy_video(num_frames, width, height, fps, self.dummy_videos_change)
 
     @functools.cached_property
     def _videos_by_count(self) -> list[tuple[int, int, ImageSize]]:
@@ -862,3 +911,22 @@ class WorstCaseDummyInputsBuilder(BaseDummyInputsBuilder[_I]):
                 overrides=options.get("audio"),
             )
         return data
+
+
+class SampledVideosMixin:
+    """For a ``BaseMultiModalProcessor`` whose HF processor takes videos: vLLM hands
+    each video on as frames (with their metadata, where the parser keeps it); HF takes
+    the metadata apart, and must not sample frames vLLM's loader has sampled already."""
+
+    def _get_hf_mm_inputs(
+        self, mm_items: MultiModalDataItems, hf_kwargs: Mapping[str, object]
+    ) -> HFMultiModalInputs:
+        hf_inputs = super()._get_hf_mm_inputs(mm_items, hf_kwargs)
+        videos = hf_inputs.hf_data.get("videos")
+        if not videos:
+            return hf_inputs
+        data = videos_data(videos)
+        do_sample_frames = data.pop("do_sample_frames")
+        hf_data = {**hf_inputs.hf_data, **data}
+        hf_kwargs = {**hf_inputs.hf_kwargs, "do_sample_frames": do_sample_frames}
+        return hf_inputs._replace(hf_data=hf_data, hf_kwargs=hf_kwargs)

@@ -9,7 +9,6 @@ from transformers import BatchFeature, Idefics3Processor
 
 from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItems
 from vllm.multimodal.parse import (
-    ImageSize,
     MultiModalDataItems,
 )
 from vllm.multimodal.processing import (
@@ -185,6 +184,8 @@ class Idefics3MultiModalDataParser(EmbeddingDictParser):
 
 
 class Idefics3ProcessingInfo(ImageWorstCaseSearch, RequestSettingsProcessingInfo):
+    # The count depends on the image size, so the worst image is searched (once) over
+    # sizes (ImageWorstCaseSearch).
     data_parser_cls = Idefics3MultiModalDataParser
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (("image_processor", "images_kwargs"),)
@@ -192,18 +193,6 @@ class Idefics3ProcessingInfo(ImageWorstCaseSearch, RequestSettingsProcessingInfo
 
     def get_hf_processor(self, **kwargs: object) -> Idefics3Processor:
         return self.ctx.get_hf_processor(Idefics3Processor, **kwargs)
-
-    def get_tokens_of_size(
-        self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
-    ) -> list[int]:
-        """The token ids HF gives an item of ``modality`` with this size (image:
-        (height, width))."""
-        if modality == "image":
-            height, width = (int(side) for side in size)
-            return self.get_image_replacement(
-                image_width=width, image_height=height, mm_kwargs=mm_kwargs
-            )
-        raise ValueError(f"this port takes no {modality}")
 
     def get_embed_token_ids(self) -> dict[str, int]:
         """The token whose positions receive each modality's embeddings."""
@@ -245,23 +234,6 @@ class Idefics3ProcessingInfo(ImageWorstCaseSearch, RequestSettingsProcessingInfo
             processor, configured, image_height, image_width, **images_kwargs
         )
         return self.get_tokenizer().encode(text, add_special_tokens=False)
-
-    def get_num_image_tokens(
-        self,
-        *,
-        image_width: int,
-        image_height: int,
-        mm_kwargs: Mapping[str, object] = {},
-    ) -> int:
-        tokens = self.get_image_replacement(
-            image_width=image_width, image_height=image_height, mm_kwargs=mm_kwargs
-        )
-        return tokens.count(self.get_image_token_id())
-
-    def get_image_size_with_most_features(self) -> ImageSize:
-        # The count depends on the image size, so the worst case is searched (once) over
-        # sizes.
-        return self._largest_image
 
 
 class Idefics3DummyInputsBuilder(WorstCaseDummyInputsBuilder[Idefics3ProcessingInfo]):

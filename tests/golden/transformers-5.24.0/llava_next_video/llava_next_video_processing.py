@@ -24,12 +24,12 @@ from vllm.multimodal.processing import (
     PromptUpdate,
     PromptUpdateDetails,
 )
-from vllm.multimodal.processing.processor import HFMultiModalInputs
 
 from .mm_request_support import (
     EmbeddingDictParser,
     ImageWorstCaseSearch,
     RequestSettingsProcessingInfo,
+    SampledVideosMixin,
     VideoWorstCaseSearch,
     WorstCaseDummyInputsBuilder,
     as_held_one_item,
@@ -151,6 +151,8 @@ class LlavaNextVideoMultiModalDataParser(EmbeddingDictParser):
 class LlavaNextVideoProcessingInfo(
     ImageWorstCaseSearch, VideoWorstCaseSearch, RequestSettingsProcessingInfo
 ):
+    # The count depends on the image size, so the worst image is searched (once) over
+    # sizes (ImageWorstCaseSearch).
     data_parser_cls = LlavaNextVideoMultiModalDataParser
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (
@@ -161,24 +163,6 @@ class LlavaNextVideoProcessingInfo(
 
     def get_hf_processor(self, **kwargs: object) -> LlavaNextVideoProcessor:
         return self.ctx.get_hf_processor(LlavaNextVideoProcessor, **kwargs)
-
-    def get_tokens_of_size(
-        self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
-    ) -> list[int]:
-        """The token ids HF gives an item of ``modality`` with this size (image:
-        (height, width); video: (frames, height, width, fps))."""
-        if modality == "image":
-            height, width = (int(side) for side in size)
-            return [self.get_image_token_id()] * self.get_num_image_tokens(
-                image_width=width, image_height=height, mm_kwargs=mm_kwargs
-            )
-        if modality == "video":
-            num_frames, height, width, fps = size
-            return self.get_video_tokens(
-                self.make_dummy_video(int(num_frames), int(width), int(height), fps),
-                mm_kwargs,
-            )
-        raise ValueError(f"this port takes no {modality}")
 
     def get_embed_token_ids(self) -> dict[str, int]:
         """The token whose positions receive each modality's embeddings."""
@@ -231,11 +215,6 @@ class LlavaNextVideoProcessingInfo(
         if processor.vision_feature_select_strategy == "default":
             num_image_tokens -= 1
         return num_image_tokens
-
-    def get_image_size_with_most_features(self) -> ImageSize:
-        # The count depends on the image size, so the worst case is searched (once) over
-        # sizes.
-        return self._largest_image
 
     def get_video_token_id(self) -> int:
         # HF: models/llava_next_video/processing_llava_next_video.py:73
@@ -292,7 +271,7 @@ class LlavaNextVideoDummyInputsBuilder(
 
 
 class LlavaNextVideoMultiModalProcessor(
-    BaseMultiModalProcessor[LlavaNextVideoProcessingInfo]
+    SampledVideosMixin, BaseMultiModalProcessor[LlavaNextVideoProcessingInfo]
 ):
     def _get_mm_fields_config(
         self,
@@ -312,23 +291,6 @@ class LlavaNextVideoMultiModalProcessor(
             **embedding_fields_config(
                 LlavaNextVideoMultiModalDataParser.embedding_fields
             ),
-        )
-
-    def _get_hf_mm_inputs(
-        self, mm_items: MultiModalDataItems, hf_kwargs: Mapping[str, object]
-    ) -> HFMultiModalInputs:
-        # vLLM hands each video on as frames; HF takes the metadata
-        # apart, and must not sample frames vLLM's loader has sampled already.
-        hf_inputs = super()._get_hf_mm_inputs(mm_items, hf_kwargs)
-        videos = hf_inputs.hf_data.get("videos")
-        if not videos:
-            return hf_inputs
-        data = videos_data(videos)
-        do_sample_frames = data.pop("do_sample_frames")
-        hf_data = {**hf_inputs.hf_data, **data}
-        return hf_inputs._replace(
-            hf_data=hf_data,
-            hf_kwargs={**hf_inputs.hf_kwargs, "do_sample_frames": do_sample_frames},
         )
 
     def _call_hf_processor(

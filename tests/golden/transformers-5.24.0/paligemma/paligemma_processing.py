@@ -59,18 +59,6 @@ class PaliGemmaProcessingInfo(RequestSettingsProcessingInfo):
         # (models/paligemma/processing_paligemma.py:84).
         return super().get_default_tok_params().with_kwargs(add_special_tokens=False)
 
-    def get_tokens_of_size(
-        self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
-    ) -> list[int]:
-        """The token ids HF gives an item of ``modality`` with this size (image:
-        (height, width))."""
-        if modality == "image":
-            height, width = (int(side) for side in size)
-            return [self.get_image_token_id()] * self.get_num_image_tokens(
-                image_width=width, image_height=height, mm_kwargs=mm_kwargs
-            )
-        raise ValueError(f"this port takes no {modality}")
-
     def get_embed_token_ids(self) -> dict[str, int]:
         """The token whose positions receive each modality's embeddings."""
         return {

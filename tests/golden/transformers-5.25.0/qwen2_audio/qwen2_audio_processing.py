@@ -5,7 +5,6 @@
 
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 from transformers import BatchFeature, Qwen2AudioProcessor
 
 from vllm.multimodal.inputs import (
@@ -73,18 +72,6 @@ class Qwen2AudioProcessingInfo(AudioWorstCaseSearch, RequestSettingsProcessingIn
 
     def get_hf_processor(self, **kwargs: object) -> Qwen2AudioProcessor:
         return self.ctx.get_hf_processor(Qwen2AudioProcessor, **kwargs)
-
-    def get_tokens_of_size(
-        self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
-    ) -> list[int]:
-        """The token ids HF gives an item of ``modality`` with this size (audio:
-        (samples at the model's rate,))."""
-        if modality == "audio":
-            (length,) = size
-            return self.get_audio_tokens(
-                np.zeros(int(length), dtype=np.float32), mm_kwargs
-            )
-        raise ValueError(f"this port takes no {modality}")
 
     def get_embed_token_ids(self) -> dict[str, int]:
         """The token whose positions receive each modality's embeddings."""

@@ -13,7 +13,6 @@ from vllm.multimodal.inputs import (
     MultiModalKwargsItems,
 )
 from vllm.multimodal.parse import (
-    ImageSize,
     MultiModalDataItems,
 )
 from vllm.multimodal.processing import (
@@ -22,12 +21,12 @@ from vllm.multimodal.processing import (
     PromptUpdate,
     PromptUpdateDetails,
 )
-from vllm.multimodal.processing.processor import HFMultiModalInputs
 
 from .mm_request_support import (
     EmbeddingDictParser,
     ImageWorstCaseSearch,
     RequestSettingsProcessingInfo,
+    SampledVideosMixin,
     VideoWorstCaseSearch,
     WorstCaseDummyInputsBuilder,
     batch_of_one,
@@ -115,6 +114,8 @@ class Qwen2VLMultiModalDataParser(EmbeddingDictParser):
 class Qwen2VLProcessingInfo(
     ImageWorstCaseSearch, VideoWorstCaseSearch, RequestSettingsProcessingInfo
 ):
+    # The count depends on the image size, so the worst image is searched (once) over
+    # sizes (ImageWorstCaseSearch).
     data_parser_cls = Qwen2VLMultiModalDataParser
     # The sub-processor each scope of HF's call kwargs goes to.
     sub_processor_scopes = (
@@ -125,24 +126,6 @@ class Qwen2VLProcessingInfo(
 
     def get_hf_processor(self, **kwargs: object) -> Qwen2VLProcessor:
         return self.ctx.get_hf_processor(Qwen2VLProcessor, **kwargs)
-
-    def get_tokens_of_size(
-        self, modality: str, size: Sequence[float], mm_kwargs: Mapping[str, object] = {}
-    ) -> list[int]:
-        """The token ids HF gives an item of ``modality`` with this size (image:
-        (height, width); video: (frames, height, width, fps))."""
-        if modality == "image":
-            height, width = (int(side) for side in size)
-            return [self.get_image_token_id()] * self.get_num_image_tokens(
-                image_width=width, image_height=height, mm_kwargs=mm_kwargs
-            )
-        if modality == "video":
-            num_frames, height, width, fps = size
-            return self.get_video_tokens(
-                self.make_dummy_video(int(num_frames), int(width), int(height), fps),
-                mm_kwargs,
-            )
-        raise ValueError(f"this port takes no {modality}")
 
     def get_embed_token_ids(self) -> dict[str, int]:
         """The token whose positions receive each modality's embeddings."""
@@ -181,11 +164,6 @@ class Qwen2VLProcessingInfo(
             // merge_length
         )
         return num_image_tokens
-
-    def get_image_size_with_most_features(self) -> ImageSize:
-        # The count depends on the image size, so the worst case is searched (once) over
-        # sizes.
-        return self._largest_image
 
     def get_video_token_id(self) -> int:
         # HF: models/qwen2_vl/processing_qwen2_vl.py:43
@@ -235,7 +213,9 @@ class Qwen2VLDummyInputsBuilder(WorstCaseDummyInputsBuilder[Qwen2VLProcessingInf
         return text
 
 
-class Qwen2VLMultiModalProcessor(BaseMultiModalProcessor[Qwen2VLProcessingInfo]):
+class Qwen2VLMultiModalProcessor(
+    SampledVideosMixin, BaseMultiModalProcessor[Qwen2VLProcessingInfo]
+):
     def _get_mm_fields_config(
         self,
         hf_inputs: BatchFeature,
@@ -264,23 +244,6 @@ class Qwen2VLMultiModalProcessor(BaseMultiModalProcessor[Qwen2VLProcessingInfo])
             # HF: models/qwen2_vl/video_processing_qwen2_vl.py:389
             video_grid_thw=MultiModalFieldConfig.batched("video"),
             **embedding_fields_config(Qwen2VLMultiModalDataParser.embedding_fields),
-        )
-
-    def _get_hf_mm_inputs(
-        self, mm_items: MultiModalDataItems, hf_kwargs: Mapping[str, object]
-    ) -> HFMultiModalInputs:
-        # vLLM hands each video on as frames; HF takes the metadata
-        # apart, and must not sample frames vLLM's loader has sampled already.
-        hf_inputs = super()._get_hf_mm_inputs(mm_items, hf_kwargs)
-        videos = hf_inputs.hf_data.get("videos")
-        if not videos:
-            return hf_inputs
-        data = videos_data(videos)
-        do_sample_frames = data.pop("do_sample_frames")
-        hf_data = {**hf_inputs.hf_data, **data}
-        return hf_inputs._replace(
-            hf_data=hf_data,
-            hf_kwargs={**hf_inputs.hf_kwargs, "do_sample_frames": do_sample_frames},
         )
 
     def _get_prompt_updates(
