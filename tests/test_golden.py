@@ -138,3 +138,31 @@ def test_every_template_branch_renders_code_that_compiles(model_type) -> None:
     _clean_by_vllms_lint(files)
     for f in files:
         assert "<<<<<<<" not in f.text and ">>>>>>>" not in f.text
+
+
+# The longest run of identical lines (beside imports, comments and blank lines) two
+# golden ports of different families may share: the class skeleton of two ports with
+# the same modalities and update kinds (qwen2_vl and llava_next_video's
+# _get_prompt_updates, 28 lines). Before the support module took the shared
+# machinery, every pair shared 267 lines of it.
+LONGEST_SHARED_RUN = 30
+
+
+def test_golden_ports_of_different_families_share_no_long_run() -> None:
+    from mmport.render.overlap import code_lines, longest_run
+
+    if not GOLDEN.is_dir():
+        pytest.skip(f"no golden corpus for transformers {transformers.__version__}")
+    texts = {
+        family: [line for _, line in code_lines(path.read_text())]
+        for family in GOLDEN_FAMILIES
+        for path in [GOLDEN / family / f"{family}_processing.py"]
+    }
+    runs = {
+        (a, b): longest_run(texts[a], texts[b])[0]
+        for i, a in enumerate(GOLDEN_FAMILIES)
+        for b in GOLDEN_FAMILIES[i + 1 :]
+    }
+    assert max(runs.values()) <= LONGEST_SHARED_RUN, runs
+    # The measure is live: a module shares all of its own lines with itself.
+    assert longest_run(texts["llava"], texts["llava"])[0] == len(texts["llava"])
