@@ -242,6 +242,10 @@ def construct_classes(outcomes: list[Outcome], keep: Path) -> None:
         except Exception as exc:  # the twin config could not be written
             o.model_class = f"fails: {one_line(exc)[:120]}"
             continue
+        if not spec.language.has_text_model:
+            # A vision encoder on its own: vLLM serves it inside another family's port.
+            o.model_class = "not judged: HF's model has no text model to generate with"
+            continue
         jobs.append(
             ConstructJob(
                 o.model_type,
@@ -340,7 +344,8 @@ def _model_class_line(outcomes: list[Outcome], seconds: float | None) -> list[st
         f"{seconds:.0f} s for all, in one process until a class ends it; mmport.serve.construct); "
         f"{len(built) - len(judged)} not judged there, where that environment cannot build the "
         "family at all: its older transformers lacks the family or a class the port imports, "
-        "vLLM refuses the config, or vLLM's own class fails on the same twin too"
+        "vLLM refuses the config, or vLLM's own class fails on the same twin too; or where "
+        "HF's model has no text model (a vision encoder alone)"
     ]
 
 

@@ -527,6 +527,9 @@ class LanguageModelSpec:
     # The class HF builds for the text config, (module, name), when AutoModel maps
     # none to it: the port registers it, so the Transformers backend builds the same.
     registers: tuple[str, str] | None = None
+    # False when the HF model has no text model at all (a vision encoder's config has
+    # no vocabulary): there is nothing for vLLM to generate with.
+    has_text_model: bool = True
 
     @property
     def transformers_backend(self) -> bool:

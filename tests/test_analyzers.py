@@ -1007,3 +1007,44 @@ def test_a_kwarg_hf_resizes_by_but_the_count_does_not_read_is_counted_by_hf(
         )
         == ()
     )
+
+
+def test_modular_lineage_reads_the_base_a_modular_file_derives_a_config_from(
+    tmp_path, monkeypatch
+) -> None:
+    # A package laid out as transformers' models/: a family whose modular file derives
+    # its text config from another family's config class, imported relatively.
+    from mmport.analyzers.language import modular_lineage
+
+    package = tmp_path / "acme_models"
+    for family, files in {
+        "base": {
+            "configuration_base.py": "class BaseConfig:\n"
+            "    model_type = 'acme_base'\n"
+            "    def __init__(self):\n"
+            "        self.layer_types = ['full_attention', 'sliding_attention']\n"
+        },
+        "vision": {
+            "configuration_vision.py": "class VisionTextConfig:\n"
+            "    model_type = 'acme_vision_text'\n",
+            "modular_vision.py": "import math\n"
+            "from ..base.configuration_base import BaseConfig as Parent\n"
+            "class VisionTextConfig(Parent):\n"
+            "    model_type = 'acme_vision_text'\n",
+        },
+    }.items():
+        (package / family).mkdir(parents=True)
+        (package / family / "__init__.py").write_text("")
+        for name, text in files.items():
+            (package / family / name).write_text(text)
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from acme_models.base.configuration_base import BaseConfig
+    from acme_models.vision.configuration_vision import VisionTextConfig
+
+    assert modular_lineage(VisionTextConfig) == (
+        BaseConfig.model_type,
+        frozenset(BaseConfig().layer_types),
+    )
+    # A class no modular file names has no lineage.
+    assert modular_lineage(BaseConfig) is None

@@ -30,7 +30,7 @@ from mmport.analyzers.fields import (
 )
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.itemprefix import analyze_item_prefix
-from mmport.analyzers.language import language_model
+from mmport.analyzers.language import language_model, modular_lineage
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.media import media_spec
@@ -551,6 +551,8 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     encoder, encoder_reason = _encoder(
         architecture, tuple(m.modality for m in modalities)
     )
+    config = snapshot.load_config()
+    text_config = config.get_text_config()
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,
@@ -569,10 +571,12 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         encoder=encoder,
         encoder_reason=encoder_reason,
         language=language_model(
-            snapshot.load_config().get_text_config(),
+            text_config,
             encoder.language_class if encoder else None,
             own_architecture=architecture or "",
             shipped=shipped_architectures(),
+            lineage=lambda: modular_lineage(type(text_config)),
+            encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)),
         ),
         trust_remote_code=snapshot.trust_remote_code,
     )

@@ -18,6 +18,10 @@ port must, in this order:
    ``_``-segments spell with some left out (``qwen3_vl_moe_text`` →
    ``qwen3_moe``, ``gemma4_unified_text`` → ``gemma4_text``), again one vLLM
    ships, and never the port's own class (``gemma4_unified`` maps to it);
+   else the family HF's modular file derives the text config from
+   (``class Granite4VisionTextConfig(GraniteConfig)`` → ``granite``), where
+   the text config has no layer kinds that family's config does not know.
+   Neither holds for an encoder-decoder model, whose decoder is no CausalLM;
 4. vLLM's Transformers backend, which builds the text model through
    ``AutoModel`` and runs it on vLLM's attention: ``TransformersMoEForCausalLM``
    when the config has experts (vLLM's own test: any of its expert-count
@@ -30,14 +34,23 @@ port must, in this order:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import importlib
+import inspect
+from collections.abc import Callable, Collection, Mapping
 from itertools import combinations
+from pathlib import Path
 from typing import Any
+
+import libcst as cst
 
 from mmport.analyzers.examples import valid
 from mmport.spec import LanguageModelSpec
 
-__all__ = ["EXAMPLES", "language_model"]
+__all__ = ["EXAMPLES", "Lineage", "language_model", "modular_lineage"]
+
+# The family HF's modular file derives a config class from: its model_type and the
+# layer kinds its default config has.
+Lineage = tuple[str, frozenset[str]]
 
 # vLLM's names for a config's expert count (CONFIG_FIELD_ALIASES["num_experts"]).
 _EXPERT_COUNTS = (
@@ -60,8 +73,15 @@ def language_model(
     base_models: Mapping[str, Any] | None = None,
     own_architecture: str = "",
     shipped: Collection[str] | None = None,
+    lineage: Callable[[], Lineage | None] | None = None,
+    encoder_decoder: bool = False,
 ) -> LanguageModelSpec:
     """The architecture the port names for ``text_config``; the mappings default to transformers' own.
+
+    ``lineage`` finds the family HF's modular file derives the text config
+    from (:func:`modular_lineage`), asked only when the rules before it find
+    nothing (it parses a file); ``encoder_decoder`` says the multimodal model
+    is one, so no CausalLM stands in for its decoder.
 
     ``shipped`` holds the architectures vLLM ships (None: unknown, every one
     counts as shipped; :func:`mmport.analyzers.vllmsource.shipped_architectures`).
@@ -87,22 +107,37 @@ def language_model(
             return named
     elif names or (model_type in causal_lm and _ships(shipped, causal_lm[model_type])):
         return LanguageModelSpec()
-    grown_from = next(
-        (
-            t
-            for t in _families_named_in(model_type)
-            if t in causal_lm
-            and causal_lm[t] != own_architecture
-            and _ships(shipped, causal_lm[t])
-        ),
-        None,
-    )
+
+    if encoder_decoder:
+        return LanguageModelSpec(
+            unbuildable=f"the model is an encoder-decoder, and vLLM builds no CausalLM "
+            f"for its decoder (text model_type {model_type!r})"
+        )
+
+    def usable(family: str) -> bool:
+        return (
+            family in causal_lm
+            and causal_lm[family] != own_architecture
+            and _ships(shipped, causal_lm[family])
+        )
+
+    grown_from = next((t for t in _families_named_in(model_type) if usable(t)), None)
     if grown_from is not None:
         return LanguageModelSpec(
             causal_lm[grown_from],
             f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{grown_from!r}], "
             f"for text model_type {model_type!r}",
         )
+    derived = lineage() if lineage is not None else None
+    if derived is not None and usable(derived[0]):
+        family, known_layers = derived
+        layers = set(getattr(text_config, "layer_types", None) or ())
+        if layers <= known_layers | _BACKEND_LAYERS:
+            return LanguageModelSpec(
+                causal_lm[family],
+                f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{family!r}]: HF's modular file "
+                f"derives the text config ({model_type!r}) from that family's",
+            )
     return _on_the_backend(text_config, built, base_models, causal_lm.get(model_type))
 
 
@@ -148,7 +183,8 @@ def _on_the_backend(
     unknown = f"the text config (model_type {model_type!r}) names no architecture, and {mapped}, nor a family it is named after"
     if getattr(text_config, "vocab_size", None) is None:
         return LanguageModelSpec(
-            unbuildable=f"{unknown}; it has no vocabulary (no vocab_size): no text model"
+            unbuildable=f"{unknown}; it has no vocabulary (no vocab_size): no text model",
+            has_text_model=False,
         )
     other_layers = sorted(
         set(getattr(text_config, "layer_types", None) or ()) - _BACKEND_LAYERS
@@ -179,6 +215,71 @@ def _on_the_backend(
         f"Transformers backend builds {base} through AutoModel",
         registers=registers,
     )
+
+
+def modular_lineage(config_cls: type[Any]) -> Lineage | None:
+    """The family HF's modular file derives ``config_cls`` from, if it has one:
+    ``class Granite4VisionTextConfig(GraniteConfig)``, ``GraniteConfig`` imported from
+    ``..granite.configuration_granite``, gives ``granite``. Read with libcst; nothing
+    of the modular file is imported (it may need packages the model does not)."""
+    module = inspect.getmodule(config_cls)
+    filename = getattr(module, "__file__", None)
+    if module is None or not filename or module.__package__ is None:
+        return None
+    for modular in sorted(Path(filename).parent.glob("modular_*.py")):
+        tree = cst.parse_module(modular.read_text(encoding="utf-8"))
+        imports = _imported_names(tree)
+        for statement in tree.body:
+            if (
+                isinstance(statement, cst.ClassDef)
+                and statement.name.value == config_cls.__name__
+            ):
+                for base in statement.bases:
+                    found = _config_family(base.value, imports, module.__package__)
+                    if found is not None:
+                        return found
+    return None
+
+
+def _imported_names(tree: cst.Module) -> dict[str, tuple[str, str]]:
+    """Name bound → (the (relative) module, the name there) of each module-level
+    ``from ... import``."""
+    found = {}
+    lines = [s for s in tree.body if isinstance(s, cst.SimpleStatementLine)]
+    for statement in lines:
+        for small in statement.body:
+            if isinstance(small, cst.ImportFrom) and not isinstance(
+                small.names, cst.ImportStar
+            ):
+                dots = "." * len(small.relative)
+                name = (
+                    cst.Module([]).code_for_node(small.module) if small.module else ""
+                )
+                for alias in small.names:
+                    bound = alias.evaluated_alias or alias.evaluated_name
+                    found[bound] = (dots + name, alias.evaluated_name)
+    return found
+
+
+def _config_family(
+    base: cst.BaseExpression, imports: Mapping[str, tuple[str, str]], package: str
+) -> Lineage | None:
+    """The model_type and layer kinds of the config class ``base`` names, if it is one."""
+    if not isinstance(base, cst.Name) or base.value not in imports:
+        return None
+    module, name = imports[base.value]
+    try:
+        parent = getattr(importlib.import_module(module, package), name)
+    except (ImportError, AttributeError):
+        return None
+    model_type = getattr(parent, "model_type", "")
+    if not model_type or not inspect.isclass(parent):
+        return None
+    try:
+        layers = getattr(parent(), "layer_types", None) or ()
+    except Exception:  # a config class refusing its own defaults: no layer kinds known
+        layers = ()
+    return model_type, frozenset(layers)
 
 
 def _registrable(built: tuple[str, str], text_config: Any) -> bool:
@@ -255,10 +356,19 @@ def _example(
     built: tuple[str, str] | None = None,
     own: str = "",
     shipped: Collection[str] | None = None,
+    lineage: Lineage | None = None,
+    encoder_decoder: bool = False,
 ) -> tuple[str, str, Any]:
     """The facts an example fixes: the architecture or that none can be built, and what is registered."""
     spec = language_model(
-        config, built, _CAUSAL_LM, _BASE, own_architecture=own, shipped=shipped
+        config,
+        built,
+        _CAUSAL_LM,
+        _BASE,
+        own_architecture=own,
+        shipped=shipped,
+        lineage=lambda: lineage,
+        encoder_decoder=encoder_decoder,
     )
     return spec.architecture, "unbuildable" if spec.unbuildable else "", spec.registers
 
@@ -300,6 +410,29 @@ EXAMPLES = [
         "",
         lambda snippet: _example(_config("qwen3_vl_moe_text")),
         ("Qwen3MoeForCausalLM", "", None),
+    ),
+    valid(
+        "a_text_config_its_modular_file_derives_from_qwen3_takes_qwen3s_causal_lm",
+        "",
+        lambda snippet: _example(
+            _config("acme_vision_text"), lineage=("qwen3", frozenset())
+        ),
+        ("Qwen3ForCausalLM", "", None),
+    ),
+    valid(
+        "layer_kinds_the_derived_familys_config_lacks_keep_it_from_that_causal_lm",
+        "",
+        lambda snippet: _example(
+            _config("acme_vision_text", layer_types=["linear_attention"]),
+            lineage=("qwen3", frozenset({"full_attention"})),
+        ),
+        ("", "unbuildable", None),
+    ),
+    valid(
+        "an_encoder_decoders_decoder_is_no_causal_lm",
+        "",
+        lambda snippet: _example(_config("qwen3_decoder"), encoder_decoder=True),
+        ("", "unbuildable", None),
     ),
     valid(
         "glm4v_text_runs_on_the_transformers_backend",
