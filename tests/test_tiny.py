@@ -131,3 +131,31 @@ def test_a_dim_equal_to_its_layers_width_follows_it() -> None:
     audio = twin_dict(config)["audio_config"]
     assert audio["codebook_dim"] == audio["hidden_size"] < 512
     assert audio["patch_dim"] == 16 and audio["head_dim"] == 512
+
+
+def test_an_mlp_width_that_is_a_fraction_of_its_layers_width_stays_that_fraction() -> (
+    None
+):
+    """Fun-ASR-Nano's adaptor requires intermediate_size == text hidden_size // 4; MLP
+    widths wider than their layer still become twice the twin's width."""
+    config = {
+        "model_type": "x",
+        "adaptor_config": {
+            "model_type": "a",
+            "hidden_size": 1024,
+            "intermediate_size": 256,
+        },
+        "text_config": {
+            "model_type": "t",
+            "hidden_size": 1024,
+            "intermediate_size": 3072,
+        },
+    }
+    twin = twin_dict(config)
+    adaptor, text = twin["adaptor_config"], twin["text_config"]
+    assert (
+        adaptor["intermediate_size"] * 4
+        == adaptor["hidden_size"]
+        == text["hidden_size"]
+    )
+    assert text["intermediate_size"] == 2 * text["hidden_size"]

@@ -90,6 +90,17 @@ def _coupled_dim(key: str, value: int, old_width: int | None) -> bool:
     return key.endswith("_dim") and key != "head_dim" and value == old_width
 
 
+def _intermediate(value: int, old_width: int | None, width: int) -> int:
+    """An MLP width in the twin: twice the twin's width, unless it is a whole fraction of
+    its layer's width, which a config may require (an audio adaptor's must be the text
+    width / 4): then the same fraction of the twin's."""
+    if old_width and 0 < value < old_width and old_width % value == 0:
+        parts = old_width // value
+        if width % parts == 0:
+            return width // parts
+    return 2 * width
+
+
 def _width(layer: dict) -> int | None:
     # A vision tower's ``embed_dim`` is its attention width when both are set
     # (its ``hidden_size`` is then the output it projects to).
@@ -183,7 +194,7 @@ def twin_dict(config: dict) -> dict:
             if _width_key(key) or _coupled_dim(key, value, old_width):
                 layer[key] = width
             elif key.endswith(_INTERMEDIATE_SUFFIXES):
-                layer[key] = 2 * width
+                layer[key] = _intermediate(value, old_width, width)
             elif key in _LAYER_KEYS:
                 layer[f"_mmport_old_{key}"] = value
                 layer[key] = min(value, depth)
