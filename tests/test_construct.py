@@ -35,6 +35,9 @@ SINGLE_CONFIG_FAMILIES = ("phi4_multimodal", "pixtral")
 # Families vLLM reads with a config class of its own (mmport.analyzers.vllmsource): the class
 # reads HF's for HF's modules.
 SUBSTITUTED_CONFIG_FAMILIES = ("qwen3_asr", "cosmos3_edge")
+# A text config named after no family vLLM ships, which HF's modular file derives from
+# one that it does (mmport.analyzers.language.modular_lineage).
+MODULAR_LINEAGE_FAMILIES = ("granite4_vision",)
 
 
 def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
@@ -62,6 +65,7 @@ def constructed(tmp_path_factory):
             *BACKEND_FAMILIES,
             *SINGLE_CONFIG_FAMILIES,
             *SUBSTITUTED_CONFIG_FAMILIES,
+            *MODULAR_LINEAGE_FAMILIES,
         )
     }
     built = construct_ports([job for job, _ in jobs.values()])
@@ -175,3 +179,17 @@ def test_a_class_handed_vllms_own_config_builds_hfs_modules_from_hfs(
             pytest.skip(f"this vLLM reads {model_type} with transformers' config class")
         assert outcome.ok, (model_type, outcome.error, outcome.port_frame)
         assert outcome.towers, model_type
+
+
+def test_a_text_config_takes_the_causal_lm_of_the_family_its_modular_file_names(
+    constructed,
+) -> None:
+    from mmport.analyzers.language import modular_lineage
+
+    for model_type in MODULAR_LINEAGE_FAMILIES:
+        _, spec, outcome = constructed[model_type]
+        text_config = resolve(model_type).load_config().get_text_config()
+        family, _ = modular_lineage(type(text_config))
+        assert "modular file" in spec.language.reason, spec.language
+        assert family in spec.language.reason
+        assert outcome.ok, (model_type, outcome.error, outcome.port_frame)

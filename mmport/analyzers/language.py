@@ -34,6 +34,7 @@ port must, in this order:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from collections.abc import Callable, Collection, Mapping
@@ -217,6 +218,7 @@ def _on_the_backend(
     )
 
 
+@functools.cache
 def modular_lineage(config_cls: type[Any]) -> Lineage | None:
     """The family HF's modular file derives ``config_cls`` from, if it has one:
     ``class Granite4VisionTextConfig(GraniteConfig)``, ``GraniteConfig`` imported from
