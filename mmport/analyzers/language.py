@@ -17,11 +17,9 @@ port must, in this order:
 3. the CausalLM of the family it grew from: the longest model_type its
    ``_``-segments spell with some left out (``qwen3_vl_moe_text`` →
    ``qwen3_moe``, ``gemma4_unified_text`` → ``gemma4_text``), again one vLLM
-   ships, and never the port's own class (``gemma4_unified`` maps to it);
-   else the family HF's modular file derives the text config from
-   (``class Granite4VisionTextConfig(GraniteConfig)`` → ``granite``), where
-   the text config has no layer kinds that family's config does not know.
-   Neither holds for an encoder-decoder model, whose decoder is no CausalLM;
+   ships, and never the port's own class (``gemma4_unified`` maps to it).
+   Neither this nor what follows holds for an encoder-decoder model, whose
+   decoder is no CausalLM;
 4. vLLM's Transformers backend, which builds the text model through
    ``AutoModel`` and runs it on vLLM's attention: ``TransformersMoEForCausalLM``
    when the config has experts (vLLM's own test: any of its expert-count
@@ -29,7 +27,14 @@ port must, in this order:
    class to the text config, the port registers the class HF's multimodal
    model builds (``DeepseekOcr2TextModel(config.text_config)``), so the
    backend builds the same one. Only layers of attention kinds run there;
-5. none at all: the port says why where the language model is built.
+5. where the backend cannot build it, the CausalLM of the family HF's
+   modular file derives the text config from (``class
+   Granite4VisionTextConfig(GraniteConfig)`` → ``granite``), where the text
+   config has no layer kinds that family's config does not know. It comes
+   after the backend because vLLM's class for that family reads the config
+   as that family writes it (Cosmos 3 Edge's text model derives from one
+   whose vLLM class takes no ``relu2``), while the backend runs HF's own;
+6. none at all: the port says why where the language model is built.
 """
 
 from __future__ import annotations
@@ -129,7 +134,12 @@ def language_model(
             f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{grown_from!r}], "
             f"for text model_type {model_type!r}",
         )
-    derived = lineage() if lineage is not None else None
+    backend = _on_the_backend(
+        text_config, built, base_models, causal_lm.get(model_type)
+    )
+    derived = None
+    if backend.unbuildable and backend.has_text_model and lineage is not None:
+        derived = lineage()
     if derived is not None and usable(derived[0]):
         family, known_layers = derived
         layers = set(getattr(text_config, "layer_types", None) or ())
@@ -137,9 +147,10 @@ def language_model(
             return LanguageModelSpec(
                 causal_lm[family],
                 f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{family!r}]: HF's modular file "
-                f"derives the text config ({model_type!r}) from that family's",
+                f"derives the text config ({model_type!r}) from that family's, and "
+                "vLLM's Transformers backend cannot build it",
             )
-    return _on_the_backend(text_config, built, base_models, causal_lm.get(model_type))
+    return backend
 
 
 def _ships(shipped: Collection[str] | None, architecture: str) -> bool:
