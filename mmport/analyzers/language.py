@@ -39,7 +39,6 @@ port must, in this order:
 
 from __future__ import annotations
 
-import functools
 import importlib
 import inspect
 from collections.abc import Callable, Collection, Mapping
@@ -50,6 +49,7 @@ from typing import Any
 import libcst as cst
 
 from mmport.analyzers.examples import valid
+from mmport.errors import FOREIGN_ERRORS
 from mmport.spec import LanguageModelSpec
 
 __all__ = ["EXAMPLES", "Lineage", "language_model", "modular_lineage"]
@@ -137,20 +137,28 @@ def language_model(
     backend = _on_the_backend(
         text_config, built, base_models, causal_lm.get(model_type)
     )
-    derived = None
     if backend.unbuildable and backend.has_text_model and lineage is not None:
-        derived = lineage()
-    if derived is not None and usable(derived[0]):
-        family, known_layers = derived
-        layers = set(getattr(text_config, "layer_types", None) or ())
-        if layers <= known_layers | _BACKEND_LAYERS:
+        derived = _derived_family(text_config, lineage(), usable)
+        if derived is not None:
             return LanguageModelSpec(
-                causal_lm[family],
-                f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{family!r}]: HF's modular file "
+                causal_lm[derived],
+                f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{derived!r}]: HF's modular file "
                 f"derives the text config ({model_type!r}) from that family's, and "
                 "vLLM's Transformers backend cannot build it",
             )
     return backend
+
+
+def _derived_family(
+    text_config: Any, lineage: Lineage | None, usable: Callable[[str], bool]
+) -> str | None:
+    """The family of ``lineage`` when its CausalLM is usable and its config knows
+    every layer kind of ``text_config`` the backend's attention does not run."""
+    if lineage is None or not usable(lineage[0]):
+        return None
+    family, known_layers = lineage
+    layers = set(getattr(text_config, "layer_types", None) or ())
+    return family if layers <= known_layers | _BACKEND_LAYERS else None
 
 
 def _ships(shipped: Collection[str] | None, architecture: str) -> bool:
@@ -229,12 +237,21 @@ def _on_the_backend(
     )
 
 
-@functools.cache
 def modular_lineage(config_cls: type[Any]) -> Lineage | None:
     """The family HF's modular file derives ``config_cls`` from, if it has one:
     ``class Granite4VisionTextConfig(GraniteConfig)``, ``GraniteConfig`` imported from
     ``..granite.configuration_granite``, gives ``granite``. Read with libcst; nothing
-    of the modular file is imported (it may need packages the model does not)."""
+    of the modular file is imported (it may need packages the model does not). Read
+    once per class."""
+    if config_cls not in _LINEAGES:
+        _LINEAGES[config_cls] = _read_lineage(config_cls)
+    return _LINEAGES[config_cls]
+
+
+_LINEAGES: dict[type[Any], Lineage | None] = {}
+
+
+def _read_lineage(config_cls: type[Any]) -> Lineage | None:
     module = inspect.getmodule(config_cls)
     filename = getattr(module, "__file__", None)
     if module is None or not filename or module.__package__ is None:
@@ -290,7 +307,7 @@ def _config_family(
         return None
     try:
         layers = getattr(parent(), "layer_types", None) or ()
-    except Exception:  # a config class refusing its own defaults: no layer kinds known
+    except FOREIGN_ERRORS:  # a config class refusing its own defaults: no kinds known
         layers = ()
     return model_type, frozenset(layers)
 
