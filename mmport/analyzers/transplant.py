@@ -111,10 +111,11 @@ class _Rewrite(cst.CSTTransformer):
     transformers class after ``defined_in`` in ``owner_cls``'s MRO that defines
     ``m``: the port holds that method too, under its own name.
 
-    With ``bound_shared``, a method transformers' shared base classes define
-    (``BaseImageProcessor._standardize_kwargs``) stays a call on the live
-    object, ``owner.m(...)`` (through ``super()``: ``Base.m(owner, ...)``,
-    ``Base`` imported), as HF runs it: the port uses HF's helper, not a copy.
+    With ``bound_shared``, a public method transformers' shared base classes
+    define stays a call on the live object, ``owner.m(...)`` (through
+    ``super()``: ``Base.m(owner, ...)``, ``Base`` imported), as HF runs it: the
+    port uses HF's helper, not a copy. A private one is copied: older 5.x
+    releases lack some (``_merge_and_standardize_kwargs``).
     """
 
     def __init__(
@@ -135,10 +136,15 @@ class _Rewrite(cst.CSTTransformer):
         self.super_called: list[tuple[str, type]] = []
         self.imports: set[str] = set()
 
-    def _shared(self, klass: type[Any] | None) -> bool:
-        """Whether a call into ``klass``'s method stays a call on HF's own code."""
+    def _shared(self, klass: type[Any] | None, name: str) -> bool:
+        """Whether a call into ``klass``'s method ``name`` stays a call on HF's own code.
+
+        Only a public method: a private one (``_merge_and_standardize_kwargs``) is
+        missing from older transformers 5.x releases, so the port carries a copy.
+        """
         return (
             self.bound_shared
+            and not name.startswith("_")
             and klass is not None
             and is_hf_code(klass.__module__)
             and not is_hf_code(klass.__module__, models_only=True)
@@ -155,7 +161,7 @@ class _Rewrite(cst.CSTTransformer):
         ):
             name = func.attr.value
             if name in self.methods and self._shared(
-                defining_class(self.owner_cls, name)
+                defining_class(self.owner_cls, name), name
             ):
                 return updated_node
             if name in self.methods:
@@ -171,7 +177,7 @@ class _Rewrite(cst.CSTTransformer):
                 raise AnalysisError(
                     f"`super().{name}` has no transformers definition to carry into a port"
                 )
-            if self._shared(parent):
+            if self._shared(parent, name):
                 self.imports.add(f"from {parent.__module__} import {parent.__name__}")
                 static = isinstance(vars(parent)[name], staticmethod)
                 owner = () if static else (cst.Arg(cst.Name(self.owner)),)
