@@ -147,9 +147,7 @@ class _Rewrite(cst.CSTTransformer):
             and not name.startswith("_")
             and klass is not None
             and is_hf_code(klass.__module__)
-            and not is_hf_code(klass.__module__, models_only=True)
-            and getattr(sys.modules.get(klass.__module__), klass.__name__, None)
-            is klass
+            and _is_shared_utility(klass, klass.__name__)
         )
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
@@ -177,17 +175,15 @@ class _Rewrite(cst.CSTTransformer):
                 raise AnalysisError(
                     f"`super().{name}` has no transformers definition to carry into a port"
                 )
+            static = isinstance(vars(parent)[name], staticmethod)
+            owner = () if static else (cst.Arg(cst.Name(self.owner)),)
             if self._shared(parent, name):
                 self.imports.add(f"from {parent.__module__} import {parent.__name__}")
-                static = isinstance(vars(parent)[name], staticmethod)
-                owner = () if static else (cst.Arg(cst.Name(self.owner)),)
                 return updated_node.with_changes(
                     func=cst.Attribute(cst.Name(parent.__name__), cst.Name(name)),
                     args=(*owner, *updated_node.args),
                 )
             self.super_called.append((name, parent))
-            static = isinstance(vars(parent)[name], staticmethod)
-            owner = () if static else (cst.Arg(cst.Name(self.owner)),)
             return updated_node.with_changes(
                 func=cst.Name(inherited_name(parent, name)),
                 args=(*owner, *updated_node.args),
