@@ -122,6 +122,9 @@ class CountRule:
     size_dependent: bool = False
     helpers: tuple[HelperFunction, ...] = ()
     imports: tuple[str, ...] = ()
+    # Functions of the shared support module the transplanted code calls in place of
+    # HF's private base-class methods (``merge_and_standardize_kwargs``).
+    support_names: tuple[str, ...] = ()
     item_reads: tuple[tuple[str, str, Source], ...] = ()
     # Parameters a delegated call must pass to HF's ``_process_images`` beside
     # the images kwargs; the port takes them from the processor's merged kwargs.

@@ -19,7 +19,8 @@ from mmport.sources.tokens import WHITESPACE_RUNS
 
 slow = pytest.mark.slow
 
-MERGE_METHOD = "    def _apply_token_matches_with_placeholders("
+# The port's processor takes the re-encoding step from the shared support module.
+MERGE_STEP = "RetokenizedEdgesMixin,"
 
 
 def _toy(table: dict[tuple[int, ...], list[int]]):
@@ -118,7 +119,7 @@ def _port_and_report(model_type: str, port, tmp_path) -> tuple[int, dict]:
 def test_gemma3_port_merges_newlines_across_item_edges(scaffolded, tmp_path) -> None:
     port_dir = scaffolded("gemma3")
     source = (port_dir / "gemma3_processing.py").read_text()
-    assert MERGE_METHOD in source
+    assert MERGE_STEP in source
     inspected = json.loads(invoke("inspect", "gemma3", "--json").stdout)
     merges = [m["edge_merges"] for m in inspected["modalities"] if m["edge_merges"]]
     assert merges and "<item><item>" in merges[0]["contexts"], merges
@@ -139,13 +140,14 @@ def test_gemma3_port_merges_newlines_across_item_edges(scaffolded, tmp_path) -> 
 def test_a_port_without_the_merge_step_fails_tokens(
     model_type, scaffolded, tmp_path
 ) -> None:
-    # The generated method renamed, so the base class's splice is all that runs.
+    # The step dropped from the processor's bases (and the import), so the base
+    # class's splice is all that runs.
     # (The correct ports pass: above for gemma3, in real vLLM for internvl, test_vllm_ports.)
     wrong = mutated_port(
         scaffolded(model_type),
         model_type,
-        MERGE_METHOD,
-        "    def _unused_merge_step(",
+        MERGE_STEP,
+        "",
         tmp_path,
     )
     code, report = _port_and_report(model_type, wrong, tmp_path)
@@ -159,7 +161,7 @@ def test_ports_whose_items_end_in_special_tokens_have_no_merge_step(
     model_type, scaffolded
 ) -> None:
     source = (scaffolded(model_type) / f"{model_type}_processing.py").read_text()
-    assert MERGE_METHOD not in source
+    assert MERGE_STEP not in source
 
 
 def test_merges_that_only_a_tiny_image_shows_are_found() -> None:

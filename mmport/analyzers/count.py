@@ -335,6 +335,7 @@ def analyze_replacement(
         size_dependent=bool(reads.used),
         helpers=tuple(transplant.helpers.values()),
         imports=tuple(sorted(transplant.imports)),
+        support_names=tuple(sorted(transplant.support)),
         item_reads=tuple((r.key, r.kind, r.source) for r in reads.used.values()),
         kwargs_name=kwargs_name,
     )

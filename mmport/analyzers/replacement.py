@@ -184,6 +184,7 @@ def analyze_replacement_text(
         ),
         helpers=tuple(transplant.helpers.values()),
         imports=tuple(sorted(transplant.imports)),
+        support_names=tuple(sorted(transplant.support)),
         item_reads=tuple((r.key, r.kind, r.source) for r in reads.used.values()),
         replacement=HelperFunction(
             HOOK, code, source, f"{owner.__name__}.{HOOK}", True

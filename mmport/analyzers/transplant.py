@@ -104,6 +104,14 @@ def _annotation_names(annotation: cst.Annotation) -> set[str]:
     return names
 
 
+# Private methods of transformers' shared base classes that older 5.x releases lack or
+# inline (5.19's ``preprocess`` merges and standardizes its kwargs itself), keyed to the
+# function of the shared support module (templates/support.py.jinja) that does the same
+# on the live processor, owner first. A port calls that function, so it runs on either
+# release and carries no copy of HF's base class.
+SUPPORT_EQUIVALENTS = {"_merge_and_standardize_kwargs": "merge_and_standardize_kwargs"}
+
+
 class _Rewrite(cst.CSTTransformer):
     """``self`` → ``owner``; ``self.m(...)`` → ``m(owner, ...)`` for the methods in ``methods``.
 
@@ -114,8 +122,10 @@ class _Rewrite(cst.CSTTransformer):
     With ``bound_shared``, a public method transformers' shared base classes
     define stays a call on the live object, ``owner.m(...)`` (through
     ``super()``: ``Base.m(owner, ...)``, ``Base`` imported), as HF runs it: the
-    port uses HF's helper, not a copy. A private one is copied: older 5.x
-    releases lack some (``_merge_and_standardize_kwargs``).
+    port uses HF's helper, not a copy. A private one that the shared support
+    module does on the live object (``SUPPORT_EQUIVALENTS``) becomes a call of
+    that function, named in ``support``; another private one is copied, as
+    older 5.x releases lack some.
     """
 
     def __init__(
@@ -135,16 +145,19 @@ class _Rewrite(cst.CSTTransformer):
         self.called: list[str] = []
         self.super_called: list[tuple[str, type]] = []
         self.imports: set[str] = set()
+        self.support: set[str] = set()
 
-    def _shared(self, klass: type[Any] | None, name: str) -> bool:
-        """Whether a call into ``klass``'s method ``name`` stays a call on HF's own code.
+    def _shared(
+        self, klass: type[Any] | None, name: str, *, private: bool = False
+    ) -> bool:
+        """Whether ``klass``'s method ``name`` is one of transformers' shared base classes'.
 
-        Only a public method: a private one (``_merge_and_standardize_kwargs``) is
-        missing from older transformers 5.x releases, so the port carries a copy.
+        Only a public method stays a call on HF's own code, unless ``private``
+        asks: a private one may be missing from older transformers 5.x releases.
         """
         return (
             self.bound_shared
-            and not name.startswith("_")
+            and (private or not name.startswith("_"))
             and klass is not None
             and is_hf_code(klass.__module__)
             and _is_shared_utility(klass, klass.__name__)
@@ -162,6 +175,14 @@ class _Rewrite(cst.CSTTransformer):
                 defining_class(self.owner_cls, name), name
             ):
                 return updated_node
+            if name in SUPPORT_EQUIVALENTS and self._shared(
+                defining_class(self.owner_cls, name), name, private=True
+            ):
+                self.support.add(SUPPORT_EQUIVALENTS[name])
+                return updated_node.with_changes(
+                    func=cst.Name(SUPPORT_EQUIVALENTS[name]),
+                    args=(cst.Arg(cst.Name(self.owner)), *updated_node.args),
+                )
             if name in self.methods:
                 self.called.append(name)
                 owner = () if self.methods[name] else (cst.Arg(cst.Name(self.owner)),)
@@ -274,6 +295,8 @@ class Transplanter:
     def __init__(self, *, import_shared: bool = False) -> None:
         self.helpers: dict[str, HelperFunction] = {}
         self.imports: set[str] = set()
+        # Functions of the shared support module the code calls (``SUPPORT_EQUIVALENTS``).
+        self.support: set[str] = set()
         # Import functions of transformers' shared utilities instead of transplanting them.
         self.import_shared = import_shared
 
@@ -290,6 +313,7 @@ class Transplanter:
         )
         code = cst.Module([]).code_for_node(rewritten(node, rewrite)).strip()
         self.imports |= rewrite.imports
+        self.support |= rewrite.support
         for name in rewrite.called:
             self.method(owner_cls, name, owner)
         for name, parent in rewrite.super_called:
@@ -298,7 +322,7 @@ class Transplanter:
 
     def resolve(self, code: str, namespace: dict, where: str) -> None:
         """Import or transplant each free name of ``code`` from the HF ``namespace``."""
-        for name in sorted(free_names(code)):
+        for name in sorted(free_names(code) - self.support):
             value = namespace.get(name)
             if isinstance(value, types.ModuleType) and value.__name__ == name:
                 self.imports.add(f"import {name}")

@@ -15,8 +15,9 @@ embedding dict carries, and the tokens HF gives an item of a size
 """
 
 import copy
+import dataclasses
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -30,6 +31,7 @@ from vllm.multimodal.inputs import (
     MultiModalBatchedField,
     MultiModalFieldConfig,
     MultiModalKwargsItem,
+    MultiModalKwargsItems,
 )
 from vllm.multimodal.parse import (
     DictEmbeddingItems,
@@ -40,7 +42,12 @@ from vllm.multimodal.parse import (
     MultiModalDataParser,
 )
 from vllm.multimodal.processing import BaseDummyInputsBuilder, BaseProcessingInfo
-from vllm.multimodal.processing.processor import HFMultiModalInputs
+from vllm.multimodal.processing.processor import (
+    HFMultiModalInputs,
+    MultiModalPromptUpdates,
+    MultiModalPromptUpdatesApplyResult,
+    PlaceholderFeaturesInfo,
+)
 
 # What HF's processors raise for an item they cannot take (too small, too short).
 HF_REFUSALS = (ValueError, TypeError, RuntimeError, IndexError, ZeroDivisionError)
@@ -172,6 +179,24 @@ def per_call_kwargs(
     return names
 
 
+def merge_and_standardize_kwargs(sub_processor, **kwargs) -> dict[str, object]:
+    """The settings HF's image or video processor runs a call with.
+
+    What the call leaves out comes from the processor's own attributes, and
+    the whole is standardized as HF standardizes it (a size becomes a
+    ``SizeDict``). This is transformers' ``_merge_and_standardize_kwargs``
+    (HF: image_processing_utils.py), which releases before it do inline in
+    ``preprocess``; a count HF computes through it calls this one, so the
+    port runs on either release. A processor without typed kwargs (a feature
+    extractor) keeps the call's.
+    """
+    for name in getattr(sub_processor, "_valid_kwargs_names", ()):
+        kwargs.setdefault(name, getattr(sub_processor, name, None))
+    if hasattr(sub_processor, "_standardize_kwargs"):
+        kwargs = sub_processor._standardize_kwargs(**kwargs)
+    return kwargs
+
+
 def with_settings(
     processor: ProcessorMixin,
     call_kwargs: Mapping[str, Mapping[str, object]],
@@ -198,13 +223,7 @@ def with_settings(
         }
         if sub_processor is None or not settings:
             continue
-        names = getattr(sub_processor, "_valid_kwargs_names", settings)
-        values = {
-            name: settings.get(name, getattr(sub_processor, name, None))
-            for name in names
-        }
-        if hasattr(sub_processor, "_standardize_kwargs"):
-            values = sub_processor._standardize_kwargs(**values)
+        values = merge_and_standardize_kwargs(sub_processor, **settings)
         sub_processor = copy.copy(sub_processor)
         for name, value in values.items():
             if name in settings or hasattr(sub_processor, name):
@@ -678,6 +697,47 @@ class RequestSettingsProcessingInfo(BaseProcessingInfo):
         size = images.get_image_size(item_idx)
         return self.get_tokens_of_size("image", (size.height, size.width), mm_kwargs)
 
+    def get_media_item_tokens(
+        self,
+        modality: str,
+        item_idx: int,
+        mm_items: MultiModalDataItems,
+        mm_kwargs: Mapping[str, object],
+        out_mm_kwargs: MultiModalKwargsItems,
+    ) -> list[int]:
+        """The token ids HF puts in place of one video or audio item of a request,
+        however it is given: an item HF processed gets what the port's
+        ``get_video_replacement`` or ``get_audio_replacement`` makes of the item's own
+        HF outputs."""
+        given = self.get_given_tokens(modality, item_idx, mm_items, mm_kwargs)
+        if given is not None:
+            return given
+        if modality == "video":
+            outputs = self.get_video_outputs(item_idx, mm_items, out_mm_kwargs)
+            return self.get_video_replacement(outputs, mm_kwargs)
+        outputs = self.get_audio_outputs(item_idx, mm_items, out_mm_kwargs)
+        return self.get_audio_replacement(outputs, mm_kwargs)
+
+    def get_video_outputs(
+        self,
+        item_idx: int,
+        mm_items: MultiModalDataItems,
+        out_mm_kwargs: MultiModalKwargsItems,
+    ) -> dict[str, object]:
+        """One video's HF outputs as HF's replacement hook reads them: laid out as a
+        batch holding that video alone. A port whose hook reads more overrides this."""
+        return batch_of_one(out_mm_kwargs["video"][item_idx])
+
+    def get_audio_outputs(
+        self,
+        item_idx: int,
+        mm_items: MultiModalDataItems,
+        out_mm_kwargs: MultiModalKwargsItems,
+    ) -> dict[str, object]:
+        """One audio's HF outputs as HF's replacement hook reads them (see
+        ``get_video_outputs``)."""
+        return batch_of_one(out_mm_kwargs["audio"][item_idx])
+
     @functools.cached_property
     def _embedding_layouts(self) -> dict[str, tuple[list[int], int, list[int]] | None]:
         """Per modality, the token layout HF gives items of every size, if there is one
@@ -930,3 +990,181 @@ class SampledVideosMixin:
         hf_data = {**hf_inputs.hf_data, **data}
         hf_kwargs = {**hf_inputs.hf_kwargs, "do_sample_frames": do_sample_frames}
         return hf_inputs._replace(hf_data=hf_data, hf_kwargs=hf_kwargs)
+
+
+class RetokenizedEdgesMixin:
+    """For a ``BaseMultiModalProcessor`` whose HF processor tokenizes the prompt after
+    expanding it: the text an item begins or ends with merges with its neighbour's (or
+    splits before it) in HF's ids, while vLLM splices token ids. The tokens around
+    every item's edges are encoded again, as HF's tokenizer would have encoded them
+    (``retokenize_edges``), and each placeholder moves with them."""
+
+    def _apply_token_matches_with_placeholders(
+        self,
+        token_ids: list[int],
+        mm_prompt_updates: MultiModalPromptUpdates,
+    ) -> tuple[
+        list[int],
+        MultiModalPromptUpdatesApplyResult,
+        Mapping[str, list[PlaceholderFeaturesInfo]],
+    ]:
+        token_ids, result, placeholders = (
+            super()._apply_token_matches_with_placeholders(token_ids, mm_prompt_updates)
+        )
+        tokenizer = self.info.get_tokenizer()
+        embeds = {
+            p.start_idx + offset
+            for found in placeholders.values()
+            for p in found
+            for offset in range(len(p.tokens))
+            if p.is_embed is None or p.is_embed[offset]
+        }
+        # HF splits text at added tokens before its pre-tokenizer runs, and an
+        # embedding position is never text: nothing is re-encoded across either.
+        boundaries = set(tokenizer.all_special_ids) | set(
+            tokenizer.added_tokens_decoder
+        )
+        boundaries |= {token_ids[i] for i in embeds}
+        edges = {
+            edge
+            for found in placeholders.values()
+            for p in found
+            for edge in (p.start_idx, p.start_idx + len(p.tokens))
+        }
+
+        def retokenize(window: list[int]) -> list[int]:
+            text = tokenizer.decode(window, clean_up_tokenization_spaces=False)
+            return tokenizer.encode(text, add_special_tokens=False)
+
+        new_ids, moved = retokenize_edges(token_ids, edges, boundaries, retokenize)
+        kept = {
+            moved[i]: i
+            for i in range(len(token_ids))
+            if new_ids[moved[i]] == token_ids[i]
+        }
+        placeholders = {
+            modality: [
+                self._moved_placeholder(p, new_ids, moved, kept, embeds) for p in found
+            ]
+            for modality, found in placeholders.items()
+        }
+        return new_ids, result, placeholders
+
+    @staticmethod
+    def _moved_placeholder(
+        placeholder: PlaceholderFeaturesInfo,
+        new_ids: list[int],
+        moved: list[int],
+        kept: dict[int, int],
+        embeds: set[int],
+    ) -> PlaceholderFeaturesInfo:
+        """``placeholder`` where its tokens lie after re-encoding; a re-encoded token is
+        never an embedding."""
+        start = moved[placeholder.start_idx]
+        end = moved[placeholder.start_idx + len(placeholder.tokens) - 1] + 1
+        is_embed = None
+        if placeholder.is_embed is not None:
+            is_embed = torch.tensor(
+                [kept.get(position) in embeds for position in range(start, end)]
+            )
+        return dataclasses.replace(
+            placeholder, start_idx=start, tokens=new_ids[start:end], is_embed=is_embed
+        )
+
+
+def retokenize_edges(
+    token_ids: list[int],
+    edges: Iterable[int],
+    special: set[int],
+    retokenize: Callable[[list[int]], list[int]],
+    reach: int = 4,
+) -> tuple[list[int], list[int]]:
+    """Re-encode the ordinary tokens around each edge; return the new ids and each old
+    position's new one.
+
+    ``edges`` are the positions of the first token of an item's text and of
+    the first token after it. Around each, up to ``reach`` ordinary tokens
+    on either side (never a token in ``special``) are decoded and encoded
+    again by ``retokenize``, and the re-encoding replaces what it changes
+    (see :func:`_changed_span`). A token merged across an edge belongs to
+    both items; a token split keeps its first half at its old position::
+
+        >>> pairs = {(3, 3): [9]}
+        >>> retokenize_edges([7, 3, 3, 8], [2], {7, 8}, lambda w: pairs.get(tuple(w),
+        w))
+        ([7, 9, 8], [0, 1, 1, 2])
+    """
+    edges = set(edges)
+    ids: list[int] = []
+    owners: list[list[int]] = []  # the old positions each new token stands for
+    index, last_window = 0, -1
+    while index < len(token_ids):
+        left = 0
+        while left < min(reach, len(ids)) and ids[-1 - left] not in special:
+            left += 1
+        if (
+            index in edges
+            and index != last_window
+            and left
+            and token_ids[index] not in special
+        ):
+            last_window = index
+            end = index
+            while (
+                end < len(token_ids)
+                and end - index < reach
+                and token_ids[end] not in special
+            ):
+                end += 1
+            window = ids[len(ids) - left :] + token_ids[index:end]
+            joined = retokenize(window)
+            opened = left < reach or len(ids) == left
+            closed = end == len(token_ids) or token_ids[end] in special
+            span = _changed_span(window, joined, left, opened, closed)
+            if span is not None:
+                head, tail = span
+                base = len(ids) - left + head
+                old = [p for q in range(base, len(ids)) for p in owners[q]]
+                old += range(index, end - tail)
+                new = joined[head : len(joined) - tail]
+                del ids[base:], owners[base:]
+                ids.extend(new)
+                owners.extend([p] for p in old[: len(new)])
+                owners.extend([] for _ in range(len(new) - len(old)))
+                owners[-1].extend(old[len(new) :])
+                index = end - tail
+                continue
+        ids.append(token_ids[index])
+        owners.append([index])
+        index += 1
+    moved = [0] * len(token_ids)
+    for position, old in enumerate(owners):
+        for p in old:
+            moved[p] = position
+    return ids, moved
+
+
+def _changed_span(
+    window: list[int], joined: list[int], left: int, opened: bool, closed: bool
+) -> tuple[int, int] | None:
+    """How many leading and trailing tokens ``joined`` (the re-encoded ``window``)
+    keeps, if it may replace it.
+
+    It may where it keeps the window's first token (or nothing precedes the
+    window but a boundary), keeps its last (or a boundary or the prompt's end
+    follows), and changes tokens that touch the edge, which lies after the
+    window's first ``left`` tokens. Otherwise the tokens outside the window
+    might have re-encoded too, and the splice stays.
+    """
+    if joined == window:
+        return None
+    same = min(len(window), len(joined))
+    head = next((i for i in range(same) if window[i] != joined[i]), same)
+    tail = next(
+        (i for i in range(same - head) if window[-1 - i] != joined[-1 - i]), same - head
+    )
+    if len(joined) == head + tail or not (head or opened) or not (tail or closed):
+        return None
+    if not head <= left <= len(window) - tail:
+        return None
+    return head, tail

@@ -27,7 +27,6 @@ from .mm_request_support import (
     RequestSettingsProcessingInfo,
     WorstCaseDummyInputsBuilder,
     audio_data,
-    batch_of_one,
     embedding_fields_config,
 )
 
@@ -186,14 +185,9 @@ class Qwen2AudioMultiModalProcessor(BaseMultiModalProcessor[Qwen2AudioProcessing
     ) -> Sequence[PromptUpdate]:
 
         def get_audio_replacement(item_idx: int):
-            tokens = self.info.get_given_tokens(
-                "audio", item_idx, mm_items, hf_processor_mm_kwargs
+            tokens = self.info.get_media_item_tokens(
+                "audio", item_idx, mm_items, hf_processor_mm_kwargs, out_mm_kwargs
             )
-            if tokens is None:
-                audio_inputs = batch_of_one(out_mm_kwargs["audio"][item_idx])
-                tokens = self.info.get_audio_replacement(
-                    audio_inputs, hf_processor_mm_kwargs
-                )
             return PromptUpdateDetails.select_token_id(
                 tokens, embed_token_id=self.info.get_audio_token_id()
             )

@@ -29,7 +29,6 @@ from .mm_request_support import (
     SampledVideosMixin,
     VideoWorstCaseSearch,
     WorstCaseDummyInputsBuilder,
-    batch_of_one,
     embedding_fields_config,
     videos_data,
 )
@@ -266,14 +265,9 @@ class Qwen2VLMultiModalProcessor(
             )
 
         def get_video_replacement(item_idx: int):
-            tokens = self.info.get_given_tokens(
-                "video", item_idx, mm_items, hf_processor_mm_kwargs
+            tokens = self.info.get_media_item_tokens(
+                "video", item_idx, mm_items, hf_processor_mm_kwargs, out_mm_kwargs
             )
-            if tokens is None:
-                video_inputs = batch_of_one(out_mm_kwargs["video"][item_idx])
-                tokens = self.info.get_video_replacement(
-                    video_inputs, hf_processor_mm_kwargs
-                )
             return PromptUpdateDetails.select_token_id(
                 tokens, embed_token_id=self.info.get_video_token_id()
             )

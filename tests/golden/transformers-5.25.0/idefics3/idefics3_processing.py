@@ -6,8 +6,6 @@ import math
 from collections.abc import Mapping, Sequence
 
 from transformers import BatchFeature, Idefics3Processor
-from transformers.image_processing_utils import get_size_dict
-from transformers.image_utils import SizeDict
 
 from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItems
 from vllm.multimodal.parse import (
@@ -26,51 +24,9 @@ from .mm_request_support import (
     RequestSettingsProcessingInfo,
     WorstCaseDummyInputsBuilder,
     embedding_fields_config,
+    merge_and_standardize_kwargs,
     split_hf_calls,
 )
-
-
-# HF: image_processing_utils.py:314 (Idefics3ImageProcessor._standardize_kwargs, `self`
-# passed in)
-def _standardize_kwargs(
-    image_processor,
-    size=None,
-    crop_size=None,
-    pad_size=None,
-    default_to_square: bool | None = None,
-    image_mean: float | list[float] | None = None,
-    image_std: float | list[float] | None = None,
-    **kwargs,
-) -> dict:
-    if kwargs is None:
-        kwargs = {}
-    if size is not None and not isinstance(size, SizeDict):
-        size = SizeDict(**get_size_dict(size=size, default_to_square=default_to_square))
-    if crop_size is not None and not isinstance(crop_size, SizeDict):
-        crop_size = SizeDict(**get_size_dict(crop_size, param_name="crop_size"))
-    if pad_size is not None and not isinstance(pad_size, SizeDict):
-        pad_size = SizeDict(**get_size_dict(size=pad_size, param_name="pad_size"))
-    if isinstance(image_mean, list):
-        image_mean = tuple(image_mean)
-    if isinstance(image_std, list):
-        image_std = tuple(image_std)
-
-    kwargs["size"] = size
-    kwargs["crop_size"] = crop_size
-    kwargs["pad_size"] = pad_size
-    kwargs["image_mean"] = image_mean
-    kwargs["image_std"] = image_std
-
-    return kwargs
-
-
-# HF: image_processing_utils.py:352
-# (Idefics3ImageProcessor._merge_and_standardize_kwargs, `self` passed in)
-def _merge_and_standardize_kwargs(image_processor, **kwargs) -> dict:
-    for kwarg_name in image_processor.valid_kwargs.__annotations__:
-        kwargs.setdefault(kwarg_name, getattr(image_processor, kwarg_name, None))
-    return _standardize_kwargs(image_processor, **kwargs)
-
 
 # HF: models/idefics3/image_processing_idefics3.py:39
 MAX_IMAGE_SIZE = 4096
@@ -125,7 +81,7 @@ def _resize_output_size_scale_below_upper_bound(
 def get_number_of_image_patches(
     image_processor, height: int, width: int, images_kwargs: dict | None = None
 ) -> tuple[int, int, int]:
-    images_kwargs = _merge_and_standardize_kwargs(
+    images_kwargs = merge_and_standardize_kwargs(
         image_processor, **(images_kwargs or {})
     )
     do_image_splitting = images_kwargs["do_image_splitting"]

@@ -3,13 +3,10 @@
 """vLLM multi-modal processing for Qwen2VLForConditionalGeneration."""
 
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 
 import torch
 from transformers import BatchFeature, Qwen2VLProcessor
-from transformers.image_processing_utils import get_size_dict
-from transformers.image_utils import SizeDict
 
 from vllm.multimodal.inputs import (
     MultiModalFieldConfig,
@@ -32,82 +29,10 @@ from .mm_request_support import (
     SampledVideosMixin,
     VideoWorstCaseSearch,
     WorstCaseDummyInputsBuilder,
-    batch_of_one,
     embedding_fields_config,
+    merge_and_standardize_kwargs,
     videos_data,
 )
-
-
-# HF: image_processing_utils.py:314 (BaseImageProcessor._standardize_kwargs, `self`
-# passed in)
-def _base_image_processor_standardize_kwargs(
-    image_processor,
-    size=None,
-    crop_size=None,
-    pad_size=None,
-    default_to_square: bool | None = None,
-    image_mean: float | list[float] | None = None,
-    image_std: float | list[float] | None = None,
-    **kwargs,
-) -> dict:
-    if kwargs is None:
-        kwargs = {}
-    if size is not None and not isinstance(size, SizeDict):
-        size = SizeDict(**get_size_dict(size=size, default_to_square=default_to_square))
-    if crop_size is not None and not isinstance(crop_size, SizeDict):
-        crop_size = SizeDict(**get_size_dict(crop_size, param_name="crop_size"))
-    if pad_size is not None and not isinstance(pad_size, SizeDict):
-        pad_size = SizeDict(**get_size_dict(size=pad_size, param_name="pad_size"))
-    if isinstance(image_mean, list):
-        image_mean = tuple(image_mean)
-    if isinstance(image_std, list):
-        image_std = tuple(image_std)
-
-    kwargs["size"] = size
-    kwargs["crop_size"] = crop_size
-    kwargs["pad_size"] = pad_size
-    kwargs["image_mean"] = image_mean
-    kwargs["image_std"] = image_std
-
-    return kwargs
-
-
-# HF: models/qwen2_vl/image_processing_qwen2_vl.py:121
-# (Qwen2VLImageProcessor._standardize_kwargs, `self` passed in)
-def _standardize_kwargs(
-    image_processor,
-    size=None,
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
-    **kwargs,
-) -> dict:
-    if min_pixels is not None or max_pixels is not None:
-        warnings.warn(
-            "Passing `min_pixels` and `max_pixels` to a processor call is deprecated "
-            "and will be removed in v5.23. "
-            "Pass in `size={'longest_edge': xxx, 'shortest_edge': xxx} to override the "
-            "target size.`",
-            FutureWarning,
-            stacklevel=2,
-        )
-
-        size_dict = dict(size) if isinstance(size, (dict, SizeDict)) else {}
-        if min_pixels is not None:
-            size_dict["shortest_edge"] = min_pixels
-        if max_pixels is not None:
-            size_dict["longest_edge"] = max_pixels
-        size = SizeDict(**size_dict)
-    return _base_image_processor_standardize_kwargs(
-        image_processor, size=size, **kwargs
-    )
-
-
-# HF: image_processing_utils.py:352
-# (Qwen2VLImageProcessor._merge_and_standardize_kwargs, `self` passed in)
-def _merge_and_standardize_kwargs(image_processor, **kwargs) -> dict:
-    for kwarg_name in image_processor.valid_kwargs.__annotations__:
-        kwargs.setdefault(kwarg_name, getattr(image_processor, kwarg_name, None))
-    return _standardize_kwargs(image_processor, **kwargs)
 
 
 # HF: models/qwen2_vl/image_processing_qwen2_vl.py:63
@@ -141,7 +66,7 @@ def smart_resize(
 def get_number_of_image_patches(
     image_processor, height: int, width: int, images_kwargs: dict | None = None
 ) -> int:
-    images_kwargs = _merge_and_standardize_kwargs(
+    images_kwargs = merge_and_standardize_kwargs(
         image_processor, **(images_kwargs or {})
     )
     min_pixels = images_kwargs["size"].shortest_edge
@@ -335,14 +260,9 @@ class Qwen2VLMultiModalProcessor(
             )
 
         def get_video_replacement(item_idx: int):
-            tokens = self.info.get_given_tokens(
-                "video", item_idx, mm_items, hf_processor_mm_kwargs
+            tokens = self.info.get_media_item_tokens(
+                "video", item_idx, mm_items, hf_processor_mm_kwargs, out_mm_kwargs
             )
-            if tokens is None:
-                video_inputs = batch_of_one(out_mm_kwargs["video"][item_idx])
-                tokens = self.info.get_video_replacement(
-                    video_inputs, hf_processor_mm_kwargs
-                )
             return PromptUpdateDetails.select_token_id(
                 tokens, embed_token_id=self.info.get_video_token_id()
             )
