@@ -429,12 +429,36 @@ class EncoderModule:
 
 
 @dataclass(frozen=True)
+class InlineFeatures:
+    """A modality's features as HF's ``forward`` computes them inline (Qwen2-Audio).
+
+    ``params`` are the item inputs the lines read, in the order of the item's
+    fields; ``lines`` the statements that lead to the features HF places at
+    the modality's tokens, each ``(code, source, cited)``: ``cited`` where the
+    line does not follow the one before it in HF; ``result`` the name holding
+    the features there; ``self_reads`` the attributes of ``self`` the lines read.
+    """
+
+    params: tuple[str, ...]
+    lines: tuple[tuple[str, Source, bool], ...]
+    result: str
+    self_reads: tuple[str, ...]
+    free_names: tuple[str, ...]
+    source: Source
+
+
+@dataclass(frozen=True)
 class FeaturePath:
-    """One modality's encoder path: HF's ``get_<modality>_features`` and where it is."""
+    """One modality's encoder path: HF's ``get_<modality>_features`` and where it is.
+
+    ``inline``: HF has no such method and computes the features in ``forward``;
+    the generated class defines the method from those lines.
+    """
 
     modality: str
     method: str
     source: Source
+    inline: InlineFeatures | None = None
 
 
 @dataclass(frozen=True)
@@ -479,7 +503,7 @@ class EncoderSpec:
         """The methods of ``hf_class`` the generated class runs as its own: each feature
         path, ``get_rope_index`` when HF has one, and the helpers they call on ``self``."""
         rope = ("get_rope_index",) if self.rope_index_source is not None else ()
-        features = tuple(p.method for p in self.paths)
+        features = tuple(p.method for p in self.paths if p.inline is None)
         return tuple(dict.fromkeys([*features, *rope, *self.borrowed_methods]))
 
     @property

@@ -120,6 +120,9 @@ def test_gemma3_port_merges_newlines_across_item_edges(scaffolded, tmp_path) -> 
     port_dir = scaffolded("gemma3")
     source = (port_dir / "gemma3_processing.py").read_text()
     assert MERGE_STEP in source
+    # The step itself lives once per directory, in the shared support module.
+    assert "def retokenize_edges(" not in source
+    assert "def retokenize_edges(" in (port_dir / "mm_request_support.py").read_text()
     inspected = json.loads(invoke("inspect", "gemma3", "--json").stdout)
     merges = [m["edge_merges"] for m in inspected["modalities"] if m["edge_merges"]]
     assert merges and "<item><item>" in merges[0]["contexts"], merges

@@ -112,18 +112,64 @@ def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
 def test_a_family_without_a_derived_encoder_says_so_instead_of_building_one(
     tmp_path,
 ) -> None:
-    # Qwen2-Audio: no image feature path to derive, and no vision_config to build a
-    # stand-in tower from. The class must import and construct; embedding raises, saying why.
+    # ColPali: HF's retrieval class has no image feature method and places no
+    # features in a forward of its own. The class must import and construct;
+    # embedding raises, saying why.
     from torch import nn
 
-    spec = analyze(resolve("qwen2_audio"))
+    spec = analyze(resolve("colpali"))
     assert spec.encoder is None and spec.encoder_reason
-    module = _generated_class("qwen2_audio", tmp_path)
-    cls = module.Qwen2AudioForConditionalGeneration
+    module = _generated_class("colpali", tmp_path)
+    cls = getattr(module, spec.architecture)
     model = cls.__new__(cls)
     nn.Module.__init__(model)
     with pytest.raises(NotImplementedError, match="could not derive HF's encoder path"):
-        model.embed_multimodal(input_features=[])
+        model.embed_multimodal(pixel_values=[])
+
+
+def test_an_encoder_path_hf_writes_inline_embeds_what_hf_places(tmp_path) -> None:
+    # Qwen2-Audio computes its audio features inside Qwen2AudioModel.forward: the
+    # class's get_audio_features is those lines. Each audio's embeddings must be the
+    # rows HF's forward places at that audio's tokens.
+    import torch
+    import transformers
+
+    from mmport.media import make_audio
+
+    module = _generated_class("qwen2_audio", tmp_path)
+    snapshot = resolve("qwen2_audio")
+    config = tiny_twin(snapshot.load_config())
+    spec = analyze(snapshot)
+    assert spec.encoder.path("audio").inline is not None
+    model = _build_encoder(
+        module, module.Qwen2AudioForConditionalGeneration, config, spec
+    )
+    torch.manual_seed(0)
+    hf = transformers.Qwen2AudioForConditionalGeneration._from_config(config).eval()
+    mapped = dict(model.hf_to_vllm_mapper.apply(hf.state_dict().items()))
+    ours = {k: v for k, v in mapped.items() if not k.startswith("language_model.")}
+    loaded = model.load_state_dict(ours, strict=True)
+    assert not loaded.missing_keys and not loaded.unexpected_keys
+
+    processor = snapshot.load_processor()
+    rate = processor.feature_extractor.sampling_rate
+    audios = [make_audio(rate, 1), make_audio(5 * rate // 2, 2)]
+    out = processor(text=[processor.audio_token * 2], audio=audios, return_tensors="pt")
+    placed = {}
+
+    def keep_embeds(_module, _args, kwargs):
+        placed["embeds"] = kwargs["inputs_embeds"][0]
+
+    hf.model.language_model.register_forward_pre_hook(keep_embeds, with_kwargs=True)
+    with torch.inference_mode():
+        hf(**out)
+        embeds = model.embed_multimodal(
+            input_features=out["input_features"],
+            feature_attention_mask=out["feature_attention_mask"],
+        )
+    at_tokens = out["input_ids"][0] == config.audio_token_id
+    assert len(embeds) == len(audios) and embeds[0].shape[0] < embeds[1].shape[0]
+    assert torch.equal(torch.cat(embeds), placed["embeds"][at_tokens])
 
 
 def _one_item_alone(processor, spec, modality: str, index: int):

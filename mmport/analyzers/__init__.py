@@ -466,7 +466,7 @@ def _fixed_size(image_processor, size_expr: str) -> tuple[int, int] | None:
 
 
 def _encoder(
-    architecture: str, modalities: tuple[str, ...]
+    architecture: str, modalities: tuple[ModalitySpec, ...]
 ) -> tuple[EncoderSpec | None, str]:
     """HF's encoder paths of ``modalities`` for the model class, or None and the reason."""
     import transformers
@@ -474,8 +474,11 @@ def _encoder(
     model_cls = getattr(transformers, architecture, None)
     if model_cls is None:
         return None, f"transformers has no class {architecture}"
+    item_inputs = {m.modality: tuple(f.key for f in m.fields) for m in modalities}
     try:
-        return analyze_encoder(model_cls, modalities), ""
+        return analyze_encoder(
+            model_cls, tuple(m.modality for m in modalities), item_inputs
+        ), ""
     except AnalysisError as exc:
         return None, str(exc)
 
@@ -548,9 +551,7 @@ def analyze(snapshot: Snapshot) -> PortSpec:
             + "; ".join(refused.values())
         )
     modalities = _modalities(snapshot, processor, refused)
-    encoder, encoder_reason = _encoder(
-        architecture, tuple(m.modality for m in modalities)
-    )
+    encoder, encoder_reason = _encoder(architecture, modalities)
     config = snapshot.load_config()
     text_config = config.get_text_config()
     return PortSpec(

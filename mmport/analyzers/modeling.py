@@ -9,7 +9,9 @@ inner model's constructor, the line that builds each of them; and which
 attribute holds the language model (built from ``config.text_config``). The
 generated model class builds the same modules under the same names, once
 however many paths read them, so HF's own feature paths run on them and
-checkpoint weights map by prefix.
+checkpoint weights map by prefix. A model that computes a modality's features
+inside ``forward`` (Qwen2-Audio) gets that method written from HF's lines
+there (:mod:`mmport.analyzers.inlinefeatures`).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from __future__ import annotations
 import builtins
 import inspect
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import libcst as cst
 
 from mmport.analyzers.examples import invalid, snippet_line, valid
+from mmport.analyzers.inlinefeatures import InlineRefusal, inline_features
 from mmport.analyzers.sourcefile import ParsedClass, SelfAssignments, find_method
 from mmport.errors import AnalysisError
 from mmport.media import MODALITIES
@@ -88,30 +92,46 @@ def _defines_any(cls: Any, methods: list[str]) -> bool:
 
 
 def _inner_model(
-    outer: type[Any], methods: list[str]
+    outer: type[Any], methods: list[str], item_inputs: Mapping[str, Sequence[str]]
 ) -> tuple[type, str, dict[str, cst.Assign], ParsedClass]:
     """The class that defines the feature methods, and the outer attribute holding it.
 
     An inner model the checkpoint class builds by name (``self.model =
     LlavaModel(config)``) is preferred, whether or not the checkpoint class
-    also forwards the methods to it; else the checkpoint class itself.
+    also forwards the methods to it; else the checkpoint class itself. Where
+    no class defines them, the inner model whose ``forward`` computes a
+    modality's features inline (:mod:`mmport.analyzers.inlinefeatures`).
     """
     parsed, assigns = _constructor(outer)
     module = sys.modules[outer.__module__]
-    for attr, node in assigns.items():
-        value = node.value
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
-            inner = getattr(module, value.func.value, None)
-            if (
-                isinstance(inner, type)
-                and inner is not outer
-                and _defines_any(inner, methods)
-            ):
-                return inner, attr, assigns, parsed
+    built = [
+        (attr, inner)
+        for attr, node in assigns.items()
+        if isinstance(node.value, cst.Call)
+        and isinstance(node.value.func, cst.Name)
+        and isinstance(inner := getattr(module, node.value.func.value, None), type)
+        and inner is not outer
+    ]
+    for attr, inner in built:
+        if _defines_any(inner, methods):
+            return inner, attr, assigns, parsed
     if _defines_any(outer, methods):
         return outer, "", assigns, parsed
+    refusals = []
+    for attr, inner in [*built, ("", outer)]:
+        for modality, inputs in item_inputs.items():
+            try:
+                inline_features(inner, modality, inputs)
+            except InlineRefusal as exc:
+                refusals.append(str(exc))
+                continue
+            except AnalysisError:
+                continue  # no features placed there at all
+            return inner, attr, assigns, parsed
+    # Where a forward does place features but they cannot be sliced out, say why.
     raise AnalysisError(
         f"{outer.__name__} keeps no inner model that defines {' or '.join(methods)}"
+        + "".join(f"; {refusal}" for refusal in dict.fromkeys(refusals))
     )
 
 
@@ -261,42 +281,68 @@ def _rope_index(inner: type[Any]) -> tuple[Any, list[str], tuple[str, ...]]:
 
 
 def _paths(
-    inner: type[Any], modalities: tuple[str, ...]
+    inner: type[Any],
+    modalities: tuple[str, ...],
+    item_inputs: Mapping[str, Sequence[str]],
 ) -> tuple[list[FeaturePath], list[str], list[tuple[str, str]]]:
-    """Each modality's feature method on ``inner``, the ``self.`` reads of them all, and the modalities without one."""
+    """Each modality's feature method on ``inner``, the ``self.`` reads of them all, and the modalities without one.
+
+    A modality HF has no method for gets the lines of ``inner.forward`` that
+    compute its features inline, where they can be sliced out.
+    """
     paths: list[FeaturePath] = []
     reads = _SelfReads()
+    inline_reads: list[str] = []
     missing: list[tuple[str, str]] = []
     for modality in modalities:
         method = features_method(modality)
         found = find_method(inner, method)
         if found is None:
-            missing.append((modality, f"{inner.__name__} defines no {method}"))
+            try:
+                inline = inline_features(inner, modality, item_inputs.get(modality, ()))
+            except AnalysisError as exc:
+                missing.append(
+                    (modality, f"{inner.__name__} defines no {method}, and {exc}")
+                )
+                continue
+            inline_reads += inline.self_reads
+            paths.append(FeaturePath(modality, method, inline.source, inline))
             continue
         parsed, node = found
         node.body.visit(reads)
         paths.append(FeaturePath(modality, method, parsed.source(node)))
-    return paths, reads.attrs, missing
+    return paths, list(dict.fromkeys([*reads.attrs, *inline_reads])), missing
 
 
 def analyze_encoder(
-    architecture_cls: type[Any], modalities: tuple[str, ...] = ("image",)
+    architecture_cls: type[Any],
+    modalities: tuple[str, ...] = ("image",),
+    item_inputs: Mapping[str, Sequence[str]] = {},
 ) -> EncoderSpec:
     """Read ``architecture_cls`` and its inner model into an :class:`EncoderSpec`.
 
     ``modalities`` are those the processor handles; each gets the path HF's
     class defines for it, or a line in ``missing`` saying it has none.
+    ``item_inputs`` name each modality's fields: what a path HF computes
+    inline in ``forward`` may read.
     """
     modalities = tuple(m for m in MODALITIES if m in modalities)
     inner, outer_attr, outer_assigns, _ = _inner_model(
-        architecture_cls, [features_method(m) for m in modalities]
+        architecture_cls, [features_method(m) for m in modalities], item_inputs
     )
-    paths, reads, missing = _paths(inner, modalities)
+    paths, reads, missing = _paths(inner, modalities, item_inputs)
     if not paths:
         raise AnalysisError(
             f"{inner.__name__}'s feature methods are not in transformers' sources"
         )
     modules, imports, borrowed = _encoder_modules(inner, reads)
+    module = sys.modules[inner.__module__]
+    imports += [
+        _import_for(module, name)
+        for path in paths
+        if path.inline is not None
+        for name in path.inline.free_names
+    ]
     parsed, assigns = _constructor(inner)
     language = [
         (a, n)
