@@ -452,13 +452,20 @@ class FeaturePath:
     """One modality's encoder path: HF's ``get_<modality>_features`` and where it is.
 
     ``inline``: HF has no such method and computes the features in ``forward``;
-    the generated class defines the method from those lines.
+    the generated class defines the method from those lines. ``through``: HF
+    hands this modality's items to the model as another modality's inputs
+    (InternVL's video frames as ``pixel_values``, embedded at the image token),
+    so they go through that modality's path under HF's names (``renamed``:
+    this port's field name → HF's); ``source`` is where HF says whose token
+    receives them.
     """
 
     modality: str
     method: str
     source: Source
     inline: InlineFeatures | None = None
+    through: str = ""
+    renamed: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

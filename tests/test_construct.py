@@ -2,8 +2,8 @@
 
 vLLM builds the class once per engine start, from the checkpoint's config.
 These tests build the generated classes of an image, an image+video, a
-video-with-resampler and an audio family, and of a family with no derived
-encoder, under a real ``VllmConfig`` in the serve environment (one process
+video-with-resampler and an audio family, of an audio path HF writes inline,
+a video HF hands on as images, and of a family with no derived encoder, under a real ``VllmConfig`` in the serve environment (one process
 for all), and check that each modality's tower is what vLLM marked.
 """
 
@@ -26,7 +26,18 @@ pytestmark = [
     ),
 ]
 
-FAMILIES = ("llava", "qwen2_vl", "llava_next_video", "glmasr", "qwen2_audio")
+# An image, an image+video, a video-with-resampler and an audio family with HF's
+# methods; an audio path HF writes inline in forward (qwen2_audio), a video HF hands
+# on as images (internvl), and a family with no derived encoder (colpali).
+FAMILIES = (
+    "llava",
+    "qwen2_vl",
+    "llava_next_video",
+    "glmasr",
+    "qwen2_audio",
+    "internvl",
+    "colpali",
+)
 # Text models with no CausalLM of their own (mmport.analyzers.language).
 BACKEND_FAMILIES = ("glm4v", "step3p7", "glm5_next")
 # Single configs, their own text config, naming the port's own class (a language model
@@ -80,7 +91,7 @@ def test_generated_classes_construct_with_a_tower_per_modality(constructed) -> N
         outcome = built[job.name]
         assert outcome.ok, (job.name, outcome.error, outcome.port_frame)
         encoder = spec.encoder
-        if encoder is None:  # Qwen2-Audio: no encoder derived, none built
+        if encoder is None:  # ColPali: no encoder derived, none built
             assert outcome.towers == ()
             continue
         # Every module HF's feature paths read is a tower vLLM knows of (a bare
@@ -94,6 +105,9 @@ def test_generated_classes_construct_with_a_tower_per_modality(constructed) -> N
     assert built["qwen2_vl"].parameters > 0
     assert analyze(resolve("qwen2_vl")).encoder.tower_modalities == ("image", "video")
     assert analyze(resolve("glmasr")).encoder.tower_modalities == ("audio",)
+    assert constructed["qwen2_audio"][1].encoder.path("audio").inline is not None
+    assert constructed["internvl"][1].encoder.path("video").through == "image"
+    assert constructed["colpali"][1].encoder is None
 
 
 def test_a_class_that_breaks_at_construction_is_reported_where_it_breaks(

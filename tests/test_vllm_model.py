@@ -246,3 +246,52 @@ def test_generated_video_and_audio_paths_embed_like_hf(
     for ours_item, hf_item in zip(embeds, reference, strict=True):
         assert ours_item.shape == hf_item.shape
         torch.testing.assert_close(ours_item, hf_item)
+
+
+@pytest.mark.parametrize("model_type", ["internvl", "smolvlm"])
+def test_a_video_hf_hands_on_as_images_embeds_what_hf_places(
+    model_type, tmp_path
+) -> None:
+    # InternVL's and SmolVLM's processors hand a video's frames to the model as
+    # images, embedded at the image token: the class's video path is its image path
+    # under HF's names. The video's embeddings must be the rows HF's forward places.
+    import torch
+    import transformers
+
+    module = _generated_class(model_type, tmp_path)
+    snapshot = resolve(model_type)
+    config = tiny_twin(snapshot.load_config())
+    spec = analyze(snapshot)
+    if "video" not in {m.modality for m in spec.modalities}:
+        pytest.skip(f"{model_type}'s processor takes no videos in this transformers")
+    assert spec.encoder.path("video").through == "image"
+    model = _build_encoder(
+        module, getattr(module, config.architectures[0]), config, spec
+    )
+    torch.manual_seed(0)
+    hf = getattr(transformers, config.architectures[0])._from_config(config).eval()
+    mapped = dict(model.hf_to_vllm_mapper.apply(hf.state_dict().items()))
+    model.load_state_dict(
+        {k: v for k, v in mapped.items() if not k.startswith("language_model.")},
+        strict=True,
+    )
+    out, side = _one_item_alone(snapshot.load_processor(), spec, "video", 1)
+    rows = {f.key for f in side.fields if f.rows}
+    video = {
+        ours: [out[hf_name]] if ours in rows else out[hf_name]
+        for hf_name, ours in side.renamed_keys
+    }
+    placed = {}
+
+    def keep_embeds(_module, _args, kwargs):
+        placed["embeds"] = kwargs["inputs_embeds"][0]
+
+    inner = getattr(hf, spec.encoder.outer_attr)
+    language = getattr(inner, spec.encoder.language_attr)
+    language.register_forward_pre_hook(keep_embeds, with_kwargs=True)
+    with torch.inference_mode():
+        hf(**out)
+        embeds = model.embed_multimodal(**video)
+    at_tokens = out["input_ids"][0] == getattr(config, side.embed_token_attr)
+    assert len(embeds) == 1 and embeds[0].shape[0] == int(at_tokens.sum()) > 0
+    assert torch.equal(embeds[0], placed["embeds"][at_tokens])

@@ -63,6 +63,7 @@ from mmport.spec import (
     CountRule,
     EdgeMerges,
     EncoderSpec,
+    FeaturePath,
     GeometryRule,
     ModalitySpec,
     PortSpec,
@@ -476,11 +477,55 @@ def _encoder(
         return None, f"transformers has no class {architecture}"
     item_inputs = {m.modality: tuple(f.key for f in m.fields) for m in modalities}
     try:
-        return analyze_encoder(
+        encoder = analyze_encoder(
             model_cls, tuple(m.modality for m in modalities), item_inputs
-        ), ""
+        )
+        return _through_other_paths(encoder, modalities), ""
     except AnalysisError as exc:
         return None, str(exc)
+
+
+def _through_other_paths(
+    encoder: EncoderSpec, modalities: tuple[ModalitySpec, ...]
+) -> EncoderSpec:
+    """Give a modality with no path of its own the path of the modality HF hands it as.
+
+    InternVL's and SmolVLM's processors hand a video's frames to the model as
+    images: HF names those outputs as the image's (the port renames them,
+    ``renamed_keys``), and the model places their features at the image token
+    (the video's embed token is the image's). Such a video goes through the
+    image path, under HF's names.
+    """
+    paths = list(encoder.paths)
+    missing = dict(encoder.missing)
+    for side in modalities:
+        hf_names = dict((ours, hf) for hf, ours in side.renamed_keys)
+        for other in modalities:
+            path = encoder.path(other.modality)
+            if (
+                side.modality not in missing
+                or path is None
+                or path.through
+                or not side.embed_token_attr
+                or side.embed_token_attr != (other.embed_token_attr or other.token_attr)
+                or not hf_names
+                or {hf_names.get(f.key) for f in side.fields}
+                - {f.key for f in other.fields}
+            ):
+                continue
+            del missing[side.modality]
+            paths.append(
+                FeaturePath(
+                    side.modality,
+                    path.method,
+                    side.embed_token_source or path.source,
+                    through=other.modality,
+                    renamed=tuple(hf_names.items()),
+                )
+            )
+    return dataclasses.replace(
+        encoder, paths=tuple(paths), missing=tuple(missing.items())
+    )
 
 
 def _modalities(
