@@ -59,8 +59,9 @@ def _build_encoder(module, cls, config, spec):
     return model.to(torch.float32).eval()
 
 
-@pytest.mark.parametrize("model_type", ["llava", "paligemma", "qwen2_vl", "llava_next"])
-def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
+def _class_and_hf(model_type: str, tmp_path):
+    """The generated class's encoder and HF's tiny model, HF's encoder weights loaded
+    through the class's own mapper: (snapshot, config, spec, the class, HF's model)."""
     import torch
     import transformers
 
@@ -79,6 +80,28 @@ def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
         ours, strict=True
     )  # every encoder weight maps by name
     assert not loaded.missing_keys and not loaded.unexpected_keys
+    return snapshot, config, spec, model, hf
+
+
+def _placed_embeds(hf, spec) -> dict:
+    """Filled, once HF's model runs, with the input embeddings its forward hands its
+    language model: the rows it placed at the items' tokens among them."""
+    placed: dict = {}
+
+    def keep(_module, _args, kwargs):
+        placed["embeds"] = kwargs["inputs_embeds"][0]
+
+    inner = getattr(hf, spec.encoder.outer_attr) if spec.encoder.outer_attr else hf
+    language = getattr(inner, spec.encoder.language_attr)
+    language.register_forward_pre_hook(keep, with_kwargs=True)
+    return placed
+
+
+@pytest.mark.parametrize("model_type", ["llava", "paligemma", "qwen2_vl", "llava_next"])
+def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
+    import torch
+
+    snapshot, _, spec, model, hf = _class_and_hf(model_type, tmp_path)
 
     processor = snapshot.load_processor()
     images = [make_image(333, 517, 1), make_image(96, 1024, 2)]
@@ -132,35 +155,17 @@ def test_an_encoder_path_hf_writes_inline_embeds_what_hf_places(tmp_path) -> Non
     # class's get_audio_features is those lines. Each audio's embeddings must be the
     # rows HF's forward places at that audio's tokens.
     import torch
-    import transformers
 
     from mmport.media import make_audio
 
-    module = _generated_class("qwen2_audio", tmp_path)
-    snapshot = resolve("qwen2_audio")
-    config = tiny_twin(snapshot.load_config())
-    spec = analyze(snapshot)
+    snapshot, config, spec, model, hf = _class_and_hf("qwen2_audio", tmp_path)
     assert spec.encoder.path("audio").inline is not None
-    model = _build_encoder(
-        module, module.Qwen2AudioForConditionalGeneration, config, spec
-    )
-    torch.manual_seed(0)
-    hf = transformers.Qwen2AudioForConditionalGeneration._from_config(config).eval()
-    mapped = dict(model.hf_to_vllm_mapper.apply(hf.state_dict().items()))
-    ours = {k: v for k, v in mapped.items() if not k.startswith("language_model.")}
-    loaded = model.load_state_dict(ours, strict=True)
-    assert not loaded.missing_keys and not loaded.unexpected_keys
 
     processor = snapshot.load_processor()
     rate = processor.feature_extractor.sampling_rate
     audios = [make_audio(rate, 1), make_audio(5 * rate // 2, 2)]
     out = processor(text=[processor.audio_token * 2], audio=audios, return_tensors="pt")
-    placed = {}
-
-    def keep_embeds(_module, _args, kwargs):
-        placed["embeds"] = kwargs["inputs_embeds"][0]
-
-    hf.model.language_model.register_forward_pre_hook(keep_embeds, with_kwargs=True)
+    placed = _placed_embeds(hf, spec)
     with torch.inference_mode():
         hf(**out)
         embeds = model.embed_multimodal(
@@ -204,23 +209,9 @@ def test_generated_video_and_audio_paths_embed_like_hf(
     # fields laid end to end, batched ones stacked, whole ones as a list), against
     # HF's feature method on each item alone.
     import torch
-    import transformers
 
-    module = _generated_class(model_type, tmp_path)
-    snapshot = resolve(model_type)
-    config = tiny_twin(snapshot.load_config())
-    spec = analyze(snapshot)
+    snapshot, _, spec, model, hf = _class_and_hf(model_type, tmp_path)
     assert spec.encoder.path(modality) is not None
-    model = _build_encoder(
-        module, getattr(module, config.architectures[0]), config, spec
-    )
-    torch.manual_seed(0)
-    hf = getattr(transformers, config.architectures[0])._from_config(config).eval()
-    mapped = dict(model.hf_to_vllm_mapper.apply(hf.state_dict().items()))
-    model.load_state_dict(
-        {k: v for k, v in mapped.items() if not k.startswith("language_model.")},
-        strict=True,
-    )
     processor = snapshot.load_processor()
     alone = [_one_item_alone(processor, spec, modality, i) for i in range(2)]
     side = alone[0][1]
@@ -256,39 +247,18 @@ def test_a_video_hf_hands_on_as_images_embeds_what_hf_places(
     # images, embedded at the image token: the class's video path is its image path
     # under HF's names. The video's embeddings must be the rows HF's forward places.
     import torch
-    import transformers
 
-    module = _generated_class(model_type, tmp_path)
-    snapshot = resolve(model_type)
-    config = tiny_twin(snapshot.load_config())
-    spec = analyze(snapshot)
+    snapshot, config, spec, model, hf = _class_and_hf(model_type, tmp_path)
     if "video" not in {m.modality for m in spec.modalities}:
         pytest.skip(f"{model_type}'s processor takes no videos in this transformers")
     assert spec.encoder.path("video").through == "image"
-    model = _build_encoder(
-        module, getattr(module, config.architectures[0]), config, spec
-    )
-    torch.manual_seed(0)
-    hf = getattr(transformers, config.architectures[0])._from_config(config).eval()
-    mapped = dict(model.hf_to_vllm_mapper.apply(hf.state_dict().items()))
-    model.load_state_dict(
-        {k: v for k, v in mapped.items() if not k.startswith("language_model.")},
-        strict=True,
-    )
     out, side = _one_item_alone(snapshot.load_processor(), spec, "video", 1)
     rows = {f.key for f in side.fields if f.rows}
     video = {
         ours: [out[hf_name]] if ours in rows else out[hf_name]
         for hf_name, ours in side.renamed_keys
     }
-    placed = {}
-
-    def keep_embeds(_module, _args, kwargs):
-        placed["embeds"] = kwargs["inputs_embeds"][0]
-
-    inner = getattr(hf, spec.encoder.outer_attr)
-    language = getattr(inner, spec.encoder.language_attr)
-    language.register_forward_pre_hook(keep_embeds, with_kwargs=True)
+    placed = _placed_embeds(hf, spec)
     with torch.inference_mode():
         hf(**out)
         embeds = model.embed_multimodal(**video)

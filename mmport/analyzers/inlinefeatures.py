@@ -438,9 +438,18 @@ def _facts(found: InlineFeatures) -> tuple:
     )
 
 
-def _variant(old: str, new: str) -> str:
+def _refused(name: str, old: str, new: str, match: str) -> object:
+    """An example refused with ``match``: the snippet with ``old`` written as ``new``."""
     assert old in _INLINE
-    return _INLINE.replace(old, new)
+    return invalid(
+        name,
+        _INLINE.replace(old, new),
+        lambda snippet: inline_features(
+            snippet.AudioModel, "audio", ("input_features", "feature_mask")
+        ),
+        refusal=AnalysisError,
+        match=match,
+    )
 
 
 EXAMPLES = [
@@ -469,50 +478,28 @@ EXAMPLES = [
             ("torch",),
         ),
     ),
-    invalid(
+    _refused(
         "features_placed_inside_a_loop",
-        _variant(
-            "            if input_features is not None:\n                lengths",
-            "            for _ in range(1):\n                lengths",
-        ),
-        lambda snippet: inline_features(
-            snippet.AudioModel, "audio", ("input_features", "feature_mask")
-        ),
-        refusal=AnalysisError,
-        match="inside a loop",
+        "            if input_features is not None:\n                lengths",
+        "            for _ in range(1):\n                lengths",
+        "inside a loop",
     ),
-    invalid(
+    _refused(
         "features_that_read_the_prompt",
-        _variant(
-            "audio_features[: lengths.max()]", "audio_features[: input_ids.shape[1]]"
-        ),
-        lambda snippet: inline_features(
-            snippet.AudioModel, "audio", ("input_features", "feature_mask")
-        ),
-        refusal=AnalysisError,
-        match="from input_ids, which an item does not carry",
+        "audio_features[: lengths.max()]",
+        "audio_features[: input_ids.shape[1]]",
+        "from input_ids, which an item does not carry",
     ),
-    invalid(
+    _refused(
         "an_input_set_under_a_branch_before_the_features",
-        _variant(
-            "input_features = input_features.to(self.device)",
-            "input_features = input_features * 2",
-        ),
-        lambda snippet: inline_features(
-            snippet.AudioModel, "audio", ("input_features", "feature_mask")
-        ),
-        refusal=AnalysisError,
-        match="sets input_features under a branch",
+        "input_features = input_features.to(self.device)",
+        "input_features = input_features * 2",
+        "sets input_features under a branch",
     ),
-    invalid(
+    _refused(
         "no_features_placed_at_their_tokens",
-        _variant(
-            "inputs_embeds.masked_scatter(special, audio_features)", "inputs_embeds"
-        ),
-        lambda snippet: inline_features(
-            snippet.AudioModel, "audio", ("input_features", "feature_mask")
-        ),
-        refusal=AnalysisError,
-        match="places no audio features at their tokens",
+        "inputs_embeds.masked_scatter(special, audio_features)",
+        "inputs_embeds",
+        "places no audio features at their tokens",
     ),
 ]
