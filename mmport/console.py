@@ -385,6 +385,17 @@ def _entry_rows(entry) -> list[tuple[str, str, str]]:
     ]
 
 
+def _feature_path(hf_class: str, path) -> str:
+    """What runs for a modality: HF's method, the lines of ``forward`` that compute
+    its features, or another modality's path it is handed to the model as."""
+    if path.inline is not None:
+        lines = len(path.inline.lines)
+        return f"{hf_class}.forward, its {lines} lines that compute the features it places (written as {path.method})"
+    if path.through:
+        return f"{hf_class}.{path.method}, as {path.through} inputs under HF's names"
+    return f"{hf_class}.{path.method}"
+
+
 def _encoder_rows(spec) -> list[tuple[str, str, str]]:
     """The model side: HF's feature path, the modules it reads, the language model."""
     language = spec.language
@@ -407,7 +418,7 @@ def _encoder_rows(spec) -> list[tuple[str, str, str]]:
         ]
     return [
         *[
-            (f"{p.modality} feature path", f"{e.hf_class}.{p.method}", str(p.source))
+            (f"{p.modality} feature path", _feature_path(e.hf_class, p), str(p.source))
             for p in e.paths
         ],
         *[

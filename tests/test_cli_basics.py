@@ -76,6 +76,17 @@ def test_inspect_json_is_a_port_spec() -> None:
     assert image["update"]["mode"] == "replace"
 
 
+def test_inspect_says_which_encoder_paths_hf_has_no_method_for() -> None:
+    # Qwen2-Audio computes its audio features inside forward; InternVL's videos go
+    # through its image path. inspect must not name a method HF lacks.
+    audio = invoke("inspect", "qwen2_audio")
+    assert audio.returncode == 0, audio.stderr
+    assert "Qwen2AudioModel.forward" in " ".join(audio.stdout.split())
+    spec = json.loads(invoke("inspect", "internvl", "--json").stdout)
+    (video,) = [p for p in spec["encoder"]["paths"] if p["modality"] == "video"]
+    assert video["through"] == "image" and video["method"] == "get_image_features"
+
+
 def test_verify_port_file_missing(tmp_path) -> None:
     _assert_user_error(
         invoke("verify", "llava", "--port", str(tmp_path / "x.py")), "does not exist"
