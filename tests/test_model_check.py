@@ -32,6 +32,24 @@ def test_tiny_twin_of_default_config_passes(model_type, scaffolded, tmp_path) ->
 
 
 @slow
+def test_a_prompt_hf_runs_only_item_by_item_is_not_compared_instead_of_failing(
+    scaffolded, tmp_path
+) -> None:
+    # Qwen2-VL's rotary positions find an image by the vision-start token before
+    # it, which only a chat template writes; the synthetic snapshot has none, so a
+    # probe with images side by side is one HF's own model cannot run, though it
+    # runs each image alone. That says nothing of the port: the probe is set aside
+    # and said, and the other probes judge the model.
+    port = scaffolded("qwen2_vl") / "qwen2_vl_processing.py"
+    code, report = verify_report(
+        "qwen2_vl", port, probes=4, model=ModelOptions(tiny=True)
+    )
+    model = report["checks"]["model"]
+    assert code == 0 and model["status"] == "pass" and model["runs"] >= 2, report
+    assert "not compared on probe3" in model["summary"], model["summary"]
+
+
+@slow
 @pytest.mark.parametrize(
     ("model_type", "encoded"), [("qwen2_vl", "video"), ("qwen2_audio", None)]
 )

@@ -51,6 +51,11 @@ class ModelCheck:
         self.unrunnable_settings: set[str] = (
             set()
         )  # request settings under which HF's model refuses HF's outputs
+        # Probes whose items HF's model runs alone but not together as the
+        # probe's prompt writes them (items side by side without the chat
+        # template's wrapping tokens, which a model may look for: Qwen2-VL's
+        # rotary positions find an image by the vision-start token before it).
+        self.unrunnable_layouts: list[str] = []
 
     def _fail(
         self,
@@ -83,6 +88,11 @@ class ModelCheck:
             reference = self._reference_logits(expected, positions)
         except BadReferenceError:
             release(self.model.target)
+            if len(singles) > 1 and self._each_runs(singles):
+                # The prompt's layout, not the snapshot or the setting: there is no
+                # reference to judge this probe by; the other probes still judge.
+                self.unrunnable_layouts.append(probe)
+                return
             if setting is None:
                 raise
             # A request setting the checkpoint cannot take (a merge size its vision
@@ -286,6 +296,20 @@ class ModelCheck:
             inputs[key], segments[key] = layout.value, layout.segments
         return inputs, segments
 
+    def _each_runs(self, singles: list[HFOutput]) -> bool:
+        """Whether HF's model runs on each item's outputs alone."""
+        embed_ids = set(self.embed_ids.values())
+        try:
+            for single in singles:
+                self.model.logits(
+                    single.inputs, _text_positions(single.input_ids, embed_ids)
+                )
+        except FOREIGN_ERRORS:
+            return False
+        finally:
+            release(self.model.target)
+        return True
+
     def _reference_logits(self, expected: HFOutput, positions: list[int]) -> Any:
         """HF's forward on its own outputs; failing here is the snapshot's fault, not the port's."""
         try:
@@ -322,6 +346,13 @@ class ModelCheck:
         if self.unrunnable_settings:
             said = "; ".join(sorted(self.unrunnable_settings))
             summary += f"; not run under {said}: HF's model refuses HF's own outputs there (the checkpoint was not built for it)"
+        if self.unrunnable_layouts:
+            said = ", ".join(dict.fromkeys(self.unrunnable_layouts))
+            summary += (
+                f"; not compared on {said}: HF's model runs each of its items alone but "
+                "not together as the prompt writes them (bare placeholders side by side; "
+                "a snapshot without a chat template has no wrapping tokens to write)"
+            )
         if self.no_encoder:
             exposed = ", ".join(f"get_{m}_features" for m in sorted(self.no_encoder))
             summary += f"; the model exposes no {exposed}, so those items were judged by the logits alone"
