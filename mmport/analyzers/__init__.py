@@ -505,7 +505,6 @@ def _through_other_paths(
             if (
                 side.modality not in missing
                 or path is None
-                or path.through
                 or not side.embed_token_attr
                 or side.embed_token_attr != (other.embed_token_attr or other.token_attr)
                 or not hf_names

@@ -39,8 +39,8 @@ class InlineRefusal(AnalysisError):
     """``forward`` places the features, but its lines to them cannot be sliced out."""
 
 
-# Attributes whose read says nothing about a tensor's values.
-_METADATA = frozenset({"dtype", "device"})
+# Attributes whose read says nothing about a tensor's (or module's) values.
+DTYPE_DEVICE = frozenset({"dtype", "device"})
 
 
 class _Reads(cst.CSTVisitor):
@@ -53,7 +53,7 @@ class _Reads(cst.CSTVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if isinstance(node.value, cst.Name):
-            if node.attr.value in _METADATA:
+            if node.attr.value in DTYPE_DEVICE:
                 self.dtype_device.add(node.value.value)
                 return False
             if node.value.value == "self":
@@ -377,7 +377,7 @@ class _StandIn(cst.CSTTransformer):
         if (
             isinstance(value, cst.Name)
             and value.value in self.names
-            and original_node.attr.value in _METADATA
+            and original_node.attr.value in DTYPE_DEVICE
         ):
             return updated_node.with_changes(value=cst.Name(self.stand_in))
         return updated_node

@@ -25,7 +25,11 @@ from typing import Any
 import libcst as cst
 
 from mmport.analyzers.examples import invalid, snippet_line, valid
-from mmport.analyzers.inlinefeatures import InlineRefusal, inline_features
+from mmport.analyzers.inlinefeatures import (
+    DTYPE_DEVICE,
+    InlineRefusal,
+    inline_features,
+)
 from mmport.analyzers.sourcefile import ParsedClass, SelfAssignments, find_method
 from mmport.errors import AnalysisError
 from mmport.media import MODALITIES
@@ -37,7 +41,6 @@ __all__ = ["analyze_encoder", "features_method"]
 ROPE_INDEX_METHOD = "get_rope_index"
 # ``self`` attributes any nn.Module/PreTrainedModel has that are not submodules.
 _MODULE_STATE = frozenset({"config", "training"})
-_DTYPE_READS = frozenset({"dtype", "device"})
 
 
 class _SelfReads(cst.CSTVisitor):
@@ -234,7 +237,7 @@ def _encoder_modules(
     order = list(assigns)
     # Build modules in constructor order: later lines may read earlier ones (self.dtype).
     for attr in sorted(reads, key=lambda a: order.index(a) if a in order else -1):
-        if attr in _MODULE_STATE or attr in _DTYPE_READS:
+        if attr in _MODULE_STATE or attr in DTYPE_DEVICE:
             continue
         if callable(getattr(inner, attr, None)):
             borrowed.append(attr)  # a helper method of HF's class, reused as is
@@ -368,7 +371,7 @@ def analyze_encoder(
         language_source=parsed.source(language_node),
         outer_attr=outer_attr,
         lm_head_attr=_lm_head(outer_assigns) if outer_attr else "",
-        reads_dtype=bool(set(reads) & _DTYPE_READS)
+        reads_dtype=bool(set(reads) & DTYPE_DEVICE)
         or any("self.dtype" in m.code for m in modules),
         borrowed_methods=tuple(dict.fromkeys([*borrowed, *rope_helpers])),
         rope_index_source=rope_source,
