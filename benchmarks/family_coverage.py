@@ -266,9 +266,14 @@ def construct_classes(outcomes: list[Outcome], keep: Path) -> None:
                 o.model_class = (
                     "constructs"
                     if got.ok
-                    else f"fails: {got.error[:120]}"
+                    else f"{_failure_kind(got.error)}: {got.error[:120]}"
                     + (f" ({got.port_frame[:80]})" if got.port_frame else "")
                 )
+
+
+def _failure_kind(error: str) -> str:
+    """``refuses`` for the generated class's own NotImplementedError, ``fails`` for any other error."""
+    return "refuses" if error.startswith("NotImplementedError: mmport") else "fails"
 
 
 def run_all(
@@ -338,13 +343,17 @@ def _model_class_line(outcomes: list[Outcome], seconds: float | None) -> list[st
     built = [o for o in outcomes if o.model_class]
     ok = [o for o in built if o.model_class == "constructs"]
     judged = [o for o in built if not o.model_class.startswith("not judged")]
+    refused = [o for o in judged if o.model_class.startswith("refuses")]
     return [
         f"- **model class constructs in vLLM: {len(ok)} / {len(judged)} passing families judged** "
         f"(built under a real `VllmConfig` from a tiny twin config, in vLLM's CPU build, "
         f"{seconds:.0f} s for all, in one process until a class ends it; mmport.serve.construct); "
+        f"{len(refused)} of the others refuse by design: their class raises a "
+        "`NotImplementedError` naming why vLLM has no language model to build for them; "
         f"{len(built) - len(judged)} not judged there, where that environment cannot build the "
         "family at all: its older transformers lacks the family or a class the port imports, "
-        "vLLM refuses the config, or vLLM's own class fails on the same twin too; or where "
+        "vLLM refuses the config, HF's own model cannot be built from the snapshot's config "
+        "either, or vLLM's own class fails on the same twin too; or where "
         "HF's model has no text model (a vision encoder alone)"
     ]
 

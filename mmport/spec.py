@@ -564,6 +564,10 @@ class LanguageModelSpec:
     # False when the HF model has no text model at all (a vision encoder's config has
     # no vocabulary): there is nothing for vLLM to generate with.
     has_text_model: bool = True
+    # The value the port gives the text config's ``tie_word_embeddings`` (an expression
+    # on ``config``), where vLLM gives it none: the top config lacks it, and so does the
+    # text config (mmport.analyzers.language.tied_embeddings). Empty: vLLM's own copy.
+    tie_word_embeddings: str = ""
 
     @property
     def transformers_backend(self) -> bool:

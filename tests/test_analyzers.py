@@ -1048,3 +1048,26 @@ def test_modular_lineage_reads_the_base_a_modular_file_derives_a_config_from(
     )
     # A class no modular file names has no lineage.
     assert modular_lineage(BaseConfig) is None
+
+
+def test_the_tie_flag_comes_from_the_config_that_holds_the_text_config() -> None:
+    """vLLM copies ``tie_word_embeddings`` to the text config from the top config only:
+    where neither has it, the port takes it from the nearest config above the text
+    config that does (ColQwen2's ``vlm_config``), else HF's default, False."""
+    from transformers import AutoConfig
+
+    from mmport.analyzers.language import tied_embeddings
+
+    assert tied_embeddings(AutoConfig.for_model("llava")) == ""  # vLLM copies it
+    colqwen2 = AutoConfig.for_model("colqwen2")
+    found = tied_embeddings(colqwen2)
+    holder = found.removeprefix("config.").removesuffix(".tie_word_embeddings")
+    assert hasattr(getattr(colqwen2, holder), "tie_word_embeddings")
+    assert getattr(colqwen2, holder).get_text_config() is colqwen2.get_text_config()
+    # No config on the way has the flag: HF reads it with a default of False.
+    text = types.SimpleNamespace()
+    inner = types.SimpleNamespace(text_config=text, get_text_config=lambda: text)
+    outer = types.SimpleNamespace(inner_config=inner, get_text_config=lambda: text)
+    assert tied_embeddings(outer) == "False"
+    inner.tie_word_embeddings = True
+    assert tied_embeddings(outer) == "config.inner_config.tie_word_embeddings"

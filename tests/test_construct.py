@@ -49,6 +49,12 @@ SUBSTITUTED_CONFIG_FAMILIES = ("qwen3_asr", "cosmos3_edge")
 # A text config named after no family vLLM ships, which HF's modular file derives from
 # one that it does (mmport.analyzers.language.modular_lineage).
 MODULAR_LINEAGE_FAMILIES = ("granite4_vision",)
+# Text models vLLM's loader would not build as transformers hands them over: a text
+# config nested in an inner model's config, whose tie flag only that config holds
+# (colqwen2); a text model class whose config_class, in the serve environment's older
+# transformers, is the multimodal config (paddleocr_vl); a mixture of experts on the
+# Transformers backend, whose CPU kernels need widths divisible by 32 (glm4v_moe).
+HANDED_OVER_FAMILIES = ("colqwen2", "paddleocr_vl", "glm4v_moe")
 
 
 def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
@@ -77,6 +83,7 @@ def constructed(tmp_path_factory):
             *SINGLE_CONFIG_FAMILIES,
             *SUBSTITUTED_CONFIG_FAMILIES,
             *MODULAR_LINEAGE_FAMILIES,
+            *HANDED_OVER_FAMILIES,
         )
     }
     built = construct_ports([job for job, _ in jobs.values()])
@@ -207,3 +214,16 @@ def test_a_text_config_takes_the_causal_lm_of_the_family_its_modular_file_names(
         assert "modular file" in spec.language.reason, spec.language
         assert family in spec.language.reason
         assert outcome.ok, (model_type, outcome.error, outcome.port_frame)
+
+
+def test_text_models_build_from_the_config_vllm_hands_over(constructed) -> None:
+    for model_type in HANDED_OVER_FAMILIES:
+        _, spec, outcome = constructed[model_type]
+        assert outcome.ok, (model_type, outcome.error, outcome.port_frame)
+    config = resolve("colqwen2").load_config()
+    assert not hasattr(config, "tie_word_embeddings")
+    assert constructed["colqwen2"][1].language.tie_word_embeddings.startswith("config.")
+    assert constructed["paddleocr_vl"][1].language.registers is not None
+    assert constructed["glm4v_moe"][1].language.architecture.startswith(
+        "TransformersMoE"
+    )

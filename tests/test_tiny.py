@@ -159,3 +159,55 @@ def test_an_mlp_width_that_is_a_fraction_of_its_layers_width_stays_that_fraction
         == text["hidden_size"]
     )
     assert text["intermediate_size"] == 2 * text["hidden_size"]
+
+
+def test_per_layer_settings_follow_the_layer_each_twin_layer_keeps() -> None:
+    """A per-layer dict keyed by the old index follows the kept layers: Dots 3 overrides
+    its sliding layers (from index 2 on) by index, and the twin's sliding layer is one
+    of them, so it keeps that layer's settings (its config class checks they agree)."""
+    from mmport.hf.tiny import tiny_twin
+
+    config = resolve("dots3_note").load_config()
+    original, twin = config.get_text_config(), tiny_twin(config).get_text_config()
+    kinds = set(original.layer_types)
+    assert set(twin.layer_types) == kinds
+    nope = {k: original.per_layer_config[k].qk_nope_head_dim for k in kinds}
+    assert len(set(nope.values())) > 1  # the case under test: an override by index
+    for kind in kinds:
+        assert twin.per_layer_config[kind].qk_nope_head_dim == nope[kind], kind
+
+
+def test_a_dim_equal_to_another_configs_width_follows_it() -> None:
+    """Dots 3's vision ``adapter_out_dim`` equals the text model's width, which its config
+    class requires: it becomes the twin's one width too, as ``*_input_size`` does."""
+    config = {
+        "model_type": "x",
+        "vision_config": {
+            "model_type": "v",
+            "hidden_size": 1536,
+            "adapter_out_dim": 4096,
+        },
+        "audio_config": {
+            "model_type": "a",
+            "d_model": 1280,
+            "adapter_input_size": 1280,
+        },
+        "text_config": {"model_type": "t", "hidden_size": 4096},
+    }
+    twin = twin_dict(config)
+    width = twin["text_config"]["hidden_size"]
+    assert twin["vision_config"]["adapter_out_dim"] == width < 4096
+    assert twin["audio_config"]["adapter_input_size"] == width
+
+
+def test_a_twins_width_is_a_multiple_of_32() -> None:
+    """Kept head sizes of 42 (GLM-4.1V's text model under rope) give a width vLLM's CPU
+    MoE kernels take: real widths are multiples of 32, and the twin's is."""
+    from mmport.hf.tiny import WIDTH_ALIGNMENT, tiny_twin
+
+    config = resolve("glm4v_moe").load_config()
+    twin = tiny_twin(config).get_text_config()
+    original = config.get_text_config()
+    assert original.hidden_size // original.num_attention_heads % WIDTH_ALIGNMENT
+    assert twin.hidden_size % WIDTH_ALIGNMENT == 0
+    assert twin.hidden_size < original.hidden_size

@@ -30,7 +30,11 @@ from mmport.analyzers.fields import (
 )
 from mmport.analyzers.imageproc import analyze_geometry, analyze_output_fields
 from mmport.analyzers.itemprefix import analyze_item_prefix
-from mmport.analyzers.language import language_model, modular_lineage
+from mmport.analyzers.language import (
+    language_model,
+    modular_lineage,
+    tied_embeddings,
+)
 from mmport.analyzers.layout import analyze_layout
 from mmport.analyzers.limits import observe_limit
 from mmport.analyzers.media import media_spec
@@ -65,6 +69,7 @@ from mmport.spec import (
     EncoderSpec,
     FeaturePath,
     GeometryRule,
+    LanguageModelSpec,
     ModalitySpec,
     PortSpec,
     PromptUpdateSpec,
@@ -527,6 +532,22 @@ def _through_other_paths(
     )
 
 
+def _language(
+    config: Any, encoder: EncoderSpec | None, architecture: str
+) -> LanguageModelSpec:
+    """The language model the port has vLLM build, and the tie flag its text config needs."""
+    text_config = config.get_text_config()
+    language = language_model(
+        text_config,
+        encoder.language_class if encoder else None,
+        own_architecture=architecture,
+        shipped=shipped_architectures(),
+        lineage=lambda: modular_lineage(type(text_config)),
+        encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)),
+    )
+    return dataclasses.replace(language, tie_word_embeddings=tied_embeddings(config))
+
+
 def _modalities(
     snapshot: Snapshot, processor, refused: dict[str, str]
 ) -> tuple[ModalitySpec, ...]:
@@ -597,7 +618,6 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     modalities = _modalities(snapshot, processor, refused)
     encoder, encoder_reason = _encoder(architecture, modalities)
     config = snapshot.load_config()
-    text_config = config.get_text_config()
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,
@@ -615,13 +635,6 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         ),
         encoder=encoder,
         encoder_reason=encoder_reason,
-        language=language_model(
-            text_config,
-            encoder.language_class if encoder else None,
-            own_architecture=architecture or "",
-            shipped=shipped_architectures(),
-            lineage=lambda: modular_lineage(type(text_config)),
-            encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)),
-        ),
+        language=_language(config, encoder, architecture or ""),
         trust_remote_code=snapshot.trust_remote_code,
     )

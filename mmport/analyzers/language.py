@@ -52,7 +52,13 @@ from mmport.analyzers.examples import valid
 from mmport.errors import FOREIGN_ERRORS
 from mmport.spec import LanguageModelSpec
 
-__all__ = ["EXAMPLES", "Lineage", "language_model", "modular_lineage"]
+__all__ = [
+    "EXAMPLES",
+    "Lineage",
+    "language_model",
+    "modular_lineage",
+    "tied_embeddings",
+]
 
 # The family HF's modular file derives a config class from: its model_type and the
 # layer kinds its default config has.
@@ -235,6 +241,44 @@ def _on_the_backend(
         f"Transformers backend builds {base} through AutoModel",
         registers=registers,
     )
+
+
+def tied_embeddings(config: Any) -> str:
+    """What the port sets the text config's ``tie_word_embeddings`` to, where vLLM sets nothing.
+
+    vLLM copies the flag to the text config from the top config only. HF's
+    model ties by the flag of the config it was built from, read with a
+    default of False; when the text config sits under another config
+    (ColQwen2's ``vlm_config.text_config``), that inner model's config holds
+    it. Empty when the top config or the text config has the flag itself.
+    """
+    text_config = config.get_text_config()
+    if hasattr(config, "tie_word_embeddings") or hasattr(
+        text_config, "tie_word_embeddings"
+    ):
+        return ""
+    path = _path_to(config, text_config)
+    for depth in range(len(path) - 1, 0, -1):
+        holder = "config." + ".".join(path[:depth])
+        if hasattr(_follow(config, path[:depth]), "tie_word_embeddings"):
+            return f"{holder}.tie_word_embeddings"
+    return "False"
+
+
+def _path_to(config: Any, target: Any) -> list[str]:
+    """The attribute names leading from ``config`` through its sub-configs to ``target``."""
+    for name, value in vars(config).items():
+        if value is target:
+            return [name]
+        if hasattr(value, "get_text_config") and (rest := _path_to(value, target)):
+            return [name, *rest]
+    return []
+
+
+def _follow(config: Any, path: list[str]) -> Any:
+    for name in path:
+        config = getattr(config, name)
+    return config
 
 
 def modular_lineage(config_cls: type[Any]) -> Lineage | None:

@@ -26,6 +26,9 @@ __all__ = ["tiny_twin", "twin_dict"]
 MIN_LAYERS = 2
 HEADS = 2
 MIN_WIDTH = 64
+# Real widths are multiples of 32, and vLLM's CPU kernels rely on it (its MoE experts
+# need hidden and MLP widths divisible by 32); a twin's width is one too.
+WIDTH_ALIGNMENT = 32
 
 _WIDTH_SUFFIXES = (
     "hidden_size",
@@ -64,6 +67,8 @@ _ROUTED_KEYS = ("num_experts_per_tok", "moe_topk", "moe_k")
 _EXPERT_GROUP_KEYS = ("n_group", "topk_group")
 # Lists naming each layer's kind; the twin keeps one layer of every kind.
 _PER_LAYER_LISTS = ("layer_types",)
+# Where a twin layer records which old layer it is, until its per-layer values follow.
+_KEPT_LAYERS = "_mmport_kept_layers"
 
 
 def _is_int(value: Any) -> bool:
@@ -84,10 +89,16 @@ def _width_key(key: str) -> bool:
     )
 
 
-def _coupled_dim(key: str, value: int, old_width: int | None) -> bool:
-    """A ``*_dim`` equal to its layer's width, which the config may require to stay equal to it
-    (a WavTokenizer's ``codebook_dim`` must equal ``hidden_size`` when it has no projections)."""
-    return key.endswith("_dim") and key != "head_dim" and value == old_width
+# Keys naming a size a config may tie to its layer's width.
+_COUPLED_SUFFIXES = ("_dim", "_input_size", "_output_size")
+
+
+def _coupled_dim(key: str, value: int, old_widths: set[int]) -> bool:
+    """A ``*_dim`` (or ``*_input_size``) equal to a width in the config, which the config
+    may require to stay equal to it (a WavTokenizer's ``codebook_dim`` must equal its
+    ``hidden_size`` when it has no projections; Dots 3's vision ``adapter_out_dim`` the
+    text model's)."""
+    return key.endswith(_COUPLED_SUFFIXES) and key != "head_dim" and value in old_widths
 
 
 def _intermediate(value: int, old_width: int | None, width: int) -> int:
@@ -167,10 +178,11 @@ def _feature_layer_depth(config: dict) -> int:
 
 
 def _common_width(kept_head_dims: list[int]) -> int:
-    """The one width of a twin: a multiple of every kept head size, with HEADS heads at least."""
+    """The one width of a twin: a multiple of every kept head size and of WIDTH_ALIGNMENT,
+    with HEADS heads at least."""
     if not kept_head_dims:
         return MIN_WIDTH
-    width = math.lcm(*kept_head_dims)
+    width = math.lcm(*kept_head_dims, WIDTH_ALIGNMENT)
     while width // max(kept_head_dims) < HEADS:
         width *= 2
     return width
@@ -184,6 +196,7 @@ def twin_dict(config: dict) -> dict:
     layers = list(_layers(twin))
     width = _common_width([hd for hd in map(_kept_head_dim, layers) if hd])
     depth = _feature_layer_depth(twin)
+    old_widths = {w for w in map(_width, layers) if w}
     for layer in layers:
         kept_head_dim = _kept_head_dim(layer)
         heads = _heads(layer)
@@ -191,7 +204,7 @@ def twin_dict(config: dict) -> dict:
         for key, value in list(layer.items()):
             if not _is_int(value):
                 continue
-            if _width_key(key) or _coupled_dim(key, value, old_width):
+            if _width_key(key) or _coupled_dim(key, value, old_widths):
                 layer[key] = width
             elif key.endswith(_INTERMEDIATE_SUFFIXES):
                 layer[key] = _intermediate(value, old_width, width)
@@ -248,12 +261,14 @@ def _keep_every_layer_type(layer: dict, key: str) -> None:
         return
     distinct = list(dict.fromkeys(types))
     count = max(min(layer[count_key], len(types)), len(distinct))
-    kept = types[:count]
-    missing = [t for t in distinct if t not in kept]
+    indices = list(range(count))
+    missing = [t for t in distinct if t not in types[:count]]
     if missing:
-        kept = kept[: count - len(missing)] + missing
-    layer[key] = kept
+        indices = indices[: count - len(missing)] + [types.index(t) for t in missing]
+    layer[key] = [types[i] for i in indices]
     layer[count_key] = count
+    # Which old layer each twin layer is: per-layer values follow it (_fit_per_layer_values).
+    layer[_KEPT_LAYERS] = indices
 
 
 def _layer_counts(layer: dict) -> tuple[int, int] | None:
@@ -269,21 +284,39 @@ def _fit_per_layer_values(layer: dict, width: int) -> None:
     """Values given per layer (a list as long as the old layer count, a dict keyed by
     layer index) cut to the twin's layers; per-layer MLP widths shrunk like the rest."""
     counts = _layer_counts(layer)
+    kept = layer.pop(_KEPT_LAYERS, None)
     for key in [k for k in layer if k.startswith("_mmport_old_")]:
         del layer[key]
     if counts is None:
         return
     old, new = counts
+    kept = kept or list(range(new))
     for key, value in list(layer.items()):
         if isinstance(value, list) and len(value) == old:
-            kept = value[:new]
-            if key.endswith(_INTERMEDIATE_SUFFIXES) and all(map(_is_int, kept)):
-                kept = [2 * width] * new
-            layer[key] = kept
-        elif isinstance(value, dict) and "layer" in key and value:
-            indices = {k: v for k, v in value.items() if str(k).lstrip("-").isdigit()}
-            if len(indices) == len(value):
-                layer[key] = {k: v for k, v in value.items() if 0 <= int(k) < new}
+            values = [value[i] for i in kept]
+            if key.endswith(_INTERMEDIATE_SUFFIXES) and all(map(_is_int, values)):
+                values = [2 * width] * new
+            layer[key] = values
+        elif (
+            isinstance(value, dict)
+            and "layer" in key
+            and value
+            and all(str(k).lstrip("-").isdigit() for k in value)
+        ):
+            layer[key] = _per_layer_entries(value, kept)
+
+
+def _per_layer_entries(value: dict, kept: list[int]) -> dict:
+    """A dict keyed by layer index (``{"02": {...}}``, Dots 3's ``per_layer_config``)
+    re-keyed to the twin's layers: twin layer ``i`` takes old layer ``kept[i]``'s entry,
+    its key written as the old one was (an int, or a string of the same width)."""
+    by_index = {int(k): (k, v) for k, v in value.items()}
+    entries = {}
+    for new, old in enumerate(kept):
+        if old in by_index:
+            key, entry = by_index[old]
+            entries[str(new).zfill(len(key)) if isinstance(key, str) else new] = entry
+    return entries
 
 
 def tiny_twin(config: Any) -> Any:

@@ -16,9 +16,10 @@ tensor and pipeline parallel groups of one, on the CPU. The answer holds, per
 job, the parameter count and the modules vLLM marked as towers, or the
 error and where in the port's files it was raised, or (``environment``) why
 this environment cannot build any class of the family: its transformers
-lacks the HF modules the port imports, it cannot read the config, or vLLM's
-own class for the architecture (where vLLM ships one) fails on the same twin
-as well, so the environment, not the port, is what cannot build it.
+lacks the HF modules the port imports, it cannot read the config, HF's own
+model class cannot be built from the twin either, or vLLM's own class for the
+architecture (where vLLM ships one) fails on the same twin as well, so the
+environment, not the port, is what cannot build it.
 """
 
 from __future__ import annotations
@@ -112,6 +113,12 @@ def _construct(job: dict, index: int) -> dict:
         except NotImplementedError:
             raise  # the port's own word on what it cannot build, whatever vLLM's does
         except FOREIGN_ERRORS as exc:
+            why = _hf_model_fails(job)
+            if why is not None:
+                raise _Environment(
+                    f"HF's own {job['architecture']} cannot be built from this "
+                    f"config either: {why}"
+                ) from exc
             why = _own_class_fails(job, own) if own is not None else None
             if why is not None:
                 raise _Environment(
@@ -146,6 +153,27 @@ def _vllm_config(config_dir: str):
         ) from exc
 
 
+def _hf_model_fails(job: dict) -> str | None:
+    """Why HF's own model class (transformers' class of the port's name) cannot be built
+    from the twin, or None when it builds or transformers has no such class.
+
+    A config HF's own model refuses (a synthetic snapshot's default that leaves a
+    per-layer list or a vocabulary map empty) judges no port: the port's HF modules
+    and the Transformers backend would read the same missing value.
+    """
+    import transformers
+    from transformers import AutoConfig
+
+    cls = getattr(transformers, job["architecture"], None)
+    if cls is None:
+        return None
+    try:
+        cls(AutoConfig.from_pretrained(job["config_dir"]))
+    except FOREIGN_ERRORS as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def _own_class_fails(job: dict, own) -> str | None:
     """Why vLLM's own class for the job's architecture fails on the same twin, or None when it builds."""
     from vllm import ModelRegistry
@@ -167,9 +195,31 @@ def _own_class_fails(job: dict, own) -> str | None:
     return None
 
 
+# The share of the machine's memory one construct process may map: a class that asks
+# for more (a twin's buffer sized by an untouched position count) fails with an error
+# the answer records, instead of the kernel killing the process and the machine's work.
+_MEMORY_SHARE = 0.75
+
+
+def _cap_memory() -> None:
+    """Limit this process's address space to ``_MEMORY_SHARE`` of physical memory (where the OS says how much)."""
+    try:
+        import resource
+
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ImportError, ValueError, OSError):
+        return
+    cap = int(total * _MEMORY_SHARE)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
 def main(request_path: str, answer_path: str) -> None:
     """Build every job's class; each failure is that job's ``{"error": ...}``."""
     request = json.loads(Path(request_path).read_text())
+    _cap_memory()
     answer: dict = {"results": {}}
     try:
         import vllm

@@ -12,6 +12,7 @@ without weights.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import re
 import tempfile
@@ -58,15 +59,23 @@ class Constructed:
 
 def twin_config_dir(snapshot: Any, directory: Path) -> Path:
     """A tiny twin of ``snapshot``'s config, beside its processor and tokenizer files (no weights)."""
+    from mmport.errors import FOREIGN_ERRORS
     from mmport.hf.tiny import twin_dict
     from mmport.serve.checkpoint import copy_processing_files, servable_text
 
     config = snapshot.load_config()
     twin = twin_dict(config.to_dict())
-    servable_text(twin)
+    servable = copy.deepcopy(twin)
+    servable_text(servable)
+    try:
+        built = type(config).from_dict(servable)
+    except FOREIGN_ERRORS:
+        # The config ties the head size to others (an MLA model's rope and nope parts):
+        # the twin keeps its own.
+        built = type(config).from_dict(twin)
     directory.mkdir(parents=True, exist_ok=True)
     copy_processing_files(snapshot, directory)
-    type(config).from_dict(twin).save_pretrained(directory)
+    built.save_pretrained(directory)
     return directory
 
 
