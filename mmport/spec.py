@@ -500,6 +500,25 @@ class EncoderSpec:
     missing: tuple[tuple[str, str], ...] = ()  # (modality, why no path is derived)
     # The class HF builds ``language_attr`` as (module, name), when it names one (not AutoModel).
     language_class: tuple[str, str] | None = None
+    # ``language_attr`` holds a whole CausalLM, its vocabulary projection inside
+    # (BLIP-2's ``AutoModelForCausalLM.from_config``): its names are vLLM's CausalLM's.
+    language_with_head: bool = False
+
+    @property
+    def weight_renames(self) -> tuple[tuple[str, str], ...]:
+        """Checkpoint name prefixes to the generated class's, where they differ: the
+        modules move out of ``outer_attr``; the text model goes under vLLM's CausalLM."""
+        outer = f"{self.outer_attr}." if self.outer_attr else ""
+        renames = [
+            (f"{outer}{m.attr}{dot}", f"{m.attr}{dot}")
+            for m in self.modules
+            for dot in ["" if "Parameter(" in m.code else "."]
+        ]
+        text = "language_model." if self.language_with_head else "language_model.model."
+        renames.append((f"{outer}{self.language_attr}.", text))
+        if self.lm_head_attr:
+            renames.append((f"{self.lm_head_attr}.", "language_model.lm_head."))
+        return tuple((old, new) for old, new in renames if old != new)
 
     def path(self, modality: str) -> FeaturePath | None:
         """The encoder path of ``modality``, if HF's class has one."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import textwrap
 import logging
 import warnings
 from types import SimpleNamespace
@@ -130,3 +131,29 @@ def test_hf_warnings_and_log_calls_pass_vllms_lint_and_say_the_same(caplog) -> N
         {"ratio": 2.0, "min_pixels": 1},
     ):
         assert said(tidied, (3, 4), **kwargs) == said(HF_WARNINGS, (3, 4), **kwargs)
+
+
+def test_a_long_comment_rewraps_with_the_lines_that_continue_its_sentence() -> None:
+    """The tail of a long comment line joins the line that continues it (lower case), not a
+    short line of its own; a line starting a sentence of its own stays where it was."""
+    source = (
+        "def f():\n"
+        "    # InstructBlipVideoForConditionalGeneration's own methods, run as this class's: they read the config and\n"
+        "    # the modules built below, which this class keeps under HF's names.\n"
+        "    # HF: models/instructblipvideo/modeling_instructblipvideo.py:1052\n"
+        "    return 1\n"
+    )
+    wrapped = reflow(source, 88)
+    comments = [
+        line.strip() for line in wrapped.splitlines() if line.strip().startswith("#")
+    ]
+    words = lambda text: " ".join(  # noqa: E731
+        line.lstrip("# ") for line in text.splitlines() if line.strip().startswith("#")
+    ).split()
+    assert words(wrapped) == words(source)
+    assert all(len(line) <= 88 for line in wrapped.splitlines())
+    assert comments[-1].startswith("# HF: ")
+    # The paragraph takes as few lines as its words need: no short line left between.
+    paragraph = " ".join(c.lstrip("# ") for c in comments[:-1])
+    lines = [c.removeprefix("# ") for c in comments[:-1]]
+    assert lines == textwrap.wrap(paragraph, 88 - len("    # "))

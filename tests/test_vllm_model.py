@@ -30,12 +30,14 @@ def _real_vllm() -> None:
 
 
 def _generated_class(model_type: str, tmp_path):
-    package = tmp_path / f"gen_{model_type}"
+    # A package and module name of the port's own (blip-2's module is blip_2).
+    name = analyze(resolve(model_type)).module_name
+    package = tmp_path / f"gen_{name}"
     scaffold_port(model_type, package)
     (package / "__init__.py").write_text("")
     sys.path.insert(0, str(tmp_path))
     try:
-        module = importlib.import_module(f"gen_{model_type}.{model_type}")
+        module = importlib.import_module(f"gen_{name}.{name}")
     finally:
         sys.path.remove(str(tmp_path))
     return module
@@ -74,7 +76,11 @@ def _class_and_hf(model_type: str, tmp_path):
     )
     torch.manual_seed(0)
     hf = getattr(transformers, config.architectures[0])._from_config(config).eval()
-    mapped = dict(model.hf_to_vllm_mapper.apply(hf.state_dict().items()))
+    mapper = getattr(
+        model, "hf_to_vllm_mapper", None
+    )  # none where HF's names are its own
+    state = hf.state_dict().items()
+    mapped = dict(mapper.apply(state) if mapper else state)
     ours = {k: v for k, v in mapped.items() if not k.startswith("language_model.")}
     loaded = model.load_state_dict(
         ours, strict=True
@@ -97,7 +103,10 @@ def _placed_embeds(hf, spec) -> dict:
     return placed
 
 
-@pytest.mark.parametrize("model_type", ["llava", "paligemma", "qwen2_vl", "llava_next"])
+# blip-2: HF's class is its own inner model and holds a whole CausalLM as its text model.
+@pytest.mark.parametrize(
+    "model_type", ["llava", "paligemma", "qwen2_vl", "llava_next", "blip-2"]
+)
 def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
     import torch
 
@@ -123,9 +132,8 @@ def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
     }
     with torch.inference_mode():
         embeds = model.embed_multimodal(**mm)
-        reference = (
-            getattr(hf, spec.encoder.outer_attr).get_image_features(**mm).pooler_output
-        )
+        inner = getattr(hf, spec.encoder.outer_attr) if spec.encoder.outer_attr else hf
+        reference = inner.get_image_features(**mm).pooler_output
     assert len(embeds) == len(images)
     for ours_item, hf_item in zip(embeds, reference, strict=True):
         hf_item = hf_item.reshape(-1, hf_item.shape[-1])
@@ -200,7 +208,11 @@ def _one_item_alone(processor, spec, modality: str, index: int):
 
 @pytest.mark.parametrize(
     ("model_type", "modality"),
-    [("qwen2_vl", "video"), ("llava_next_video", "video"), ("glmasr", "audio")],
+    [
+        ("qwen2_vl", "video"),
+        ("llava_next_video", "video"),
+        ("glmasr", "audio"),
+    ],
 )
 def test_generated_video_and_audio_paths_embed_like_hf(
     model_type, modality, tmp_path

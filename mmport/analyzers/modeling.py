@@ -312,9 +312,32 @@ def _paths(
             paths.append(FeaturePath(modality, method, inline.source, inline))
             continue
         parsed, node = found
+        unmet = _unmet_inputs(node, item_inputs.get(modality))
+        if unmet:
+            missing.append(
+                (
+                    modality,
+                    f"{inner.__name__}.{method} needs {', '.join(unmet)}, none of "
+                    f"the {modality} item's fields (vLLM hands the encoder each item's "
+                    "fields, nothing of the prompt)",
+                )
+            )
+            continue
         node.body.visit(reads)
         paths.append(FeaturePath(modality, method, parsed.source(node)))
     return paths, list(dict.fromkeys([*reads.attrs, *inline_reads])), missing
+
+
+def _unmet_inputs(method: cst.FunctionDef, fields: Sequence[str] | None) -> list[str]:
+    """The parameters ``method`` requires (no default) that are none of ``fields``, the
+    item's fields (None: not known, nothing unmet). InstructBLIP's feature methods
+    require ``qformer_input_ids``, the prompt's tokens, which no item has."""
+    if fields is None:
+        return []
+    params = [*method.params.params[1:], *method.params.kwonly_params]
+    return [
+        p.name.value for p in params if p.default is None and p.name.value not in fields
+    ]
 
 
 def analyze_encoder(
@@ -336,7 +359,8 @@ def analyze_encoder(
     paths, reads, missing = _paths(inner, modalities, item_inputs)
     if not paths:
         raise AnalysisError(
-            f"{inner.__name__}'s feature methods are not in transformers' sources"
+            "; ".join(why for _, why in missing)
+            or f"{inner.__name__}'s feature methods are not in transformers' sources"
         )
     modules, imports, borrowed = _encoder_modules(inner, reads)
     module = sys.modules[inner.__module__]
@@ -347,11 +371,7 @@ def analyze_encoder(
         for name in path.inline.free_names
     ]
     parsed, assigns = _constructor(inner)
-    language = [
-        (a, n)
-        for a, n in assigns.items()
-        if "text_config" in _code(n.value) and a not in reads
-    ]
+    language = _language_assignments(inner, assigns, reads)
     if not modules or not language:
         raise AnalysisError(
             f"{inner.__name__} builds no encoder modules or no language model from config.text_config"
@@ -377,7 +397,65 @@ def analyze_encoder(
         rope_index_source=rope_source,
         rope_index_inputs=rope_inputs,
         missing=tuple(missing),
+        language_with_head=_builds_causal_lm(language_node),
     )
+
+
+def _language_assignments(
+    inner: type[Any], assigns: Mapping[str, cst.Assign], reads: Sequence[str]
+) -> list[tuple[str, cst.Assign]]:
+    """The ``self.`` attributes ``inner``'s constructor builds from ``config.text_config``,
+    each with the assignment that builds it.
+
+    An attribute set from a local name (BLIP-2: ``language_model =
+    AutoModelForCausalLM.from_config(config.text_config)`` under one branch,
+    ``AutoModelForSeq2SeqLM`` under the other, then ``self.language_model =
+    language_model``) takes the local assignment that builds a CausalLM, the
+    only kind vLLM generates with, else the first.
+    """
+    found = []
+    locals_ = None
+    for attr, node in assigns.items():
+        if attr in reads:
+            continue
+        if "text_config" in _code(node.value):
+            found.append((attr, node))
+        elif isinstance(node.value, cst.Name):
+            if locals_ is None:
+                locals_ = _local_assignments(inner)
+            built = [
+                n
+                for n in locals_.get(node.value.value, [])
+                if "text_config" in _code(n.value)
+            ]
+            if built:
+                found.append(
+                    (attr, next((n for n in built if _builds_causal_lm(n)), built[0]))
+                )
+    return found
+
+
+def _local_assignments(cls: type[Any]) -> dict[str, list[cst.Assign]]:
+    """Every ``name = ...`` in ``cls``'s constructor, under any branch, by name, in order."""
+    found = find_method(cls, "__init__", models_only=True)
+    names: dict[str, list[cst.Assign]] = {}
+    if found is None:
+        return names
+
+    class _Locals(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            target = node.targets[0].target
+            if isinstance(target, cst.Name):
+                names.setdefault(target.value, []).append(node)
+
+    found[1].visit(_Locals())
+    return names
+
+
+def _builds_causal_lm(assign: cst.Assign) -> bool:
+    """Whether ``assign`` builds a whole CausalLM (``AutoModelForCausalLM.from_config``)."""
+    call = assign.value
+    return isinstance(call, cst.Call) and "ForCausalLM" in _code(call.func)
 
 
 # LLaVA: the checkpoint class keeps an inner model whose get_image_features runs the tower and the projector.

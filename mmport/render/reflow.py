@@ -24,6 +24,7 @@ import io
 import textwrap
 import tokenize
 from collections import Counter
+from collections.abc import Sequence
 
 __all__ = ["reflow"]
 
@@ -35,10 +36,17 @@ def reflow(text: str, width: int) -> str:
     tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     depths = _depths(tokens)
     strings_on = Counter(t.start[0] for t in tokens if t.type == tokenize.STRING)
+    merged: set[int] = set()  # comment lines joined to the paragraph above them
     for index, token in enumerate(tokens):
         row = token.start[0] - 1
+        if row in merged:
+            continue
         if token.type == tokenize.COMMENT and len(lines[row].rstrip("\n")) > width:
-            edits[row] = _comment_lines(lines[row], token, width)
+            continued = _continuation_rows(lines, row)
+            merged.update(continued)
+            for r in continued:
+                edits[r] = []
+            edits[row] = _comment_lines(lines[row], token, width, continued, lines)
         elif (
             token.type == tokenize.STRING
             and strings_on[token.start[0]] == 1
@@ -76,11 +84,49 @@ def _excused(text: str, width: int) -> str:
     return "".join(lines)
 
 
-def _comment_lines(line: str, token: tokenize.TokenInfo, width: int) -> list[str]:
-    """The comment ``token`` on ``line`` as wrapped comment lines (above the code it followed)."""
+def _continuation_rows(lines: list[str], row: int) -> list[int]:
+    """The comment lines after a comment alone on ``row`` that continue its sentence.
+
+    A line alone, at the same indentation, starting in lower case or with an
+    opening bracket, goes on with the text above it: rewrapped as one
+    paragraph, the long line's tail joins it instead of standing as a short
+    line of its own. A line starting a sentence (a citation, ``HF: ...``) stays.
+    """
+    indent = _comment_indent(lines[row])
+    if indent is None:
+        return []
+    rows = []
+    for r in range(row + 1, len(lines)):
+        body = lines[r].strip().lstrip("#").strip()
+        if _comment_indent(lines[r]) != indent or not body:
+            break
+        if not (body[0].islower() or body[0] in "([`"):
+            break
+        rows.append(r)
+    return rows
+
+
+def _comment_indent(line: str) -> str | None:
+    """The indentation of a line holding only a comment, or None for any other line."""
+    stripped = line.lstrip()
+    return line[: len(line) - len(stripped)] if stripped.startswith("#") else None
+
+
+def _comment_lines(
+    line: str,
+    token: tokenize.TokenInfo,
+    width: int,
+    continued: Sequence[int] = (),
+    lines: Sequence[str] = (),
+) -> list[str]:
+    """The comment ``token`` on ``line``, with the ``continued`` lines after it, as
+    wrapped comment lines (above the code it followed)."""
     code = line[: token.start[1]].rstrip()
     indent = line[: len(line) - len(line.lstrip())]
-    body = token.string.lstrip("#").strip()
+    body = " ".join(
+        [token.string.lstrip("#").strip()]
+        + [lines[r].strip().lstrip("#").strip() for r in continued]
+    )
     wrapped = _wrap(body, width - len(indent) - 2) or [""]
     comments = [f"{indent}# {chunk}\n" for chunk in wrapped]
     return [*comments, f"{code}\n"] if code else comments

@@ -80,8 +80,8 @@ class Idefics3ForConditionalGeneration(nn.Module, SupportsMultiModal):
 
         with self._mark_language_model(vllm_config):
             # HF builds `text_model` from config.text_config
-            # (models/idefics3/modeling_idefics3.py:486);
-            # vLLM serves it with its own implementation.
+            # (models/idefics3/modeling_idefics3.py:486); vLLM serves it with its own
+            # implementation.
             self.language_model = init_vllm_registered_model(
                 vllm_config=vllm_config,
                 hf_config=config.text_config,

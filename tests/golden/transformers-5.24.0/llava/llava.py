@@ -77,8 +77,8 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
 
         with self._mark_language_model(vllm_config):
             # HF builds `language_model` from config.text_config
-            # (models/llava/modeling_llava.py:114);
-            # vLLM serves it with its own implementation.
+            # (models/llava/modeling_llava.py:114); vLLM serves it with its own
+            # implementation.
             self.language_model = init_vllm_registered_model(
                 vllm_config=vllm_config,
                 hf_config=config.text_config,

@@ -94,8 +94,8 @@ class LlavaNextVideoForConditionalGeneration(nn.Module, SupportsMultiModal):
 
         with self._mark_language_model(vllm_config):
             # HF builds `language_model` from config.text_config
-            # (models/llava_next_video/modeling_llava_next_video.py:279);
-            # vLLM serves it with its own implementation.
+            # (models/llava_next_video/modeling_llava_next_video.py:279); vLLM serves it
+            # with its own implementation.
             self.language_model = init_vllm_registered_model(
                 vllm_config=vllm_config,
                 hf_config=config.text_config,

@@ -130,8 +130,8 @@ def get_number_of_image_patches(
 
 
 # HF: models/idefics3/processing_idefics3.py:200 (Idefics3Processor.replace_image_token,
-# `self` passed in; its reads of the
-# processed item are what the item's original size determines)
+# `self` passed in; its reads of the processed item are what the item's original size
+# determines)
 def replace_image_token(
     processor, configured, image_height: int, image_width: int, **kwargs
 ) -> str:
@@ -267,10 +267,9 @@ class Idefics3MultiModalProcessor(BaseMultiModalProcessor[Idefics3ProcessingInfo
     ) -> BatchFeature:
         # HF batches images in a way that cannot be split per item
         # (pixel_values splits into items in a way mmport does not recognise); each is
-        # processed alone.
-        # data key: (modality, one item per call, HF's output name -> this port's name,
-        # this port's fields,
-        # the fields whose one-item outputs have rows of their own)
+        # processed alone. data key: (modality, one item per call, HF's output name ->
+        # this port's name, this port's fields, the fields whose one-item outputs have
+        # rows of their own)
         calls = {
             "images": (
                 "image",

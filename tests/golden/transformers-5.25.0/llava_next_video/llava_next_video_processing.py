@@ -303,9 +303,8 @@ class LlavaNextVideoMultiModalProcessor(
         # HF batches videos in a way that cannot be split per item
         # (Unable to convert output pixel_values_videos (type: list) to tensor: stack
         # expects each tensor to be equal size, but got [4, 3, 336, 336] at entry 0 and
-        # [8, 3, 336, 336] at entry 1); each is processed alone.
-        # data key: (modality, one item per call, HF's output name -> this port's name,
-        # this port's fields,
+        # [8, 3, 336, 336] at entry 1); each is processed alone. data key: (modality,
+        # one item per call, HF's output name -> this port's name, this port's fields,
         # the fields whose one-item outputs have rows of their own)
         calls = {
             "images": (

@@ -79,8 +79,8 @@ class PaliGemmaForConditionalGeneration(nn.Module, SupportsMultiModal):
 
         with self._mark_language_model(vllm_config):
             # HF builds `language_model` from config.text_config
-            # (models/paligemma/modeling_paligemma.py:115);
-            # vLLM serves it with its own implementation.
+            # (models/paligemma/modeling_paligemma.py:115); vLLM serves it with its own
+            # implementation.
             self.language_model = init_vllm_registered_model(
                 vllm_config=vllm_config,
                 hf_config=config.text_config,

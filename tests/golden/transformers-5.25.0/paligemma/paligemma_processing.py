@@ -123,9 +123,8 @@ class PaliGemmaMultiModalProcessor(BaseMultiModalProcessor[PaliGemmaProcessingIn
 
     def _postprocess_prompt(self, prompt: list[int]) -> list[int]:
         # HF appends "\n" to every prompt's text
-        # (models/paligemma/processing_paligemma.py:170) and
-        # tokenizes them together, so the tokenizer merges it with the prompt's last
-        # token.
+        # (models/paligemma/processing_paligemma.py:170) and tokenizes them together, so
+        # the tokenizer merges it with the prompt's last token.
         tokenizer = self.info.get_tokenizer()
         suffix = tokenizer.encode("\n", add_special_tokens=False)
         if prompt and prompt[-1] not in tokenizer.all_special_ids:

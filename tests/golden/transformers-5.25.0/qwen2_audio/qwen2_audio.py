@@ -73,8 +73,8 @@ class Qwen2AudioForConditionalGeneration(nn.Module, SupportsMultiModal):
 
         with self._mark_language_model(vllm_config):
             # HF builds `language_model` from config.text_config
-            # (models/qwen2_audio/modeling_qwen2_audio.py:426);
-            # vLLM serves it with its own implementation.
+            # (models/qwen2_audio/modeling_qwen2_audio.py:426); vLLM serves it with its
+            # own implementation.
             self.language_model = init_vllm_registered_model(
                 vllm_config=vllm_config,
                 hf_config=config.text_config,

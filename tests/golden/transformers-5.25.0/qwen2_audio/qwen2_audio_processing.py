@@ -32,8 +32,8 @@ from .mm_request_support import (
 
 
 # HF: models/qwen2_audio/processing_qwen2_audio.py:74
-# (Qwen2AudioProcessor._process_audio: the lines that add the keys the
-# hook reads and HF then drops from its output)
+# (Qwen2AudioProcessor._process_audio: the lines that add the keys the hook reads and HF
+# then drops from its output)
 def complete_audio_inputs(processor, audio_inputs):
 
     # Qwen2ASR doesn't have its own feature extractor
@@ -165,8 +165,7 @@ class Qwen2AudioMultiModalProcessor(BaseMultiModalProcessor[Qwen2AudioProcessing
         hf_kwargs = {**hf_kwargs, "sampling_rate": self.info.get_audio_sampling_rate()}
         if "truncation" in hf_kwargs:
             # vLLM keeps its placeholder text whole; HF would apply that to the audio
-            # too
-            # and stop cutting it at the feature extractor's own length.
+            # too and stop cutting it at the feature extractor's own length.
             text_kwargs = {
                 **(hf_kwargs.get("text_kwargs") or {}),
                 "truncation": hf_kwargs["truncation"],

@@ -89,8 +89,8 @@ class Qwen2VLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsMRo
 
         with self._mark_language_model(vllm_config):
             # HF builds `language_model` from config.text_config
-            # (models/qwen2_vl/modeling_qwen2_vl.py:837);
-            # vLLM serves it with its own implementation.
+            # (models/qwen2_vl/modeling_qwen2_vl.py:837); vLLM serves it with its own
+            # implementation.
             self.language_model = init_vllm_registered_model(
                 vllm_config=vllm_config,
                 hf_config=config.text_config,
