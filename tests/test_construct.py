@@ -27,10 +27,11 @@ pytestmark = [
 ]
 
 # An image, an image+video, a video-with-resampler and an audio family with HF's
-# methods; an audio path HF writes inline in forward (qwen2_audio), a video HF hands
+# methods; an image family whose text model HF holds whole, as a CausalLM (blip-2); an audio path HF writes inline in forward (qwen2_audio), a video HF hands
 # on as images (internvl), and a family with no derived encoder (colpali).
 FAMILIES = (
     "llava",
+    "blip-2",
     "qwen2_vl",
     "llava_next_video",
     "glmasr",
