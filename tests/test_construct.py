@@ -2,9 +2,10 @@
 
 vLLM builds the class once per engine start, from the checkpoint's config.
 These tests build the generated classes of an image, an image+video, a
-video-with-resampler and an audio family, of an audio path HF writes inline,
-a video HF hands on as images, and of a family with no derived encoder, under a real ``VllmConfig`` in the serve environment (one process
-for all), and check that each modality's tower is what vLLM marked.
+video-with-resampler and an audio family, of a text model HF holds whole, of
+an audio path HF writes inline, a video HF hands on as images, and of a family
+with no derived encoder, under a real ``VllmConfig`` in the serve environment
+(one process for all), and check that each modality's tower is what vLLM marked.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ pytestmark = [
 ]
 
 # An image, an image+video, a video-with-resampler and an audio family with HF's
-# methods; an image family whose text model HF holds whole, as a CausalLM (blip-2); an audio path HF writes inline in forward (qwen2_audio), a video HF hands
-# on as images (internvl), and a family with no derived encoder (colpali).
+# methods; an image family whose text model HF holds whole, as a CausalLM (blip-2);
+# an audio path HF writes inline in forward (qwen2_audio), a video HF hands on as
+# images (internvl), and a family with no derived encoder (colpali).
 FAMILIES = (
     "llava",
     "blip-2",
