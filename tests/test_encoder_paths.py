@@ -49,3 +49,20 @@ def test_a_text_model_held_as_a_whole_causal_lm_keeps_its_weight_names() -> None
     assert not any(
         old.startswith(encoder.language_attr) for old, _ in encoder.weight_renames
     )
+
+
+def test_a_text_config_with_a_head_size_per_layer_is_not_put_on_the_backend() -> None:
+    """vLLM reads one head size for the whole text model; Embedding Gemma 2's text config
+    gives its full-attention layers their own (per_layer_config), which transformers
+    then refuses to answer globally: the class says so instead of failing in vLLM."""
+    snapshot = resolve("embedding_gemma2")
+    overrides = (
+        snapshot.load_config().get_text_config().to_dict().get("per_layer_config") or {}
+    )
+    assert any("head_dim" in values for values in overrides.values())  # the case
+    language = analyze(snapshot).language
+    assert not language.architecture
+    assert (
+        "head_dim" in language.unbuildable
+        and "per_layer_config" in language.unbuildable
+    )

@@ -76,6 +76,9 @@ _EXPERT_COUNTS = (
 _BACKEND_LAYERS = frozenset(
     {"full_attention", "sliding_attention", "chunked_attention"}
 )
+# What vLLM reads once for the whole text model (its KV cache's head size): a config
+# giving a layer its own makes transformers refuse the one global value vLLM asks for.
+_ONE_FOR_ALL_LAYERS = ("head_dim",)
 
 
 def language_model(
@@ -220,6 +223,13 @@ def _on_the_backend(
             unbuildable=f"{unknown}; vLLM's Transformers backend runs only attention "
             f"layers, and this config has {', '.join(other_layers)} layers"
         )
+    varied = _varied_per_layer(text_config, _ONE_FOR_ALL_LAYERS)
+    if varied:
+        return LanguageModelSpec(
+            unbuildable=f"{unknown}; vLLM's Transformers backend reads one "
+            f"{', '.join(varied)} for every layer, and this config sets it per layer "
+            "(per_layer_config)"
+        )
     base = base_models.get(model_type)
     registers = None
     if base is None:
@@ -241,6 +251,24 @@ def _on_the_backend(
         f"Transformers backend builds {base} through AutoModel",
         registers=registers,
     )
+
+
+def _varied_per_layer(text_config: Any, names: Collection[str]) -> list[str]:
+    """Which of ``names`` the text config's ``per_layer_config`` gives some layer a value
+    of its own for (transformers' per-layer configs: Embedding Gemma 2's full-attention
+    layers have a head size of their own)."""
+    try:
+        overrides = text_config.to_dict().get("per_layer_config") or {}
+    except FOREIGN_ERRORS:
+        return []
+    found = {
+        name
+        for values in overrides.values()
+        if isinstance(values, Mapping)
+        for name in values
+        if name in names
+    }
+    return sorted(found)
 
 
 def tied_embeddings(config: Any) -> str:
