@@ -66,3 +66,40 @@ def test_a_text_config_with_a_head_size_per_layer_is_not_put_on_the_backend() ->
         "head_dim" in language.unbuildable
         and "per_layer_config" in language.unbuildable
     )
+
+
+def test_a_mask_over_an_items_frames_is_a_field_though_shaped_like_the_prompt() -> None:
+    """Fun-ASR-Nano gives one prompt token per audio frame, so its ``input_features_mask``
+    is shaped like ``input_ids``; it is shaped as ``input_features``' leading axes too,
+    so it is the item's field (its feature method needs it). PaliGemma's
+    ``token_type_ids``, also shaped like the prompt, leads no media tensor: no field."""
+    from mmport.hf.processor import call_processor
+    from mmport.media import make_audio
+
+    snapshot = resolve("fun_asr_nano")
+    processor = snapshot.load_processor()
+    spec = analyze(snapshot)
+    audio = spec.modalities[0]
+    rate = processor.feature_extractor.sampling_rate
+    out = call_processor(
+        processor,
+        audio.placeholder,
+        [],
+        audios=[make_audio(rate, 1)],
+        sampling_rate=rate,
+    )
+    prompt_shape = out["input_ids"].shape
+    leading = {
+        k
+        for k, v in out.items()
+        if k not in processor.tokenizer.model_input_names
+        and v.shape == prompt_shape
+        and any(
+            m.dim() > v.dim() and m.shape[: v.dim()] == v.shape for m in out.values()
+        )
+    }
+    assert leading  # the case: a mask shaped like the prompt and like the frames
+    assert leading <= {f.key for f in audio.fields}
+    assert spec.encoder is not None and spec.encoder.path("audio") is not None
+    paligemma = analyze(resolve("paligemma"))
+    assert "token_type_ids" not in {f.key for f in paligemma.modalities[0].fields}

@@ -237,8 +237,9 @@ def mm_outputs(processor: Any, out: Any) -> dict[str, Any]:
     """The multimodal tensors of a processor output: not text-side keys.
 
     Text-side keys are the tokenizer's inputs, anything shaped like
-    ``input_ids`` (token type ids, labels, mm token types) and anything HF
-    also returns for text alone.
+    ``input_ids`` (token type ids, labels, mm token types) unless a media
+    tensor has that shape as its leading axes (a mask over its frames), and
+    anything HF also returns for text alone.
     """
     import torch
 
@@ -248,8 +249,23 @@ def mm_outputs(processor: Any, out: Any) -> dict[str, Any]:
         | _text_only_keys(processor)
     )
     shape = out["input_ids"].shape if "input_ids" in out else None
-    return {
+    tensors = {
         k: v
         for k, v in out.items()
-        if k not in text_keys and isinstance(v, torch.Tensor) and v.shape != shape
+        if k not in text_keys and isinstance(v, torch.Tensor)
     }
+    media = {k: v for k, v in tensors.items() if v.shape != shape}
+    return {
+        k: v
+        for k, v in tensors.items()
+        if k in media or _aligned_with_media(v, media.values())
+    }
+
+
+def _aligned_with_media(value: Any, media: Any) -> bool:
+    """Whether ``value`` is shaped as the leading axes of a media tensor: a mask over its
+    frames (Fun-ASR-Nano's ``input_features_mask``, as long as the prompt only when the
+    audio has as many frames as the prompt has tokens), not a second view of the prompt."""
+    return any(
+        m.dim() > value.dim() and m.shape[: value.dim()] == value.shape for m in media
+    )
