@@ -212,6 +212,7 @@ def _one_item_alone(processor, spec, modality: str, index: int):
         ("qwen2_vl", "video"),
         ("llava_next_video", "video"),
         ("glmasr", "audio"),
+        ("fun_asr_nano", "audio"),  # its path needs the frames' mask, an item field
     ],
 )
 def test_generated_video_and_audio_paths_embed_like_hf(
