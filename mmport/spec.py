@@ -583,10 +583,21 @@ class LanguageModelSpec:
     # False when the HF model has no text model at all (a vision encoder's config has
     # no vocabulary): there is nothing for vLLM to generate with.
     has_text_model: bool = True
-    # The value the port gives the text config's ``tie_word_embeddings`` (an expression
-    # on ``config``), where vLLM gives it none: the top config lacks it, and so does the
-    # text config (mmport.analyzers.language.tied_embeddings). Empty: vLLM's own copy.
-    tie_word_embeddings: str = ""
+    # Where the text config's ``tie_word_embeddings`` comes from when vLLM gives it none
+    # (the top config lacks it, and so does the text config): the config holding it, as
+    # an expression on ``config`` (``config.vlm_config``), or "" when none does and HF's
+    # default, False, stands. None: vLLM's own copy serves
+    # (mmport.analyzers.language.tied_embeddings).
+    tie_flag_holder: str | None = None
+
+    @property
+    def tie_word_embeddings(self) -> str:
+        """The expression the port sets the text config's flag to; empty where it sets none."""
+        if self.tie_flag_holder is None:
+            return ""
+        if not self.tie_flag_holder:
+            return "False"
+        return f"{self.tie_flag_holder}.tie_word_embeddings"
 
     @property
     def transformers_backend(self) -> bool:

@@ -545,7 +545,7 @@ def _language(
         lineage=lambda: modular_lineage(type(text_config)),
         encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)),
     )
-    return dataclasses.replace(language, tie_word_embeddings=tied_embeddings(config))
+    return dataclasses.replace(language, tie_flag_holder=tied_embeddings(config))
 
 
 def _modalities(

@@ -271,26 +271,27 @@ def _varied_per_layer(text_config: Any, names: Collection[str]) -> list[str]:
     return sorted(found)
 
 
-def tied_embeddings(config: Any) -> str:
-    """What the port sets the text config's ``tie_word_embeddings`` to, where vLLM sets nothing.
+def tied_embeddings(config: Any) -> str | None:
+    """The config the port reads the text config's ``tie_word_embeddings`` from, where
+    vLLM gives the text config none (:attr:`LanguageModelSpec.tie_flag_holder`).
 
     vLLM copies the flag to the text config from the top config only. HF's
     model ties by the flag of the config it was built from, read with a
     default of False; when the text config sits under another config
     (ColQwen2's ``vlm_config.text_config``), that inner model's config holds
-    it. Empty when the top config or the text config has the flag itself.
+    it. None when the top config or the text config has the flag itself; ""
+    when no config on the way does.
     """
     text_config = config.get_text_config()
     if hasattr(config, "tie_word_embeddings") or hasattr(
         text_config, "tie_word_embeddings"
     ):
-        return ""
+        return None
     path = _path_to(config, text_config)
     for depth in range(len(path) - 1, 0, -1):
-        holder = "config." + ".".join(path[:depth])
         if hasattr(_follow(config, path[:depth]), "tie_word_embeddings"):
-            return f"{holder}.tie_word_embeddings"
-    return "False"
+            return "config." + ".".join(path[:depth])
+    return ""
 
 
 def _path_to(config: Any, target: Any) -> list[str]:

@@ -46,7 +46,8 @@ def reflow(text: str, width: int) -> str:
             merged.update(continued)
             for r in continued:
                 edits[r] = []
-            edits[row] = _comment_lines(lines[row], token, width, continued, lines)
+            following = [lines[r] for r in continued]
+            edits[row] = _comment_lines(lines[row], token, width, following)
         elif (
             token.type == tokenize.STRING
             and strings_on[token.start[0]] == 1
@@ -116,16 +117,15 @@ def _comment_lines(
     line: str,
     token: tokenize.TokenInfo,
     width: int,
-    continued: Sequence[int] = (),
-    lines: Sequence[str] = (),
+    following: Sequence[str] = (),
 ) -> list[str]:
-    """The comment ``token`` on ``line``, with the ``continued`` lines after it, as
-    wrapped comment lines (above the code it followed)."""
+    """The comment ``token`` on ``line``, with the ``following`` comment lines that
+    continue it, as wrapped comment lines (above the code it followed)."""
     code = line[: token.start[1]].rstrip()
     indent = line[: len(line) - len(line.lstrip())]
     body = " ".join(
         [token.string.lstrip("#").strip()]
-        + [lines[r].strip().lstrip("#").strip() for r in continued]
+        + [text.strip().lstrip("#").strip() for text in following]
     )
     wrapped = _wrap(body, width - len(indent) - 2) or [""]
     comments = [f"{indent}# {chunk}\n" for chunk in wrapped]

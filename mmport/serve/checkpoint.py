@@ -36,6 +36,7 @@ __all__ = [
     "copy_processing_files",
     "hub_names",
     "servable_text",
+    "servable_twin",
     "snapshot_checkpoint",
 ]
 
@@ -92,6 +93,27 @@ def servable_text(twin: dict) -> None:
         and _rope_types(text.get("rope_parameters")) <= {"default"}
     ):
         text["max_position_embeddings"] = _MIN_POSITIONS
+
+
+def servable_twin(config: Any) -> Any:
+    """The tiny twin of ``config`` (:func:`mmport.hf.tiny.twin_dict`) with a text model
+    vLLM's CPU build serves (:func:`servable_text`), of ``config``'s class.
+
+    Where the servable head size breaks a rule the config class ties it to others by
+    (an MLA model's rope and nope parts), the twin keeps its own.
+    """
+    import copy
+
+    from mmport.errors import FOREIGN_ERRORS
+    from mmport.hf.tiny import twin_dict
+
+    twin = twin_dict(config.to_dict())
+    servable = copy.deepcopy(twin)
+    servable_text(servable)
+    try:
+        return type(config).from_dict(servable)
+    except FOREIGN_ERRORS:
+        return type(config).from_dict(twin)
 
 
 def _write_modeling_defaults(model: Any) -> None:
@@ -188,14 +210,10 @@ def build_checkpoint(
     snapshot: Any, directory: Path, *, layout: Layout = Layout.SAVED, seed: int = 0
 ) -> TwinCheckpoint:
     """Write a servable tiny twin of ``snapshot`` to ``directory`` (see the module docstring)."""
-    from mmport.hf.tiny import twin_dict
     from mmport.runtime.device import seeded
     from mmport.runtime.hf_model import model_class
 
-    config = snapshot.load_config()
-    twin = twin_dict(config.to_dict())
-    servable_text(twin)
-    config = type(config).from_dict(twin)
+    config = servable_twin(snapshot.load_config())
     cls = model_class(config)
     with seeded(seed):
         model = cls._from_config(config).eval()

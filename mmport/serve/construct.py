@@ -12,7 +12,6 @@ without weights.
 
 from __future__ import annotations
 
-import copy
 import importlib
 import re
 import tempfile
@@ -59,20 +58,9 @@ class Constructed:
 
 def twin_config_dir(snapshot: Any, directory: Path) -> Path:
     """A tiny twin of ``snapshot``'s config, beside its processor and tokenizer files (no weights)."""
-    from mmport.errors import FOREIGN_ERRORS
-    from mmport.hf.tiny import twin_dict
-    from mmport.serve.checkpoint import copy_processing_files, servable_text
+    from mmport.serve.checkpoint import copy_processing_files, servable_twin
 
-    config = snapshot.load_config()
-    twin = twin_dict(config.to_dict())
-    servable = copy.deepcopy(twin)
-    servable_text(servable)
-    try:
-        built = type(config).from_dict(servable)
-    except FOREIGN_ERRORS:
-        # The config ties the head size to others (an MLA model's rope and nope parts):
-        # the twin keeps its own.
-        built = type(config).from_dict(twin)
+    built = servable_twin(snapshot.load_config())
     directory.mkdir(parents=True, exist_ok=True)
     copy_processing_files(snapshot, directory)
     built.save_pretrained(directory)
