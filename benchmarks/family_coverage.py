@@ -262,12 +262,12 @@ def construct_classes(outcomes: list[Outcome], keep: Path) -> None:
             got = built[o.model_type]
             if got.environment:
                 o.model_class = f"not judged: {got.environment[:120]}"
+            elif got.ok:
+                newer = f" (with transformers {got.transformers})"
+                o.model_class = "constructs" + (newer if got.transformers else "")
             else:
-                o.model_class = (
-                    "constructs"
-                    if got.ok
-                    else f"{_failure_kind(got.error)}: {got.error[:120]}"
-                    + (f" ({got.port_frame[:80]})" if got.port_frame else "")
+                o.model_class = f"{_failure_kind(got.error)}: {got.error[:120]}" + (
+                    f" ({got.port_frame[:80]})" if got.port_frame else ""
                 )
 
 
@@ -341,18 +341,20 @@ def _model_class_line(outcomes: list[Outcome], seconds: float | None) -> list[st
     if seconds is None:
         return ["- model class: not built (no serve environment, or `--no-construct`)"]
     built = [o for o in outcomes if o.model_class]
-    ok = [o for o in built if o.model_class == "constructs"]
+    ok = [o for o in built if o.model_class.startswith("constructs")]
+    newer = [o for o in ok if o.model_class != "constructs"]
     judged = [o for o in built if not o.model_class.startswith("not judged")]
     refused = [o for o in judged if o.model_class.startswith("refuses")]
     return [
         f"- **model class constructs in vLLM: {len(ok)} / {len(judged)} passing families judged** "
         f"(built under a real `VllmConfig` from a tiny twin config, in vLLM's CPU build, "
         f"{seconds:.0f} s for all, in one process until a class ends it; mmport.serve.construct); "
+        f"{len(newer)} of them with the transformers the port was generated under, where the "
+        "CPU build's own is too old to have the family; "
         f"{len(refused)} of the others refuse by design: their class raises a "
         "`NotImplementedError` naming why vLLM has no language model to build for them; "
         f"{len(built) - len(judged)} not judged there, where that environment cannot build the "
-        "family at all: its older transformers lacks the family or a class the port imports, "
-        "vLLM refuses the config, HF's own model cannot be built from the snapshot's config "
+        "family at all: vLLM refuses the config, HF's own model cannot be built from the snapshot's config "
         "either, or vLLM's own class fails on the same twin too; or where "
         "HF's model has no text model (a vision encoder alone)"
     ]

@@ -38,7 +38,8 @@ def retokenize_edges(
     both items; a token split keeps its first half at its old position::
 
         >>> pairs = {(3, 3): [9]}
-        >>> retokenize_edges([7, 3, 3, 8], [2], {7, 8}, lambda w: pairs.get(tuple(w), w))
+        >>> merge = lambda w: pairs.get(tuple(w), w)
+        >>> retokenize_edges([7, 3, 3, 8], [2], {7, 8}, merge)
         ([7, 9, 8], [0, 1, 1, 2])
     """
     edges = set(edges)

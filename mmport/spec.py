@@ -457,7 +457,8 @@ class FeaturePath:
     (InternVL's video frames as ``pixel_values``, embedded at the image token),
     so they go through that modality's path under HF's names (``renamed``:
     this port's field name → HF's); ``source`` is where HF says whose token
-    receives them.
+    receives them. ``output`` is the field of the method's output HF's
+    forward places as the features.
     """
 
     modality: str
@@ -466,6 +467,12 @@ class FeaturePath:
     inline: InlineFeatures | None = None
     through: str = ""
     renamed: tuple[tuple[str, str], ...] = ()
+    output: str = "pooler_output"
+
+    @property
+    def pooled(self) -> bool:
+        """Whether HF places the output's ``pooler_output`` (transformers 5.x's convention)."""
+        return self.output == "pooler_output"
 
 
 @dataclass(frozen=True)
@@ -477,8 +484,10 @@ class EncoderSpec:
     built once however many paths share them. ``missing`` names each modality
     the processor handles that HF's class has no such method for, with why.
     ``outer_attr`` is where the checkpoint class keeps that inner model
-    (``model``), and ``language_attr``/``lm_head_attr`` name the text side,
-    for weight names.
+    (``model``; dotted where it is kept deeper, ``thinker.model``), and
+    ``language_attr``/``lm_head_attr`` name the text side, for weight names.
+    ``config_path`` is the sub-config HF builds ``hf_class`` from
+    (``("thinker_config",)``), the generated class's config too.
     """
 
     hf_class: str
@@ -503,6 +512,30 @@ class EncoderSpec:
     # ``language_attr`` holds a whole CausalLM, its vocabulary projection inside
     # (BLIP-2's ``AutoModelForCausalLM.from_config``): its names are vLLM's CausalLM's.
     language_with_head: bool = False
+    config_path: tuple[str, ...] = ()
+    # Modules of HF's checkpoint class beside the holder's branch (Qwen2.5-Omni's
+    # ``talker``): in the checkpoint, never built by the port, left unloaded.
+    unbuilt_parts: tuple[str, ...] = ()
+
+    @property
+    def unpooled(self) -> bool:
+        """Whether a path's features are another field than ``pooler_output``."""
+        return not all(path.pooled for path in self.paths)
+
+    @property
+    def branch(self) -> str:
+        """The checkpoint class's attribute the holder sits under (``thinker`` of ``thinker.model``)."""
+        return self.outer_attr.split(".")[0]
+
+    @property
+    def unbuilt_prefixes(self) -> list[str]:
+        """Checkpoint name prefixes of ``unbuilt_parts`` (``talker.``)."""
+        return [f"{part}." for part in self.unbuilt_parts]
+
+    @property
+    def config_attr(self) -> str:
+        """``config_path`` as an attribute chain (``.thinker_config``; empty: the config itself)."""
+        return "".join(f".{name}" for name in self.config_path)
 
     @property
     def weight_renames(self) -> tuple[tuple[str, str], ...]:

@@ -58,6 +58,11 @@ MODULAR_LINEAGE_FAMILIES = ("granite4_vision",)
 # transformers, is the multimodal config (paddleocr_vl); a mixture of experts on the
 # Transformers backend, whose CPU kernels need widths divisible by 32 (glm4v_moe).
 HANDED_OVER_FAMILIES = ("colqwen2", "paddleocr_vl", "glm4v_moe")
+# A class HF keeps inside a thinker built from a sub-config, beside a talker the port does
+# not build (qwen2_5_omni); a family the serve environment's older transformers lacks,
+# built with the transformers the port was generated under (mistral_large4).
+NESTED_FAMILIES = ("qwen2_5_omni",)
+NEWER_FAMILIES = ("mistral_large4",)
 
 
 def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
@@ -87,6 +92,8 @@ def constructed(tmp_path_factory):
             *SUBSTITUTED_CONFIG_FAMILIES,
             *MODULAR_LINEAGE_FAMILIES,
             *HANDED_OVER_FAMILIES,
+            *NESTED_FAMILIES,
+            *NEWER_FAMILIES,
         )
     }
     built = construct_ports([job for job, _ in jobs.values()])
@@ -230,3 +237,34 @@ def test_text_models_build_from_the_config_vllm_hands_over(constructed) -> None:
     assert constructed["glm4v_moe"][1].language.architecture.startswith(
         "TransformersMoE"
     )
+
+
+def test_a_class_kept_inside_a_thinker_builds_from_its_sub_config(constructed) -> None:
+    _, spec, outcome = constructed["qwen2_5_omni"]
+    assert spec.encoder.config_path and spec.encoder.unbuilt_parts
+    assert outcome.ok, (outcome.error, outcome.port_frame)
+    # Only the modules HF's feature paths read are towers: no second language model.
+    assert set(outcome.towers) == {m.attr for m in spec.encoder.modules}
+
+
+def _environment_has(module: str) -> bool:
+    import subprocess
+
+    probe = subprocess.run(
+        [str(serve_python()), "-c", f"import {module}"], capture_output=True
+    )
+    return probe.returncode == 0
+
+
+def test_a_family_the_environment_lacks_is_built_with_the_ports_transformers(
+    constructed,
+) -> None:
+    import transformers
+
+    for model_type in NEWER_FAMILIES:
+        outcome = constructed[model_type][2]
+        assert outcome.ok, (model_type, outcome.environment, outcome.error)
+        module = f"transformers.models.{resolve(model_type).model_type}"
+        # The environment's own transformers where it has the family; else this one.
+        expected = "" if _environment_has(module) else transformers.__version__
+        assert outcome.transformers == expected, model_type

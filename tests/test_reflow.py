@@ -157,3 +157,25 @@ def test_a_long_comment_rewraps_with_the_lines_that_continue_its_sentence() -> N
     paragraph = " ".join(c.lstrip("# ") for c in comments[:-1])
     lines = [c.removeprefix("# ") for c in comments[:-1]]
     assert lines == textwrap.wrap(paragraph, 88 - len("    # "))
+
+
+def test_a_long_docstring_line_rewraps_with_the_lines_that_continue_it() -> None:
+    """As with comments: a long docstring line's tail joins the next line when that
+    line goes on with its sentence; doctest lines stay as written."""
+    source = (
+        '"""Qwen2_5OmniForConditionalGeneration for vLLM: the image, video, audio encoders run HF\'s own\n'
+        'modules and feature paths; the language model is vLLM\'s own implementation."""\n'
+        "\n\n"
+        "def f():\n"
+        '    """Summary.\n\n'
+        "        >>> some_function_with_a_long_name([7, 3, 3, 8], [2], {7, 8}, lambda w: (w, w, w, w))\n"
+        "        ([7, 9, 8], [0, 1, 1, 2])\n"
+        '    """\n'
+    )
+    wrapped = reflow(source, 88)
+    module_doc = wrapped.split('"""')[1]
+    assert module_doc.split() == source.split('"""')[1].split()
+    assert module_doc.splitlines() == textwrap.wrap(" ".join(module_doc.split()), 85)
+    doctest = [line for line in source.splitlines() if ">>>" in line]
+    assert doctest[0] in wrapped.splitlines()
+    assert "        ([7, 9, 8], [0, 1, 1, 2])" in wrapped.splitlines()

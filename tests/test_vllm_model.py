@@ -10,6 +10,7 @@ import fails here), loads HF's encoder weights through the class's own
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 
@@ -48,6 +49,8 @@ def _build_encoder(module, cls, config, spec):
     import torch
     from torch import nn
 
+    for name in spec.encoder.config_path:  # the sub-config HF builds the holder from
+        config = getattr(config, name)
     model = cls.__new__(cls)
     nn.Module.__init__(model)
     model.config = config
@@ -59,6 +62,13 @@ def _build_encoder(module, cls, config, spec):
             )  # the transplanted HF lines, in the module's namespace
         setattr(model, part.attr, eval(part.code, vars(module), scope))
     return model.to(torch.float32).eval()
+
+
+def _hf_holder(hf, spec):
+    """The module of HF's model that defines the feature methods (``model``, ``thinker.model``)."""
+    return functools.reduce(
+        getattr, filter(None, spec.encoder.outer_attr.split(".")), hf
+    )
 
 
 def _class_and_hf(model_type: str, tmp_path):
@@ -79,7 +89,12 @@ def _class_and_hf(model_type: str, tmp_path):
     mapper = getattr(
         model, "hf_to_vllm_mapper", None
     )  # none where HF's names are its own
-    state = hf.state_dict().items()
+    # The parts of HF's class the port builds none of (Qwen2.5-Omni's talker) stay unloaded.
+    state = [
+        (name, tensor)
+        for name, tensor in hf.state_dict().items()
+        if not name.startswith(tuple(spec.encoder.unbuilt_prefixes))
+    ]
     mapped = dict(mapper.apply(state) if mapper else state)
     ours = {k: v for k, v in mapped.items() if not k.startswith("language_model.")}
     loaded = model.load_state_dict(
@@ -97,8 +112,7 @@ def _placed_embeds(hf, spec) -> dict:
     def keep(_module, _args, kwargs):
         placed["embeds"] = kwargs["inputs_embeds"][0]
 
-    inner = getattr(hf, spec.encoder.outer_attr) if spec.encoder.outer_attr else hf
-    language = getattr(inner, spec.encoder.language_attr)
+    language = getattr(_hf_holder(hf, spec), spec.encoder.language_attr)
     language.register_forward_pre_hook(keep, with_kwargs=True)
     return placed
 
@@ -132,8 +146,7 @@ def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
     }
     with torch.inference_mode():
         embeds = model.embed_multimodal(**mm)
-        inner = getattr(hf, spec.encoder.outer_attr) if spec.encoder.outer_attr else hf
-        reference = inner.get_image_features(**mm).pooler_output
+        reference = _hf_holder(hf, spec).get_image_features(**mm).pooler_output
     assert len(embeds) == len(images)
     for ours_item, hf_item in zip(embeds, reference, strict=True):
         hf_item = hf_item.reshape(-1, hf_item.shape[-1])
@@ -213,6 +226,9 @@ def _one_item_alone(processor, spec, modality: str, index: int):
         ("llava_next_video", "video"),
         ("glmasr", "audio"),
         ("fun_asr_nano", "audio"),  # its path needs the frames' mask, an item field
+        # HF keeps the feature methods' class inside its thinker, built from
+        # config.thinker_config.
+        ("qwen2_5_omni", "audio"),
     ],
 )
 def test_generated_video_and_audio_paths_embed_like_hf(
@@ -237,14 +253,13 @@ def test_generated_video_and_audio_paths_embed_like_hf(
             batch[field.key] = [v[0] for v in values]
         else:
             batch[field.key] = torch.cat(values)
-    inner = getattr(hf, spec.encoder.outer_attr) if spec.encoder.outer_attr else hf
-    method = getattr(inner, f"get_{modality}_features")
+    method = getattr(_hf_holder(hf, spec), f"get_{modality}_features")
     with torch.inference_mode():
         embeds = model.embed_multimodal(**batch)
         reference = []
         for out, _ in alone:
             item = {f.key: out[f.key] for f in side.fields}
-            chunks = method(**item).pooler_output
+            chunks = getattr(method(**item), spec.encoder.path(modality).output)
             reference.append(torch.cat([c.reshape(-1, c.shape[-1]) for c in chunks]))
     assert len(embeds) == 2
     for ours_item, hf_item in zip(embeds, reference, strict=True):

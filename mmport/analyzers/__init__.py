@@ -545,7 +545,8 @@ def _language(
         lineage=lambda: modular_lineage(type(text_config)),
         encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)),
     )
-    return dataclasses.replace(language, tie_flag_holder=tied_embeddings(config))
+    root = encoder.config_path if encoder else ()
+    return dataclasses.replace(language, tie_flag_holder=tied_embeddings(config, root))
 
 
 def _modalities(

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -271,7 +271,7 @@ def _varied_per_layer(text_config: Any, names: Collection[str]) -> list[str]:
     return sorted(found)
 
 
-def tied_embeddings(config: Any) -> str | None:
+def tied_embeddings(config: Any, root: Sequence[str] = ()) -> str | None:
     """The config the port reads the text config's ``tie_word_embeddings`` from, where
     vLLM gives the text config none (:attr:`LanguageModelSpec.tie_flag_holder`).
 
@@ -280,7 +280,9 @@ def tied_embeddings(config: Any) -> str | None:
     default of False; when the text config sits under another config
     (ColQwen2's ``vlm_config.text_config``), that inner model's config holds
     it. None when the top config or the text config has the flag itself; ""
-    when no config on the way does.
+    when no config on the way does. ``root`` is the sub-config the port's
+    ``config`` is (:attr:`EncoderSpec.config_path`): the holder is named from it,
+    or from vLLM's config where it sits above it.
     """
     text_config = config.get_text_config()
     if hasattr(config, "tie_word_embeddings") or hasattr(
@@ -290,7 +292,10 @@ def tied_embeddings(config: Any) -> str | None:
     path = _path_to(config, text_config)
     for depth in range(len(path) - 1, 0, -1):
         if hasattr(_follow(config, path[:depth]), "tie_word_embeddings"):
-            return "config." + ".".join(path[:depth])
+            held = path[:depth]
+            if held[: len(root)] == list(root):
+                return ".".join(["config", *held[len(root) :]])
+            return ".".join(["vllm_config.model_config.hf_config", *held])
     return ""
 
 

@@ -20,6 +20,7 @@ import builtins
 import inspect
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
@@ -30,7 +31,12 @@ from mmport.analyzers.inlinefeatures import (
     InlineRefusal,
     inline_features,
 )
-from mmport.analyzers.sourcefile import ParsedClass, SelfAssignments, find_method
+from mmport.analyzers.sourcefile import (
+    ParsedClass,
+    SelfAssignments,
+    find_method,
+    parse_class,
+)
 from mmport.errors import AnalysisError
 from mmport.media import MODALITIES
 from mmport.spec import EncoderModule, EncoderSpec, FeaturePath
@@ -94,34 +100,142 @@ def _defines_any(cls: Any, methods: list[str]) -> bool:
     return isinstance(cls, type) and any(hasattr(cls, m) for m in methods)
 
 
+@dataclass(frozen=True)
+class _Holder:
+    """The class that defines the feature methods, and where the checkpoint class keeps it.
+
+    ``attr`` is its dotted path from the checkpoint class (``model``,
+    ``thinker.model``; empty: the checkpoint class itself), ``lm_head`` the
+    dotted path of the vocabulary projection a class above it keeps, and
+    ``config_path`` the sub-config attributes it is built from, in order
+    (``("thinker_config",)``: HF builds it from ``config.thinker_config``).
+    """
+
+    cls: type
+    attr: str = ""
+    lm_head: str = ""
+    config_path: tuple[str, ...] = ()
+
+
+def _built_models(cls: type[Any]) -> list[tuple[str, type, cst.Assign]]:
+    """The classes ``cls``'s constructor builds by name (``self.model = LlavaModel(config)``,
+    ``Cls._from_config(...)``), each with its attribute and the assignment."""
+    _, assigns = _constructor(cls)
+    module = sys.modules[cls.__module__]
+    built = []
+    for attr, node in assigns.items():
+        call = node.value
+        if not isinstance(call, cst.Call):
+            continue
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "_from_config":
+            func = func.value
+        if not isinstance(func, cst.Name):
+            continue
+        inner = getattr(module, func.value, None)
+        if isinstance(inner, type) and inner is not cls:
+            built.append((attr, inner, node))
+    return built
+
+
+def _config_attrs(assign: cst.Assign) -> tuple[str, ...] | None:
+    """The sub-config path a built class takes as its config (``config`` -> ``()``,
+    ``config.thinker_config`` -> ``("thinker_config",)``), or None for any other argument."""
+    call = assign.value
+    if not isinstance(call, cst.Call) or not call.args:
+        return None
+    argument = next(
+        (a for a in call.args if a.keyword and a.keyword.value == "config"),
+        call.args[0],
+    )
+    parts = _code(argument.value).strip().split(".")
+    if parts[0] != "config" or not all(part.isidentifier() for part in parts):
+        return None
+    return tuple(parts[1:])
+
+
+def _deepest(holder: _Holder, methods: list[str]) -> _Holder:
+    """``holder``, or the class it keeps that defines the methods too, followed down.
+
+    A class that hands the methods on to one it keeps (Qwen2.5-Omni's thinker
+    to its ``model``) is no encoder: built whole, it would build the language
+    model inside the tower. The class that keeps the modules is the one to build.
+    """
+    while True:
+        _, assigns = _constructor(holder.cls)
+        deeper = next(
+            (
+                (attr, inner, path)
+                for attr, inner, node in _built_models(holder.cls)
+                if _defines_any(inner, methods)
+                and (path := _config_attrs(node)) is not None
+            ),
+            None,
+        )
+        if deeper is None:
+            return holder
+        attr, inner, path = deeper
+        holder = _Holder(
+            inner,
+            _under(holder.attr, attr),
+            _under(holder.attr, _lm_head(assigns)) or holder.lm_head,
+            holder.config_path + path,
+        )
+
+
+def _unbuilt_parts(outer: Any, holder: _Holder) -> tuple[str, ...]:
+    """The modules HF's checkpoint class builds beside the holder's branch, in any of its
+    methods (Qwen2.5-Omni's ``talker`` and ``token2wav``, built by ``enable_talker``):
+    their weights are in the checkpoint, and the port, which builds none of them,
+    leaves them unloaded. Usually none: LLaVA's class builds its ``model`` and the
+    vocabulary projection only."""
+    if not holder.attr:
+        return ()
+    parsed = parse_class(outer)
+    if parsed is None:
+        return ()
+    assigns = SelfAssignments()
+    parsed.classdef.visit(assigns)
+    kept = {holder.attr.split(".")[0], holder.lm_head.split(".")[0]}
+    return tuple(
+        attr
+        for attr, node in assigns.nodes.items()
+        if attr not in kept and _builds_module(node)
+    )
+
+
+def _builds_module(assign: cst.Assign) -> bool:
+    """Whether ``assign`` builds a module: a class called by name, or a ``from_config``."""
+    call = assign.value
+    if not isinstance(call, cst.Call):
+        return False
+    func = _code(call.func).split(".")
+    return func[-1] in ("from_config", "_from_config") or func[-1][:1].isupper()
+
+
 def _inner_model(
     outer: type[Any], methods: list[str], item_inputs: Mapping[str, Sequence[str]]
-) -> tuple[type, str, dict[str, cst.Assign], ParsedClass]:
-    """The class that defines the feature methods, and the outer attribute holding it.
+) -> _Holder:
+    """The class that defines the feature methods, and where the checkpoint class keeps it.
 
     An inner model the checkpoint class builds by name (``self.model =
     LlavaModel(config)``) is preferred, whether or not the checkpoint class
-    also forwards the methods to it; else the checkpoint class itself. Where
-    no class defines them, the inner model whose ``forward`` computes a
+    also forwards the methods to it, and followed down to the class that
+    keeps the modules (:func:`_deepest`); else the checkpoint class itself.
+    Where no class defines them, the inner model whose ``forward`` computes a
     modality's features inline (:mod:`mmport.analyzers.inlinefeatures`).
     """
-    parsed, assigns = _constructor(outer)
-    module = sys.modules[outer.__module__]
-    built = [
-        (attr, inner)
-        for attr, node in assigns.items()
-        if isinstance(node.value, cst.Call)
-        and isinstance(node.value.func, cst.Name)
-        and isinstance(inner := getattr(module, node.value.func.value, None), type)
-        and inner is not outer
-    ]
-    for attr, inner in built:
+    _, assigns = _constructor(outer)
+    built = _built_models(outer)
+    for attr, inner, node in built:
         if _defines_any(inner, methods):
-            return inner, attr, assigns, parsed
+            holder = _Holder(inner, attr, _lm_head(assigns), _config_attrs(node) or ())
+            return _deepest(holder, methods)
     if _defines_any(outer, methods):
-        return outer, "", assigns, parsed
+        return _Holder(outer)
     refusals = []
-    for attr, inner in [*built, ("", outer)]:
+    candidates: list[tuple[str, type, cst.Assign | None]] = [*built, ("", outer, None)]
+    for attr, inner, built_by in candidates:
         for modality, inputs in item_inputs.items():
             try:
                 inline_features(inner, modality, inputs)
@@ -130,7 +244,11 @@ def _inner_model(
                 continue
             except AnalysisError:
                 continue  # no features placed there at all
-            return inner, attr, assigns, parsed
+            if built_by is None:
+                return _Holder(outer)
+            return _Holder(
+                inner, attr, _lm_head(assigns), _config_attrs(built_by) or ()
+            )
     # Where a forward does place features but they cannot be sliced out, say why.
     raise AnalysisError(
         f"{outer.__name__} keeps no inner model that defines {' or '.join(methods)}"
@@ -207,6 +325,11 @@ def _built_class(owner: type[Any], assign: cst.Assign) -> tuple[str, str] | None
     if not isinstance(built, type) or not built.__module__.startswith("transformers."):
         return None  # AutoModel and the like are no class of one model
     return built.__module__, built.__name__
+
+
+def _under(parent: str, attr: str) -> str:
+    """The dotted path of ``attr`` inside ``parent`` (empty ``parent``: the top; empty ``attr``: none)."""
+    return f"{parent}.{attr}" if parent and attr else attr
 
 
 def _lm_head(outer_assigns: dict[str, cst.Assign]) -> str:
@@ -324,8 +447,52 @@ def _paths(
             )
             continue
         node.body.visit(reads)
-        paths.append(FeaturePath(modality, method, parsed.source(node)))
+        paths.append(
+            FeaturePath(
+                modality,
+                method,
+                parsed.source(node),
+                output=_features_field(inner, method),
+            )
+        )
     return paths, list(dict.fromkeys([*reads.attrs, *inline_reads])), missing
+
+
+# The output field of a feature method that holds the features, unless HF's forward
+# reads another (transformers 5.x's convention; Qwen2.5-Omni's audio path in 5.20 reads
+# last_hidden_state, the audio tower's output handed on).
+_FEATURES_FIELD = "pooler_output"
+_OUTPUT_FIELDS = frozenset({"pooler_output", "last_hidden_state"})
+
+
+class _OutputReads(cst.CSTVisitor):
+    """``self.<method>(...).<field>`` reads: the field of a feature method's output HF uses."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.fields: list[str] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        call = node.value
+        if (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == "self"
+            and call.func.attr.value == self.method
+            and node.attr.value in _OUTPUT_FIELDS
+        ):
+            self.fields.append(node.attr.value)
+
+
+def _features_field(inner: type[Any], method: str) -> str:
+    """The field of ``method``'s output that ``inner``'s forward places as the features."""
+    found = find_method(inner, "forward")
+    if found is None:
+        return _FEATURES_FIELD
+    reads = _OutputReads(method)
+    found[1].visit(reads)
+    return reads.fields[0] if reads.fields else _FEATURES_FIELD
 
 
 def _unmet_inputs(method: cst.FunctionDef, fields: Sequence[str] | None) -> list[str]:
@@ -353,9 +520,10 @@ def analyze_encoder(
     inline in ``forward`` may read.
     """
     modalities = tuple(m for m in MODALITIES if m in modalities)
-    inner, outer_attr, outer_assigns, _ = _inner_model(
+    holder = _inner_model(
         architecture_cls, [features_method(m) for m in modalities], item_inputs
     )
+    inner = holder.cls
     paths, reads, missing = _paths(inner, modalities, item_inputs)
     if not paths:
         raise AnalysisError(
@@ -371,14 +539,11 @@ def analyze_encoder(
         for name in path.inline.free_names
     ]
     parsed, assigns = _constructor(inner)
-    language = _language_assignments(inner, assigns, reads)
-    if not modules or not language:
+    language_attr, language_node, own_head = _text_side(inner, assigns, reads)
+    if not modules or language_node is None:
         raise AnalysisError(
             f"{inner.__name__} builds no encoder modules or no language model from config.text_config"
         )
-    language_attr, language_node = next(
-        ((a, n) for a, n in language if isinstance(n.value, cst.Call)), language[0]
-    )
     rope_source, rope_helpers, rope_inputs = _rope_index(inner)
     return EncoderSpec(
         language_class=_built_class(inner, language_node),
@@ -389,8 +554,10 @@ def analyze_encoder(
         imports=tuple(dict.fromkeys([(inner.__module__, inner.__name__), *imports])),
         language_attr=language_attr,
         language_source=parsed.source(language_node),
-        outer_attr=outer_attr,
-        lm_head_attr=_lm_head(outer_assigns) if outer_attr else "",
+        outer_attr=holder.attr,
+        lm_head_attr=holder.lm_head or _under(holder.attr, own_head),
+        config_path=holder.config_path,
+        unbuilt_parts=_unbuilt_parts(architecture_cls, holder),
         reads_dtype=bool(set(reads) & DTYPE_DEVICE)
         or any("self.dtype" in m.code for m in modules),
         borrowed_methods=tuple(dict.fromkeys([*borrowed, *rope_helpers])),
@@ -399,6 +566,30 @@ def analyze_encoder(
         missing=tuple(missing),
         language_with_head=_builds_causal_lm(language_node),
     )
+
+
+def _text_side(
+    inner: type[Any], assigns: dict[str, cst.Assign], reads: Sequence[str]
+) -> tuple[str, cst.Assign | None, str]:
+    """The attribute holding ``inner``'s language model and the line that builds it (None:
+    none), and the vocabulary projection ``inner`` keeps itself ("" if none).
+
+    A projection the holder keeps (Qwen2.5-Omni's thinker, a checkpoint class with the
+    feature methods) is built from config.text_config too, but is no language model:
+    its weights go to vLLM's CausalLM's head.
+    """
+    own_head = _lm_head(assigns)
+    language = [
+        (attr, node)
+        for attr, node in _language_assignments(inner, assigns, reads)
+        if attr != own_head
+    ]
+    if not language:
+        return "", None, own_head
+    attr, node = next(
+        ((a, n) for a, n in language if isinstance(n.value, cst.Call)), language[0]
+    )
+    return attr, node, own_head
 
 
 def _language_assignments(
@@ -493,6 +684,67 @@ class LlavaForConditionalGeneration:
 """
 
 
+# Qwen2.5-Omni: the checkpoint class keeps a thinker, built from its own sub-config, which
+# hands the feature methods on to its inner model; another method builds a talker beside it.
+_OMNI = """
+from torch import nn
+
+
+class OmniAudioEncoder:
+    pass
+
+
+class OmniTextModel:
+    pass
+
+
+class OmniTalker:
+    pass
+
+
+class OmniThinkerModel:
+    def __init__(self, config):
+        self.audio_tower = OmniAudioEncoder(config.audio_config)
+        self.language_model = OmniTextModel(config.text_config)
+
+    def get_audio_features(self, input_features, feature_attention_mask=None):
+        return self.audio_tower(input_features)
+
+    def forward(self, input_ids, input_features=None):
+        return self.get_audio_features(input_features).last_hidden_state
+
+
+class OmniThinker:
+    def __init__(self, config):
+        self.model = OmniThinkerModel(config)
+        self.lm_head = nn.Linear(config.text_config.hidden_size, config.text_config.vocab_size)
+
+    def get_audio_features(self, input_features, feature_attention_mask=None):
+        return self.model.get_audio_features(input_features, feature_attention_mask)
+
+
+class OmniForConditionalGeneration:
+    def __init__(self, config):
+        self.thinker = OmniThinker(config.thinker_config)
+
+    def enable_talker(self):
+        self.talker = OmniTalker._from_config(self.config.talker_config)
+"""
+
+
+def _nested_facts(spec: EncoderSpec) -> tuple:
+    """Where a nested holder sits, what it is built from, and what is left beside it."""
+    return (
+        spec.hf_class,
+        spec.outer_attr,
+        spec.lm_head_attr,
+        spec.config_path,
+        spec.unbuilt_parts,
+        tuple(m.attr for m in spec.modules),
+        tuple(p.output for p in spec.paths),
+    )
+
+
 def _encoder_facts(spec: EncoderSpec) -> tuple:
     """The parts of an :class:`EncoderSpec` a snippet fixes (its module name is the loader's)."""
     return (
@@ -532,6 +784,22 @@ EXAMPLES = [
             snippet_line(_LLAVA, "self.language_model =").line,
             "lm_head",
             (("image", snippet_line(_LLAVA, "def get_image_features").line),),
+        ),
+    ),
+    valid(
+        "a_holder_kept_deeper_is_followed_down_to_its_sub_config",
+        _OMNI,
+        lambda snippet: _nested_facts(
+            analyze_encoder(snippet.OmniForConditionalGeneration, ("audio",))
+        ),
+        (
+            "OmniThinkerModel",
+            "thinker.model",
+            "thinker.lm_head",
+            ("thinker_config",),
+            ("talker",),
+            ("audio_tower",),
+            ("last_hidden_state",),
         ),
     ),
     invalid(

@@ -144,7 +144,9 @@ def _kept_head_dim(layer: dict) -> int | None:
         ):
             return layer["head_dim"]
         return None
-    if heads and width and _rope_sections(layer):
+    if heads and width and _rope_sections(layer) and width % heads[1] == 0:
+        # A width the heads do not divide (a synthetic default: 2048 over 28 heads)
+        # implies no head size a real checkpoint has; the twin's heads divide its own.
         return width // heads[1]
     return None
 

@@ -98,13 +98,17 @@ def _continuation_rows(lines: list[str], row: int) -> list[int]:
         return []
     rows = []
     for r in range(row + 1, len(lines)):
-        body = lines[r].strip().lstrip("#").strip()
-        if _comment_indent(lines[r]) != indent or not body:
-            break
-        if not (body[0].islower() or body[0] in "([`"):
+        if _comment_indent(lines[r]) != indent or not _continues(
+            lines[r].strip().lstrip("#").strip()
+        ):
             break
         rows.append(r)
     return rows
+
+
+def _continues(text: str) -> bool:
+    """Whether a line's ``text`` goes on with the sentence above it (lower case, a bracket)."""
+    return bool(text) and (text[0].islower() or text[0] in "([`")
 
 
 def _comment_indent(line: str) -> str | None:
@@ -260,16 +264,35 @@ def _docstring_lines(
     closing = token.string[-3:]
     body_lines = token.string[len(opening) : -3].split("\n")
     out: list[str] = []
-    for number, raw in enumerate(body_lines):
+    number = 0
+    while number < len(body_lines):
+        raw = body_lines[number]
         lead = indent + opening if number == 0 else ""
         tail = closing if number == len(body_lines) - 1 else ""
-        if len(lead) + len(raw) + len(tail) <= width or not raw.strip():
+        # A doctest line is code: kept as written, however long.
+        if (
+            len(lead) + len(raw) + len(tail) <= width
+            or not raw.strip()
+            or raw.lstrip().startswith((">>>", "..."))
+        ):
             out.append(f"{lead}{raw}{tail}")
+            number += 1
             continue
         own = indent if number == 0 else raw[: len(raw) - len(raw.lstrip())]
+        # The lines that go on with this one's sentence, at its indentation, are
+        # rewrapped with it: its tail joins them instead of standing alone.
+        text = raw.strip()
+        number += 1
+        while number < len(body_lines):
+            following = body_lines[number]
+            if following[: len(own)] != own or not _continues(following[len(own) :]):
+                break
+            text = f"{text} {following.strip()}"
+            tail = closing if number == len(body_lines) - 1 else ""
+            number += 1
         # The closing quotes stay on the last line: its words leave them room.
-        first, *_ = _wrap(raw.strip(), width - len(lead or own) - len(tail))
-        rest = _wrap(raw.strip()[len(first) :].strip(), width - len(own) - len(tail))
+        first, *_ = _wrap(text, width - len(lead or own) - len(tail))
+        rest = _wrap(text[len(first) :].strip(), width - len(own) - len(tail))
         out.append(f"{lead or own}{first}")
         out.extend(f"{own}{chunk}" for chunk in rest)
         if tail:

@@ -65,8 +65,12 @@ def run_engine(
     workdir: Path,
     timeout_s: int,
     script: Path = _ENGINE,
+    extra_env: dict[str, str] | None = None,
 ) -> dict:
-    """One run of ``script`` in the serve environment; a crash or timeout becomes ``{"error": ...}``."""
+    """One run of ``script`` in the serve environment; a crash or timeout becomes ``{"error": ...}``.
+
+    ``extra_env`` adds to (or overrides) this process's environment for the run.
+    """
     request_path, answer_path = workdir / "request.json", workdir / "answer.json"
     request_path.write_text(json.dumps(request))
     answer_path.unlink(missing_ok=True)
@@ -74,6 +78,7 @@ def run_engine(
         **os.environ,
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
         "VLLM_CPU_KVCACHE_SPACE": "1",
+        **(extra_env or {}),
     }
     try:
         done = subprocess.run(

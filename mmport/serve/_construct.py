@@ -99,6 +99,7 @@ def _construct(job: dict, index: int) -> dict:
         cls = _port_class(job["port_dir"], job["module"], job["architecture"], index)
     except ModuleNotFoundError as exc:
         if (exc.name or "").startswith("transformers."):
+            # construct.construct_ports retries on this wording with a newer transformers.
             raise _Environment(f"this transformers has no {exc.name}") from exc
         raise
     # vLLM's own class for the architecture, if it ships one: the judge of whether this

@@ -13,9 +13,12 @@ without weights.
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,8 @@ class Constructed:
 
     ``environment`` says why the serve environment could not judge the class
     at all (its transformers lacks the family, or cannot read the config).
+    ``transformers`` is the version it was built with where that is not the
+    serve environment's own (see :func:`construct_ports`).
     """
 
     name: str
@@ -49,6 +54,7 @@ class Constructed:
     error: str = ""
     port_frame: str = ""
     environment: str = ""
+    transformers: str = ""
 
     @property
     def ok(self) -> bool:
@@ -75,6 +81,11 @@ def construct_ports(
     A process that ends without building them all (one class took all memory)
     is followed by another for the jobs after the one it ended on. Without a
     serve environment (``MMPORT_SERVE_PYTHON``) every job says so.
+
+    A family the serve environment's transformers does not have yet (vLLM's
+    CPU build pins an older one) is built again with the transformers the
+    port was generated under, put ahead of the environment's own: vLLM is the
+    same, and a user serving that family upgrades transformers the same way.
     """
     from mmport.serve import serve_python
 
@@ -84,10 +95,59 @@ def construct_ports(
             job.name: Constructed(job.name, error="no serve environment")
             for job in jobs
         }
+    outcomes = _construct_all(jobs, python, timeout_s)
+    newer = [
+        job
+        for job in jobs
+        if outcomes[job.name].environment.startswith(_FAMILY_MISSING)
+    ]
+    if newer:
+        import transformers
+
+        with _this_transformers() as path:
+            paths = [str(path), *filter(None, [os.environ.get("PYTHONPATH")])]
+            again = _construct_all(
+                newer, python, timeout_s, {"PYTHONPATH": os.pathsep.join(paths)}
+            )
+        for name, got in again.items():
+            outcomes[name] = replace(got, transformers=transformers.__version__)
+    return outcomes
+
+
+# How the serve environment says its transformers lacks a module or name the port
+# imports (mmport.serve._construct and _older_transformers below).
+_FAMILY_MISSING = "this transformers has no "
+
+
+@contextmanager
+def _this_transformers() -> Iterator[Path]:
+    """A directory holding (links to) this process's transformers package and its
+    metadata: put on another interpreter's path, it imports this transformers."""
+    import transformers
+
+    package = Path(transformers.__file__).parent
+    metadata = package.parent / f"transformers-{transformers.__version__}.dist-info"
+    with tempfile.TemporaryDirectory(prefix="mmport-transformers-") as directory:
+        (Path(directory) / "transformers").symlink_to(package)
+        if (
+            metadata.is_dir()
+        ):  # importlib.metadata.version("transformers") answers this one
+            (Path(directory) / metadata.name).symlink_to(metadata)
+        yield Path(directory)
+
+
+def _construct_all(
+    jobs: list[ConstructJob],
+    python: Path,
+    timeout_s: int,
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, Constructed]:
+    """Every job's outcome from serve-environment processes, a fresh one after any that died."""
     results: dict[str, dict] = {}
     remaining = list(jobs)
+    answer: dict = {}
     while remaining:
-        answer = _build(remaining, python, timeout_s)
+        answer = _build(remaining, python, timeout_s, extra_env)
         results.update(answer.get("results", {}))
         missing = [job for job in remaining if job.name not in results]
         answered = "exit_code" in answer  # it wrote an answer, if only a partial one
@@ -121,7 +181,12 @@ def construct_ports(
     return outcomes
 
 
-def _build(jobs: list[ConstructJob], python: Path, timeout_s: int) -> dict:
+def _build(
+    jobs: list[ConstructJob],
+    python: Path,
+    timeout_s: int,
+    extra_env: dict[str, str] | None = None,
+) -> dict:
     """One serve-environment process building ``jobs`` in order: its answer, partial if it ended early."""
     from mmport.serve import run_engine
 
@@ -138,7 +203,7 @@ def _build(jobs: list[ConstructJob], python: Path, timeout_s: int) -> dict:
         ]
     }
     with tempfile.TemporaryDirectory(prefix="mmport-construct-") as workdir:
-        return run_engine(python, request, Path(workdir), timeout_s, _SCRIPT)
+        return run_engine(python, request, Path(workdir), timeout_s, _SCRIPT, extra_env)
 
 
 _CANNOT_IMPORT = re.compile(
@@ -164,4 +229,6 @@ def _older_transformers(error: str) -> str | None:
         defined = False
     if not defined:
         return None
-    return f"this transformers has no {module}.{name} (the port was generated under a newer one)"
+    return (
+        f"{_FAMILY_MISSING}{module}.{name} (the port was generated under a newer one)"
+    )

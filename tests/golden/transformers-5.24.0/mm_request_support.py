@@ -266,9 +266,8 @@ def resized_to_one_size(
 
 def per_item_outputs(outputs: list[BatchFeature], key: str, rows: bool = False) -> list:
     """``key`` of each one-item output (whole where the item has ``rows`` of its own,
-    else
-    without its batch axis); an item HF gives none of it (a small image has no local
-    tiles) gets zero rows, as it adds none to HF's batched tensor."""
+    else without its batch axis); an item HF gives none of it (a small image has no
+    local tiles) gets zero rows, as it adds none to HF's batched tensor."""
     present = [out[key] for out in outputs if key in out]
     empty = present[0].new_empty((0, *present[0].shape[1:])) if present else None
     return [
@@ -1090,8 +1089,8 @@ def retokenize_edges(
     both items; a token split keeps its first half at its old position::
 
         >>> pairs = {(3, 3): [9]}
-        >>> retokenize_edges([7, 3, 3, 8], [2], {7, 8}, lambda w: pairs.get(tuple(w),
-        w))
+        >>> merge = lambda w: pairs.get(tuple(w), w)
+        >>> retokenize_edges([7, 3, 3, 8], [2], {7, 8}, merge)
         ([7, 9, 8], [0, 1, 1, 2])
     """
     edges = set(edges)

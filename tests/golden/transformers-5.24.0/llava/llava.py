@@ -141,8 +141,8 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
 
 
 def _hf_checkpoint_renamings(config: PretrainedConfig) -> list[WeightRenaming]:
-    """The key renamings transformers applies loading a `LlavaForConditionalGeneration`
-    checkpoint
+    """The key renamings transformers applies loading a
+    `LlavaForConditionalGeneration` checkpoint
     (transformers.conversion_mapping.get_model_conversion_mapping on a weightless
     skeleton)."""
     from transformers import LlavaForConditionalGeneration as HFModel

@@ -94,10 +94,10 @@ class Qwen2AudioForConditionalGeneration(nn.Module, SupportsMultiModal):
     ) -> torch.Tensor:
         """The audio features Qwen2AudioModel.forward computes inline and places at
         the audio tokens' positions: the lines of HF's forward
-        (models/qwen2_audio/modeling_qwen2_audio.py:644) that
-        lead there, on the modules built above. A tensor HF reads there only for its
-        dtype and device is the item's `input_features`, which vLLM hands over in the
-        model's dtype on its device."""
+        (models/qwen2_audio/modeling_qwen2_audio.py:644) that lead there, on the
+        modules built above. A tensor HF reads there only for its dtype and device is
+        the item's `input_features`, which vLLM hands over in the model's dtype on
+        its device."""
         # HF: models/qwen2_audio/modeling_qwen2_audio.py:680
         audio_feat_lengths, audio_output_lengths = (
             self.audio_tower._get_feat_extract_output_lengths(
