@@ -30,7 +30,9 @@ pytestmark = [
 # An image, an image+video, a video-with-resampler and an audio family with HF's
 # methods; an image family whose text model HF holds whole, as a CausalLM (blip-2);
 # an audio path HF writes inline in forward (qwen2_audio), a video HF hands on as
-# images (internvl), and a family with no derived encoder (colpali).
+# images (internvl), a model HF builds through an auto class from a sub-config
+# (colpali: PaliGemma's, inside a retrieval class), and a family with no derived
+# encoder (phi4_multimodal).
 FAMILIES = (
     "llava",
     "blip-2",
@@ -40,6 +42,7 @@ FAMILIES = (
     "qwen2_audio",
     "internvl",
     "colpali",
+    "phi4_multimodal",
 )
 # Text models with no CausalLM of their own (mmport.analyzers.language).
 BACKEND_FAMILIES = ("glm4v", "step3p7", "glm5_next")
@@ -85,15 +88,17 @@ def constructed(tmp_path_factory):
     root = tmp_path_factory.mktemp("construct")
     jobs = {
         m: _job(m, root)
-        for m in (
-            *FAMILIES,
-            *BACKEND_FAMILIES,
-            *SINGLE_CONFIG_FAMILIES,
-            *SUBSTITUTED_CONFIG_FAMILIES,
-            *MODULAR_LINEAGE_FAMILIES,
-            *HANDED_OVER_FAMILIES,
-            *NESTED_FAMILIES,
-            *NEWER_FAMILIES,
+        for m in dict.fromkeys(
+            [
+                *FAMILIES,
+                *BACKEND_FAMILIES,
+                *SINGLE_CONFIG_FAMILIES,
+                *SUBSTITUTED_CONFIG_FAMILIES,
+                *MODULAR_LINEAGE_FAMILIES,
+                *HANDED_OVER_FAMILIES,
+                *NESTED_FAMILIES,
+                *NEWER_FAMILIES,
+            ]
         )
     }
     built = construct_ports([job for job, _ in jobs.values()])
@@ -101,6 +106,10 @@ def constructed(tmp_path_factory):
 
 
 def test_generated_classes_construct_with_a_tower_per_modality(constructed) -> None:
+    import transformers
+
+    from mmport.analyzers.language import sub_config
+
     jobs = [constructed[m][0] for m in FAMILIES]
     specs = [constructed[m][1] for m in FAMILIES]
     built = {m: constructed[m][2] for m in FAMILIES}
@@ -108,7 +117,7 @@ def test_generated_classes_construct_with_a_tower_per_modality(constructed) -> N
         outcome = built[job.name]
         assert outcome.ok, (job.name, outcome.error, outcome.port_frame)
         encoder = spec.encoder
-        if encoder is None:  # ColPali: no encoder derived, none built
+        if encoder is None:  # Phi-4-multimodal: no encoder derived, none built
             assert outcome.towers == ()
             continue
         # Every module HF's feature paths read is a tower vLLM knows of (a bare
@@ -124,7 +133,12 @@ def test_generated_classes_construct_with_a_tower_per_modality(constructed) -> N
     assert analyze(resolve("glmasr")).encoder.tower_modalities == ("audio",)
     assert constructed["qwen2_audio"][1].encoder.path("audio").inline is not None
     assert constructed["internvl"][1].encoder.path("video").through == "image"
-    assert constructed["colpali"][1].encoder is None
+    # ColPali's holder is built from a sub-config: the one of its own config class.
+    holder = constructed["colpali"][1].encoder
+    built_from = sub_config(resolve("colpali").load_config(), holder.config_path)
+    assert holder.config_path
+    assert isinstance(built_from, getattr(transformers, holder.hf_class).config_class)
+    assert constructed["phi4_multimodal"][1].encoder is None
 
 
 def test_a_class_that_breaks_at_construction_is_reported_where_it_breaks(
@@ -228,7 +242,7 @@ def test_a_text_config_takes_the_causal_lm_of_the_family_its_modular_file_names(
 
 def test_text_models_build_from_the_config_vllm_hands_over(constructed) -> None:
     for model_type in HANDED_OVER_FAMILIES:
-        _, spec, outcome = constructed[model_type]
+        outcome = constructed[model_type][2]
         assert outcome.ok, (model_type, outcome.error, outcome.port_frame)
     config = resolve("colqwen2").load_config()
     assert not hasattr(config, "tie_word_embeddings")

@@ -118,11 +118,15 @@ def _placed_embeds(hf, spec) -> dict:
 
 
 # blip-2: HF's class is its own inner model and holds a whole CausalLM as its text model.
+# colpali: HF's retrieval class builds PaliGemma's model through an auto class, from a
+# sub-config of its own.
 @pytest.mark.parametrize(
-    "model_type", ["llava", "paligemma", "qwen2_vl", "llava_next", "blip-2"]
+    "model_type", ["llava", "paligemma", "qwen2_vl", "llava_next", "blip-2", "colpali"]
 )
 def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
     import torch
+
+    from mmport.hf.processor import call_processor
 
     snapshot, _, spec, model, hf = _class_and_hf(model_type, tmp_path)
 
@@ -131,7 +135,8 @@ def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
     prompt = (
         "" if spec.modalities[0].update.mode == "insert" else processor.image_token * 2
     )
-    out = processor(text=[prompt], images=[images], return_tensors="pt")
+    # As verify calls HF (a processor that writes its own prompt gets the images alone).
+    out = call_processor(processor, prompt, images)
     mm = {
         k: v
         for k, v in out.items()
@@ -156,14 +161,14 @@ def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
 def test_a_family_without_a_derived_encoder_says_so_instead_of_building_one(
     tmp_path,
 ) -> None:
-    # ColPali: HF's retrieval class has no image feature method and places no
-    # features in a forward of its own. The class must import and construct;
-    # embedding raises, saying why.
+    # Phi-4-multimodal: HF's class keeps no inner model with feature methods and
+    # places no features in a forward of its own that can be sliced out. The class
+    # must import and construct; embedding raises, saying why.
     from torch import nn
 
-    spec = analyze(resolve("colpali"))
+    spec = analyze(resolve("phi4_multimodal"))
     assert spec.encoder is None and spec.encoder_reason
-    module = _generated_class("colpali", tmp_path)
+    module = _generated_class("phi4_multimodal", tmp_path)
     cls = getattr(module, spec.architecture)
     model = cls.__new__(cls)
     nn.Module.__init__(model)

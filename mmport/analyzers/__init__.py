@@ -472,9 +472,10 @@ def _fixed_size(image_processor, size_expr: str) -> tuple[int, int] | None:
 
 
 def _encoder(
-    architecture: str, modalities: tuple[ModalitySpec, ...]
+    architecture: str, modalities: tuple[ModalitySpec, ...], config: Any = None
 ) -> tuple[EncoderSpec | None, str]:
-    """HF's encoder paths of ``modalities`` for the model class, or None and the reason."""
+    """HF's encoder paths of ``modalities`` for the model class (its ``config`` resolves
+    the auto classes it builds), or None and the reason."""
     import transformers
 
     model_cls = getattr(transformers, architecture, None)
@@ -483,7 +484,7 @@ def _encoder(
     item_inputs = {m.modality: tuple(f.key for f in m.fields) for m in modalities}
     try:
         encoder = analyze_encoder(
-            model_cls, tuple(m.modality for m in modalities), item_inputs
+            model_cls, tuple(m.modality for m in modalities), item_inputs, config
         )
         return _through_other_paths(encoder, modalities), ""
     except AnalysisError as exc:
@@ -617,8 +618,8 @@ def analyze(snapshot: Snapshot) -> PortSpec:
             + "; ".join(refused.values())
         )
     modalities = _modalities(snapshot, processor, refused)
-    encoder, encoder_reason = _encoder(architecture, modalities)
     config = snapshot.load_config()
+    encoder, encoder_reason = _encoder(architecture, modalities, config)
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,

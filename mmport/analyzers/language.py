@@ -57,6 +57,7 @@ __all__ = [
     "Lineage",
     "language_model",
     "modular_lineage",
+    "sub_config",
     "tied_embeddings",
 ]
 
@@ -291,7 +292,7 @@ def tied_embeddings(config: Any, root: Sequence[str] = ()) -> str | None:
         return None
     path = _path_to(config, text_config)
     for depth in range(len(path) - 1, 0, -1):
-        if hasattr(_follow(config, path[:depth]), "tie_word_embeddings"):
+        if hasattr(sub_config(config, path[:depth]), "tie_word_embeddings"):
             held = path[:depth]
             if held[: len(root)] == list(root):
                 return ".".join(["config", *held[len(root) :]])
@@ -309,7 +310,8 @@ def _path_to(config: Any, target: Any) -> list[str]:
     return []
 
 
-def _follow(config: Any, path: list[str]) -> Any:
+def sub_config(config: Any, path: Sequence[str]) -> Any:
+    """``config``'s sub-config at ``path`` (``("thinker_config",)``; empty: ``config``)."""
     for name in path:
         config = getattr(config, name)
     return config

@@ -31,6 +31,7 @@ from mmport.analyzers.inlinefeatures import (
     InlineRefusal,
     inline_features,
 )
+from mmport.analyzers.language import sub_config
 from mmport.analyzers.sourcefile import (
     ParsedClass,
     SelfAssignments,
@@ -117,9 +118,16 @@ class _Holder:
     config_path: tuple[str, ...] = ()
 
 
-def _built_models(cls: type[Any]) -> list[tuple[str, type, cst.Assign]]:
-    """The classes ``cls``'s constructor builds by name (``self.model = LlavaModel(config)``,
-    ``Cls._from_config(...)``), each with its attribute and the assignment."""
+def _built_models(
+    cls: type[Any], config: Any = None
+) -> list[tuple[str, type, cst.Assign]]:
+    """The classes ``cls``'s constructor builds (``self.model = LlavaModel(config)``,
+    ``Cls._from_config(...)``), each with its attribute and the assignment.
+
+    An auto class (ColPali's ``self.vlm = AutoModel.from_config(config.vlm_config)``)
+    builds the class transformers maps the sub-config to, known given ``config``,
+    the config ``cls`` is built from.
+    """
     _, assigns = _constructor(cls)
     module = sys.modules[cls.__module__]
     built = []
@@ -128,14 +136,30 @@ def _built_models(cls: type[Any]) -> list[tuple[str, type, cst.Assign]]:
         if not isinstance(call, cst.Call):
             continue
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "_from_config":
+        if isinstance(func, cst.Attribute) and func.attr.value in _FACTORIES:
             func = func.value
         if not isinstance(func, cst.Name):
             continue
         inner = getattr(module, func.value, None)
+        if hasattr(inner, "_model_mapping"):  # an auto class
+            inner = _mapped_class(inner, config, _config_attrs(node))
         if isinstance(inner, type) and inner is not cls:
             built.append((attr, inner, node))
     return built
+
+
+# The class methods that build a model from a config.
+_FACTORIES = ("_from_config", "from_config")
+
+
+def _mapped_class(auto: Any, config: Any, path: tuple[str, ...] | None) -> Any:
+    """The class ``auto`` builds from ``config`` followed along ``path``, or None."""
+    if config is None or path is None:
+        return None
+    try:
+        return auto._model_mapping[type(sub_config(config, path))]
+    except (AttributeError, KeyError):
+        return None
 
 
 def _config_attrs(assign: cst.Assign) -> tuple[str, ...] | None:
@@ -154,7 +178,7 @@ def _config_attrs(assign: cst.Assign) -> tuple[str, ...] | None:
     return tuple(parts[1:])
 
 
-def _deepest(holder: _Holder, methods: list[str]) -> _Holder:
+def _deepest(holder: _Holder, methods: list[str], config: Any = None) -> _Holder:
     """``holder``, or the class it keeps that defines the methods too, followed down.
 
     A class that hands the methods on to one it keeps (Qwen2.5-Omni's thinker
@@ -166,7 +190,9 @@ def _deepest(holder: _Holder, methods: list[str]) -> _Holder:
         deeper = next(
             (
                 (attr, inner, path)
-                for attr, inner, node in _built_models(holder.cls)
+                for attr, inner, node in _built_models(
+                    holder.cls, _sub_config_or_none(config, holder.config_path)
+                )
                 if _defines_any(inner, methods)
                 and (path := _config_attrs(node)) is not None
             ),
@@ -213,8 +239,19 @@ def _builds_module(assign: cst.Assign) -> bool:
     return func[-1] in ("from_config", "_from_config") or func[-1][:1].isupper()
 
 
+def _sub_config_or_none(config: Any, path: Sequence[str]) -> Any:
+    """``config``'s sub-config at ``path``, or None where there is none to follow."""
+    try:
+        return None if config is None else sub_config(config, path)
+    except AttributeError:
+        return None
+
+
 def _inner_model(
-    outer: type[Any], methods: list[str], item_inputs: Mapping[str, Sequence[str]]
+    outer: type[Any],
+    methods: list[str],
+    item_inputs: Mapping[str, Sequence[str]],
+    config: Any = None,
 ) -> _Holder:
     """The class that defines the feature methods, and where the checkpoint class keeps it.
 
@@ -226,11 +263,11 @@ def _inner_model(
     modality's features inline (:mod:`mmport.analyzers.inlinefeatures`).
     """
     _, assigns = _constructor(outer)
-    built = _built_models(outer)
+    built = _built_models(outer, config)
     for attr, inner, node in built:
         if _defines_any(inner, methods):
             holder = _Holder(inner, attr, _lm_head(assigns), _config_attrs(node) or ())
-            return _deepest(holder, methods)
+            return _deepest(holder, methods, config)
     if _defines_any(outer, methods):
         return _Holder(outer)
     refusals = []
@@ -511,17 +548,19 @@ def analyze_encoder(
     architecture_cls: type[Any],
     modalities: tuple[str, ...] = ("image",),
     item_inputs: Mapping[str, Sequence[str]] = {},
+    config: Any = None,
 ) -> EncoderSpec:
     """Read ``architecture_cls`` and its inner model into an :class:`EncoderSpec`.
 
     ``modalities`` are those the processor handles; each gets the path HF's
     class defines for it, or a line in ``missing`` saying it has none.
     ``item_inputs`` name each modality's fields: what a path HF computes
-    inline in ``forward`` may read.
+    inline in ``forward`` may read. ``config``, the checkpoint's, tells which
+    class an auto class in a constructor builds.
     """
     modalities = tuple(m for m in MODALITIES if m in modalities)
     holder = _inner_model(
-        architecture_cls, [features_method(m) for m in modalities], item_inputs
+        architecture_cls, [features_method(m) for m in modalities], item_inputs, config
     )
     inner = holder.cls
     paths, reads, missing = _paths(inner, modalities, item_inputs)
@@ -732,6 +771,49 @@ class OmniForConditionalGeneration:
 """
 
 
+# ColPali: a retrieval class builds a whole vision-language model through an auto class,
+# from a sub-config; which class that is, the checkpoint's config says.
+_RETRIEVAL = """
+from torch import nn
+
+
+class VlmConfig:
+    vision_config = None
+    text_config = None
+
+
+class RetrievalConfig:
+    vlm_config = VlmConfig()
+
+
+class VisionTower:
+    pass
+
+
+class TextModel:
+    pass
+
+
+class VlmModel:
+    def __init__(self, config):
+        self.vision_tower = VisionTower(config.vision_config)
+        self.language_model = TextModel(config.text_config)
+
+    def get_image_features(self, pixel_values):
+        return self.vision_tower(pixel_values)
+
+
+class AutoModel:
+    _model_mapping = {VlmConfig: VlmModel}
+
+
+class RetrievalModel:
+    def __init__(self, config):
+        self.vlm = AutoModel.from_config(config.vlm_config)
+        self.embedding_proj_layer = nn.Linear(128, 128)
+"""
+
+
 def _nested_facts(spec: EncoderSpec) -> tuple:
     """Where a nested holder sits, what it is built from, and what is left beside it."""
     return (
@@ -800,6 +882,24 @@ EXAMPLES = [
             ("talker",),
             ("audio_tower",),
             ("last_hidden_state",),
+        ),
+    ),
+    valid(
+        "an_auto_class_builds_the_class_the_config_maps_it_to",
+        _RETRIEVAL,
+        lambda snippet: _nested_facts(
+            analyze_encoder(
+                snippet.RetrievalModel, ("image",), {}, snippet.RetrievalConfig()
+            )
+        ),
+        (
+            "VlmModel",
+            "vlm",
+            "",
+            ("vlm_config",),
+            ("embedding_proj_layer",),
+            ("vision_tower",),
+            ("pooler_output",),
         ),
     ),
     invalid(
