@@ -32,6 +32,7 @@ from mmport.analyzers.inlinefeatures import (
     inline_features,
 )
 from mmport.analyzers.language import sub_config
+from mmport.analyzers.sideinputs import side_inputs
 from mmport.analyzers.sourcefile import (
     ParsedClass,
     SelfAssignments,
@@ -66,11 +67,20 @@ class _SelfReads(cst.CSTVisitor):
 
 
 class _Names(cst.CSTVisitor):
+    """Free names of an expression: those a comprehension binds
+    (``[Block(config) for _ in range(n)]``) are its own."""
+
     def __init__(self) -> None:
         self.names: list[str] = []
+        self.bound: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.append(node.value)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        targets = _Names()
+        node.target.visit(targets)
+        self.bound.update(targets.names)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)  # ``a.b``: only ``a`` is a free name
@@ -329,7 +339,7 @@ def _dependencies(
     names = _Names()
     cst.parse_expression(code).visit(names)
     for name in dict.fromkeys(names.names):
-        if name in {"self", "config"} or name in vars(builtins):
+        if name in {"self", "config"} or name in vars(builtins) or name in names.bound:
             continue
         if name in locals_:
             inner_setup, inner_imports = _dependencies(locals_[name], module, locals_)
@@ -563,7 +573,7 @@ def analyze_encoder(
         architecture_cls, [features_method(m) for m in modalities], item_inputs, config
     )
     inner = holder.cls
-    paths, reads, missing = _paths(inner, modalities, item_inputs)
+    paths, reads, missing, text_side = _usable_paths(inner, modalities, item_inputs)
     if not paths:
         raise AnalysisError(
             "; ".join(why for _, why in missing)
@@ -577,8 +587,8 @@ def analyze_encoder(
         if path.inline is not None
         for name in path.inline.free_names
     ]
-    parsed, assigns = _constructor(inner)
-    language_attr, language_node, own_head = _text_side(inner, assigns, reads)
+    parsed, _ = _constructor(inner)
+    language_attr, language_node, own_head = text_side
     if not modules or language_node is None:
         raise AnalysisError(
             f"{inner.__name__} builds no encoder modules or no language model from config.text_config"
@@ -605,6 +615,44 @@ def analyze_encoder(
         missing=tuple(missing),
         language_with_head=_builds_causal_lm(language_node),
     )
+
+
+def _usable_paths(
+    inner: type[Any],
+    modalities: tuple[str, ...],
+    item_inputs: Mapping[str, Sequence[str]],
+) -> tuple[
+    list[FeaturePath],
+    list[str],
+    list[tuple[str, str]],
+    tuple[str, cst.Assign | None, str],
+]:
+    """The paths a port can serve, the ``self.`` reads of them, the modalities without
+    one (with why), and the text side (:func:`_text_side`).
+
+    A modality whose features HF also hands its text model beside the embeddings
+    (:mod:`mmport.analyzers.sideinputs`) has no path: vLLM's language model takes
+    the embeddings alone, so the port would differ from HF.
+    """
+    paths, reads, missing = _paths(inner, modalities, item_inputs)
+    _, assigns = _constructor(inner)
+    text_side = _text_side(inner, assigns, reads)
+    methods = {p.method: p.modality for p in paths if p.inline is None}
+    side = side_inputs(inner, text_side[0], methods) if text_side[0] else {}
+    if not side:
+        return paths, reads, missing, text_side
+    refused = [
+        (
+            modality,
+            f"HF's {inner.__name__}.forward hands its text model "
+            f"{', '.join(names)} from the {modality} features beside the embeddings "
+            f"({source}), and vLLM's language model takes the embeddings alone",
+        )
+        for modality, (names, source) in side.items()
+    ]
+    kept = tuple(m for m in modalities if m not in side)
+    paths, reads, more = _paths(inner, kept, item_inputs)
+    return paths, reads, [*more, *refused], _text_side(inner, assigns, reads)
 
 
 def _text_side(
@@ -901,6 +949,30 @@ EXAMPLES = [
             ("vision_tower",),
             ("pooler_output",),
         ),
+    ),
+    valid(
+        "a_module_list_built_by_a_comprehension_needs_no_import_for_its_variable",
+        """
+        from torch import nn
+
+        class Projector:
+            pass
+
+        class TextModel:
+            pass
+
+        class StackModel:
+            def __init__(self, config):
+                self.projectors = nn.ModuleList([Projector(config) for _ in range(2)])
+                self.language_model = TextModel(config.text_config)
+
+            def get_image_features(self, pixel_values):
+                return [p(pixel_values) for p in self.projectors]
+        """,
+        lambda snippet: [
+            (m.attr, m.code) for m in analyze_encoder(snippet.StackModel).modules
+        ],
+        [("projectors", "nn.ModuleList([Projector(config) for _ in range(2)])")],
     ),
     invalid(
         "a_model_without_an_image_features_method",
