@@ -6,7 +6,7 @@ and nothing runs (the package's ``__init__`` prints a line when it runs); with
 consent, only the processor's module and the sibling module it imports run
 (the package's ``__init__`` files, which import the model code, do not). The
 published snapshot holds no tokenizer, which stops it there; with a stand-in
-tokenizer and settings built here the processor loads, and mmport stops at
+tokenizer built here the processor loads, and mmport stops at
 what it cannot port: a processor that handles images itself, with no image
 sub-processor to probe.
 """
@@ -22,15 +22,9 @@ from published import published_snapshot
 
 # What the package's own __init__ prints when it runs.
 RAN = "patching the collections module"
-# Stand-ins (PROVENANCE.md): DeepSeek's sentence tokens, and the settings
-# DeepseekVLV2Processor.__init__ takes without defaults, at small values.
-# DeepSeek's own spelling, fullwidth bars and all.
+# The sentence tokens of the checkpoint's special_tokens_map.json (PROVENANCE.md),
+# DeepSeek's own spelling, fullwidth bars and all, held by the stand-in tokenizer.
 BOS, EOS = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"  # noqa: RUF001
-STAND_IN_SETTINGS = {
-    "candidate_resolutions": [[384, 384], [384, 768], [768, 384], [768, 768]],
-    "patch_size": 14,
-    "downsample_ratio": 2,
-}
 
 
 def _published(tmp_path: Path) -> tuple[Path, Path]:
@@ -131,14 +125,6 @@ def _stand_in_tokenizer(snapshot: Path) -> list[str]:
     return [BOS, EOS, defaults["pad_token"], defaults["image_token"], *added]
 
 
-def _stand_in_settings(snapshot: Path) -> None:
-    """Give processor_config.json the three settings the processor's ``__init__`` requires (stand-in values)."""
-    path = snapshot / "processor_config.json"
-    config = json.loads(path.read_text())
-    config.update(STAND_IN_SETTINGS)
-    path.write_text(json.dumps(config, indent=2))
-
-
 def _module(package: Path) -> Path:
     return package / "models" / "processing_deepseek_vl_v2.py"
 
@@ -164,7 +150,6 @@ def test_with_a_stand_in_tokenizer_it_stops_at_the_missing_image_processor(tmp_p
     # stdout); it handles images itself (attributes = ["tokenizer"]), which mmport cannot probe.
     snapshot, package = _published(tmp_path)
     _stand_in_tokenizer(snapshot)
-    _stand_in_settings(snapshot)
     out = tmp_path / "out"
     result = _scaffold(snapshot, package, out)
     said = result.stderr.strip()
