@@ -426,6 +426,15 @@ class EncoderModule:
     )
     source: Source
     setup: tuple[str, ...] = ()  # local statements of HF's constructor the line reads
+    # vLLM's own module for this tower, where it ships one
+    # (``vllm.model_executor.models.siglip.SiglipVisionModel``): what a port could build instead.
+    vllm_equivalent: str = ""
+
+    @property
+    def vllm_class(self) -> tuple[str, str]:
+        """``vllm_equivalent`` as (module, class name)."""
+        module, _, name = self.vllm_equivalent.rpartition(".")
+        return module, name
 
 
 @dataclass(frozen=True)

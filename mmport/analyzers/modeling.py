@@ -20,7 +20,7 @@ import builtins
 import inspect
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import libcst as cst
@@ -39,6 +39,7 @@ from mmport.analyzers.sourcefile import (
     find_method,
     parse_class,
 )
+from mmport.analyzers.vllmencoders import vllm_equivalent
 from mmport.errors import AnalysisError
 from mmport.media import MODALITIES
 from mmport.spec import EncoderModule, EncoderSpec, FeaturePath
@@ -580,6 +581,10 @@ def analyze_encoder(
             or f"{inner.__name__}'s feature methods are not in transformers' sources"
         )
     modules, imports, borrowed = _encoder_modules(inner, reads)
+    modules = [
+        replace(m, vllm_equivalent=vllm_equivalent(m.code, config, holder.config_path))
+        for m in modules
+    ]
     module = sys.modules[inner.__module__]
     imports += [
         _import_for(module, name)

@@ -71,6 +71,10 @@ class Idefics3ForConditionalGeneration(nn.Module, SupportsMultiModal):
         with self._mark_tower_model(vllm_config, "image"):
             # The modules HF's feature path reads, built as HF builds them
             # (Idefics3Model.get_image_features).
+            # vLLM ships its own module for this tower, Idefics2VisionTransformer in
+            # vllm.model_executor.models.idefics2_vision_model (tensor-parallel and
+            # quantizable); HF's is built here because HF's feature path reads HF's
+            # outputs of it.
             # HF: models/idefics3/modeling_idefics3.py:484
             self.vision_model = Idefics3VisionTransformer._from_config(
                 config.vision_config

@@ -78,6 +78,9 @@ class LlavaNextVideoForConditionalGeneration(nn.Module, SupportsMultiModal):
         with self._mark_tower_model(vllm_config, {"image", "video"}):
             # The modules HF's feature paths read, built as HF builds them
             # (LlavaNextVideoModel.get_image_features, get_video_features).
+            # vLLM ships its own module for this tower, CLIPVisionModel in
+            # vllm.model_executor.models.clip (tensor-parallel and quantizable); HF's is
+            # built here because HF's feature path reads HF's outputs of it.
             # HF: models/llava_next_video/modeling_llava_next_video.py:272
             self.vision_tower = AutoModel.from_config(config.vision_config)
             # HF: models/llava_next_video/modeling_llava_next_video.py:274

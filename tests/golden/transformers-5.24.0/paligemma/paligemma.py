@@ -72,6 +72,9 @@ class PaliGemmaForConditionalGeneration(nn.Module, SupportsMultiModal):
         with self._mark_tower_model(vllm_config, "image"):
             # The modules HF's feature path reads, built as HF builds them
             # (PaliGemmaModel.get_image_features).
+            # vLLM ships its own module for this tower, SiglipVisionModel in
+            # vllm.model_executor.models.siglip (tensor-parallel and quantizable); HF's
+            # is built here because HF's feature path reads HF's outputs of it.
             # HF: models/paligemma/modeling_paligemma.py:112
             self.vision_tower = AutoModel.from_config(config.vision_config)
             # HF: models/paligemma/modeling_paligemma.py:113

@@ -82,6 +82,9 @@ class Qwen2VLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsMRo
         with self._mark_tower_model(vllm_config, {"image", "video"}):
             # The modules HF's feature paths read, built as HF builds them
             # (Qwen2VLModel.get_image_features, get_video_features).
+            # vLLM ships its own module for this tower, Qwen2VisionTransformer in
+            # vllm.model_executor.models.qwen2_vl (tensor-parallel and quantizable);
+            # HF's is built here because HF's feature path reads HF's outputs of it.
             # HF: models/qwen2_vl/modeling_qwen2_vl.py:836
             self.visual = Qwen2VisionTransformerPretrainedModel._from_config(
                 config.vision_config

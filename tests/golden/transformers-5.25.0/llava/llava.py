@@ -70,6 +70,9 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
         with self._mark_tower_model(vllm_config, "image"):
             # The modules HF's feature path reads, built as HF builds them
             # (LlavaModel.get_image_features).
+            # vLLM ships its own module for this tower, CLIPVisionModel in
+            # vllm.model_executor.models.clip (tensor-parallel and quantizable); HF's is
+            # built here because HF's feature path reads HF's outputs of it.
             # HF: models/llava/modeling_llava.py:111
             self.vision_tower = AutoModel.from_config(config.vision_config)
             # HF: models/llava/modeling_llava.py:113

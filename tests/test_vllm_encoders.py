@@ -1,0 +1,37 @@
+"""The encoder modules mmport names as vLLM's own equivalents exist in the real vLLM.
+
+``mmport.analyzers.vllmencoders.VLLM_ENCODERS`` is a table of the targeted
+release's modules; a generated class names them at the line that builds HF's
+tower. Each must be a class defined in vLLM 0.33 (the ``vllm`` stage), and
+a family whose tower has one gets the name.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from mmport.analyzers import analyze
+from mmport.analyzers.vllmencoders import VLLM_ENCODERS
+from mmport.sources import resolve
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.parametrize("dotted", sorted(set(VLLM_ENCODERS.values())))
+def test_each_named_encoder_is_a_class_of_the_real_vllm(dotted) -> None:
+    pytest.importorskip("vllm.model_executor.models.utils")
+    module, _, name = dotted.rpartition(".")
+    found = getattr(importlib.import_module(module), name, None)
+    assert isinstance(found, type), dotted
+
+
+def test_a_tower_vllm_ships_is_named_and_one_it_does_not_is_not() -> None:
+    spec = analyze(resolve("llava"))
+    config = resolve("llava").load_config()
+    tower = next(m for m in spec.encoder.modules if "vision_config" in m.code)
+    projector = next(m for m in spec.encoder.modules if m is not tower)
+    # The name follows the tower's own config, whatever the checkpoint's vision model is.
+    assert tower.vllm_equivalent == VLLM_ENCODERS[config.vision_config.model_type]
+    assert projector.vllm_equivalent == ""
