@@ -261,12 +261,14 @@ def construct_classes(outcomes: list[Outcome], keep: Path) -> None:
         if o.model_type in built:
             got = built[o.model_type]
             if got.environment:
-                o.model_class = f"not judged: {got.environment[:120]}"
+                # One line: a table row (pydantic's errors span several).
+                o.model_class = f"not judged: {' '.join(got.environment.split())[:120]}"
             elif got.ok:
                 newer = f" (with transformers {got.transformers})"
                 o.model_class = "constructs" + (newer if got.transformers else "")
             else:
-                o.model_class = f"{_failure_kind(got.error)}: {got.error[:120]}" + (
+                error = " ".join(got.error.split())
+                o.model_class = f"{_failure_kind(error)}: {error[:120]}" + (
                     f" ({got.port_frame[:80]})" if got.port_frame else ""
                 )
 
