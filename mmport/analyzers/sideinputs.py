@@ -63,6 +63,18 @@ def _key(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def _self_method(call: cst.Call) -> str:
+    """The attribute a ``self.<attr>(...)`` call calls, or "" for any other call."""
+    func = call.func
+    if (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "self"
+    ):
+        return func.attr.value
+    return ""
+
+
 class _Reads(cst.CSTVisitor):
     """The kept values and feature methods an expression reads."""
 
@@ -82,14 +94,9 @@ class _Reads(cst.CSTVisitor):
         self.keys.append(node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if (
-            isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value == "self"
-            and func.attr.value in self.methods
-        ):
-            self.modalities.add(self.methods[func.attr.value])
+        method = _self_method(node)
+        if method in self.methods:
+            self.modalities.add(self.methods[method])
 
 
 class _Flow(cst.CSTVisitor):
@@ -139,13 +146,7 @@ class _Flow(cst.CSTVisitor):
         self._keep(node.target, self._origin(node.iter))
 
     def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if (
-            isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value == "self"
-            and func.attr.value == self.language_attr
-        ):
+        if _self_method(node) == self.language_attr:
             self.calls.append(node)
 
 
