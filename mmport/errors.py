@@ -61,6 +61,15 @@ class AnalysisError(MmportError):
     """The HF source of a model could not be analysed."""
 
 
+class SideInputsRefusal(AnalysisError):
+    """No encoder path: HF hands its text model more of these modalities' features
+    than their embeddings (``modalities``), which vLLM's language model does not take."""
+
+    def __init__(self, message: str, modalities: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.modalities = modalities
+
+
 class RenderError(MmportError):
     """A template failed to render (a bug in a template or a PortSpec)."""
 

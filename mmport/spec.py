@@ -522,6 +522,9 @@ class EncoderSpec:
     # (BLIP-2's ``AutoModelForCausalLM.from_config``): its names are vLLM's CausalLM's.
     language_with_head: bool = False
     config_path: tuple[str, ...] = ()
+    # Modalities with no path because HF's text model takes more of their features
+    # than the embeddings (mmport.analyzers.sideinputs).
+    side_refused: tuple[str, ...] = ()
     # Modules of HF's checkpoint class beside the holder's branch (Qwen2.5-Omni's
     # ``talker``): in the checkpoint, never built by the port, left unloaded.
     unbuilt_parts: tuple[str, ...] = ()
@@ -670,6 +673,9 @@ class PortSpec:
     # HF's image encoder path; None when it could not be derived (the reason is kept).
     encoder: EncoderSpec | None = None
     encoder_reason: str = ""
+    # Modalities whose embeddings alone do not reproduce HF (its text model takes more of
+    # their features: Qwen3-VL's deepstack inputs): precomputed embeddings are refused too.
+    embeddings_refused: tuple[str, ...] = ()
     language: LanguageModelSpec = field(default_factory=LanguageModelSpec)
     notes: tuple[str, ...] = field(default_factory=tuple)
     # The snapshot ships the processor's code (auto_map), which runs only with consent.

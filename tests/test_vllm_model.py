@@ -176,6 +176,32 @@ def test_a_family_without_a_derived_encoder_says_so_instead_of_building_one(
         model.embed_multimodal(pixel_values=[])
 
 
+def test_a_modality_hf_hands_its_text_model_more_of_refuses_embeddings_too(
+    tmp_path,
+) -> None:
+    # Qwen3-Omni's thinker gives its text model deepstack features of images and
+    # videos beside their rows: neither pixels nor precomputed rows reproduce HF, so
+    # both raise, saying why; its audio path, which has no such input, stays.
+    import torch
+    from torch import nn
+
+    spec = analyze(resolve("qwen3_omni_moe"))
+    refused = set(spec.embeddings_refused)
+    assert refused and refused < {m.modality for m in spec.modalities}
+    assert refused == {m for m, _ in spec.encoder.missing}
+    module = _generated_class("qwen3_omni_moe", tmp_path)
+    cls = getattr(module, spec.architecture)
+    model = cls.__new__(cls)
+    nn.Module.__init__(model)
+    for side in spec.modalities:
+        embeds = {side.embedding_fields[0][0]: [torch.zeros(2, 4)]}
+        if side.modality in refused:
+            with pytest.raises(NotImplementedError, match="beside the embeddings"):
+                model.embed_multimodal(**embeds)
+        else:
+            assert len(model.embed_multimodal(**embeds)) == 1
+
+
 def test_an_encoder_path_hf_writes_inline_embeds_what_hf_places(tmp_path) -> None:
     # Qwen2-Audio computes its audio features inside Qwen2AudioModel.forward: the
     # class's get_audio_features is those lines. Each audio's embeddings must be the

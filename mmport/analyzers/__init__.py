@@ -56,7 +56,7 @@ from mmport.analyzers.vllmsource import (
     substituted_model_types,
 )
 from mmport.analyzers.wrappers import PlaceholderWrappers, analyze_placeholder_wrappers
-from mmport.errors import AnalysisError
+from mmport.errors import AnalysisError, SideInputsRefusal
 from mmport.hf.entry import entry_point
 from mmport.hf.modalities import handled_modalities, refused_modalities
 from mmport.hf.ownprompt import writes_own_prompt
@@ -473,22 +473,25 @@ def _fixed_size(image_processor, size_expr: str) -> tuple[int, int] | None:
 
 def _encoder(
     architecture: str, modalities: tuple[ModalitySpec, ...], config: Any = None
-) -> tuple[EncoderSpec | None, str]:
+) -> tuple[EncoderSpec | None, str, tuple[str, ...]]:
     """HF's encoder paths of ``modalities`` for the model class (its ``config`` resolves
-    the auto classes it builds), or None and the reason."""
+    the auto classes it builds), or None and the reason; and the modalities whose
+    embeddings alone would not reproduce HF (:attr:`PortSpec.embeddings_refused`)."""
     import transformers
 
     model_cls = getattr(transformers, architecture, None)
     if model_cls is None:
-        return None, f"transformers has no class {architecture}"
+        return None, f"transformers has no class {architecture}", ()
     item_inputs = {m.modality: tuple(f.key for f in m.fields) for m in modalities}
     try:
         encoder = analyze_encoder(
             model_cls, tuple(m.modality for m in modalities), item_inputs, config
         )
-        return _through_other_paths(encoder, modalities), ""
+    except SideInputsRefusal as exc:
+        return None, str(exc), exc.modalities
     except AnalysisError as exc:
-        return None, str(exc)
+        return None, str(exc), ()
+    return _through_other_paths(encoder, modalities), "", encoder.side_refused
 
 
 def _through_other_paths(
@@ -619,7 +622,9 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         )
     modalities = _modalities(snapshot, processor, refused)
     config = snapshot.load_config()
-    encoder, encoder_reason = _encoder(architecture, modalities, config)
+    encoder, encoder_reason, embeddings_refused = _encoder(
+        architecture, modalities, config
+    )
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,
@@ -637,6 +642,7 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         ),
         encoder=encoder,
         encoder_reason=encoder_reason,
+        embeddings_refused=embeddings_refused,
         language=_language(config, encoder, architecture or ""),
         trust_remote_code=snapshot.trust_remote_code,
     )

@@ -40,7 +40,7 @@ from mmport.analyzers.sourcefile import (
     parse_class,
 )
 from mmport.analyzers.vllmencoders import vllm_equivalent
-from mmport.errors import AnalysisError
+from mmport.errors import AnalysisError, SideInputsRefusal
 from mmport.media import MODALITIES
 from mmport.spec import EncoderModule, EncoderSpec, FeaturePath
 
@@ -575,11 +575,9 @@ def analyze_encoder(
     )
     inner = holder.cls
     paths, reads, missing, text_side = _usable_paths(inner, modalities, item_inputs)
+    side_refused = tuple(m for m, why in missing if SIDE_INPUTS_REASON in why)
     if not paths:
-        raise AnalysisError(
-            "; ".join(why for _, why in missing)
-            or f"{inner.__name__}'s feature methods are not in transformers' sources"
-        )
+        raise _no_paths(inner, missing, side_refused)
     modules, imports, borrowed = _encoder_modules(inner, reads)
     modules = [
         replace(m, vllm_equivalent=vllm_equivalent(m.code, config, holder.config_path))
@@ -612,6 +610,7 @@ def analyze_encoder(
         lm_head_attr=holder.lm_head or _under(holder.attr, own_head),
         config_path=holder.config_path,
         unbuilt_parts=_unbuilt_parts(architecture_cls, holder),
+        side_refused=side_refused,
         reads_dtype=bool(set(reads) & DTYPE_DEVICE)
         or any("self.dtype" in m.code for m in modules),
         borrowed_methods=tuple(dict.fromkeys([*borrowed, *rope_helpers])),
@@ -620,6 +619,22 @@ def analyze_encoder(
         missing=tuple(missing),
         language_with_head=_builds_causal_lm(language_node),
     )
+
+
+def _no_paths(
+    inner: type[Any], missing: list[tuple[str, str]], side_refused: tuple[str, ...]
+) -> AnalysisError:
+    """Why ``inner`` has no path a port can serve: each modality's reason."""
+    why = "; ".join(why for _, why in missing)
+    if side_refused:
+        return SideInputsRefusal(why, side_refused)
+    return AnalysisError(
+        why or f"{inner.__name__}'s feature methods are not in transformers' sources"
+    )
+
+
+# How a modality refused for its side inputs says so (the reason's own words).
+SIDE_INPUTS_REASON = "beside the embeddings"
 
 
 def _usable_paths(
@@ -650,7 +665,7 @@ def _usable_paths(
         (
             modality,
             f"HF's {inner.__name__}.forward hands its text model "
-            f"{', '.join(names)} from the {modality} features beside the embeddings "
+            f"{', '.join(names)} from the {modality} features {SIDE_INPUTS_REASON} "
             f"({source}), and vLLM's language model takes the embeddings alone",
         )
         for modality, (names, source) in side.items()
