@@ -55,6 +55,7 @@ from mmport.spec import LanguageModelSpec
 __all__ = [
     "EXAMPLES",
     "Lineage",
+    "config_argument",
     "language_model",
     "modular_lineage",
     "sub_config",
@@ -308,6 +309,22 @@ def _path_to(config: Any, target: Any) -> list[str]:
         if hasattr(value, "get_text_config") and (rest := _path_to(value, target)):
             return [name, *rest]
     return []
+
+
+def config_argument(call: cst.BaseExpression) -> tuple[str, ...] | None:
+    """The sub-config path a constructor call takes as its config (``X(config)`` ->
+    ``()``, ``X._from_config(config.thinker_config)`` -> ``("thinker_config",)``),
+    or None for a call taking anything else."""
+    if not isinstance(call, cst.Call) or not call.args:
+        return None
+    argument = next(
+        (a for a in call.args if a.keyword and a.keyword.value == "config"),
+        call.args[0],
+    )
+    parts = cst.Module([]).code_for_node(argument.value).strip().split(".")
+    if parts[0] != "config" or not all(part.isidentifier() for part in parts):
+        return None
+    return tuple(parts[1:])
 
 
 def sub_config(config: Any, path: Sequence[str]) -> Any:

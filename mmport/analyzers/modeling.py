@@ -31,13 +31,14 @@ from mmport.analyzers.inlinefeatures import (
     InlineRefusal,
     inline_features,
 )
-from mmport.analyzers.language import sub_config
+from mmport.analyzers.language import config_argument, sub_config
 from mmport.analyzers.sideinputs import side_inputs
 from mmport.analyzers.sourcefile import (
     ParsedClass,
     SelfAssignments,
     find_method,
     parse_class,
+    self_call,
 )
 from mmport.analyzers.vllmencoders import vllm_equivalent
 from mmport.errors import AnalysisError, SideInputsRefusal
@@ -153,7 +154,7 @@ def _built_models(
             continue
         inner = getattr(module, func.value, None)
         if hasattr(inner, "_model_mapping"):  # an auto class
-            inner = _mapped_class(inner, config, _config_attrs(node))
+            inner = _mapped_class(inner, config, config_argument(node.value))
         if isinstance(inner, type) and inner is not cls:
             built.append((attr, inner, node))
     return built
@@ -173,22 +174,6 @@ def _mapped_class(auto: Any, config: Any, path: tuple[str, ...] | None) -> Any:
         return None
 
 
-def _config_attrs(assign: cst.Assign) -> tuple[str, ...] | None:
-    """The sub-config path a built class takes as its config (``config`` -> ``()``,
-    ``config.thinker_config`` -> ``("thinker_config",)``), or None for any other argument."""
-    call = assign.value
-    if not isinstance(call, cst.Call) or not call.args:
-        return None
-    argument = next(
-        (a for a in call.args if a.keyword and a.keyword.value == "config"),
-        call.args[0],
-    )
-    parts = _code(argument.value).strip().split(".")
-    if parts[0] != "config" or not all(part.isidentifier() for part in parts):
-        return None
-    return tuple(parts[1:])
-
-
 def _deepest(holder: _Holder, methods: list[str], config: Any = None) -> _Holder:
     """``holder``, or the class it keeps that defines the methods too, followed down.
 
@@ -205,7 +190,7 @@ def _deepest(holder: _Holder, methods: list[str], config: Any = None) -> _Holder
                     holder.cls, _sub_config_or_none(config, holder.config_path)
                 )
                 if _defines_any(inner, methods)
-                and (path := _config_attrs(node)) is not None
+                and (path := config_argument(node.value)) is not None
             ),
             None,
         )
@@ -247,7 +232,7 @@ def _builds_module(assign: cst.Assign) -> bool:
     if not isinstance(call, cst.Call):
         return False
     func = _code(call.func).split(".")
-    return func[-1] in ("from_config", "_from_config") or func[-1][:1].isupper()
+    return func[-1] in _FACTORIES or func[-1][:1].isupper()
 
 
 def _sub_config_or_none(config: Any, path: Sequence[str]) -> Any:
@@ -277,7 +262,9 @@ def _inner_model(
     built = _built_models(outer, config)
     for attr, inner, node in built:
         if _defines_any(inner, methods):
-            holder = _Holder(inner, attr, _lm_head(assigns), _config_attrs(node) or ())
+            holder = _Holder(
+                inner, attr, _lm_head(assigns), config_argument(node.value) or ()
+            )
             return _deepest(holder, methods, config)
     if _defines_any(outer, methods):
         return _Holder(outer)
@@ -295,7 +282,7 @@ def _inner_model(
             if built_by is None:
                 return _Holder(outer)
             return _Holder(
-                inner, attr, _lm_head(assigns), _config_attrs(built_by) or ()
+                inner, attr, _lm_head(assigns), config_argument(built_by.value) or ()
             )
     # Where a forward does place features but they cannot be sliced out, say why.
     raise AnalysisError(
@@ -524,10 +511,7 @@ class _OutputReads(cst.CSTVisitor):
         call = node.value
         if (
             isinstance(call, cst.Call)
-            and isinstance(call.func, cst.Attribute)
-            and isinstance(call.func.value, cst.Name)
-            and call.func.value.value == "self"
-            and call.func.attr.value == self.method
+            and self_call(call) == self.method
             and node.attr.value in _OUTPUT_FIELDS
         ):
             self.fields.append(node.attr.value)

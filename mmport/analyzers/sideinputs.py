@@ -23,7 +23,7 @@ from typing import Any
 import libcst as cst
 
 from mmport.analyzers.examples import valid
-from mmport.analyzers.sourcefile import find_method
+from mmport.analyzers.sourcefile import find_method, self_call
 from mmport.spec import Source
 
 __all__ = ["EXAMPLES", "side_inputs"]
@@ -63,18 +63,6 @@ def _key(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def _self_method(call: cst.Call) -> str:
-    """The attribute a ``self.<attr>(...)`` call calls, or "" for any other call."""
-    func = call.func
-    if (
-        isinstance(func, cst.Attribute)
-        and isinstance(func.value, cst.Name)
-        and func.value.value == "self"
-    ):
-        return func.attr.value
-    return ""
-
-
 class _Reads(cst.CSTVisitor):
     """The kept values and feature methods an expression reads."""
 
@@ -94,7 +82,7 @@ class _Reads(cst.CSTVisitor):
         self.keys.append(node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        method = _self_method(node)
+        method = self_call(node)
         if method in self.methods:
             self.modalities.add(self.methods[method])
 
@@ -146,7 +134,7 @@ class _Flow(cst.CSTVisitor):
         self._keep(node.target, self._origin(node.iter))
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _self_method(node) == self.language_attr:
+        if self_call(node) == self.language_attr:
             self.calls.append(node)
 
 
@@ -172,7 +160,9 @@ def side_inputs(
             for modality in flow._origin(arg.value):
                 names, _ = side.get(modality, ((), parsed.source(call)))
                 side[modality] = ((*names, arg.keyword.value), parsed.source(call))
-    return side
+    # In the order of ``methods`` (a set's order changes from run to run).
+    order = list(methods.values())
+    return dict(sorted(side.items(), key=lambda item: order.index(item[0])))
 
 
 _DEEPSTACK = """

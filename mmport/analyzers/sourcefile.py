@@ -36,6 +36,7 @@ __all__ = [
     "names_in",
     "parse_class",
     "relative_source_path",
+    "self_call",
 ]
 
 
@@ -134,6 +135,18 @@ def class_assignments(
                         if isinstance(target.target, cst.Name):
                             found.setdefault(target.target.value, (parsed, node))
     return found
+
+
+def self_call(call: cst.Call) -> str:
+    """The attribute a ``self.<attr>(...)`` call calls, or "" for any other call."""
+    func = call.func
+    if (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "self"
+    ):
+        return func.attr.value
+    return ""
 
 
 class SelfAssignments(cst.CSTVisitor):

@@ -22,7 +22,7 @@ from typing import Any
 import libcst as cst
 
 from mmport.analyzers.examples import valid
-from mmport.analyzers.language import sub_config
+from mmport.analyzers.language import config_argument, sub_config
 
 __all__ = ["EXAMPLES", "VLLM_ENCODERS", "vllm_equivalent"]
 
@@ -50,17 +50,11 @@ def vllm_equivalent(code: str, config: Any, root: Sequence[str] = ()) -> str:
         call = cst.parse_expression(code)
     except cst.ParserSyntaxError:
         return ""
-    if not isinstance(call, cst.Call) or not call.args:
-        return ""
-    argument = next(
-        (a for a in call.args if a.keyword and a.keyword.value == "config"),
-        call.args[0],
-    )
-    parts = cst.Module([]).code_for_node(argument.value).split(".")
-    if parts[0] != "config" or len(parts) < 2:
+    path = config_argument(call)
+    if not path:  # no sub-config: the line builds no tower of its own config
         return ""
     try:
-        tower_config = sub_config(config, [*root, *parts[1:]])
+        tower_config = sub_config(config, [*root, *path])
     except AttributeError:
         return ""
     return VLLM_ENCODERS.get(getattr(tower_config, "model_type", ""), "")
