@@ -425,7 +425,10 @@ def _encoder_rows(spec) -> list[tuple[str, str, str]]:
             (f"{modality} feature path", f"not derived ({why})", "")
             for modality, why in e.missing
         ],
-        *[(f"encoder module {m.attr}", m.code, str(m.source)) for m in e.modules],
+        *[
+            (f"encoder module {m.attr}", _module_built(m), str(m.source))
+            for m in e.modules
+        ],
         *[
             (f"borrowed method {name}", f"{e.hf_class}.{name}", "")
             for name in e.borrowed_methods
@@ -438,6 +441,15 @@ def _encoder_rows(spec) -> list[tuple[str, str, str]]:
         ("weights prefix", f"{e.outer_attr}." if e.outer_attr else "(top level)", ""),
         *language_rows,
     ]
+
+
+def _module_built(module) -> str:
+    """How the port builds an encoder module: HF's line, or vLLM's own module, and why."""
+    if module.native is not None:
+        return f"vLLM's {module.vllm_class[1]} (in place of {module.code}; it answers HF's calls)"
+    if module.vllm_equivalent:
+        return f"{module.code} (vLLM's {module.vllm_class[1]} not built: {module.kept})"
+    return module.code
 
 
 def static_table(report) -> Table:

@@ -417,6 +417,24 @@ class ModalitySpec:
 
 
 @dataclass(frozen=True)
+class NativeTower:
+    """vLLM's own module, built in place of HF's tower and answering HF's calls of it.
+
+    ``config_attr`` is the sub-config HF builds the tower from (``.vision_config``);
+    ``answers`` the one field of HF's output HF's path reads, which vLLM's module
+    returns; ``weights_under`` the prefix vLLM's module keeps HF's weight names
+    under (``vision_model.``); ``callers`` the HF methods that call it.
+    """
+
+    vllm_path: str
+    config_attr: str
+    answers: str
+    weights_under: str
+    callers: tuple[str, ...]
+    first: str = "pixel_values"  # HF's name for the input HF's calls hand it first
+
+
+@dataclass(frozen=True)
 class EncoderModule:
     """One module HF's feature paths run, and the constructor line that builds it."""
 
@@ -427,14 +445,25 @@ class EncoderModule:
     source: Source
     setup: tuple[str, ...] = ()  # local statements of HF's constructor the line reads
     # vLLM's own module for this tower, where it ships one
-    # (``vllm.model_executor.models.siglip.SiglipVisionModel``): what a port could build instead.
+    # (``vllm.model_executor.models.siglip.SiglipVisionModel``).
     vllm_equivalent: str = ""
+    # Built in place of HF's where it answers HF's calls (mmport.analyzers.towercalls);
+    # else ``kept`` says why HF's module is built though vLLM ships one.
+    native: NativeTower | None = None
+    kept: str = ""
+    # The (module, name) imports ``code`` and ``setup`` need.
+    needs: tuple[tuple[str, str], ...] = ()
 
     @property
     def vllm_class(self) -> tuple[str, str]:
         """``vllm_equivalent`` as (module, class name)."""
         module, _, name = self.vllm_equivalent.rpartition(".")
         return module, name
+
+    @property
+    def class_suffix(self) -> str:
+        """``attr`` in CamelCase (``VisionTower``), for the class a port builds it as."""
+        return "".join(part.capitalize() for part in self.attr.split("_"))
 
 
 @dataclass(frozen=True)
@@ -555,7 +584,10 @@ class EncoderSpec:
         modules move out of ``outer_attr``; the text model goes under vLLM's CausalLM."""
         outer = f"{self.outer_attr}." if self.outer_attr else ""
         renames = [
-            (f"{outer}{m.attr}{dot}", f"{m.attr}{dot}")
+            (
+                f"{outer}{m.attr}{dot}",
+                f"{m.attr}{dot}{m.native.weights_under if m.native else ''}",
+            )
             for m in self.modules
             for dot in ["" if "Parameter(" in m.code else "."]
         ]
@@ -576,6 +608,11 @@ class EncoderSpec:
         rope = ("get_rope_index",) if self.rope_index_source is not None else ()
         features = tuple(p.method for p in self.paths if p.inline is None)
         return tuple(dict.fromkeys([*features, *rope, *self.borrowed_methods]))
+
+    @property
+    def native_towers(self) -> tuple[EncoderModule, ...]:
+        """The modules built as vLLM's own (:class:`NativeTower`)."""
+        return tuple(m for m in self.modules if m.native is not None)
 
     @property
     def tower_modalities(self) -> tuple[str, ...]:

@@ -116,6 +116,25 @@ def test_a_wrong_weight_mapping_fails_naming_the_weight(tmp_path) -> None:
 
 @pytest.mark.serve
 @needs_engine
+def test_vllms_own_tower_answering_another_layer_fails(tmp_path) -> None:
+    """PaliGemma's tower is vLLM's SiglipVisionModel: served, it must give HF's
+    numbers (the port as generated does: SERVED_FAMILIES), so one that hands HF's
+    path an earlier layer fails."""
+    port = scaffold_port("paligemma", tmp_path / "port")
+    model = port.with_name("paligemma.py")
+    call = "features = super().forward(pixel_values, **kwargs)"
+    assert call in model.read_text() and "(SiglipVisionModel):" in model.read_text()
+    model.write_text(
+        model.read_text().replace(
+            call, "features = super().forward(pixel_values, select_layers=[-2])"
+        )
+    )
+    result = _serve("paligemma", port)
+    assert result.status == "fail", result.summary
+
+
+@pytest.mark.serve
+@needs_engine
 def test_a_wrong_placeholder_count_fails_on_the_prompt_ids(tmp_path) -> None:
     """One placeholder token too many: the engine runs, but its prompt is not HF's."""
     port = scaffold_port("llava", tmp_path / "port")
@@ -285,9 +304,10 @@ TWO_RANKS = {
     # on two ranks prove the generated class reached the spawned ranks (as a
     # vLLM plugin) and ran there, its language model sharded by vLLM's layers.
     "llava": (Layout.SAVED, True, "vLLM's own LlavaForConditionalGeneration fails"),
-    # Qwen2-VL: vLLM's Qwen2 sharded over both ranks, HF's vision tower replicated
-    # on each, and M-RoPE positions computed per rank from HF's get_rope_index;
-    # HF's tokens on images and videos alike.
+    # Qwen2-VL: vLLM's Qwen2 and vLLM's own vision transformer (the port builds it
+    # in place of HF's tower) sharded over both ranks, and M-RoPE positions
+    # computed per rank from HF's get_rope_index; HF's tokens on images and videos
+    # alike.
     "qwen2_vl": (Layout.HUB, False, "4 prompts"),
 }
 

@@ -9,6 +9,7 @@ a family whose tower has one gets the name.
 from __future__ import annotations
 
 import importlib
+import inspect
 
 import pytest
 
@@ -19,12 +20,26 @@ from mmport.sources import resolve
 
 @pytest.mark.vllm
 @pytest.mark.slow
-@pytest.mark.parametrize("dotted", sorted(set(VLLM_ENCODERS.values())))
-def test_each_named_encoder_is_a_class_of_the_real_vllm(dotted) -> None:
+@pytest.mark.parametrize("model_type", sorted(VLLM_ENCODERS))
+def test_each_named_encoder_is_a_class_of_the_real_vllm(model_type) -> None:
     pytest.importorskip("vllm.model_executor.models.utils")
-    module, _, name = dotted.rpartition(".")
-    found = getattr(importlib.import_module(module), name, None)
-    assert isinstance(found, type), dotted
+    encoder = VLLM_ENCODERS[model_type]
+    found = getattr(importlib.import_module(encoder.module), encoder.name, None)
+    assert isinstance(found, type), encoder.path
+    if not encoder.answers:
+        return
+    # One a port builds takes HF's first input positionally, HF's keywords by name,
+    # and has the attributes HF's paths read of the tower.
+    params = inspect.signature(found.forward).parameters
+    first = list(params.values())[1]
+    assert first.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, params
+    assert set(encoder.keywords) <= set(params), params
+    built = inspect.getsource(found.__init__)
+    for attribute in encoder.attributes:
+        assert hasattr(found, attribute) or f"self.{attribute} = " in built, attribute
+    # It keeps the tower's weights under the prefix the port's mapper adds.
+    if encoder.weights_under:
+        assert f"self.{encoder.weights_under.rstrip('.')} = " in built
 
 
 def test_a_tower_vllm_ships_is_named_and_one_it_does_not_is_not() -> None:
@@ -33,5 +48,5 @@ def test_a_tower_vllm_ships_is_named_and_one_it_does_not_is_not() -> None:
     tower = next(m for m in spec.encoder.modules if "vision_config" in m.code)
     projector = next(m for m in spec.encoder.modules if m is not tower)
     # The name follows the tower's own config, whatever the checkpoint's vision model is.
-    assert tower.vllm_equivalent == VLLM_ENCODERS[config.vision_config.model_type]
+    assert tower.vllm_equivalent == VLLM_ENCODERS[config.vision_config.model_type].path
     assert projector.vllm_equivalent == ""

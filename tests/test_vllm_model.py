@@ -45,7 +45,13 @@ def _generated_class(model_type: str, tmp_path):
 
 
 def _build_encoder(module, cls, config, spec):
-    """What the class's ``_mark_tower_model`` block builds, without a VllmConfig."""
+    """What the class's ``_mark_tower_model`` block builds, without a VllmConfig.
+
+    A tower the class builds as vLLM's own module (SigLIP's) is built as HF's
+    here: vLLM's layers need its platform, which this processing-only
+    environment lacks. The serve stage serves those ports (test_serve.py,
+    paligemma and gemma3) and builds their classes (test_construct.py, colpali).
+    """
     import torch
     from torch import nn
 
@@ -54,8 +60,12 @@ def _build_encoder(module, cls, config, spec):
     model = cls.__new__(cls)
     nn.Module.__init__(model)
     model.config = config
+    hf_module = vars(importlib.import_module(spec.encoder.hf_module))
     for part in spec.encoder.modules:
         scope = {"config": config, "self": model}
+        if part.native is not None:  # HF's line, in HF's module (see above)
+            setattr(model, part.attr, eval(part.code, hf_module, scope))
+            continue
         for line in part.setup:
             exec(
                 line, vars(module), scope
@@ -96,6 +106,12 @@ def _class_and_hf(model_type: str, tmp_path):
         if not name.startswith(tuple(spec.encoder.unbuilt_prefixes))
     ]
     mapped = dict(mapper.apply(state) if mapper else state)
+    for tower in spec.encoder.native_towers:  # built as HF's here (_build_encoder)
+        under = f"{tower.attr}.{tower.native.weights_under}"
+        mapped = {
+            f"{tower.attr}.{k.removeprefix(under)}" if k.startswith(under) else k: v
+            for k, v in mapped.items()
+        }
     ours = {k: v for k, v in mapped.items() if not k.startswith("language_model.")}
     loaded = model.load_state_dict(
         ours, strict=True

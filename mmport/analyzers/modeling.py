@@ -40,10 +40,11 @@ from mmport.analyzers.sourcefile import (
     parse_class,
     self_call,
 )
-from mmport.analyzers.vllmencoders import vllm_equivalent
+from mmport.analyzers.towercalls import tower_calls
+from mmport.analyzers.vllmencoders import vllm_encoder
 from mmport.errors import AnalysisError, SideInputsRefusal
 from mmport.media import MODALITIES
-from mmport.spec import EncoderModule, EncoderSpec, FeaturePath
+from mmport.spec import EncoderModule, EncoderSpec, FeaturePath, NativeTower
 
 __all__ = ["analyze_encoder", "features_method"]
 
@@ -408,7 +409,13 @@ def _encoder_modules(
         code = _code(node.value).strip()
         setup, needed = _dependencies(code, sys.modules[inner.__module__], locals_)
         modules.append(
-            EncoderModule(attr, code, parsed.source(node), tuple(dict.fromkeys(setup)))
+            EncoderModule(
+                attr,
+                code,
+                parsed.source(node),
+                tuple(dict.fromkeys(setup)),
+                needs=tuple(needed),
+            )
         )
         imports += needed
     return modules, imports, borrowed
@@ -562,11 +569,15 @@ def analyze_encoder(
     side_refused = tuple(m for m, why in missing if SIDE_INPUTS_REASON in why)
     if not paths:
         raise _no_paths(inner, missing, side_refused)
-    modules, imports, borrowed = _encoder_modules(inner, reads)
+    modules, _, borrowed = _encoder_modules(inner, reads)
     modules = [
-        replace(m, vllm_equivalent=vllm_equivalent(m.code, config, holder.config_path))
+        _as_vllm_builds(
+            m, inner, paths, borrowed, item_inputs, config, holder.config_path
+        )
         for m in modules
     ]
+    # What HF's lines need, for the modules built as HF builds them.
+    imports = [need for m in modules if m.native is None for need in m.needs]
     module = sys.modules[inner.__module__]
     imports += [
         _import_for(module, name)
@@ -603,6 +614,53 @@ def analyze_encoder(
         missing=tuple(missing),
         language_with_head=_builds_causal_lm(language_node),
     )
+
+
+def _as_vllm_builds(
+    module: EncoderModule,
+    inner: type[Any],
+    paths: Sequence[FeaturePath],
+    borrowed: Sequence[str],
+    item_inputs: Mapping[str, Sequence[str]],
+    config: Any,
+    root: Sequence[str],
+) -> EncoderModule:
+    """``module`` with vLLM's equivalent named, and built in place of HF's where vLLM's
+    module answers every call of it in the methods the class runs
+    (:mod:`mmport.analyzers.towercalls`); else with why HF's is kept."""
+    encoder = vllm_encoder(module.code, config, root)
+    if encoder is None:
+        return module
+    named = replace(module, vllm_equivalent=encoder.path)
+    if any(p.inline is not None and module.attr in p.inline.self_reads for p in paths):
+        return replace(
+            named, kept="lines of HF's forward written into this class read it"
+        )
+    runs = [
+        (p.method, item_inputs.get(p.modality), p.output)
+        for p in paths
+        if p.inline is None and not p.through
+    ] + [(helper, None, "") for helper in borrowed]
+    methods = []
+    for name, fields, output in runs:
+        found = find_method(inner, name)
+        if found is None:
+            return replace(named, kept=f"{name} is not in transformers' sources")
+        methods.append((found[1], fields, output))
+    calls = tower_calls(methods, module.attr, encoder)
+    if isinstance(calls, str):
+        return replace(named, kept=calls)
+    callers = tuple(name for name, _, _ in runs)
+    path = config_argument(cst.parse_expression(module.code)) or ()
+    native = NativeTower(
+        encoder.path,
+        "".join(f".{name}" for name in path),
+        encoder.answers,
+        encoder.weights_under,
+        callers,
+        encoder.first,
+    )
+    return replace(named, native=native, setup=())
 
 
 def _no_paths(

@@ -1,22 +1,29 @@
-"""The encoder modules vLLM ships for HF's towers, which a port could build instead.
+"""The encoder modules vLLM ships for HF's towers, and which of them a port builds.
 
 vLLM 0.33 has its own implementation of several towers HF models share
 (CLIP's and SigLIP's vision models, Whisper's encoder, Qwen2-VL's vision
 transformer, Pixtral's, Idefics3's), with tensor-parallel layers and
-quantization. A generated class runs HF's feature paths, which read HF's
-outputs of the tower (``hidden_states[layer]``, ``last_hidden_state``), so it
-builds HF's module; where vLLM has an equivalent, the class says which, at the
-line that builds the tower, so a contributor knows what to swap in once the
-port is proven. The equivalence is by the tower's config (its model_type),
+quantization. The equivalence is by the tower's config (its model_type),
 read from the checkpoint's config.
 
+A generated class runs HF's feature paths, which read HF's outputs of the
+tower. Where vLLM's module gives, for the inputs HF's path hands it, a tensor
+equal to the one field of HF's output the path reads (``answers``: SigLIP's
+``last_hidden_state``), the port builds vLLM's module and answers HF's call
+with that field (:mod:`mmport.analyzers.towercalls` checks the path reads no
+other). Where it does not (CLIP's ``hidden_states[layer]``, which vLLM's
+module gives only by layer selection), the class builds HF's module and names
+vLLM's at that line, so a contributor knows what to swap in.
+
 The table is the targeted release's: ``tests/test_vllm_encoders.py`` (the
-``vllm`` stage) checks each class is defined in the real vLLM.
+``vllm`` stage) checks each class is defined in the real vLLM, and the
+``serve`` stage serves the ports that build one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
@@ -24,19 +31,93 @@ import libcst as cst
 from mmport.analyzers.examples import valid
 from mmport.analyzers.language import config_argument, sub_config
 
-__all__ = ["EXAMPLES", "VLLM_ENCODERS", "vllm_equivalent"]
+__all__ = [
+    "EXAMPLES",
+    "VLLM_ENCODERS",
+    "VllmEncoder",
+    "vllm_encoder",
+    "vllm_equivalent",
+]
 
 _MODELS = "vllm.model_executor.models"
 
+
+@dataclass(frozen=True)
+class VllmEncoder:
+    """vLLM's module for one kind of HF tower, and how far it stands in for HF's.
+
+    ``answers``: the field of HF's output that vLLM's module returns, equal,
+    when called with the input HF hands it first (``first``, HF's name for it)
+    and the keywords in ``keywords`` (HF's names, which vLLM's forward takes
+    with HF's meaning); "" where no single call gives a field of HF's, and
+    ``unlike`` says why. ``attributes``: those of HF's module vLLM's has too,
+    with HF's meaning. ``weights_under``: the prefix vLLM's module keeps the
+    tower's weights under, beside HF's names in transformers 5.x (SigLIP's
+    ``vision_model.``); vLLM's own loader stacks the attention projections.
+    """
+
+    path: str
+    answers: str = ""
+    first: str = "pixel_values"
+    keywords: tuple[str, ...] = ()
+    weights_under: str = ""
+    attributes: tuple[str, ...] = ("dtype", "device")
+    unlike: str = ""
+
+    @property
+    def module(self) -> str:
+        """The vLLM module that defines it (``vllm.model_executor.models.siglip``)."""
+        return self.path.rpartition(".")[0]
+
+    @property
+    def name(self) -> str:
+        """The class's name (``SiglipVisionModel``)."""
+        return self.path.rpartition(".")[2]
+
+
 # A tower's config model_type -> vLLM's module for it (vLLM 0.33).
-VLLM_ENCODERS: dict[str, str] = {
-    "clip_vision_model": f"{_MODELS}.clip.CLIPVisionModel",
-    "siglip_vision_model": f"{_MODELS}.siglip.SiglipVisionModel",
-    "whisper": f"{_MODELS}.whisper.WhisperEncoder",
-    "qwen2_vl_vision": f"{_MODELS}.qwen2_vl.Qwen2VisionTransformer",
-    "qwen2_5_vl_vision": f"{_MODELS}.qwen2_5_vl.Qwen2_5_VisionTransformer",
-    "pixtral": f"{_MODELS}.pixtral.PixtralHFVisionModel",
-    "idefics3_vision": f"{_MODELS}.idefics2_vision_model.Idefics2VisionTransformer",
+VLLM_ENCODERS: dict[str, VllmEncoder] = {
+    "clip_vision_model": VllmEncoder(
+        f"{_MODELS}.clip.CLIPVisionModel",
+        unlike="its plain call returns the last layer post-layernormed, which no "
+        "field of HF's output holds, and a hidden layer only by select_layers",
+    ),
+    # Its plain call is HF's last_hidden_state: every layer, then post_layernorm;
+    # the attention-pooling head is left off (use_head=False), as no path reads it.
+    "siglip_vision_model": VllmEncoder(
+        f"{_MODELS}.siglip.SiglipVisionModel",
+        answers="last_hidden_state",
+        keywords=("interpolate_pos_encoding",),
+        weights_under="vision_model.",
+    ),
+    "whisper": VllmEncoder(
+        f"{_MODELS}.whisper.WhisperEncoder",
+        unlike="it is built from the model's whole VllmConfig, whose hf_config it reads "
+        "as Whisper's, not from the tower's config",
+    ),
+    # Its plain call is HF's pooler_output: the patches merged; its norms' epsilon
+    # defaults to the 1e-6 HF's blocks are built with.
+    "qwen2_vl_vision": VllmEncoder(
+        f"{_MODELS}.qwen2_vl.Qwen2VisionTransformer",
+        answers="pooler_output",
+        first="hidden_states",
+        keywords=("grid_thw",),
+        attributes=("dtype", "device", "spatial_merge_size"),
+    ),
+    "qwen2_5_vl_vision": VllmEncoder(
+        f"{_MODELS}.qwen2_5_vl.Qwen2_5_VisionTransformer",
+        unlike="its call takes the grid as a list of lists, where HF's path hands a tensor",
+    ),
+    "pixtral": VllmEncoder(
+        f"{_MODELS}.pixtral.PixtralHFVisionModel",
+        unlike="its call takes a list of images and returns a tuple of features, where "
+        "HF's takes a batch and returns an output object",
+    ),
+    "idefics3_vision": VllmEncoder(
+        f"{_MODELS}.idefics2_vision_model.Idefics2VisionTransformer",
+        unlike="it applies the patch mask in attention only when built to, and takes "
+        "HF's patch_attention_mask beside tgt_sizes of its own",
+    ),
 }
 
 
@@ -44,20 +125,28 @@ def vllm_equivalent(code: str, config: Any, root: Sequence[str] = ()) -> str:
     """vLLM's module for the tower ``code`` builds (``AutoModel.from_config(config.
     vision_config)``) from ``config`` (at ``root``, the sub-config the port's class
     reads), or "" where vLLM ships none or the line builds from no sub-config."""
+    encoder = vllm_encoder(code, config, root)
+    return encoder.path if encoder else ""
+
+
+def vllm_encoder(
+    code: str, config: Any, root: Sequence[str] = ()
+) -> VllmEncoder | None:
+    """The :class:`VllmEncoder` for the tower ``code`` builds (see :func:`vllm_equivalent`)."""
     if config is None:
-        return ""
+        return None
     try:
         call = cst.parse_expression(code)
     except cst.ParserSyntaxError:
-        return ""
+        return None
     path = config_argument(call)
     if not path:  # no sub-config: the line builds no tower of its own config
-        return ""
+        return None
     try:
         tower_config = sub_config(config, [*root, *path])
     except AttributeError:
-        return ""
-    return VLLM_ENCODERS.get(getattr(tower_config, "model_type", ""), "")
+        return None
+    return VLLM_ENCODERS.get(getattr(tower_config, "model_type", ""))
 
 
 class _Config:

@@ -126,12 +126,21 @@ def _construct(job: dict, index: int) -> dict:
                     f"vLLM's own {job['architecture']} fails here too: {why}"
                 ) from exc
             raise
+    towers = sorted(getattr(model, "_tower_model_names", ()) or ())
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
         "class_file": str(sys.modules[cls.__module__].__file__),
         # What vLLM's _mark_tower_model recorded as the encoder modules.
-        "towers": sorted(getattr(model, "_tower_model_names", ()) or ()),
+        "towers": towers,
+        # Those built as vLLM's own modules (a class of vLLM's among their bases).
+        "vllm_towers": [name for name in towers if _vllms(model, name)],
     }
+
+
+def _vllms(model, name: str) -> bool:
+    """Whether ``model``'s module ``name`` is (a subclass of) a module vLLM ships."""
+    module = getattr(model, name, None)
+    return any(c.__module__.startswith("vllm.") for c in type(module).__mro__)
 
 
 def _vllm_config(config_dir: str):

@@ -51,6 +51,7 @@ class Constructed:
     name: str
     parameters: int = 0
     towers: tuple[str, ...] = ()
+    vllm_towers: tuple[str, ...] = ()  # the towers built as vLLM's own modules
     error: str = ""
     port_frame: str = ""
     environment: str = ""
@@ -174,6 +175,7 @@ def _construct_all(
             job.name,
             parameters=int(got.get("parameters", 0)),
             towers=tuple(got.get("towers", ())),
+            vllm_towers=tuple(got.get("vllm_towers", ())),
             error=error,
             port_frame=got.get("port_frame") or "",
             environment=environment,

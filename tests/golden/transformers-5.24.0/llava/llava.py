@@ -72,7 +72,9 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
             # (LlavaModel.get_image_features).
             # vLLM ships its own module for this tower, CLIPVisionModel in
             # vllm.model_executor.models.clip (tensor-parallel and quantizable); HF's is
-            # built here because HF's feature path reads HF's outputs of it.
+            # built here: vLLM's CLIPVisionModel does not answer HF's calls: its plain
+            # call returns the last layer post-layernormed, which no field of HF's
+            # output holds, and a hidden layer only by select_layers.
             # HF: models/llava/modeling_llava.py:111
             self.vision_tower = AutoModel.from_config(config.vision_config)
             # HF: models/llava/modeling_llava.py:113

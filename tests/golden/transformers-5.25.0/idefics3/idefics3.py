@@ -73,8 +73,9 @@ class Idefics3ForConditionalGeneration(nn.Module, SupportsMultiModal):
             # (Idefics3Model.get_image_features).
             # vLLM ships its own module for this tower, Idefics2VisionTransformer in
             # vllm.model_executor.models.idefics2_vision_model (tensor-parallel and
-            # quantizable); HF's is built here because HF's feature path reads HF's
-            # outputs of it.
+            # quantizable); HF's is built here: vLLM's Idefics2VisionTransformer does
+            # not answer HF's calls: it applies the patch mask in attention only when
+            # built to, and takes HF's patch_attention_mask beside tgt_sizes of its own.
             # HF: models/idefics3/modeling_idefics3.py:484
             self.vision_model = Idefics3VisionTransformer._from_config(
                 config.vision_config

@@ -1,0 +1,339 @@
+"""How HF's feature paths call a tower, and whether vLLM's module can answer them.
+
+A generated class runs HF's own feature methods (``get_image_features``) on
+the modules it builds. vLLM's module for a tower (SigLIP's) takes the same
+input but returns one tensor, where HF's returns an output object whose
+fields the path reads. vLLM's module can stand in for HF's when every use of
+the tower in the methods the class runs is a call whose output the path
+reads only for the one field vLLM's module gives (``last_hidden_state``),
+with arguments vLLM's forward takes with HF's meaning:
+
+    image_outputs = self.vision_tower(pixel_values, return_dict=True, **kwargs)
+    selected_image_feature = image_outputs.last_hidden_state
+    image_outputs.pooler_output = self.multi_modal_projector(selected_image_feature)
+    return image_outputs
+
+The output may be returned, when the field the port reads from it is one the
+method writes (``pooler_output``) or the one vLLM's module gives. HF's own
+``**kwargs`` may be handed on only when nothing reaches them: every field of
+the item is a named parameter of the method, since the port calls it with
+the item's fields alone. Anything else (``hidden_states[layer]``, another
+keyword, ``self.vision_tower.patch_size``) keeps HF's module, and the reason
+says what HF's path reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from mmport.analyzers.examples import valid
+from mmport.analyzers.vllmencoders import VllmEncoder
+
+__all__ = ["EXAMPLES", "TowerCalls", "tower_calls"]
+
+# Keywords of HF's call that change nothing a path reads: the output is an object either way.
+_INERT_KEYWORDS = frozenset({"return_dict"})
+
+
+@dataclass(frozen=True)
+class TowerCalls:
+    """HF's calls of a tower vLLM's module can answer: the keywords they pass (HF's
+    names, which vLLM's forward takes)."""
+
+    keywords: tuple[str, ...]
+
+
+class _Refused(Exception):
+    """A use of the tower vLLM's module cannot answer as HF's does (the reason)."""
+
+
+def _self_attr(node: cst.CSTNode, attr: str) -> bool:
+    return (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+        and node.attr.value == attr
+    )
+
+
+class _Uses(cst.CSTVisitor):
+    """Every ``self.<attr>`` of one method, and the calls of it, with what receives their output."""
+
+    def __init__(self, attr: str, attributes: Sequence[str]) -> None:
+        self.attr = attr
+        self.attributes = attributes
+        self.reads = 0
+        self.properties = 0
+        self.calls: list[cst.Call] = []
+        self.kept: dict[int, str] = {}  # id(call) -> the name its output is kept under
+        self.fields: dict[int, str] = {}  # id(call) -> the field read straight off it
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if _self_attr(node, self.attr):
+            self.reads += 1
+        elif _self_attr(node.value, self.attr) and node.attr.value in self.attributes:
+            self.properties += 1
+        elif isinstance(node.value, cst.Call) and _self_attr(
+            node.value.func, self.attr
+        ):
+            self.fields[id(node.value)] = node.attr.value
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if _self_attr(node.func, self.attr):
+            self.calls.append(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target
+        if (
+            len(node.targets) == 1
+            and isinstance(target, cst.Name)
+            and isinstance(node.value, cst.Call)
+            and _self_attr(node.value.func, self.attr)
+        ):
+            self.kept[id(node.value)] = target.value
+
+
+class _OutputUses(cst.CSTVisitor):
+    """How a method uses the name a tower's output is kept under: its fields read and
+    written, whether it is returned, and every mention of the name (``names``), so
+    that any other use (handed on, reassigned) shows as one unaccounted for."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.read: list[str] = []
+        self.written: list[str] = []
+        self.returned = False
+        self.names = 0
+        self._targets: set[int] = set()
+
+    def _ours(self, node: cst.CSTNode) -> bool:
+        return isinstance(node, cst.Name) and node.value == self.name
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Attribute) and self._ours(
+                target.target.value
+            ):
+                self.written.append(target.target.attr.value)
+                self._targets.add(id(target.target))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if self._ours(node.value) and id(node) not in self._targets:
+            self.read.append(node.attr.value)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None and self._ours(node.value):
+            self.returned = True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.names += 1
+
+
+def _arguments(
+    call: cst.Call, encoder: VllmEncoder, star_kwargs: str
+) -> tuple[str, ...]:
+    """The keywords of HF's ``call`` vLLM's forward takes; refused for any other argument."""
+    positional = [a for a in call.args if not a.keyword and not a.star]
+    passed = {a.keyword.value: a for a in call.args if a.keyword}
+    starred = [a for a in call.args if a.star]
+    if len(positional) + (encoder.first in passed) != 1 or len(positional) > 1:
+        raise _Refused(f"HF calls it with other positional inputs than {encoder.first}")
+    for arg in starred:
+        if arg.star != "**" or not (
+            isinstance(arg.value, cst.Name) and arg.value.value == star_kwargs
+        ):
+            raise _Refused("HF hands it arguments unpacked from elsewhere")
+    passed.pop(encoder.first, None)
+    unknown = sorted(set(passed) - _INERT_KEYWORDS - set(encoder.keywords))
+    if unknown:
+        raise _Refused(
+            f"HF calls it with {', '.join(unknown)}, which vLLM's module does not take"
+        )
+    return tuple(k for k in passed if k in encoder.keywords)
+
+
+def _method_calls(
+    method: cst.FunctionDef,
+    attr: str,
+    encoder: VllmEncoder,
+    fields: Sequence[str] | None,
+    output: str,
+) -> tuple[tuple[str, ...], list[cst.Call]]:
+    """The keywords ``method``'s calls of ``self.<attr>`` pass, and the calls; refused
+    where a use reads more of the output than ``encoder.answers``."""
+    uses = _Uses(attr, encoder.attributes)
+    method.body.visit(uses)
+    if uses.reads != len(uses.calls) + uses.properties:
+        raise _Refused(
+            f"{method.name.value} reads self.{attr} otherwise than calling it"
+        )
+    star = method.params.star_kwarg
+    star_kwargs = star.name.value if isinstance(star, cst.Param) else ""
+    if uses.calls and star_kwargs and fields is not None:
+        named = {
+            p.name.value for p in [*method.params.params, *method.params.kwonly_params]
+        }
+        leaked = [f for f in fields if f not in named]
+        if leaked:
+            raise _Refused(
+                f"{method.name.value} hands the item's {', '.join(leaked)} on through **{star_kwargs}"
+            )
+    keywords: list[str] = []
+    for call in uses.calls:
+        keywords += _arguments(call, encoder, star_kwargs)
+        if id(call) in uses.fields:
+            field = uses.fields[id(call)]
+            if field != encoder.answers:
+                raise _Refused(f"{method.name.value} reads its output's {field}")
+            continue
+        name = uses.kept.get(id(call))
+        if name is None:
+            raise _Refused(f"{method.name.value} uses its output whole")
+        _check_output(method, name, encoder, output)
+    return tuple(keywords), uses.calls
+
+
+def _check_output(
+    method: cst.FunctionDef, name: str, encoder: VllmEncoder, output: str
+) -> None:
+    """Refused unless ``method`` reads ``name`` only for ``encoder.answers``, writes its
+    fields, or returns it with ``output`` (the field the port reads) one it can give."""
+    uses = _OutputUses(name)
+    method.body.visit(uses)
+    other = sorted(set(uses.read) - {encoder.answers})
+    if other:
+        raise _Refused(f"{method.name.value} reads its output's {other[0]}")
+    if uses.returned and output != encoder.answers and output not in uses.written:
+        raise _Refused(
+            f"{method.name.value} returns its output, whose {output} the port reads"
+        )
+    counted = len(uses.read) + len(uses.written) + uses.returned + 1  # + the assignment
+    if uses.names != counted:
+        raise _Refused(f"{method.name.value} hands its output on")
+
+
+def tower_calls(
+    methods: Sequence[tuple[cst.FunctionDef, Sequence[str] | None, str]],
+    attr: str,
+    encoder: VllmEncoder,
+) -> TowerCalls | str:
+    """Whether vLLM's module (``encoder``) can answer every use of ``self.<attr>`` in
+    ``methods``, each ``(method, the item's fields it is called with or None, the
+    field of its output the port reads)``: the :class:`TowerCalls`, or why not."""
+    if not encoder.answers:
+        return f"vLLM's {encoder.name} does not answer HF's calls: {encoder.unlike}"
+    keywords: list[str] = []
+    called = False
+    try:
+        for method, fields, output in methods:
+            found, calls = _method_calls(method, attr, encoder, fields, output)
+            keywords += found
+            called = called or bool(calls)
+    except _Refused as refused:
+        return f"HF's feature path uses it as vLLM's {encoder.name} cannot answer: {refused}"
+    if not called:
+        return "HF's feature path does not call it"
+    return TowerCalls(tuple(dict.fromkeys(keywords)))
+
+
+_SIGLIP = VllmEncoder(
+    "vllm.model_executor.models.siglip.SiglipVisionModel",
+    answers="last_hidden_state",
+    keywords=("interpolate_pos_encoding",),
+)
+
+
+def _uses(
+    body: str,
+    fields: Sequence[str] | None = ("pixel_values",),
+    output: str = "pooler_output",
+):
+    method = cst.parse_module(body).body[0]
+    assert isinstance(method, cst.FunctionDef)
+    found = tower_calls([(method, fields, output)], "vision_tower", _SIGLIP)
+    return (
+        found.keywords if isinstance(found, TowerCalls) else found.rpartition(": ")[2]
+    )
+
+
+EXAMPLES = [
+    valid(
+        "paligemma_reads_only_the_last_hidden_state",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values, **kwargs):\n"
+            "    image_outputs = self.vision_tower(pixel_values, return_dict=True, **kwargs)\n"
+            "    selected = image_outputs.last_hidden_state\n"
+            "    image_outputs.pooler_output = self.multi_modal_projector(selected)\n"
+            "    return image_outputs\n"
+        ),
+        (),
+    ),
+    valid(
+        "a_field_read_straight_off_the_call_with_a_keyword_vllm_takes",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values):\n"
+            "    x = self.vision_tower(pixel_values=pixel_values.to(self.vision_tower.dtype),\n"
+            "                          interpolate_pos_encoding=True).last_hidden_state\n"
+            "    return self.projector(x)\n"
+        ),
+        ("interpolate_pos_encoding",),
+    ),
+    valid(
+        "llava_reads_a_hidden_layer",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values, vision_feature_layer=None, **kwargs):\n"
+            "    image_outputs = self.vision_tower(pixel_values, return_dict=True, **kwargs)\n"
+            "    selected = image_outputs.hidden_states[vision_feature_layer]\n"
+            "    image_outputs.pooler_output = self.multi_modal_projector(selected)\n"
+            "    return image_outputs\n"
+        ),
+        "get_image_features reads its output's hidden_states",
+    ),
+    valid(
+        "an_item_field_would_reach_the_tower_through_kwargs",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values, **kwargs):\n"
+            "    return self.vision_tower(pixel_values, **kwargs).last_hidden_state\n",
+            ("pixel_values", "pixel_attention_mask"),
+        ),
+        "get_image_features hands the item's pixel_attention_mask on through **kwargs",
+    ),
+    valid(
+        "idefics3_passes_a_mask_vllms_siglip_does_not_take",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values):\n"
+            "    out = self.vision_tower(pixel_values=pixel_values, patch_attention_mask=m)\n"
+            "    return out.last_hidden_state\n"
+        ),
+        "HF calls it with patch_attention_mask, which vLLM's module does not take",
+    ),
+    valid(
+        "the_output_handed_on_whole",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values):\n"
+            "    out = self.vision_tower(pixel_values)\n"
+            "    return self.projector(out)\n"
+        ),
+        "get_image_features hands its output on",
+    ),
+    valid(
+        "returned_unchanged_while_the_port_reads_pooler_output",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values):\n"
+            "    out = self.vision_tower(pixel_values)\n"
+            "    return out\n"
+        ),
+        "get_image_features returns its output, whose pooler_output the port reads",
+    ),
+]
