@@ -421,17 +421,24 @@ class NativeTower:
     """vLLM's own module, built in place of HF's tower and answering HF's calls of it.
 
     ``config_attr`` is the sub-config HF builds the tower from (``.vision_config``);
-    ``answers`` the one field of HF's output HF's path reads, which vLLM's module
-    returns; ``weights_under`` the prefix vLLM's module keeps HF's weight names
+    ``answers`` the fields of HF's output HF's path reads, which vLLM's module
+    gives; ``weights_under`` the prefix vLLM's module keeps HF's weight names
     under (``vision_model.``); ``callers`` the HF methods that call it.
     """
 
     vllm_path: str
     config_attr: str
-    answers: str
+    answers: tuple[str, ...]
     weights_under: str
     callers: tuple[str, ...]
     first: str = "pixel_values"  # HF's name for the input HF's calls hand it first
+    # Answered from every layer's output (vLLM's layer selection) rather than the
+    # plain call, the module built without the post-layernorm HF's hidden states
+    # lack; ``layer_count`` is the module's layer count, as code on it.
+    layered: bool = False
+    layer_count: str = ""
+    # HF's call keywords vLLM's forward takes with HF's meaning (Qwen2-VL's ``grid_thw``).
+    keywords: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

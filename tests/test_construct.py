@@ -125,7 +125,7 @@ def test_generated_classes_construct_with_a_tower_per_modality(constructed) -> N
         modules = {m.attr for m in encoder.modules if "Parameter(" not in m.code}
         assert set(outcome.towers) == modules, job.name
         # The towers the port builds as vLLM's own modules are vLLM's classes there,
-        # and the others are not (llava's CLIP, whose hidden layer HF's path reads).
+        # and the others are not.
         native = {m.attr for m in encoder.native_towers}
         assert set(outcome.vllm_towers) == native, job.name
         handled = {m.modality for m in spec.modalities}
@@ -133,10 +133,11 @@ def test_generated_classes_construct_with_a_tower_per_modality(constructed) -> N
             handled
         )
     assert built["qwen2_vl"].parameters > 0
-    # ColPali's SigLIP tower and Qwen2-VL's vision transformer are vLLM's own
-    # modules; LLaVA's CLIP tower stays HF's.
-    assert built["colpali"].vllm_towers and built["qwen2_vl"].vllm_towers
-    assert not built["llava"].vllm_towers
+    # ColPali's SigLIP tower, Qwen2-VL's vision transformer and LLaVA's CLIP tower
+    # (read by hidden layer) are vLLM's own modules; BLIP-2's, which vLLM has no
+    # module of its own for, stay HF's.
+    assert all(built[m].vllm_towers for m in ("colpali", "qwen2_vl", "llava"))
+    assert not built["blip-2"].vllm_towers
     assert analyze(resolve("qwen2_vl")).encoder.tower_modalities == ("image", "video")
     assert analyze(resolve("glmasr")).encoder.tower_modalities == ("audio",)
     assert constructed["qwen2_audio"][1].encoder.path("audio").inline is not None

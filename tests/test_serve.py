@@ -122,7 +122,7 @@ def test_vllms_own_tower_answering_another_layer_fails(tmp_path) -> None:
     path an earlier layer fails."""
     port = scaffold_port("paligemma", tmp_path / "port")
     model = port.with_name("paligemma.py")
-    call = "features = super().forward(pixel_values, **kwargs)"
+    call = "features = super().forward(pixel_values)"
     assert call in model.read_text() and "(SiglipVisionModel):" in model.read_text()
     model.write_text(
         model.read_text().replace(

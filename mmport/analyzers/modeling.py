@@ -655,10 +655,13 @@ def _as_vllm_builds(
     native = NativeTower(
         encoder.path,
         "".join(f".{name}" for name in path),
-        encoder.answers,
+        calls.fields,
         encoder.weights_under,
         callers,
         encoder.first,
+        calls.layered,
+        encoder.layer_count if calls.layered else "",
+        calls.keywords,
     )
     return replace(named, native=native, setup=())
 

@@ -41,9 +41,12 @@ _INERT_KEYWORDS = frozenset({"return_dict"})
 @dataclass(frozen=True)
 class TowerCalls:
     """HF's calls of a tower vLLM's module can answer: the keywords they pass (HF's
-    names, which vLLM's forward takes)."""
+    names, which vLLM's forward takes), the fields of HF's output vLLM's module
+    gives, and whether by every layer's output (``layered``) or its plain call."""
 
     keywords: tuple[str, ...]
+    fields: tuple[str, ...]
+    layered: bool
 
 
 class _Refused(Exception):
@@ -62,9 +65,12 @@ def _self_attr(node: cst.CSTNode, attr: str) -> bool:
 class _Uses(cst.CSTVisitor):
     """Every ``self.<attr>`` of one method, and the calls of it, with what receives their output."""
 
-    def __init__(self, attr: str, attributes: Sequence[str]) -> None:
+    def __init__(
+        self, attr: str, attributes: Sequence[str], unset: frozenset[str] = frozenset()
+    ) -> None:
         self.attr = attr
         self.attributes = attributes
+        self.unset = unset  # parameters None when the port calls the method
         self.reads = 0
         self.properties = 0
         self.calls: list[cst.Call] = []
@@ -84,6 +90,22 @@ class _Uses(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if _self_attr(node.func, self.attr):
             self.calls.append(node)
+
+    def visit_If(self, node: cst.If) -> bool:
+        # ``if image_sizes is not None:`` on a parameter the port leaves None: never runs.
+        test = node.test
+        dead = (
+            isinstance(test, cst.Comparison)
+            and isinstance(test.left, cst.Name)
+            and test.left.value in self.unset
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.IsNot)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"
+        )
+        if dead and node.orelse is not None:
+            node.orelse.visit(self)
+        return not dead
 
     def visit_Assign(self, node: cst.Assign) -> None:
         target = node.targets[0].target
@@ -162,10 +184,11 @@ def _method_calls(
     encoder: VllmEncoder,
     fields: Sequence[str] | None,
     output: str,
-) -> tuple[tuple[str, ...], list[cst.Call]]:
-    """The keywords ``method``'s calls of ``self.<attr>`` pass, and the calls; refused
-    where a use reads more of the output than ``encoder.answers``."""
-    uses = _Uses(attr, encoder.attributes)
+) -> tuple[tuple[str, ...], list[cst.Call], list[tuple[str, str]]]:
+    """The keywords ``method``'s calls of ``self.<attr>`` pass, the calls, and the fields
+    of their output it needs, each ``(field, how it needs it)``; refused for any
+    other use."""
+    uses = _Uses(attr, encoder.attributes, _unset(method, fields))
     method.body.visit(uses)
     if uses.reads != len(uses.calls) + uses.properties:
         raise _Refused(
@@ -174,46 +197,104 @@ def _method_calls(
     star = method.params.star_kwarg
     star_kwargs = star.name.value if isinstance(star, cst.Param) else ""
     if uses.calls and star_kwargs and fields is not None:
-        named = {
-            p.name.value for p in [*method.params.params, *method.params.kwonly_params]
-        }
-        leaked = [f for f in fields if f not in named]
-        if leaked:
-            raise _Refused(
-                f"{method.name.value} hands the item's {', '.join(leaked)} on through **{star_kwargs}"
-            )
+        _check_kwargs(method, star_kwargs, fields)
     keywords: list[str] = []
+    needed: list[tuple[str, str]] = []
     for call in uses.calls:
         keywords += _arguments(call, encoder, star_kwargs)
         if id(call) in uses.fields:
             field = uses.fields[id(call)]
-            if field != encoder.answers:
-                raise _Refused(f"{method.name.value} reads its output's {field}")
+            needed.append((field, f"{method.name.value} reads its output's {field}"))
             continue
         name = uses.kept.get(id(call))
         if name is None:
             raise _Refused(f"{method.name.value} uses its output whole")
-        _check_output(method, name, encoder, output)
-    return tuple(keywords), uses.calls
+        needed += _output_needs(method, name, output)
+    return tuple(keywords), uses.calls, needed
 
 
-def _check_output(
-    method: cst.FunctionDef, name: str, encoder: VllmEncoder, output: str
+class _KwargsWrites(cst.CSTVisitor):
+    """``kwargs["key"] = value`` lines of a method: (key, value) for each."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.writes: list[tuple[str, cst.BaseExpression]] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            sub = target.target
+            if (
+                isinstance(sub, cst.Subscript)
+                and isinstance(sub.value, cst.Name)
+                and sub.value.value == self.name
+            ):
+                index = sub.slice[0].slice if len(sub.slice) == 1 else None
+                key = (
+                    index.value.evaluated_value
+                    if isinstance(index, cst.Index)
+                    and isinstance(index.value, cst.SimpleString)
+                    else None
+                )
+                self.writes.append((str(key), node.value))
+
+
+def _unset(method: cst.FunctionDef, fields: Sequence[str] | None) -> frozenset[str]:
+    """The parameters of ``method`` that are None when the port calls it with the item's
+    ``fields`` alone (a default of None, no field of that name); none where not known."""
+    if fields is None:
+        return frozenset()
+    params = [*method.params.params, *method.params.kwonly_params]
+    return frozenset(
+        p.name.value
+        for p in params
+        if isinstance(p.default, cst.Name)
+        and p.default.value == "None"
+        and p.name.value not in fields
+    )
+
+
+def _check_kwargs(
+    method: cst.FunctionDef, star_kwargs: str, fields: Sequence[str]
 ) -> None:
-    """Refused unless ``method`` reads ``name`` only for ``encoder.answers``, writes its
-    fields, or returns it with ``output`` (the field the port reads) one it can give."""
+    """Refused where the item's fields could reach the tower through HF's ``**kwargs``:
+    one is no named parameter, or the method puts one into them (LLaVA puts its
+    ``image_sizes`` parameter in, which is no field of its items, so None there)."""
+    params = [*method.params.params, *method.params.kwonly_params]
+    named = {p.name.value for p in params}
+    leaked = [f for f in fields if f not in named]
+    if leaked:
+        raise _Refused(
+            f"{method.name.value} hands the item's {', '.join(leaked)} on through **{star_kwargs}"
+        )
+    unset = _unset(method, fields)
+    writes = _KwargsWrites(star_kwargs)
+    method.body.visit(writes)
+    for key, value in writes.writes:
+        if not (isinstance(value, cst.Name) and value.value in unset):
+            raise _Refused(
+                f"{method.name.value} puts {key} into the tower's **{star_kwargs}"
+            )
+
+
+def _output_needs(
+    method: cst.FunctionDef, name: str, output: str
+) -> list[tuple[str, str]]:
+    """The fields of the output kept under ``name`` that ``method`` reads, and ``output``
+    (the field the port reads) where the method returns it without writing that
+    field, each with how; refused where it uses the output otherwise (hands it
+    on, reassigns it)."""
     uses = _OutputUses(name)
     method.body.visit(uses)
-    other = sorted(set(uses.read) - {encoder.answers})
-    if other:
-        raise _Refused(f"{method.name.value} reads its output's {other[0]}")
-    if uses.returned and output != encoder.answers and output not in uses.written:
-        raise _Refused(
-            f"{method.name.value} returns its output, whose {output} the port reads"
-        )
     counted = len(uses.read) + len(uses.written) + uses.returned + 1  # + the assignment
     if uses.names != counted:
         raise _Refused(f"{method.name.value} hands its output on")
+    caller = method.name.value
+    needs = [(field, f"{caller} reads its output's {field}") for field in uses.read]
+    if uses.returned and output not in uses.written:
+        needs.append(
+            (output, f"{caller} returns its output, whose {output} the port reads")
+        )
+    return needs
 
 
 def tower_calls(
@@ -223,27 +304,44 @@ def tower_calls(
 ) -> TowerCalls | str:
     """Whether vLLM's module (``encoder``) can answer every use of ``self.<attr>`` in
     ``methods``, each ``(method, the item's fields it is called with or None, the
-    field of its output the port reads)``: the :class:`TowerCalls`, or why not."""
-    if not encoder.answers:
+    field of its output the port reads)``: the :class:`TowerCalls`, or why not.
+
+    The fields needed decide how: by vLLM's plain call where it gives them all
+    (``encoder.answers``), else by every layer's output (``encoder.layered``).
+    """
+    if not encoder.answers and not encoder.layered:
         return f"vLLM's {encoder.name} does not answer HF's calls: {encoder.unlike}"
     keywords: list[str] = []
+    needed: list[tuple[str, str]] = []
     called = False
     try:
         for method, fields, output in methods:
-            found, calls = _method_calls(method, attr, encoder, fields, output)
+            found, calls, needs = _method_calls(method, attr, encoder, fields, output)
             keywords += found
+            needed += needs
             called = called or bool(calls)
     except _Refused as refused:
         return f"HF's feature path uses it as vLLM's {encoder.name} cannot answer: {refused}"
     if not called:
         return "HF's feature path does not call it"
-    return TowerCalls(tuple(dict.fromkeys(keywords)))
+    read = {field for field, _ in needed}
+    if read <= {encoder.answers}:
+        return TowerCalls(tuple(dict.fromkeys(keywords)), (encoder.answers,), False)
+    if read <= set(encoder.layered) and not keywords:
+        return TowerCalls((), tuple(dict.fromkeys(f for f, _ in needed)), True)
+    # Say a need neither way meets, else one the plain call does not.
+    unmet = [how for field, how in needed if field not in encoder.layered]
+    unmet = unmet or [how for field, how in needed if field != encoder.answers]
+    return (
+        f"HF's feature path uses it as vLLM's {encoder.name} cannot answer: {unmet[0]}"
+    )
 
 
 _SIGLIP = VllmEncoder(
     "vllm.model_executor.models.siglip.SiglipVisionModel",
     answers="last_hidden_state",
     keywords=("interpolate_pos_encoding",),
+    layered=("hidden_states",),
 )
 
 
@@ -255,9 +353,9 @@ def _uses(
     method = cst.parse_module(body).body[0]
     assert isinstance(method, cst.FunctionDef)
     found = tower_calls([(method, fields, output)], "vision_tower", _SIGLIP)
-    return (
-        found.keywords if isinstance(found, TowerCalls) else found.rpartition(": ")[2]
-    )
+    if isinstance(found, TowerCalls):
+        return found.keywords, found.fields, found.layered
+    return found.rpartition(": ")[2]
 
 
 EXAMPLES = [
@@ -271,7 +369,7 @@ EXAMPLES = [
             "    image_outputs.pooler_output = self.multi_modal_projector(selected)\n"
             "    return image_outputs\n"
         ),
-        (),
+        ((), ("last_hidden_state",), False),
     ),
     valid(
         "a_field_read_straight_off_the_call_with_a_keyword_vllm_takes",
@@ -282,10 +380,10 @@ EXAMPLES = [
             "                          interpolate_pos_encoding=True).last_hidden_state\n"
             "    return self.projector(x)\n"
         ),
-        ("interpolate_pos_encoding",),
+        (("interpolate_pos_encoding",), ("last_hidden_state",), False),
     ),
     valid(
-        "llava_reads_a_hidden_layer",
+        "llava_reads_a_hidden_layer_every_layers_output_gives",
         "",
         lambda _: _uses(
             "def get_image_features(self, pixel_values, vision_feature_layer=None, **kwargs):\n"
@@ -294,7 +392,64 @@ EXAMPLES = [
             "    image_outputs.pooler_output = self.multi_modal_projector(selected)\n"
             "    return image_outputs\n"
         ),
-        "get_image_features reads its output's hidden_states",
+        ((), ("hidden_states",), True),
+    ),
+    valid(
+        "both_a_hidden_layer_and_the_normed_last_no_one_call_gives",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values, **kwargs):\n"
+            "    out = self.vision_tower(pixel_values, **kwargs)\n"
+            "    return torch.cat([out.hidden_states[-2], out.last_hidden_state], -1)\n"
+        ),
+        "get_image_features reads its output's last_hidden_state",
+    ),
+    valid(
+        "llava_puts_a_parameter_its_items_never_have_into_kwargs",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values, image_sizes=None, **kwargs):\n"
+            "    if image_sizes is not None:\n"
+            '        kwargs["image_sizes"] = image_sizes\n'
+            "    return self.vision_tower(pixel_values, **kwargs).hidden_states[-2]\n",
+        ),
+        ((), ("hidden_states",), True),
+    ),
+    valid(
+        "a_read_under_a_branch_on_a_parameter_the_port_leaves_none",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values, image_sizes=None):\n"
+            "    out = self.vision_tower(pixel_values).hidden_states[-2]\n"
+            "    if image_sizes is not None:\n"
+            "        return out.split(image_sizes // self.vision_tower.patch_size)\n"
+            "    return out\n",
+        ),
+        ((), ("hidden_states",), True),
+    ),
+    valid(
+        "the_same_read_when_the_parameter_is_an_item_field",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values, image_sizes=None):\n"
+            "    out = self.vision_tower(pixel_values).hidden_states[-2]\n"
+            "    if image_sizes is not None:\n"
+            "        return out.split(image_sizes // self.vision_tower.patch_size)\n"
+            "    return out\n",
+            ("pixel_values", "image_sizes"),
+        ),
+        "get_image_features reads self.vision_tower otherwise than calling it",
+    ),
+    valid(
+        "a_field_of_the_item_put_into_kwargs",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values, image_sizes=None, **kwargs):\n"
+            '    kwargs["image_sizes"] = image_sizes\n'
+            "    return self.vision_tower(pixel_values, **kwargs).last_hidden_state\n",
+            ("pixel_values", "image_sizes"),
+        ),
+        "get_image_features puts image_sizes into the tower's **kwargs",
     ),
     valid(
         "an_item_field_would_reach_the_tower_through_kwargs",

@@ -49,8 +49,10 @@ class VllmEncoder:
     ``answers``: the field of HF's output that vLLM's module returns, equal,
     when called with the input HF hands it first (``first``, HF's name for it)
     and the keywords in ``keywords`` (HF's names, which vLLM's forward takes
-    with HF's meaning); "" where no single call gives a field of HF's, and
-    ``unlike`` says why. ``attributes``: those of HF's module vLLM's has too,
+    with HF's meaning); "" where no plain call gives a field of HF's.
+    ``layered``: the fields it gives when asked for every layer's output
+    (``hidden_states``, each layer's output side by side, split apart); where
+    neither gives any, ``unlike`` says why. ``attributes``: those of HF's module vLLM's has too,
     with HF's meaning. ``weights_under``: the prefix vLLM's module keeps the
     tower's weights under, beside HF's names in transformers 5.x (SigLIP's
     ``vision_model.``); vLLM's own loader stacks the attention projections.
@@ -63,6 +65,11 @@ class VllmEncoder:
     weights_under: str = ""
     attributes: tuple[str, ...] = ("dtype", "device")
     unlike: str = ""
+    # The fields of HF's output it gives when asked for every layer (vLLM's layer
+    # selection, built without the post-layernorm HF's hidden states lack), and
+    # the expression, on the module, of its layer count.
+    layered: tuple[str, ...] = ()
+    layer_count: str = ""
 
     @property
     def module(self) -> str:
@@ -77,18 +84,25 @@ class VllmEncoder:
 
 # A tower's config model_type -> vLLM's module for it (vLLM 0.33).
 VLLM_ENCODERS: dict[str, VllmEncoder] = {
+    # Its plain call is the last layer post-layernormed, which no field of HF's
+    # output holds (HF norms the pooled token alone); every layer's output, the
+    # embeddings' first, is HF's hidden_states, the last of them its last_hidden_state.
     "clip_vision_model": VllmEncoder(
         f"{_MODELS}.clip.CLIPVisionModel",
-        unlike="its plain call returns the last layer post-layernormed, which no "
-        "field of HF's output holds, and a hidden layer only by select_layers",
+        weights_under="vision_model.",
+        layered=("hidden_states", "last_hidden_state"),
+        layer_count="self.vision_model.config.num_hidden_layers",
     ),
     # Its plain call is HF's last_hidden_state: every layer, then post_layernorm;
     # the attention-pooling head is left off (use_head=False), as no path reads it.
+    # Every layer's output is HF's hidden_states, which HF does not post-layernorm.
     "siglip_vision_model": VllmEncoder(
         f"{_MODELS}.siglip.SiglipVisionModel",
         answers="last_hidden_state",
         keywords=("interpolate_pos_encoding",),
         weights_under="vision_model.",
+        layered=("hidden_states",),
+        layer_count="self.vision_model.config.num_hidden_layers",
     ),
     "whisper": VllmEncoder(
         f"{_MODELS}.whisper.WhisperEncoder",

@@ -75,6 +75,7 @@ def _environment() -> jinja2.Environment:
     env.tests["stdlib"] = lambda name: name.partition(".")[0] in sys.stdlib_module_names
     env.filters["import_sorted"] = _import_sorted
     env.filters["flatten"] = lambda groups: [item for group in groups for item in group]
+    env.filters["tick"] = lambda name: f"`{name}`"  # a name in a docstring
     # A dotted name (``use_image_id``, ``processor.flag``) needs no parentheses after ``not``.
     # The port's step at item edges is the very function the analysis ran (mmport.edgetokens).
     env.globals["retokenize_edges_source"] = port_source()

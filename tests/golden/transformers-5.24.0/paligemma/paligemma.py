@@ -45,11 +45,11 @@ class PaliGemmaVisionTower(SiglipVisionModel):
     vLLM's module returns."""
 
     def forward(
-        self, pixel_values: torch.Tensor, return_dict: bool = True, **kwargs: object
+        self, pixel_values: torch.Tensor, **hf_kwargs: object
     ) -> BaseModelOutputWithPooling:
-        # HF's output is an object whatever return_dict says; any other keyword is
-        # one vLLM's forward takes with HF's meaning, or an error there.
-        features = super().forward(pixel_values, **kwargs)
+        # HF's calls also hand over settings of HF's own module (return_dict, config
+        # defaults HF's decorators add), which change nothing read here.
+        features = super().forward(pixel_values)
         return BaseModelOutputWithPooling(last_hidden_state=features)
 
 

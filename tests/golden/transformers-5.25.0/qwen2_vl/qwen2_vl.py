@@ -50,11 +50,12 @@ class Qwen2VLVisual(Qwen2VisionTransformer):
     `pooler_output` alone, which vLLM's module returns."""
 
     def forward(
-        self, hidden_states: torch.Tensor, return_dict: bool = True, **kwargs: object
+        self, hidden_states: torch.Tensor, *, grid_thw: object, **hf_kwargs: object
     ) -> BaseModelOutputWithPooling:
-        # HF's output is an object whatever return_dict says; any other keyword is
-        # one vLLM's forward takes with HF's meaning, or an error there.
-        features = super().forward(hidden_states, **kwargs)
+        # HF's calls also hand over settings of HF's own module (return_dict, config
+        # defaults HF's decorators add), which change nothing read here; vLLM's
+        # forward takes grid_thw with HF's meaning.
+        features = super().forward(hidden_states, grid_thw=grid_thw)
         return BaseModelOutputWithPooling(pooler_output=features)
 
 
