@@ -35,7 +35,7 @@ from typing import Any
 import libcst as cst
 
 from mmport.analyzers.examples import SNIPPET_FILE, invalid, valid
-from mmport.analyzers.sourcefile import ParsedClass, find_method
+from mmport.analyzers.sourcefile import ParsedClass, find_method, is_self_attr
 from mmport.analyzers.transplant import free_names
 from mmport.errors import AnalysisError
 from mmport.hf.syntax import rewritten
@@ -66,15 +66,6 @@ class _Rename(cst.CSTTransformer):
 
 def _code(parsed: ParsedClass, node: cst.CSTNode, names: dict[str, str]) -> str:
     return parsed.module.code_for_node(rewritten(node, _Rename(names))).strip()
-
-
-def _is_self_attr(expr: cst.BaseExpression, attr: str) -> bool:
-    return (
-        isinstance(expr, cst.Attribute)
-        and isinstance(expr.value, cst.Name)
-        and expr.value.value == "self"
-        and expr.attr.value == attr
-    )
 
 
 class _PrefixCall(cst.CSTVisitor):
@@ -121,7 +112,7 @@ class _PrefixCall(cst.CSTVisitor):
             for i, a in enumerate(args)
             if isinstance(a, cst.Name) and a.value == target.value
         ]
-        tokens = [i for i, a in enumerate(args) if _is_self_attr(a, self.token_attr)]
+        tokens = [i for i, a in enumerate(args) if is_self_attr(a, self.token_attr)]
         if items and tokens and all(arg.keyword is None for arg in call.args):
             self.found = (self.guards[-1], node, call.func.attr.value, items[0])
 
@@ -264,7 +255,7 @@ def _assigned_name(
 
 def _is_merge(value: cst.BaseExpression) -> bool:
     """``self._merge_kwargs(...)``: the processor's merged kwargs."""
-    return isinstance(value, cst.Call) and _is_self_attr(value.func, "_merge_kwargs")
+    return isinstance(value, cst.Call) and is_self_attr(value.func, "_merge_kwargs")
 
 
 def _setup(

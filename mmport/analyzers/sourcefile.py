@@ -137,6 +137,16 @@ def class_assignments(
     return found
 
 
+def is_self_attr(expr: cst.CSTNode, attr: str) -> bool:
+    """Whether ``expr`` is ``self.<attr>``."""
+    return (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == "self"
+        and expr.attr.value == attr
+    )
+
+
 def self_call(call: cst.Call) -> str:
     """The attribute a ``self.<attr>(...)`` call calls, or "" for any other call."""
     func = call.func

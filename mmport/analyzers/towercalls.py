@@ -5,8 +5,9 @@ the modules it builds. vLLM's module for a tower (SigLIP's) takes the same
 input but returns one tensor, where HF's returns an output object whose
 fields the path reads. vLLM's module can stand in for HF's when every use of
 the tower in the methods the class runs is a call whose output the path
-reads only for the one field vLLM's module gives (``last_hidden_state``),
-with arguments vLLM's forward takes with HF's meaning:
+reads only for fields one way of calling vLLM's module gives: its plain call
+(SigLIP's ``last_hidden_state``) or every layer's output side by side
+(``hidden_states``), with arguments vLLM's forward takes with HF's meaning:
 
     image_outputs = self.vision_tower(pixel_values, return_dict=True, **kwargs)
     selected_image_feature = image_outputs.last_hidden_state
@@ -14,12 +15,14 @@ with arguments vLLM's forward takes with HF's meaning:
     return image_outputs
 
 The output may be returned, when the field the port reads from it is one the
-method writes (``pooler_output``) or the one vLLM's module gives. HF's own
-``**kwargs`` may be handed on only when nothing reaches them: every field of
-the item is a named parameter of the method, since the port calls it with
-the item's fields alone. Anything else (``hidden_states[layer]``, another
-keyword, ``self.vision_tower.patch_size``) keeps HF's module, and the reason
-says what HF's path reads.
+method writes (``pooler_output``) or one vLLM's module gives. HF's own
+``**kwargs`` may be handed on only when no field of the item reaches them:
+every field is a named parameter of the method (the port calls it with the
+item's fields alone), and the method puts into them only parameters the port
+leaves None. A branch on such a parameter (``if image_sizes is not None:``)
+never runs in the port and is not read. Anything else (another keyword,
+``self.vision_tower.patch_size``, the output handed on whole) keeps HF's
+module, and the reason says what HF's path does.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mmport.analyzers.examples import valid
+from mmport.analyzers.sourcefile import is_self_attr
 from mmport.analyzers.vllmencoders import VllmEncoder
 
 __all__ = ["EXAMPLES", "TowerCalls", "tower_calls"]
@@ -53,15 +57,6 @@ class _Refused(Exception):
     """A use of the tower vLLM's module cannot answer as HF's does (the reason)."""
 
 
-def _self_attr(node: cst.CSTNode, attr: str) -> bool:
-    return (
-        isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == "self"
-        and node.attr.value == attr
-    )
-
-
 class _Uses(cst.CSTVisitor):
     """Every ``self.<attr>`` of one method, and the calls of it, with what receives their output."""
 
@@ -78,17 +73,17 @@ class _Uses(cst.CSTVisitor):
         self.fields: dict[int, str] = {}  # id(call) -> the field read straight off it
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if _self_attr(node, self.attr):
+        if is_self_attr(node, self.attr):
             self.reads += 1
-        elif _self_attr(node.value, self.attr) and node.attr.value in self.attributes:
+        elif is_self_attr(node.value, self.attr) and node.attr.value in self.attributes:
             self.properties += 1
-        elif isinstance(node.value, cst.Call) and _self_attr(
+        elif isinstance(node.value, cst.Call) and is_self_attr(
             node.value.func, self.attr
         ):
             self.fields[id(node.value)] = node.attr.value
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _self_attr(node.func, self.attr):
+        if is_self_attr(node.func, self.attr):
             self.calls.append(node)
 
     def visit_If(self, node: cst.If) -> bool:
@@ -113,7 +108,7 @@ class _Uses(cst.CSTVisitor):
             len(node.targets) == 1
             and isinstance(target, cst.Name)
             and isinstance(node.value, cst.Call)
-            and _self_attr(node.value.func, self.attr)
+            and is_self_attr(node.value.func, self.attr)
         ):
             self.kept[id(node.value)] = target.value
 
