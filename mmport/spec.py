@@ -439,6 +439,8 @@ class NativeTower:
     layer_count: str = ""
     # HF's call keywords vLLM's forward takes with HF's meaning (Qwen2-VL's ``grid_thw``).
     keywords: tuple[str, ...] = ()
+    # Constructor keywords, as (name, code), that make it compute what HF's does.
+    builds_with: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ def test_each_named_encoder_is_a_class_of_the_real_vllm(model_type) -> None:
     assert first.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, params
     assert set(encoder.keywords) <= set(params), params
     built = inspect.getsource(found.__init__)
+    # It is built with the keywords the port passes (Idefics3's attention mask).
+    takes = inspect.signature(found.__init__).parameters
+    assert {name for name, _ in encoder.builds_with} <= set(takes), takes
     for attribute in encoder.attributes:
         assert hasattr(found, attribute) or f"self.{attribute} = " in built, attribute
     # It keeps the tower's weights under the prefix the port's mapper adds.

@@ -662,6 +662,7 @@ def _as_vllm_builds(
         calls.layered,
         encoder.layer_count if calls.layered else "",
         calls.keywords,
+        encoder.builds_with,
     )
     return replace(named, native=native, setup=())
 

@@ -70,6 +70,8 @@ class VllmEncoder:
     # the expression, on the module, of its layer count.
     layered: tuple[str, ...] = ()
     layer_count: str = ""
+    # Constructor keywords that make it compute what HF's does, as (name, code).
+    builds_with: tuple[tuple[str, str], ...] = ()
 
     @property
     def module(self) -> str:
@@ -127,10 +129,13 @@ VLLM_ENCODERS: dict[str, VllmEncoder] = {
         unlike="its call takes a list of images and returns a tuple of features, where "
         "HF's takes a batch and returns an output object",
     ),
+    # Its plain call is HF's last_hidden_state (post_layernorm included) when built
+    # to mask padded patches in attention as HF does (vLLM's own Idefics3 is not).
     "idefics3_vision": VllmEncoder(
         f"{_MODELS}.idefics2_vision_model.Idefics2VisionTransformer",
-        unlike="it applies the patch mask in attention only when built to, and takes "
-        "HF's patch_attention_mask beside tgt_sizes of its own",
+        answers="last_hidden_state",
+        keywords=("patch_attention_mask",),
+        builds_with=(("apply_encoder_attention_mask", "True"),),
     ),
 }
 
