@@ -136,6 +136,7 @@ VLLM_ENCODERS: dict[str, VllmEncoder] = {
         answers="last_hidden_state",
         keywords=("patch_attention_mask",),
         builds_with=(("apply_encoder_attention_mask", "True"),),
+        attributes=(),  # it has no dtype or device of its own
     ),
 }
 
