@@ -441,6 +441,12 @@ class NativeTower:
     keywords: tuple[str, ...] = ()
     # Constructor keywords, as (name, code), that make it compute what HF's does.
     builds_with: tuple[tuple[str, str], ...] = ()
+    # HF's keywords as vLLM's forward takes them, as (name, code on HF's value).
+    converts: tuple[tuple[str, str], ...] = ()
+
+    def handed_on(self, keyword: str) -> str:
+        """The code that hands HF's ``keyword`` to vLLM's forward."""
+        return dict(self.converts).get(keyword, keyword)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ def test_each_named_encoder_is_a_class_of_the_real_vllm(model_type) -> None:
     first = list(params.values())[1]
     assert first.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, params
     assert set(encoder.keywords) <= set(params), params
+    assert {name for name, _ in encoder.converts} <= set(encoder.keywords)
     built = inspect.getsource(found.__init__)
     # It is built with the keywords the port passes (Idefics3's attention mask).
     takes = inspect.signature(found.__init__).parameters

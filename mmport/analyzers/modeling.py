@@ -145,20 +145,26 @@ def _built_models(
     module = sys.modules[cls.__module__]
     built = []
     for attr, node in assigns.items():
-        call = node.value
-        if not isinstance(call, cst.Call):
-            continue
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _FACTORIES:
-            func = func.value
-        if not isinstance(func, cst.Name):
-            continue
-        inner = getattr(module, func.value, None)
-        if hasattr(inner, "_model_mapping"):  # an auto class
-            inner = _mapped_class(inner, config, config_argument(node.value))
-        if isinstance(inner, type) and inner is not cls:
+        inner = _class_built_by(node.value, module, config)
+        if inner is not None and inner is not cls:
             built.append((attr, inner, node))
     return built
+
+
+def _class_built_by(call: cst.BaseExpression, module: Any, config: Any) -> type | None:
+    """The class a constructor call in ``module`` builds (``X(...)``, ``X._from_config(...)``,
+    or what an auto class maps its sub-config of ``config`` to), or None."""
+    if not isinstance(call, cst.Call):
+        return None
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _FACTORIES:
+        func = func.value
+    if not isinstance(func, cst.Name):
+        return None
+    built = getattr(module, func.value, None)
+    if hasattr(built, "_model_mapping"):  # an auto class
+        built = _mapped_class(built, config, config_argument(call))
+    return built if isinstance(built, type) else None
 
 
 # The class methods that build a model from a config.
@@ -640,14 +646,24 @@ def _as_vllm_builds(
         (p.method, item_inputs.get(p.modality), p.output)
         for p in paths
         if p.inline is None and not p.through
-    ] + [(helper, None, "") for helper in borrowed]
+    ]
+    # Helpers the paths call (a feature method another one calls is read above).
+    runs += [(h, None, "") for h in borrowed if h not in {name for name, _, _ in runs}]
     methods = []
     for name, fields, output in runs:
         found = find_method(inner, name)
         if found is None:
             return replace(named, kept=f"{name} is not in transformers' sources")
         methods.append((found[1], fields, output))
-    calls = tower_calls(methods, module.attr, encoder)
+    # HF's tower ignores a keyword its forward does not name, as the class does.
+    hf_tower = _class_built_by(
+        cst.parse_expression(module.code),
+        sys.modules[inner.__module__],
+        _sub_config_or_none(config, root),
+    )
+    forward = getattr(hf_tower, "forward", None)
+    takes = frozenset(inspect.signature(forward).parameters) if forward else None
+    calls = tower_calls(methods, module.attr, encoder, takes)
     if isinstance(calls, str):
         return replace(named, kept=calls)
     callers = tuple(name for name, _, _ in runs)
@@ -663,6 +679,7 @@ def _as_vllm_builds(
         encoder.layer_count if calls.layered else "",
         calls.keywords,
         encoder.builds_with,
+        encoder.converts,
     )
     return replace(named, native=native, setup=())
 

@@ -179,6 +179,7 @@ def _method_calls(
     encoder: VllmEncoder,
     fields: Sequence[str] | None,
     output: str,
+    hf_takes: frozenset[str] | None = None,
 ) -> tuple[tuple[str, ...], list[cst.Call], list[tuple[str, str]]]:
     """The keywords ``method``'s calls of ``self.<attr>`` pass, the calls, and the fields
     of their output it needs, each ``(field, how it needs it)``; refused for any
@@ -192,7 +193,7 @@ def _method_calls(
     star = method.params.star_kwarg
     star_kwargs = star.name.value if isinstance(star, cst.Param) else ""
     if uses.calls and star_kwargs and fields is not None:
-        _check_kwargs(method, star_kwargs, fields)
+        _check_kwargs(method, star_kwargs, fields, hf_takes)
     keywords: list[str] = []
     needed: list[tuple[str, str]] = []
     for call in uses.calls:
@@ -249,14 +250,19 @@ def _unset(method: cst.FunctionDef, fields: Sequence[str] | None) -> frozenset[s
 
 
 def _check_kwargs(
-    method: cst.FunctionDef, star_kwargs: str, fields: Sequence[str]
+    method: cst.FunctionDef,
+    star_kwargs: str,
+    fields: Sequence[str],
+    hf_takes: frozenset[str] | None = None,
 ) -> None:
     """Refused where the item's fields could reach the tower through HF's ``**kwargs``:
     one is no named parameter, or the method puts one into them (LLaVA puts its
     ``image_sizes`` parameter in, which is no field of its items, so None there)."""
     params = [*method.params.params, *method.params.kwonly_params]
     named = {p.name.value for p in params}
-    leaked = [f for f in fields if f not in named]
+    leaked = [
+        f for f in fields if f not in named and (hf_takes is None or f in hf_takes)
+    ]
     if leaked:
         raise _Refused(
             f"{method.name.value} hands the item's {', '.join(leaked)} on through **{star_kwargs}"
@@ -286,9 +292,8 @@ def _output_needs(
     caller = method.name.value
     needs = [(field, f"{caller} reads its output's {field}") for field in uses.read]
     if uses.returned and output not in uses.written:
-        needs.append(
-            (output, f"{caller} returns its output, whose {output} the port reads")
-        )
+        why = f"whose {output} the port reads" if output else "to HF's other methods"
+        needs.append((output, f"{caller} returns its output, {why}"))
     return needs
 
 
@@ -296,10 +301,14 @@ def tower_calls(
     methods: Sequence[tuple[cst.FunctionDef, Sequence[str] | None, str]],
     attr: str,
     encoder: VllmEncoder,
+    hf_takes: frozenset[str] | None = None,
 ) -> TowerCalls | str:
     """Whether vLLM's module (``encoder``) can answer every use of ``self.<attr>`` in
     ``methods``, each ``(method, the item's fields it is called with or None, the
     field of its output the port reads)``: the :class:`TowerCalls`, or why not.
+    ``hf_takes``: the parameters of HF's tower's forward, where known; an item
+    field HF hands it through ``**kwargs`` that it does not name, it ignores
+    (Qwen2.5-VL's ``second_per_grid_ts``), and so does the port.
 
     The fields needed decide how: by vLLM's plain call where it gives them all
     (``encoder.answers``), else by every layer's output (``encoder.layered``).
@@ -311,7 +320,9 @@ def tower_calls(
     called = False
     try:
         for method, fields, output in methods:
-            found, calls, needs = _method_calls(method, attr, encoder, fields, output)
+            found, calls, needs = _method_calls(
+                method, attr, encoder, fields, output, hf_takes
+            )
             keywords += found
             needed += needs
             called = called or bool(calls)
@@ -324,9 +335,12 @@ def tower_calls(
         return TowerCalls(tuple(dict.fromkeys(keywords)), (encoder.answers,), False)
     if read <= set(encoder.layered) and not keywords:
         return TowerCalls((), tuple(dict.fromkeys(f for f, _ in needed)), True)
-    # Say a need neither way meets, else one the plain call does not.
-    unmet = [how for field, how in needed if field not in encoder.layered]
-    unmet = unmet or [how for field, how in needed if field != encoder.answers]
+    # Say a need neither way meets, else that no one way meets them all.
+    plain = {encoder.answers}
+    unmet = [how for f, how in needed if f not in plain | set(encoder.layered)]
+    if not unmet:
+        layer = next(how for f, how in needed if f not in plain)
+        unmet = [f"{layer}, beside its {encoder.answers}, and no one call gives both"]
     return (
         f"HF's feature path uses it as vLLM's {encoder.name} cannot answer: {unmet[0]}"
     )
@@ -344,10 +358,11 @@ def _uses(
     body: str,
     fields: Sequence[str] | None = ("pixel_values",),
     output: str = "pooler_output",
+    takes: frozenset[str] | None = None,
 ):
     method = cst.parse_module(body).body[0]
     assert isinstance(method, cst.FunctionDef)
-    found = tower_calls([(method, fields, output)], "vision_tower", _SIGLIP)
+    found = tower_calls([(method, fields, output)], "vision_tower", _SIGLIP, takes)
     if isinstance(found, TowerCalls):
         return found.keywords, found.fields, found.layered
     return found.rpartition(": ")[2]
@@ -397,7 +412,8 @@ EXAMPLES = [
             "    out = self.vision_tower(pixel_values, **kwargs)\n"
             "    return torch.cat([out.hidden_states[-2], out.last_hidden_state], -1)\n"
         ),
-        "get_image_features reads its output's last_hidden_state",
+        "get_image_features reads its output's hidden_states, beside its "
+        "last_hidden_state, and no one call gives both",
     ),
     valid(
         "llava_puts_a_parameter_its_items_never_have_into_kwargs",
@@ -455,6 +471,28 @@ EXAMPLES = [
             ("pixel_values", "pixel_attention_mask"),
         ),
         "get_image_features hands the item's pixel_attention_mask on through **kwargs",
+    ),
+    valid(
+        "an_item_field_hfs_tower_does_not_take_it_ignores_as_the_port_does",
+        "",
+        lambda _: _uses(
+            "def get_video_features(self, pixel_values, **kwargs):\n"
+            "    return self.vision_tower(pixel_values, **kwargs).last_hidden_state\n",
+            ("pixel_values", "second_per_grid_ts"),
+            takes=frozenset({"self", "pixel_values", "kwargs"}),
+        ),
+        ((), ("last_hidden_state",), False),
+    ),
+    valid(
+        "an_item_field_hfs_tower_takes_by_name",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values, **kwargs):\n"
+            "    return self.vision_tower(pixel_values, **kwargs).last_hidden_state\n",
+            ("pixel_values", "patch_attention_mask"),
+            takes=frozenset({"self", "pixel_values", "patch_attention_mask", "kwargs"}),
+        ),
+        "get_image_features hands the item's patch_attention_mask on through **kwargs",
     ),
     valid(
         "idefics3_passes_a_mask_vllms_siglip_does_not_take",

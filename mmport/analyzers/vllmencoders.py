@@ -72,6 +72,9 @@ class VllmEncoder:
     layer_count: str = ""
     # Constructor keywords that make it compute what HF's does, as (name, code).
     builds_with: tuple[tuple[str, str], ...] = ()
+    # HF's keywords handed on in the form vLLM's forward takes, as (name, code on
+    # HF's value): Qwen2.5-VL's grid as a list of lists.
+    converts: tuple[tuple[str, str], ...] = ()
 
     @property
     def module(self) -> str:
@@ -120,9 +123,14 @@ VLLM_ENCODERS: dict[str, VllmEncoder] = {
         keywords=("grid_thw",),
         attributes=("dtype", "device", "spatial_merge_size"),
     ),
+    # As Qwen2-VL's, but its call takes the grid as a list of lists (HF's is a tensor).
     "qwen2_5_vl_vision": VllmEncoder(
         f"{_MODELS}.qwen2_5_vl.Qwen2_5_VisionTransformer",
-        unlike="its call takes the grid as a list of lists, where HF's path hands a tensor",
+        answers="pooler_output",
+        first="hidden_states",
+        keywords=("grid_thw",),
+        attributes=("dtype", "device", "spatial_merge_size"),
+        converts=(("grid_thw", "grid_thw.tolist()"),),
     ),
     "pixtral": VllmEncoder(
         f"{_MODELS}.pixtral.PixtralHFVisionModel",
