@@ -92,8 +92,8 @@ class Idefics3ForConditionalGeneration(nn.Module, SupportsMultiModal):
         self.config = config
 
         with self._mark_tower_model(vllm_config, "image"):
-            # The modules HF's feature path reads, built as HF builds them
-            # (Idefics3Model.get_image_features).
+            # The modules HF's feature path reads: vLLM's own where it answers HF's
+            # calls, else built as HF builds them (Idefics3Model.get_image_features).
             # HF builds its tower here (models/idefics3/modeling_idefics3.py:484);
             # vLLM's own module for it is tensor-parallel and quantizable, and answers
             # HF's calls of it.

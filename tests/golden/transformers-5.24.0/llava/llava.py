@@ -89,8 +89,8 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal):
         self.config = config
 
         with self._mark_tower_model(vllm_config, "image"):
-            # The modules HF's feature path reads, built as HF builds them
-            # (LlavaModel.get_image_features).
+            # The modules HF's feature path reads: vLLM's own where it answers HF's
+            # calls, else built as HF builds them (LlavaModel.get_image_features).
             # HF builds its tower here (models/llava/modeling_llava.py:111); vLLM's own
             # module for it is tensor-parallel and quantizable, and answers HF's calls
             # of it.

@@ -98,7 +98,8 @@ class LlavaNextVideoForConditionalGeneration(nn.Module, SupportsMultiModal):
         self.config = config
 
         with self._mark_tower_model(vllm_config, {"image", "video"}):
-            # The modules HF's feature paths read, built as HF builds them
+            # The modules HF's feature paths read: vLLM's own where it answers HF's
+            # calls, else built as HF builds them
             # (LlavaNextVideoModel.get_image_features, get_video_features).
             # HF builds its tower here
             # (models/llava_next_video/modeling_llava_next_video.py:272); vLLM's own

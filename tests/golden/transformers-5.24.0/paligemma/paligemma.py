@@ -87,8 +87,8 @@ class PaliGemmaForConditionalGeneration(nn.Module, SupportsMultiModal):
         self.config = config
 
         with self._mark_tower_model(vllm_config, "image"):
-            # The modules HF's feature path reads, built as HF builds them
-            # (PaliGemmaModel.get_image_features).
+            # The modules HF's feature path reads: vLLM's own where it answers HF's
+            # calls, else built as HF builds them (PaliGemmaModel.get_image_features).
             # HF builds its tower here (models/paligemma/modeling_paligemma.py:112);
             # vLLM's own module for it is tensor-parallel and quantizable, and answers
             # HF's calls of it.

@@ -95,8 +95,9 @@ class Qwen2VLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsMRo
         self.config = config
 
         with self._mark_tower_model(vllm_config, {"image", "video"}):
-            # The modules HF's feature paths read, built as HF builds them
-            # (Qwen2VLModel.get_image_features, get_video_features).
+            # The modules HF's feature paths read: vLLM's own where it answers HF's
+            # calls, else built as HF builds them (Qwen2VLModel.get_image_features,
+            # get_video_features).
             # HF builds its tower here (models/qwen2_vl/modeling_qwen2_vl.py:836);
             # vLLM's own module for it is tensor-parallel and quantizable, and answers
             # HF's calls of it.
