@@ -368,6 +368,15 @@ def _uses(
     return found.rpartition(": ")[2]
 
 
+# A read of the tower under a branch on image_sizes (LLaVA's split by patch size).
+_BRANCHED = (
+    "def get_image_features(self, pixel_values, image_sizes=None):\n"
+    "    out = self.vision_tower(pixel_values).hidden_states[-2]\n"
+    "    if image_sizes is not None:\n"
+    "        return out.split(image_sizes // self.vision_tower.patch_size)\n"
+    "    return out\n"
+)
+
 EXAMPLES = [
     valid(
         "paligemma_reads_only_the_last_hidden_state",
@@ -430,11 +439,7 @@ EXAMPLES = [
         "a_read_under_a_branch_on_a_parameter_the_port_leaves_none",
         "",
         lambda _: _uses(
-            "def get_image_features(self, pixel_values, image_sizes=None):\n"
-            "    out = self.vision_tower(pixel_values).hidden_states[-2]\n"
-            "    if image_sizes is not None:\n"
-            "        return out.split(image_sizes // self.vision_tower.patch_size)\n"
-            "    return out\n",
+            _BRANCHED,
         ),
         ((), ("hidden_states",), True),
     ),
@@ -442,11 +447,7 @@ EXAMPLES = [
         "the_same_read_when_the_parameter_is_an_item_field",
         "",
         lambda _: _uses(
-            "def get_image_features(self, pixel_values, image_sizes=None):\n"
-            "    out = self.vision_tower(pixel_values).hidden_states[-2]\n"
-            "    if image_sizes is not None:\n"
-            "        return out.split(image_sizes // self.vision_tower.patch_size)\n"
-            "    return out\n",
+            _BRANCHED,
             ("pixel_values", "image_sizes"),
         ),
         "get_image_features reads self.vision_tower otherwise than calling it",
