@@ -388,8 +388,9 @@ def _lm_head(outer_assigns: dict[str, cst.Assign]) -> str:
 
 def _encoder_modules(
     inner: type[Any], reads: list[str]
-) -> tuple[list[EncoderModule], list[tuple[str, str]], list[str]]:
-    """The modules, imports and borrowed methods behind the ``self.`` reads of the feature paths."""
+) -> tuple[list[EncoderModule], list[str]]:
+    """The modules (each with the imports its line needs) and borrowed methods behind
+    the ``self.`` reads of the feature paths."""
     parsed, assigns = _constructor(inner)
     local_assigns = _LocalAssignments()
     init = find_method(inner, "__init__", models_only=True)
@@ -398,7 +399,7 @@ def _encoder_modules(
     locals_ = {
         name: _code(node.value).strip() for name, node in local_assigns.found.items()
     }
-    modules, imports, borrowed = [], [], []
+    modules, borrowed = [], []
     order = list(assigns)
     # Build modules in constructor order: later lines may read earlier ones (self.dtype).
     for attr in sorted(reads, key=lambda a: order.index(a) if a in order else -1):
@@ -423,8 +424,7 @@ def _encoder_modules(
                 needs=tuple(needed),
             )
         )
-        imports += needed
-    return modules, imports, borrowed
+    return modules, borrowed
 
 
 # get_rope_index parameters the generated class fills itself, not from an item's fields.
@@ -575,7 +575,7 @@ def analyze_encoder(
     side_refused = tuple(m for m, why in missing if SIDE_INPUTS_REASON in why)
     if not paths:
         raise _no_paths(inner, missing, side_refused)
-    modules, _, borrowed = _encoder_modules(inner, reads)
+    modules, borrowed = _encoder_modules(inner, reads)
     modules = [
         _as_vllm_builds(
             m, inner, paths, borrowed, item_inputs, config, holder.config_path
@@ -648,7 +648,8 @@ def _as_vllm_builds(
         if p.inline is None and not p.through
     ]
     # Helpers the paths call (a feature method another one calls is read above).
-    runs += [(h, None, "") for h in borrowed if h not in {name for name, _, _ in runs}]
+    read = {name for name, _, _ in runs}
+    runs += [(h, None, "") for h in borrowed if h not in read]
     methods = []
     for name, fields, output in runs:
         found = find_method(inner, name)
@@ -656,8 +657,9 @@ def _as_vllm_builds(
             return replace(named, kept=f"{name} is not in transformers' sources")
         methods.append((found[1], fields, output))
     # HF's tower ignores a keyword its forward does not name, as the class does.
+    built = cst.parse_expression(module.code)
     hf_tower = _class_built_by(
-        cst.parse_expression(module.code),
+        built,
         sys.modules[inner.__module__],
         _sub_config_or_none(config, root),
     )
@@ -667,7 +669,7 @@ def _as_vllm_builds(
     if isinstance(calls, str):
         return replace(named, kept=calls)
     callers = tuple(name for name, _, _ in runs)
-    path = config_argument(cst.parse_expression(module.code)) or ()
+    path = config_argument(built) or ()
     native = NativeTower(
         encoder.path,
         "".join(f".{name}" for name in path),
