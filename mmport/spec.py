@@ -417,36 +417,73 @@ class ModalitySpec:
 
 
 @dataclass(frozen=True)
+class VllmEncoder:
+    """vLLM's module for one kind of HF tower, and how far it stands in for HF's.
+
+    ``answers``: the field of HF's output that vLLM's module returns, equal,
+    when called with the input HF hands it first (``first``, HF's name for it)
+    and the keywords in ``keywords`` (HF's names, which vLLM's forward takes
+    with HF's meaning); "" where no plain call gives a field of HF's.
+    ``layered``: the fields it gives when asked for every layer's output
+    (``hidden_states``, each layer's output side by side, split apart); where
+    neither gives any, ``unlike`` says why. ``attributes``: those of HF's module vLLM's has too,
+    with HF's meaning. ``weights_under``: the prefix vLLM's module keeps the
+    tower's weights under, beside HF's names in transformers 5.x (SigLIP's
+    ``vision_model.``); vLLM's own loader stacks the attention projections.
+    """
+
+    path: str
+    answers: str = ""
+    first: str = "pixel_values"
+    keywords: tuple[str, ...] = ()
+    weights_under: str = ""
+    attributes: tuple[str, ...] = ("dtype", "device")
+    unlike: str = ""
+    # The fields of HF's output it gives when asked for every layer (vLLM's layer
+    # selection, built without the post-layernorm HF's hidden states lack), and
+    # the expression, on the module, of its layer count.
+    layered: tuple[str, ...] = ()
+    layer_count: str = ""
+    # Constructor keywords that make it compute what HF's does, as (name, code).
+    builds_with: tuple[tuple[str, str], ...] = ()
+    # HF's keywords handed on in the form vLLM's forward takes, as (name, code on
+    # HF's value): Qwen2.5-VL's grid as a list of lists.
+    converts: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def module(self) -> str:
+        """The vLLM module that defines it (``vllm.model_executor.models.siglip``)."""
+        return self.path.rpartition(".")[0]
+
+    @property
+    def name(self) -> str:
+        """The class's name (``SiglipVisionModel``)."""
+        return self.path.rpartition(".")[2]
+
+
+@dataclass(frozen=True)
 class NativeTower:
-    """vLLM's own module, built in place of HF's tower and answering HF's calls of it.
+    """vLLM's own module (``encoder``), built in place of HF's tower and answering HF's calls of it.
 
     ``config_attr`` is the sub-config HF builds the tower from (``.vision_config``);
     ``answers`` the fields of HF's output HF's path reads, which vLLM's module
-    gives; ``weights_under`` the prefix vLLM's module keeps HF's weight names
-    under (``vision_model.``); ``callers`` the HF methods that call it.
+    gives; ``callers`` the HF methods that call it; ``keywords`` those of the
+    encoder's keywords HF's calls pass (Qwen2-VL's ``grid_thw``); ``layered``
+    that they are answered from every layer's output (vLLM's layer selection)
+    rather than the plain call, the module built without the post-layernorm
+    HF's hidden states lack.
     """
 
-    vllm_path: str
+    encoder: VllmEncoder
     config_attr: str
     answers: tuple[str, ...]
-    weights_under: str
     callers: tuple[str, ...]
-    first: str = "pixel_values"  # HF's name for the input HF's calls hand it first
-    # Answered from every layer's output (vLLM's layer selection) rather than the
-    # plain call, the module built without the post-layernorm HF's hidden states
-    # lack; ``layer_count`` is the module's layer count, as code on it.
-    layered: bool = False
-    layer_count: str = ""
-    # HF's call keywords vLLM's forward takes with HF's meaning (Qwen2-VL's ``grid_thw``).
     keywords: tuple[str, ...] = ()
-    # Constructor keywords, as (name, code), that make it compute what HF's does.
-    builds_with: tuple[tuple[str, str], ...] = ()
-    # HF's keywords as vLLM's forward takes them, as (name, code on HF's value).
-    converts: tuple[tuple[str, str], ...] = ()
+    layered: bool = False
 
     def handed_on(self, keyword: str) -> str:
         """The code that hands HF's ``keyword`` to vLLM's forward."""
-        return dict(self.converts).get(keyword, keyword)
+        return dict(self.encoder.converts).get(keyword, keyword)
 
 
 @dataclass(frozen=True)
@@ -601,7 +638,7 @@ class EncoderSpec:
         renames = [
             (
                 f"{outer}{m.attr}{dot}",
-                f"{m.attr}{dot}{m.native.weights_under if m.native else ''}",
+                f"{m.attr}{dot}{m.native.encoder.weights_under if m.native else ''}",
             )
             for m in self.modules
             for dot in ["" if "Parameter(" in m.code else "."]

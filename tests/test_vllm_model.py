@@ -107,7 +107,7 @@ def _class_and_hf(model_type: str, tmp_path):
     ]
     mapped = dict(mapper.apply(state) if mapper else state)
     for tower in spec.encoder.native_towers:  # built as HF's here (_build_encoder)
-        under = f"{tower.attr}.{tower.native.weights_under}"
+        under = f"{tower.attr}.{tower.native.encoder.weights_under}"
         mapped = {
             f"{tower.attr}.{k.removeprefix(under)}" if k.startswith(under) else k: v
             for k, v in mapped.items()

@@ -671,17 +671,12 @@ def _as_vllm_builds(
     callers = tuple(name for name, _, _ in runs)
     path = config_argument(built) or ()
     native = NativeTower(
-        encoder.path,
+        encoder,
         "".join(f".{name}" for name in path),
         calls.fields,
-        encoder.weights_under,
         callers,
-        encoder.first,
-        calls.layered,
-        encoder.layer_count if calls.layered else "",
         calls.keywords,
-        encoder.builds_with,
-        encoder.converts,
+        calls.layered,
     )
     return replace(named, native=native, setup=())
 

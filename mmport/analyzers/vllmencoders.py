@@ -23,13 +23,13 @@ The table is the targeted release's: ``tests/test_vllm_encoders.py`` (the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
 
 from mmport.analyzers.examples import valid
 from mmport.analyzers.language import config_argument, sub_config
+from mmport.spec import VllmEncoder
 
 __all__ = [
     "EXAMPLES",
@@ -40,51 +40,6 @@ __all__ = [
 ]
 
 _MODELS = "vllm.model_executor.models"
-
-
-@dataclass(frozen=True)
-class VllmEncoder:
-    """vLLM's module for one kind of HF tower, and how far it stands in for HF's.
-
-    ``answers``: the field of HF's output that vLLM's module returns, equal,
-    when called with the input HF hands it first (``first``, HF's name for it)
-    and the keywords in ``keywords`` (HF's names, which vLLM's forward takes
-    with HF's meaning); "" where no plain call gives a field of HF's.
-    ``layered``: the fields it gives when asked for every layer's output
-    (``hidden_states``, each layer's output side by side, split apart); where
-    neither gives any, ``unlike`` says why. ``attributes``: those of HF's module vLLM's has too,
-    with HF's meaning. ``weights_under``: the prefix vLLM's module keeps the
-    tower's weights under, beside HF's names in transformers 5.x (SigLIP's
-    ``vision_model.``); vLLM's own loader stacks the attention projections.
-    """
-
-    path: str
-    answers: str = ""
-    first: str = "pixel_values"
-    keywords: tuple[str, ...] = ()
-    weights_under: str = ""
-    attributes: tuple[str, ...] = ("dtype", "device")
-    unlike: str = ""
-    # The fields of HF's output it gives when asked for every layer (vLLM's layer
-    # selection, built without the post-layernorm HF's hidden states lack), and
-    # the expression, on the module, of its layer count.
-    layered: tuple[str, ...] = ()
-    layer_count: str = ""
-    # Constructor keywords that make it compute what HF's does, as (name, code).
-    builds_with: tuple[tuple[str, str], ...] = ()
-    # HF's keywords handed on in the form vLLM's forward takes, as (name, code on
-    # HF's value): Qwen2.5-VL's grid as a list of lists.
-    converts: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def module(self) -> str:
-        """The vLLM module that defines it (``vllm.model_executor.models.siglip``)."""
-        return self.path.rpartition(".")[0]
-
-    @property
-    def name(self) -> str:
-        """The class's name (``SiglipVisionModel``)."""
-        return self.path.rpartition(".")[2]
 
 
 # A tower's config model_type -> vLLM's module for it (vLLM 0.33).
