@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from startup import current_section
+from docsections import DOC, join, others
 
 MODELS = (
     "llava",
@@ -230,6 +230,10 @@ def bench_model(name: str, tmp: Path, device: str) -> dict:
     }
 
 
+# The sections of docs/performance.md this script writes (beside the part above them).
+OWN_SECTIONS = ("## Test lanes", "## `verify --model")
+
+
 def model_lines(device: str) -> list[str]:
     """The verify --model table."""
     import tempfile
@@ -343,12 +347,12 @@ def main() -> None:
     lines += [
         *model_lines(args.model_device),
     ]
-    if current_section():  # startup.py's section, kept as it last wrote it
-        lines += [current_section().rstrip("\n"), ""]
     text = "\n".join(lines)
     print(text)
     if args.write:
-        (ROOT / "docs" / "performance.md").write_text(text)
+        # The sections other benchmarks (startup.py, serve.py) or people wrote stay.
+        kept = others(DOC.read_text() if DOC.exists() else "", OWN_SECTIONS)
+        DOC.write_text(join(text, kept))
 
 
 if __name__ == "__main__":

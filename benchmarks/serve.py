@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from docsections import write_section
+
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = Path(__file__).with_name("_serve_engine.py")
 SECTION = "## Served throughput: generated class / vLLM's own"
@@ -271,20 +273,6 @@ def table(results: list[FamilyResult]) -> str:
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
-    """Replace (or append) this benchmark's section of docs/performance.md."""
-    path = ROOT / "docs" / "performance.md"
-    doc = path.read_text()
-    start = doc.find(SECTION)
-    if start == -1:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    else:
-        end = doc.find("\n## ", start + len(SECTION))
-        rest = "\n" + doc[end + 1 :] if end != -1 else ""
-        doc = doc[:start] + text.rstrip("\n") + "\n" + rest
-    path.write_text(doc.rstrip("\n") + "\n")
-
-
 def main() -> None:
     """Benchmark the families named (default: all of FAMILIES)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -340,7 +328,7 @@ def main() -> None:
     )
     print(text)
     if args.write:
-        write_section(text)
+        write_section(SECTION, text)
 
 
 if __name__ == "__main__":

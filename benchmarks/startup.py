@@ -32,8 +32,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from docsections import write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "performance.md"
 HEADING = "## Start-up"
 # Modules the pages of `mmport --help` must not reach (tests/test_startup.py asserts the same).
 HEAVY = ("torch", "transformers", "typer", "click", "rich")
@@ -316,25 +317,6 @@ def section(m: Measured) -> list[str]:
     ]
 
 
-def replace_section(text: str, new: str) -> str:
-    """``text`` (docs/performance.md) with its Start-up section replaced by ``new``, or ``new`` appended."""
-    start = text.find(f"\n{HEADING}\n")
-    if start < 0:
-        return text.rstrip("\n") + "\n\n" + new
-    end = text.find("\n## ", start + 1)
-    return text[: start + 1] + new + ("" if end < 0 else "\n" + text[end + 1 :])
-
-
-def current_section() -> str:
-    """The Start-up section docs/performance.md holds now ('' if none): what bench.py keeps when it rewrites the file."""
-    text = DOC.read_text() if DOC.exists() else ""
-    start = text.find(f"\n{HEADING}\n")
-    if start < 0:
-        return ""
-    end = text.find("\n## ", start + 1)
-    return text[start + 1 : None if end < 0 else end + 1]
-
-
 def measure(root: Path, runs: int) -> Measured:
     """Install ``root`` every way of :data:`INSTALLS`, time every command and profile the imports."""
     started_load = os.getloadavg()[0]
@@ -374,7 +356,7 @@ def main() -> None:
     text = "\n".join(section(measure(args.root.resolve(), args.runs)))
     print(text)
     if args.write:
-        DOC.write_text(replace_section(DOC.read_text(), text))
+        write_section(HEADING, text)
 
 
 if __name__ == "__main__":

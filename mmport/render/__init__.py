@@ -199,8 +199,9 @@ def write_files(
     ]
     if existing and not force:
         names = ", ".join(str(p) for p in existing)
+        verb, them = ("exists", "it") if len(existing) == 1 else ("exist", "them")
         raise OutputExistsError(
-            f"{names} already exist; pass --force to overwrite them"
+            f"{names} already {verb}; pass --force to overwrite {them}"
         )
     directory.mkdir(parents=True, exist_ok=True)
     staged = []
