@@ -31,6 +31,19 @@ def _edit(name: str, change: Callable[[dict], None]) -> Callable[[Path], None]:
     return apply
 
 
+def _older_layout(**image_settings) -> Callable[[Path], None]:
+    """The image processor's settings (with ``image_settings``) moved out of
+    processor_config.json into preprocessor_config.json, as releases before 5.x wrote them."""
+
+    def apply(directory: Path) -> None:
+        processor = json.loads((directory / "processor_config.json").read_text())
+        image = {**processor.pop("image_processor"), **image_settings}
+        (directory / "preprocessor_config.json").write_text(json.dumps(image))
+        (directory / "processor_config.json").write_text(json.dumps(processor))
+
+    return apply
+
+
 def _write(name: str, text: str | bytes) -> Callable[[Path], None]:
     def apply(directory: Path) -> None:
         path = directory / name
@@ -97,7 +110,7 @@ BROKEN_SNAPSHOTS = [
     (
         "config embeds at a token HF never writes",
         _edit("config.json", lambda c: c.update(image_token_index=5)),
-        "never writes it",
+        "for an image; config.json and the tokenizer disagree",
     ),
     (
         "config of a text-only model",
@@ -160,6 +173,21 @@ BROKEN_SNAPSHOTS = [
         "a setting HF divides by zero",
         _edit("processor_config.json", lambda c: c.update(patch_size=0)),
         "rejects an ordinary",
+    ),
+    (
+        # The older layout: the image processor's settings in preprocessor_config.json,
+        # which the message names.
+        "an image setting HF rejects, in preprocessor_config.json",
+        _older_layout(size={"min_pixels": 3136, "max_pixels": 1003520}),
+        "settings in processor_config.json or preprocessor_config.json",
+    ),
+    (
+        "an image setting that leaves an image no tokens",
+        _edit(
+            "processor_config.json",
+            lambda c: c["image_processor"].update(crop_size={"height": 0, "width": 0}),
+        ),
+        "writes no token for an ordinary",
     ),
 ]
 

@@ -9,6 +9,8 @@ image and turns either problem into a :class:`BadReferenceError` naming it.
 
 from __future__ import annotations
 
+import collections
+from pathlib import Path
 from typing import Any
 
 from mmport.errors import FOREIGN_ERRORS, BadReferenceError, one_line
@@ -42,6 +44,7 @@ def check_reference(snapshot: Any) -> None:
     embed_id = token_id_of(processor) if embed_id is None else embed_id
     rejection: Exception | None = None
     answered = False
+    written: collections.Counter[int] = collections.Counter()
     for width, height in HEALTH_SIZES:
         for prompt in _attempts(processor):
             try:
@@ -54,17 +57,40 @@ def check_reference(snapshot: Any) -> None:
             answered = True
             if embed_id in ids:
                 return
+            # What HF wrote beyond the prompt's own text: the image's tokens.
+            written += collections.Counter(ids) - collections.Counter(
+                processor.tokenizer(prompt)["input_ids"]
+            )
     if not answered:
         assert rejection is not None, "every attempt raised"
         raise BadReferenceError(
             f"{snapshot.path}: the HF processor rejects an ordinary {HEALTH_SIZES[0][0]}×{HEALTH_SIZES[0][1]} image "
-            f"({one_line(rejection)}); check the processor settings in processor_config.json"
+            f"({one_line(rejection)}); check the image processor settings in {_settings_files(snapshot.path)}"
         )
     token = processor.tokenizer.convert_ids_to_tokens(embed_id)
+    if not written:
+        raise BadReferenceError(
+            f"{snapshot.path}: the HF processor writes no token for an ordinary "
+            f"{HEALTH_SIZES[0][0]}×{HEALTH_SIZES[0][1]} image (the config embeds images at {token!r}, "
+            f"id {embed_id}); check the image processor settings in {_settings_files(snapshot.path)}"
+        )
+    most = written.most_common(1)[0][0]
     raise BadReferenceError(
-        f"{snapshot.path}: the config embeds images at token id {embed_id} ({token!r}), but the HF processor never "
-        "writes it for an image; config.json and the tokenizer disagree"
+        f"{snapshot.path}: the config embeds images at token id {embed_id} ({token!r}), but the HF processor "
+        f"writes {processor.tokenizer.convert_ids_to_tokens(most)!r} (id {most}) for an image; "
+        "config.json and the tokenizer disagree"
     )
+
+
+def _settings_files(directory: Any) -> str:
+    """The files of ``directory`` that hold the image processor's settings (5.x writes
+    them into processor_config.json, older releases into preprocessor_config.json)."""
+    names = [
+        name
+        for name in ("processor_config.json", "preprocessor_config.json")
+        if (Path(directory) / name).is_file()
+    ]
+    return " or ".join(names) or "processor_config.json"
 
 
 def unwritten_media_token(
