@@ -449,6 +449,20 @@ class VllmEncoder:
     # HF's keywords handed on in the form vLLM's forward takes, as (name, code on
     # HF's value): Qwen2.5-VL's grid as a list of lists.
     converts: tuple[tuple[str, str], ...] = ()
+    # HF's keyword holding each image's (height, width), where vLLM's forward takes
+    # the images as a list of unpadded images and returns each one's features:
+    # HF's padded batch is cut to the sizes, in whole patches (the module's
+    # ``patch_size``), and the features are joined into HF's one sequence
+    # (Pixtral's ``image_sizes``).
+    unpads_by: str = ""
+    # Attributes of HF's module that vLLM's lacks, as (name, type, code on vLLM's
+    # module) the class gives it (Pixtral's ``patch_size``, in vLLM's config).
+    provides: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def readable(self) -> tuple[str, ...]:
+        """The attributes HF's path may read on the module the class builds."""
+        return (*self.attributes, *(name for name, _, _ in self.provides))
 
     @property
     def module(self) -> str:

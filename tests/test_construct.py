@@ -32,7 +32,8 @@ pytestmark = [
 # an audio path HF writes inline in forward (qwen2_audio), a video HF hands on as
 # images (internvl), a model HF builds through an auto class from a sub-config
 # (colpali: PaliGemma's, inside a retrieval class), and a family with no derived
-# encoder (phi4_multimodal).
+# encoder (phi4_multimodal); a tower vLLM's module takes as a list of unpadded images
+# (lighton_ocr: Pixtral's).
 FAMILIES = (
     "llava",
     "blip-2",
@@ -43,6 +44,7 @@ FAMILIES = (
     "internvl",
     "colpali",
     "phi4_multimodal",
+    "lighton_ocr",
 )
 # Text models with no CausalLM of their own (mmport.analyzers.language).
 BACKEND_FAMILIES = ("glm4v", "step3p7", "glm5_next")
@@ -133,10 +135,12 @@ def test_generated_classes_construct_with_a_tower_per_modality(constructed) -> N
             handled
         )
     assert built["qwen2_vl"].parameters > 0
-    # ColPali's SigLIP tower, Qwen2-VL's vision transformer and LLaVA's CLIP tower
-    # (read by hidden layer) are vLLM's own modules; BLIP-2's, which vLLM has no
-    # module of its own for, stay HF's.
-    assert all(built[m].vllm_towers for m in ("colpali", "qwen2_vl", "llava"))
+    # ColPali's SigLIP tower, Qwen2-VL's vision transformer, LLaVA's CLIP tower
+    # (read by hidden layer) and LightOnOCR's Pixtral are vLLM's own modules;
+    # BLIP-2's, which vLLM has no module of its own for, stays HF's.
+    assert all(
+        built[m].vllm_towers for m in ("colpali", "qwen2_vl", "llava", "lighton_ocr")
+    )
     assert not built["blip-2"].vllm_towers
     assert analyze(resolve("qwen2_vl")).encoder.tower_modalities == ("image", "video")
     assert analyze(resolve("glmasr")).encoder.tower_modalities == ("audio",)

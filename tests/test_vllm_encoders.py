@@ -33,7 +33,13 @@ def test_each_named_encoder_is_a_class_of_the_real_vllm(model_type) -> None:
     params = inspect.signature(found.forward).parameters
     first = list(params.values())[1]
     assert first.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, params
-    assert set(encoder.keywords) <= set(params), params
+    # The sizes HF's batch is cut by are the class's to use, not vLLM's forward's:
+    # that one takes the images as a list.
+    assert set(encoder.keywords) - {encoder.unpads_by} <= set(params), params
+    if encoder.unpads_by:
+        assert "list" in str(first.annotation), first
+    if encoder.layered:
+        assert "select_layers" in params, params
     assert {name for name, _ in encoder.converts} <= set(encoder.keywords)
     built = inspect.getsource(found.__init__)
     # It is built with the keywords the port passes (Idefics3's attention mask).
@@ -41,6 +47,9 @@ def test_each_named_encoder_is_a_class_of_the_real_vllm(model_type) -> None:
     assert {name for name, _ in encoder.builds_with} <= set(takes), takes
     for attribute in encoder.attributes:
         assert hasattr(found, attribute) or f"self.{attribute} = " in built, attribute
+    # What the class gives it, as properties, vLLM's module neither has nor sets.
+    for attribute, _, _ in encoder.provides:
+        assert not hasattr(found, attribute) and f"self.{attribute} = " not in built
     # It keeps the tower's weights under the prefix the port's mapper adds.
     if encoder.weights_under:
         assert f"self.{encoder.weights_under.rstrip('.')} = " in built

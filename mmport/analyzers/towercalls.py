@@ -184,7 +184,7 @@ def _method_calls(
     """The keywords ``method``'s calls of ``self.<attr>`` pass, the calls, and the fields
     of their output it needs, each ``(field, how it needs it)``; refused for any
     other use."""
-    uses = _Uses(attr, encoder.attributes, _unset(method, fields))
+    uses = _Uses(attr, encoder.readable, _unset(method, fields))
     method.body.visit(uses)
     if uses.reads != len(uses.calls) + uses.properties:
         raise _Refused(
@@ -333,8 +333,21 @@ def tower_calls(
     read = {field for field, _ in needed}
     if read <= {encoder.answers}:
         return TowerCalls(tuple(dict.fromkeys(keywords)), (encoder.answers,), False)
-    if read <= set(encoder.layered) and not keywords:
-        return TowerCalls((), tuple(dict.fromkeys(f for f, _ in needed)), True)
+    if read <= set(encoder.layered):
+        # Every layer's output is asked for with no keyword but the sizes the class
+        # itself cuts HF's batch by.
+        other = sorted(set(keywords) - {encoder.unpads_by})
+        if other:
+            return (
+                f"HF's feature path uses it as vLLM's {encoder.name} cannot answer: its "
+                f"output's {', '.join(sorted(read))} with {', '.join(other)}, which vLLM's "
+                "layer selection does not take"
+            )
+        return TowerCalls(
+            tuple(dict.fromkeys(keywords)),
+            tuple(dict.fromkeys(f for f, _ in needed)),
+            True,
+        )
     # Say a need neither way meets, else that no one way meets them all.
     plain = {encoder.answers}
     unmet = [how for f, how in needed if f not in plain | set(encoder.layered)]
@@ -354,15 +367,27 @@ _SIGLIP = VllmEncoder(
 )
 
 
+# Pixtral's: a list of unpadded images, cut from HF's batch by ``image_sizes``.
+_PIXTRAL = VllmEncoder(
+    "vllm.model_executor.models.pixtral.PixtralHFVisionModel",
+    answers="last_hidden_state",
+    keywords=("image_sizes",),
+    layered=("hidden_states", "last_hidden_state"),
+    unpads_by="image_sizes",
+    provides=(("patch_size", "int", "self.config.patch_size"),),
+)
+
+
 def _uses(
     body: str,
     fields: Sequence[str] | None = ("pixel_values",),
     output: str = "pooler_output",
     takes: frozenset[str] | None = None,
+    encoder: VllmEncoder = _SIGLIP,
 ):
     method = cst.parse_module(body).body[0]
     assert isinstance(method, cst.FunctionDef)
-    found = tower_calls([(method, fields, output)], "vision_tower", _SIGLIP, takes)
+    found = tower_calls([(method, fields, output)], "vision_tower", encoder, takes)
     if isinstance(found, TowerCalls):
         return found.keywords, found.fields, found.layered
     return found.rpartition(": ")[2]
@@ -378,6 +403,33 @@ _BRANCHED = (
 )
 
 EXAMPLES = [
+    valid(
+        "mistral3_reads_a_hidden_layer_of_images_cut_to_their_sizes",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values, image_sizes, layer=None, **kwargs):\n"
+            "    out = self.vision_tower(pixel_values, image_sizes=image_sizes, **kwargs)\n"
+            "    selected = out.hidden_states[layer]\n"
+            "    ratio = self.vision_tower.patch_size * self.config.spatial_merge_size\n"
+            "    out.pooler_output = self.projector(selected.squeeze(0), image_sizes, ratio)\n"
+            "    return out\n",
+            fields=("pixel_values", "image_sizes"),
+            encoder=_PIXTRAL,
+        ),
+        (("image_sizes",), ("hidden_states",), True),
+    ),
+    valid(
+        "a_hidden_layer_asked_with_a_keyword_layer_selection_does_not_take",
+        "",
+        lambda _: _uses(
+            "def get_image_features(self, pixel_values):\n"
+            "    out = self.vision_tower(pixel_values, interpolate_pos_encoding=True)\n"
+            "    return out.hidden_states[-2]\n",
+            output="",
+        ),
+        "its output's hidden_states with interpolate_pos_encoding, which vLLM's layer "
+        "selection does not take",
+    ),
     valid(
         "paligemma_reads_only_the_last_hidden_state",
         "",

@@ -87,10 +87,17 @@ VLLM_ENCODERS: dict[str, VllmEncoder] = {
         attributes=("dtype", "device", "spatial_merge_size"),
         converts=(("grid_thw", "grid_thw.tolist()"),),
     ),
+    # Its call takes a list of unpadded images and returns each one's features, the
+    # last layer's (Pixtral has no post-layernorm): HF's last_hidden_state once
+    # joined; every layer's output, the embeddings' first, is HF's hidden_states.
     "pixtral": VllmEncoder(
         f"{_MODELS}.pixtral.PixtralHFVisionModel",
-        unlike="its call takes a list of images and returns a tuple of features, where "
-        "HF's takes a batch and returns an output object",
+        answers="last_hidden_state",
+        keywords=("image_sizes",),
+        layered=("hidden_states", "last_hidden_state"),
+        layer_count="self.config.num_hidden_layers",
+        unpads_by="image_sizes",
+        provides=(("patch_size", "int", "self.config.patch_size"),),
     ),
     # Its plain call is HF's last_hidden_state (post_layernorm included) when built
     # to mask padded patches in attention as HF does (vLLM's own Idefics3 is not).
