@@ -103,3 +103,13 @@ def test_a_mask_over_an_items_frames_is_a_field_though_shaped_like_the_prompt() 
     assert spec.encoder is not None and spec.encoder.path("audio") is not None
     paligemma = analyze(resolve("paligemma"))
     assert "token_type_ids" not in {f.key for f in paligemma.modalities[0].fields}
+
+
+def test_modalities_refused_for_the_same_side_inputs_share_one_reason() -> None:
+    # Qwen3-VL hands its text model the same side inputs from image and video
+    # features, at one line: the reason says it once, naming both.
+    spec = analyze(resolve("qwen3_vl"))
+    assert spec.encoder is None
+    clauses = spec.encoder_reason.split("; ")
+    assert len(clauses) == 1, spec.encoder_reason
+    assert "image and video features" in spec.encoder_reason

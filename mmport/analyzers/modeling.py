@@ -685,7 +685,7 @@ def _no_paths(
     inner: type[Any], missing: list[tuple[str, str]], side_refused: tuple[str, ...]
 ) -> AnalysisError:
     """Why ``inner`` has no path a port can serve: each modality's reason."""
-    why = "; ".join(why for _, why in missing)
+    why = "; ".join(dict.fromkeys(why for _, why in missing))  # a shared reason once
     if side_refused:
         return SideInputsRefusal(why, side_refused)
     return AnalysisError(
@@ -721,14 +721,20 @@ def _usable_paths(
     side = side_inputs(inner, text_side[0], methods) if text_side[0] else {}
     if not side:
         return paths, reads, missing, text_side
+    # Modalities whose features go the same way share one reason.
+    sharing: dict[tuple[tuple[str, ...], str], list[str]] = {}
+    for modality, (names, source) in side.items():
+        sharing.setdefault((tuple(names), str(source)), []).append(modality)
     refused = [
         (
             modality,
             f"HF's {inner.__name__}.forward hands its text model "
-            f"{', '.join(names)} from the {modality} features {SIDE_INPUTS_REASON} "
-            f"({source}), and vLLM's language model takes the embeddings alone",
+            f"{', '.join(names)} from the {' and '.join(shared)} features "
+            f"{SIDE_INPUTS_REASON} ({source}), and vLLM's language model takes the "
+            "embeddings alone",
         )
-        for modality, (names, source) in side.items()
+        for (names, source), shared in sharing.items()
+        for modality in shared
     ]
     kept = tuple(m for m in modalities if m not in side)
     paths, reads, more = _paths(inner, kept, item_inputs)
