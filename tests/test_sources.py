@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from mmport.errors import BadReferenceError
-from mmport.sources import resolve
+from mmport.sources import publish_snapshot, resolve
 from mmport.sources.defaults import lookup_config, vocabulary_lookups
 
 
@@ -75,6 +75,23 @@ def test_synthetic_tokenizer_splits_as_its_ancestor_familys() -> None:
 def test_synthetic_snapshot_is_built_once(llava) -> None:
     stamp = (llava.path / "config.json").stat().st_mtime_ns
     assert (resolve("llava").path / "config.json").stat().st_mtime_ns == stamp
+
+
+def test_a_snapshot_another_process_put_in_place_first_stays(llava, tmp_path) -> None:
+    # Two processes building one synthetic snapshot at once (pytest -n 2): the one
+    # that finishes second must not pull the first's out from under its readers.
+    target = shutil.copytree(llava.path, tmp_path / "llava")
+    first = {p.name: p.stat().st_ino for p in target.iterdir()}
+    late = shutil.copytree(llava.path, tmp_path / ".llava-late")
+    publish_snapshot(late, target)
+    assert {p.name: p.stat().st_ino for p in target.iterdir()} == first
+    # A directory holding no snapshot (left empty, or half-written) is replaced.
+    shutil.rmtree(target)
+    target.mkdir()
+    (target / "stray").write_text("")
+    publish_snapshot(late, target)
+    assert (target / "config.json").is_file() and not (target / "stray").exists()
+    assert not late.exists()
 
 
 def test_local_directory(llava, tmp_path) -> None:

@@ -13,7 +13,7 @@ from mmport import __version__
 from mmport.errors import BadReferenceError
 from mmport.sources.snapshot import Snapshot, read_config_json
 
-__all__ = ["Snapshot", "cache_root", "resolve"]
+__all__ = ["Snapshot", "cache_root", "publish_snapshot", "resolve"]
 
 
 def cache_root() -> Path:
@@ -53,6 +53,24 @@ def _local(ref: str, trust_remote_code: bool = False) -> Snapshot:
     )
 
 
+def publish_snapshot(staging: Path, target: Path) -> None:
+    """Put the snapshot built in ``staging`` at ``target``, unless another process put
+    a whole one there first: that one stays, as a process may be reading it.
+
+    A rename onto a directory that holds files fails, so of two processes
+    building the same snapshot at once (``pytest -n 2``, ``verify --manifest``
+    workers) the first to finish wins and the other's build is dropped; only a
+    ``target`` without a config (an empty or broken directory) is replaced.
+    """
+    try:
+        staging.rename(target)
+    except OSError:
+        if (target / "config.json").is_file():
+            return
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+
+
 def _synthetic(model_type: str) -> Snapshot:
     """Build (once) and return the synthetic snapshot of ``model_type``."""
     import transformers
@@ -71,8 +89,7 @@ def _synthetic(model_type: str) -> Snapshot:
         staging = Path(tempfile.mkdtemp(prefix=f".{model_type}-", dir=target.parent))
         try:
             build_synthetic(model_type, staging)
-            shutil.rmtree(target, ignore_errors=True)
-            staging.rename(target)
+            publish_snapshot(staging, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return Snapshot(
