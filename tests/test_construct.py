@@ -25,6 +25,8 @@ pytestmark = [
     pytest.mark.skipif(
         serve_python() is None, reason="no serve environment (MMPORT_SERVE_PYTHON)"
     ),
+    # One worker builds the module's classes once (`.ci/run`: -n 2 --dist loadgroup).
+    pytest.mark.xdist_group("construct"),
 ]
 
 # An image, an image+video, a video-with-resampler and an audio family with HF's
