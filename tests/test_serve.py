@@ -203,6 +203,9 @@ SERVED_FAMILIES = {
     "gemma3": (snapshots.gemma3_896_snapshot, True),
     "idefics3": (snapshots.idefics3_364_snapshot, None),
     "mistral3": (snapshots.mistral3_small31_snapshot, None),
+    # vLLM's own Pixtral tower in both ways the class calls it: every layer's output
+    # (mistral3 above) and its plain call, each image cut from HF's padded batch.
+    "lighton_ocr": (None, None),
     "llava_next_video": (None, None),
     "llava_onevision": (None, None),
     "glmasr": (None, None),
