@@ -495,6 +495,11 @@ class NativeTower:
     keywords: tuple[str, ...] = ()
     layered: bool = False
 
+    @property
+    def handed(self) -> tuple[str, ...]:
+        """HF's keywords handed on to vLLM's forward: all but the sizes the class cuts by."""
+        return tuple(k for k in self.keywords if k != self.encoder.unpads_by)
+
     def handed_on(self, keyword: str) -> str:
         """The code that hands HF's ``keyword`` to vLLM's forward."""
         return dict(self.encoder.converts).get(keyword, keyword)

@@ -34,7 +34,8 @@ import libcst as cst
 
 from mmport.analyzers.examples import valid
 from mmport.analyzers.sourcefile import is_self_attr
-from mmport.analyzers.vllmencoders import VllmEncoder
+from mmport.analyzers.vllmencoders import VLLM_ENCODERS
+from mmport.spec import VllmEncoder
 
 __all__ = ["EXAMPLES", "TowerCalls", "tower_calls"]
 
@@ -359,23 +360,10 @@ def tower_calls(
     )
 
 
-_SIGLIP = VllmEncoder(
-    "vllm.model_executor.models.siglip.SiglipVisionModel",
-    answers="last_hidden_state",
-    keywords=("interpolate_pos_encoding",),
-    layered=("hidden_states",),
-)
-
-
+# The examples read the table's own entries.
+_SIGLIP = VLLM_ENCODERS["siglip_vision_model"]
 # Pixtral's: a list of unpadded images, cut from HF's batch by ``image_sizes``.
-_PIXTRAL = VllmEncoder(
-    "vllm.model_executor.models.pixtral.PixtralHFVisionModel",
-    answers="last_hidden_state",
-    keywords=("image_sizes",),
-    layered=("hidden_states", "last_hidden_state"),
-    unpads_by="image_sizes",
-    provides=(("patch_size", "int", "self.config.patch_size"),),
-)
+_PIXTRAL = VLLM_ENCODERS["pixtral"]
 
 
 def _uses(
