@@ -228,7 +228,12 @@ def construct_classes(outcomes: list[Outcome], keep: Path) -> None:
     """Build every passing family's generated model class in vLLM; fill ``model_class``."""
     from mmport.analyzers import analyze
     from mmport.errors import one_line
-    from mmport.serve.construct import ConstructJob, construct_ports, twin_config_dir
+    from mmport.serve.construct import (
+        ConstructJob,
+        construct_ports,
+        language_control_dir,
+        twin_config_dir,
+    )
     from mmport.sources import resolve
 
     jobs = []
@@ -239,6 +244,9 @@ def construct_classes(outcomes: list[Outcome], keep: Path) -> None:
             snapshot = resolve(o.model_type)
             spec = analyze(snapshot)
             config_dir = twin_config_dir(snapshot, keep / f"{o.model_type}.config")
+            language = language_control_dir(
+                snapshot.load_config(), spec.language, keep / f"{o.model_type}.text"
+            )
         except Exception as exc:  # the twin config could not be written
             o.model_class = f"fails: {one_line(exc)[:120]}"
             continue
@@ -253,6 +261,7 @@ def construct_classes(outcomes: list[Outcome], keep: Path) -> None:
                 spec.module_name,
                 spec.architecture,
                 config_dir,
+                language,
             )
         )
     print(f"building {len(jobs)} model classes in vLLM", file=sys.stderr)

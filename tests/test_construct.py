@@ -17,7 +17,12 @@ import pytest
 from mmport.analyzers import analyze
 from mmport.render import render_port, write_files
 from mmport.serve import serve_python
-from mmport.serve.construct import ConstructJob, construct_ports, twin_config_dir
+from mmport.serve.construct import (
+    ConstructJob,
+    construct_ports,
+    language_control_dir,
+    twin_config_dir,
+)
 from mmport.sources import resolve
 
 pytestmark = [
@@ -69,6 +74,9 @@ HANDED_OVER_FAMILIES = ("colqwen2", "paddleocr_vl", "glm4v_moe")
 # not build (qwen2_5_omni); a family the serve environment's older transformers lacks,
 # built with the transformers the port was generated under (mistral_large4).
 NESTED_FAMILIES = ("qwen2_5_omni",)
+# A text model vLLM's CPU build cannot build at all (Hunyuan V4's sparse MLA attention has
+# no CPU backend): the environment's limit, not the port's fault.
+UNBUILDABLE_HERE_FAMILIES = ("hy_v4_vl",)
 NEWER_FAMILIES = ("mistral_large4",)
 
 
@@ -81,8 +89,11 @@ def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
         model_file = port_dir / f"{spec.module_name}.py"
         model_file.write_text(edit(model_file.read_text()))
     config_dir = twin_config_dir(snapshot, root / f"{model_type}.config")
+    language = language_control_dir(
+        snapshot.load_config(), spec.language, root / f"{model_type}.text"
+    )
     return ConstructJob(
-        model_type, port_dir, spec.module_name, spec.architecture, config_dir
+        model_type, port_dir, spec.module_name, spec.architecture, config_dir, language
     ), spec
 
 
@@ -101,6 +112,7 @@ def constructed(tmp_path_factory):
                 *MODULAR_LINEAGE_FAMILIES,
                 *HANDED_OVER_FAMILIES,
                 *NESTED_FAMILIES,
+                *UNBUILDABLE_HERE_FAMILIES,
                 *NEWER_FAMILIES,
             ]
         )
@@ -174,6 +186,31 @@ def test_a_class_that_breaks_at_construction_is_reported_where_it_breaks(
     assert not outcome.environment
     assert "vision_config" in outcome.error
     assert outcome.port_frame.startswith("qwen2_audio.py:")
+
+
+def test_a_text_model_this_vllm_cannot_build_alone_judges_no_port(constructed) -> None:
+    job, spec, outcome = constructed["hy_v4_vl"]
+    assert job.language is not None and job.language[0] == spec.language.architecture
+    assert not outcome.ok and not outcome.error
+    assert f"vLLM's {spec.language.architecture} fails here alone too" in (
+        outcome.environment
+    )
+
+
+def test_a_port_error_before_its_text_model_stays_the_ports(tmp_path) -> None:
+    """The text model cannot be built here, but the class fails earlier, another way: its fault."""
+
+    def read_a_missing_attribute(text: str) -> str:
+        return text.replace(
+            "        self.config = config\n",
+            "        self.config = config\n        config.not_a_setting\n",
+            1,
+        )
+
+    job, _ = _job("hy_v4_vl", tmp_path, read_a_missing_attribute)
+    outcome = construct_ports([job])["hy_v4_vl"]
+    assert not outcome.environment
+    assert "not_a_setting" in outcome.error
 
 
 def test_a_class_that_ends_the_process_fails_alone(tmp_path) -> None:

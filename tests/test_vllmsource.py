@@ -9,6 +9,7 @@ from mmport.analyzers import analyze
 from mmport.analyzers.vllmsource import (
     CONFIG_REGISTRY,
     MODEL_REGISTRY,
+    own_config_class,
     registry_files,
     shipped_architectures,
     substituted_model_types,
@@ -27,6 +28,41 @@ def test_a_registry_that_does_not_parse_or_lists_nothing_gives_nothing(
     empty = tmp_path / "empty.py"
     empty.write_text("")
     assert shipped_architectures(empty) is None
+
+
+def _vllm_tree(root: Path, files: dict[str, str]) -> Path:
+    """A vLLM source tree under ``root`` holding ``files``; its model registry's path."""
+    for name, text in files.items():
+        path = root / "vllm" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "vllm" / MODEL_REGISTRY
+
+
+def test_a_class_written_for_vllms_own_config_is_found_in_its_module_or_package(
+    tmp_path: Path,
+) -> None:
+    registry = _vllm_tree(
+        tmp_path,
+        {
+            str(CONFIG_REGISTRY): '_CONFIG_REGISTRY = dict(acme="AcmeModelConfig")\n',
+            str(MODEL_REGISTRY): (
+                "_TEXT_GENERATION_MODELS = {\n"
+                '    "AcmeForCausalLM": ("vllm.models.acme", "AcmeForCausalLM"),\n'
+                '    "LlamaForCausalLM": ("llama", "LlamaForCausalLM"),\n'
+                '    "FooForCausalLM": ("foo", "FooForCausalLM"),\n'
+                "}\n"
+            ),
+            "models/acme/configs.py": "class AcmeModelConfig: ...\n",
+            "models/acme/__init__.py": "",
+            "model_executor/models/llama.py": "from transformers import LlamaConfig\n",
+            "model_executor/models/foo.py": "from x import AcmeModelConfig\n",
+        },
+    )
+    assert own_config_class("AcmeForCausalLM", registry) == "AcmeModelConfig"
+    assert own_config_class("FooForCausalLM", registry) == "AcmeModelConfig"
+    assert own_config_class("LlamaForCausalLM", registry) == ""
+    assert own_config_class("UnlistedForCausalLM", registry) == ""
 
 
 def test_every_registry_found_names_model_types_and_architectures() -> None:

@@ -52,6 +52,7 @@ from mmport.analyzers.sourcefile import (
     init_assignment_source,
 )
 from mmport.analyzers.vllmsource import (
+    own_config_class,
     shipped_architectures,
     substituted_model_types,
 )
@@ -548,6 +549,7 @@ def _language(
         shipped=shipped_architectures(),
         lineage=lambda: modular_lineage(type(text_config)),
         encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)),
+        own_config=own_config_class,
     )
     root = encoder.config_path if encoder else ()
     return dataclasses.replace(language, tie_flag_holder=tied_embeddings(config, root))

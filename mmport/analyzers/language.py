@@ -39,6 +39,7 @@ port must, in this order:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -48,6 +49,7 @@ from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.backendscale import unreadable_scale
 from mmport.analyzers.examples import valid
 from mmport.errors import FOREIGN_ERRORS
 from mmport.spec import LanguageModelSpec
@@ -92,13 +94,17 @@ def language_model(
     shipped: Collection[str] | None = None,
     lineage: Callable[[], Lineage | None] | None = None,
     encoder_decoder: bool = False,
+    own_config: Callable[[str], str] | None = None,
 ) -> LanguageModelSpec:
     """The architecture the port names for ``text_config``; the mappings default to transformers' own.
 
     ``lineage`` finds the family HF's modular file derives the text config
     from (:func:`modular_lineage`), asked only when the rules before it find
     nothing (it parses a file); ``encoder_decoder`` says the multimodal model
-    is one, so no CausalLM stands in for its decoder.
+    is one, so no CausalLM stands in for its decoder. ``own_config`` names the
+    config class of vLLM's own an architecture is written for, or ""
+    (:func:`mmport.analyzers.vllmsource.own_config_class`): such a class reads
+    attributes HF's derived config need not have, so no lineage leads to it.
 
     ``shipped`` holds the architectures vLLM ships (None: unknown, every one
     counts as shipped; :func:`mmport.analyzers.vllmsource.shipped_architectures`).
@@ -151,13 +157,36 @@ def language_model(
     if backend.unbuildable and backend.has_text_model and lineage is not None:
         derived = _derived_family(text_config, lineage(), usable)
         if derived is not None:
-            return LanguageModelSpec(
-                causal_lm[derived],
-                f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{derived!r}]: HF's modular file "
-                f"derives the text config ({model_type!r}) from that family's, and "
-                "vLLM's Transformers backend cannot build it",
+            return _lineage_choice(
+                backend, derived, causal_lm[derived], model_type, own_config
             )
     return backend
+
+
+def _lineage_choice(
+    backend: LanguageModelSpec,
+    family: str,
+    causal: str,
+    model_type: str,
+    own_config: Callable[[str], str] | None,
+) -> LanguageModelSpec:
+    """``causal``, the CausalLM of the ``family`` HF's modular file derives the text config
+    from, in place of the backend that cannot build it; the backend's refusal, with why,
+    where vLLM writes that class for a config class of its own."""
+    written_for = own_config(causal) if own_config is not None else ""
+    if written_for:
+        return dataclasses.replace(
+            backend,
+            unbuildable=f"{backend.unbuildable}; HF's modular file derives it from "
+            f"{family!r}, whose vLLM class {causal} is written for "
+            f"vLLM's own config class {written_for}, not for HF's configs",
+        )
+    return LanguageModelSpec(
+        causal,
+        f"MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[{family!r}]: HF's modular file "
+        f"derives the text config ({model_type!r}) from that family's, and "
+        "vLLM's Transformers backend cannot build it",
+    )
 
 
 def _derived_family(
@@ -217,21 +246,9 @@ def _on_the_backend(
             unbuildable=f"{unknown}; it has no vocabulary (no vocab_size): no text model",
             has_text_model=False,
         )
-    other_layers = sorted(
-        set(getattr(text_config, "layer_types", None) or ()) - _BACKEND_LAYERS
-    )
-    if other_layers:
-        return LanguageModelSpec(
-            unbuildable=f"{unknown}; vLLM's Transformers backend runs only attention "
-            f"layers, and this config has {', '.join(other_layers)} layers"
-        )
-    varied = _varied_per_layer(text_config, _ONE_FOR_ALL_LAYERS)
-    if varied:
-        return LanguageModelSpec(
-            unbuildable=f"{unknown}; vLLM's Transformers backend reads one "
-            f"{', '.join(varied)} for every layer, and this config sets it per layer "
-            "(per_layer_config)"
-        )
+    refused = _backend_cannot_run(text_config)
+    if refused:
+        return LanguageModelSpec(unbuildable=f"{unknown}; {refused}")
     base = base_models.get(model_type)
     registers = None
     if base is None:
@@ -245,6 +262,13 @@ def _on_the_backend(
                 f"builds, {built[1]}, is made for another config class, so AutoModel cannot take it"
             )
         base, registers = built[1], built
+    scale = _unreadable_scale(registers[0] if registers else "transformers", base)
+    if scale:
+        return LanguageModelSpec(
+            unbuildable=f"{unknown}; vLLM's Transformers backend takes each attention "
+            "layer's softmax scale only as a literal or an attribute of the module, "
+            f"and {scale} computes it in the call"
+        )
     experts = any(getattr(text_config, name, None) for name in _EXPERT_COUNTS)
     return LanguageModelSpec(
         "TransformersMoEForCausalLM" if experts else "TransformersForCausalLM",
@@ -253,6 +277,25 @@ def _on_the_backend(
         f"Transformers backend builds {base} through AutoModel",
         registers=registers,
     )
+
+
+def _backend_cannot_run(text_config: Any) -> str:
+    """Why vLLM's Transformers backend cannot run the layers ``text_config`` describes, or ""."""
+    other_layers = sorted(
+        set(getattr(text_config, "layer_types", None) or ()) - _BACKEND_LAYERS
+    )
+    if other_layers:
+        return (
+            "vLLM's Transformers backend runs only attention layers, and this "
+            f"config has {', '.join(other_layers)} layers"
+        )
+    varied = _varied_per_layer(text_config, _ONE_FOR_ALL_LAYERS)
+    if varied:
+        return (
+            f"vLLM's Transformers backend reads one {', '.join(varied)} for every "
+            "layer, and this config sets it per layer (per_layer_config)"
+        )
+    return ""
 
 
 def _varied_per_layer(text_config: Any, names: Collection[str]) -> list[str]:
@@ -409,6 +452,16 @@ def _config_family(
     return model_type, frozenset(layers)
 
 
+def _unreadable_scale(module: str, name: str) -> str:
+    """:func:`~mmport.analyzers.backendscale.unreadable_scale` for the class ``name`` of ``module``
+    ("" when it cannot be imported: nothing is known against it)."""
+    try:
+        cls = getattr(importlib.import_module(module), name, None)
+    except FOREIGN_ERRORS:
+        return ""
+    return unreadable_scale(cls) if isinstance(cls, type) else ""
+
+
 def _registrable(built: tuple[str, str], text_config: Any) -> bool:
     """Whether AutoModel can map ``text_config``'s class to ``built`` (it checks the class's ``config_class``)."""
     import importlib
@@ -485,6 +538,7 @@ def _example(
     shipped: Collection[str] | None = None,
     lineage: Lineage | None = None,
     encoder_decoder: bool = False,
+    own_configs: Mapping[str, str] | None = None,
 ) -> tuple[str, str, Any]:
     """The facts an example fixes: the architecture or that none can be built, and what is registered."""
     spec = language_model(
@@ -496,6 +550,7 @@ def _example(
         shipped=shipped,
         lineage=lambda: lineage,
         encoder_decoder=encoder_decoder,
+        own_config=lambda architecture: (own_configs or {}).get(architecture, ""),
     )
     return spec.architecture, "unbuildable" if spec.unbuildable else "", spec.registers
 
@@ -552,6 +607,16 @@ EXAMPLES = [
         lambda snippet: _example(
             _config("acme_vision_text", layer_types=["linear_attention"]),
             lineage=("qwen3", frozenset({"full_attention"})),
+        ),
+        ("", "unbuildable", None),
+    ),
+    valid(
+        "a_derived_familys_causal_lm_written_for_vllms_own_config_is_not_taken",
+        "",
+        lambda snippet: _example(
+            _config("acme_vision_text", layer_types=["linear_attention"]),
+            lineage=("qwen3", frozenset({"linear_attention"})),
+            own_configs={"Qwen3ForCausalLM": "Qwen3VendorConfig"},
         ),
         ("", "unbuildable", None),
     ),

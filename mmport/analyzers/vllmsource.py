@@ -34,6 +34,7 @@ __all__ = [
     "CONFIG_REGISTRY",
     "EXAMPLES",
     "MODEL_REGISTRY",
+    "own_config_class",
     "registry_files",
     "shipped_architectures",
     "substituted_model_types",
@@ -77,16 +78,22 @@ def shipped_architectures(source: Path | None = None) -> frozenset[str] | None:
 
 def _table_keys(source: Path | None, relative: Path) -> frozenset[str]:
     """The keys of the tables of the registry file ``relative`` names, read from ``source``."""
+    return frozenset(_table_items(source, relative))
+
+
+def _table_items(source: Path | None, relative: Path) -> dict[str, ast.expr]:
+    """Each key of the tables of the registry file ``relative`` names, with its value's
+    expression, read from ``source`` (default: the first found)."""
     if source is None:
         files = registry_files(relative)
         if not files:
-            return frozenset()
+            return {}
         source = files[0]
     try:
         tree = ast.parse(source.read_text())
     except (OSError, SyntaxError, UnicodeDecodeError):
-        return frozenset()
-    keys: set[str] = set()
+        return {}
+    items: dict[str, ast.expr] = {}
     for node in tree.body:
         target: ast.expr | None = None
         value: ast.expr | None = None
@@ -95,25 +102,85 @@ def _table_keys(source: Path | None, relative: Path) -> frozenset[str]:
         elif isinstance(node, ast.AnnAssign):
             target, value = node.target, node.value
         if isinstance(target, ast.Name) and _TABLES[relative].fullmatch(target.id):
-            keys.update(_keys(value))
-    return frozenset(keys)
+            items.update(_items(value))
+    return items
 
 
-def _keys(value: ast.expr | None) -> list[str]:
-    """The keys a table literal names: ``Dict(a="A", **{"b-c": "B"})`` or ``{"a": "A"}``."""
+def _items(value: ast.expr | None) -> dict[str, ast.expr]:
+    """The entries a table literal holds: ``Dict(a="A", **{"b-c": "B"})`` or ``{"a": "A"}``."""
     if isinstance(value, ast.Call):
-        keys = [kw.arg for kw in value.keywords if kw.arg]
+        items = {kw.arg: kw.value for kw in value.keywords if kw.arg}
         for kw in value.keywords:
             if kw.arg is None:
-                keys += _keys(kw.value)
-        return keys
+                items.update(_items(kw.value))
+        return items
     if isinstance(value, ast.Dict):
-        return [
-            k.value
-            for k in value.keys
+        return {
+            k.value: v
+            for k, v in zip(value.keys, value.values, strict=True)
             if isinstance(k, ast.Constant) and isinstance(k.value, str)
-        ]
-    return []
+        }
+    return {}
+
+
+@functools.cache
+def own_config_class(architecture: str, source: Path | None = None) -> str:
+    """The config class of vLLM's own that vLLM's ``architecture`` is written for, or "".
+
+    vLLM reads some families with a config class it ships
+    (``_CONFIG_REGISTRY``); its model class for such a family reads that
+    class's attributes, which HF's config of a family derived from it need
+    not have (vLLM's Inkling reads ``padded_vocab_size``, which no HF Inkling
+    config sets). Found when the module or package the model registry names
+    for ``architecture`` mentions one of those classes. ``source``: the model
+    registry file (default: the first found); the config registry is read
+    beside it.
+    """
+    registry = source or next(iter(registry_files(MODEL_REGISTRY)), None)
+    if registry is None:
+        return ""
+    entry = _table_items(registry, MODEL_REGISTRY).get(architecture)
+    package_root = registry.parents[len(MODEL_REGISTRY.parts) - 1]
+    config_classes = {
+        value.value
+        for value in _table_items(
+            package_root / CONFIG_REGISTRY, CONFIG_REGISTRY
+        ).values()
+        if isinstance(value, ast.Constant) and isinstance(value.value, str)
+    }
+    for path in _module_files(entry, package_root, registry.parent):
+        try:
+            names = set(re.findall(r"\b[A-Z]\w*Config\b", path.read_text()))
+        except (OSError, UnicodeDecodeError):
+            continue
+        if found := sorted(names & config_classes):
+            return found[0]
+    return ""
+
+
+def _module_files(
+    entry: ast.expr | None, package_root: Path, models: Path
+) -> list[Path]:
+    """The source files of the module a model registry entry (``("llama", "LlamaForCausalLM")``
+    or ``("vllm.models.inkling", ...)``) names: a module's file, or every file of a package."""
+    if not (
+        isinstance(entry, ast.Tuple)
+        and entry.elts
+        and isinstance(entry.elts[0], ast.Constant)
+        and isinstance(entry.elts[0].value, str)
+    ):
+        return []
+    module = entry.elts[0].value
+    parts = module.split(".")
+    base = (
+        package_root.joinpath(*parts[1:])
+        if parts[0] == "vllm"
+        else models.joinpath(*parts)
+    )
+    if base.is_dir():
+        return sorted(base.rglob("*.py"))
+    file = base.with_suffix(".py")
+    return [file] if file.is_file() else []
 
 
 def _keys_of(snippet: Any, relative: Path) -> list[str]:

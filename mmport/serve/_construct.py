@@ -17,9 +17,12 @@ job, the parameter count and the modules vLLM marked as towers, or the
 error and where in the port's files it was raised, or (``environment``) why
 this environment cannot build any class of the family: its transformers
 lacks the HF modules the port imports, it cannot read the config, HF's own
-model class cannot be built from the twin either, or vLLM's own class for the
-architecture (where vLLM ships one) fails on the same twin as well, so the
-environment, not the port, is what cannot build it.
+model class cannot be built from the twin either, vLLM's own class for the
+architecture (where vLLM ships one) fails on the same twin as well, or the
+text architecture the port has vLLM build fails alone, with the same error,
+on a tiny config of its own family (``language``: ``[architecture,
+config_dir]``, optional), so the environment, not the port, is what cannot
+build it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import os
 import shutil
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 try:
@@ -111,9 +115,9 @@ def _construct(job: dict, index: int) -> dict:
         _parallel_groups()
         try:
             model = cls(vllm_config=vllm_config, prefix="")
-        except NotImplementedError:
-            raise  # the port's own word on what it cannot build, whatever vLLM's does
         except FOREIGN_ERRORS as exc:
+            if isinstance(exc, NotImplementedError) and _raised_by_port(exc):
+                raise  # the port's own word on what it cannot build, whatever vLLM's does
             why = _hf_model_fails(job)
             if why is not None:
                 raise _Environment(
@@ -125,6 +129,12 @@ def _construct(job: dict, index: int) -> dict:
                 raise _Environment(
                     f"vLLM's own {job['architecture']} fails here too: {why}"
                 ) from exc
+            why = _language_fails(job.get("language"))
+            if why is not None and why.startswith(f"{type(exc).__name__}:"):
+                raise _Environment(
+                    f"vLLM's {job['language'][0]} fails here alone too, on a tiny "
+                    f"config of its own family: {why}"
+                ) from exc
             raise
     towers = sorted(getattr(model, "_tower_model_names", ()) or ())
     return {
@@ -135,6 +145,12 @@ def _construct(job: dict, index: int) -> dict:
         # Those built as vLLM's own modules (a class of vLLM's among their bases).
         "vllm_towers": [name for name in towers if _vllms(model, name)],
     }
+
+
+def _raised_by_port(exc: BaseException) -> bool:
+    """Whether the port's own files raised ``exc`` (its last frame is theirs), not code they called."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and f"{os.sep}{_PACKAGE}" in frames[-1].filename
 
 
 def _vllms(model, name: str) -> bool:
@@ -202,6 +218,33 @@ def _own_class_fails(job: dict, own) -> str | None:
         return f"{type(exc).__name__}: {exc}"
     finally:
         ModelRegistry.models[architecture] = ported
+    return None
+
+
+def _language_fails(language: list[str] | None) -> str | None:
+    """Why vLLM's text architecture fails alone on a tiny config of its own family
+    (``[architecture, config_dir]``), or None when it builds or there is none to try.
+
+    A text model this environment cannot build at all (kernels vLLM's CPU build
+    lacks, a config spelling this vLLM does not read yet) judges no port that
+    has vLLM build it.
+    """
+    if not language:
+        return None
+    from vllm import ModelRegistry
+    from vllm.config import set_current_vllm_config
+
+    architecture, config_dir = language
+    try:
+        vllm_config = _vllm_config(config_dir)
+        with set_current_vllm_config(vllm_config):
+            ModelRegistry._try_load_model_cls(architecture)(
+                vllm_config=vllm_config, prefix=""
+            )
+    except _Environment:
+        return None  # this vLLM cannot read the config alone: no judgement either way
+    except FOREIGN_ERRORS as exc:
+        return f"{type(exc).__name__}: {exc}"
     return None
 
 

@@ -22,7 +22,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ConstructJob", "Constructed", "construct_ports", "twin_config_dir"]
+__all__ = [
+    "ConstructJob",
+    "Constructed",
+    "construct_ports",
+    "language_control_dir",
+    "twin_config_dir",
+]
 
 _SCRIPT = Path(__file__).with_name("_construct.py")
 
@@ -36,6 +42,10 @@ class ConstructJob:
     module: str
     architecture: str
     config_dir: Path
+    # The text architecture vLLM builds the port's language model as, and a tiny config
+    # of that architecture's own family (language_control_dir): built alone when the
+    # class fails, it tells a text model this environment cannot build from the port's fault.
+    language: tuple[str, Path] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,47 @@ def twin_config_dir(snapshot: Any, directory: Path) -> Path:
     copy_processing_files(snapshot, directory)
     built.save_pretrained(directory)
     return directory
+
+
+def language_control_dir(
+    config: Any, language: Any, directory: Path
+) -> tuple[str, Path] | None:
+    """The architecture vLLM builds the port's language model as (``language``: its
+    :class:`~mmport.spec.LanguageModelSpec`), with a tiny twin of a config of that
+    architecture's own family written to ``directory``; None where none is known.
+
+    The family's config is the text config itself where the architecture is
+    vLLM's own choice for it (the one the text config or transformers names, or
+    the Transformers backend), else the default config of the model_type
+    transformers maps to that architecture (a text config named after a family,
+    Hunyuan V4 VL's after Hunyuan V4's).
+    """
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as causal_lm,
+    )
+
+    from mmport.serve.checkpoint import servable_twin
+
+    if language.unbuildable or not language.has_text_model or language.registers:
+        return None
+    text = config.get_text_config()
+    named = list(getattr(text, "architectures", None) or ())
+    own_choice = named[0] if named else causal_lm.get(text.model_type)
+    architecture = language.architecture or own_choice
+    if not architecture:
+        return None
+    family = text
+    if architecture != own_choice and not language.transformers_backend:
+        model_type = next((t for t, a in causal_lm.items() if a == architecture), None)
+        if model_type is None or model_type not in CONFIG_MAPPING:
+            return None
+        family = CONFIG_MAPPING[model_type]()
+    twin = servable_twin(family)
+    twin.architectures = [architecture]
+    directory.mkdir(parents=True, exist_ok=True)
+    twin.save_pretrained(directory)
+    return architecture, directory
 
 
 def construct_ports(
@@ -200,6 +251,7 @@ def _build(
                 "module": job.module,
                 "architecture": job.architecture,
                 "config_dir": str(job.config_dir),
+                "language": job.language and [job.language[0], str(job.language[1])],
             }
             for job in jobs
         ]
