@@ -366,8 +366,9 @@ def _model_class_line(outcomes: list[Outcome], seconds: float | None) -> list[st
         "`NotImplementedError` naming why vLLM has no language model to build for them; "
         f"{len(built) - len(judged)} not judged there, where that environment cannot build the "
         "family at all: vLLM refuses the config, HF's own model cannot be built from the snapshot's config "
-        "either, or vLLM's own class fails on the same twin too; or where "
-        "HF's model has no text model (a vision encoder alone)"
+        "either, vLLM's own class fails on the same twin too, or the text architecture the class "
+        "has vLLM build fails alone, with the same kind of error, on a tiny config of its own family "
+        "(a kernel vLLM's CPU build lacks); or where HF's model has no text model (a vision encoder alone)"
     ]
 
 

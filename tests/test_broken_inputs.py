@@ -170,9 +170,10 @@ BROKEN_SNAPSHOTS = [
         "does not load",
     ),
     (
+        # A setting of the processor's own, not its image processor's: the message says which.
         "a setting HF divides by zero",
         _edit("processor_config.json", lambda c: c.update(patch_size=0)),
-        "rejects an ordinary",
+        "check the processor's settings (LlavaProcessor, processor_config.json;",
     ),
     (
         # The older layout: the image processor's settings in preprocessor_config.json,
@@ -232,6 +233,22 @@ def test_broken_snapshot_is_one_line_and_exit_2(
     )
     _assert_user_error(result, fragment)
     assert not report.exists() and not junit.exists()
+
+
+def test_a_processor_that_puts_no_item_into_the_prompt_is_one_line_and_exit_2(
+    llava_port, tmp_path
+) -> None:
+    """Whisper's processor has a feature extractor but no audio token: the audio goes to the
+    encoder of an encoder-decoder model, and every probe would compare text alone."""
+    fragment = "WhisperProcessor has feature_extractor but names no image, video or audio placeholder"
+    _assert_user_error(invoke("inspect", "whisper"), fragment)
+    out = tmp_path / "out"
+    _assert_user_error(invoke("scaffold", "whisper", "-o", str(out)), fragment)
+    assert not out.exists()
+    report = tmp_path / "r.json"
+    verify = ("verify", "whisper", "--port", str(llava_port), "--json", str(report))
+    _assert_user_error(invoke(*verify), fragment)
+    assert not report.exists()
 
 
 def _edit_sub(part: str, **values) -> Callable[[Path], None]:

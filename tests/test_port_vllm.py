@@ -57,6 +57,11 @@ def test_vllms_qwen2_vl_dummy_video_length_is_its_profile_not_a_failure():
     dummy = report.checks["dummy"]
     assert dummy.runs and not dummy.failures, dummy.failures
     assert "profiles videos of" in dummy.summary
+    # vLLM's parser takes one item's embeddings beside its grid as one tensor, not a list:
+    # offered both, the port's images and videos given as embeddings are compared with HF.
+    embeds = report.checks["embeds"]
+    assert embeds.runs and not embeds.failures, (embeds.summary, embeds.failures)
+    assert "image" not in embeds.summary and "video" not in embeds.summary, embeds.summary
 
 
 @pytest.mark.vllm

@@ -37,6 +37,7 @@ def check_reference(snapshot: Any) -> None:
     from mmport.media import make_image
 
     processor = snapshot.load_processor()
+    _check_some_modality(snapshot, processor)
     _check_media_tokens(snapshot, processor)
     if "image_processor" not in processor.get_attributes():
         return  # no image side to try
@@ -65,7 +66,7 @@ def check_reference(snapshot: Any) -> None:
         assert rejection is not None, "every attempt raised"
         raise BadReferenceError(
             f"{snapshot.path}: the HF processor rejects an ordinary {HEALTH_SIZES[0][0]}×{HEALTH_SIZES[0][1]} image "
-            f"({one_line(rejection)}); check the image processor settings in {_settings_files(snapshot.path)}"
+            f"({one_line(rejection)}); check {_settings_hint(snapshot.path, processor, rejection)}"
         )
     token = processor.tokenizer.convert_ids_to_tokens(embed_id)
     if not written:
@@ -79,6 +80,59 @@ def check_reference(snapshot: Any) -> None:
         f"{snapshot.path}: the config embeds images at token id {embed_id} ({token!r}), but the HF processor "
         f"writes {processor.tokenizer.convert_ids_to_tokens(most)!r} (id {most}) for an image; "
         "config.json and the tokenizer disagree"
+    )
+
+
+def _settings_hint(directory: Any, processor: Any, rejection: Exception) -> str:
+    """Which settings to check for a rejected image: the processor's own (processor_config.json)
+    where its own code raised, reading a setting of its own (LLaVA-NeXT's ``patch_size``, left
+    None by a snapshot without that file); the image processor's otherwise."""
+    import traceback
+
+    own_file = _source_file(type(processor))
+    frames = traceback.extract_tb(rejection.__traceback__)
+    if own_file and frames and Path(frames[-1].filename) == own_file:
+        return (
+            f"the processor's settings ({type(processor).__name__}, processor_config.json; "
+            f"{own_file.name}:{frames[-1].lineno})"
+        )
+    return f"the image processor settings in {_settings_files(directory)}"
+
+
+def _source_file(cls: type) -> Path | None:
+    """The file ``cls`` is defined in, or None (a class with no source file)."""
+    import inspect
+
+    try:
+        return Path(inspect.getfile(cls))
+    except (OSError, TypeError):
+        return None
+
+
+def _check_some_modality(snapshot: Any, processor: Any) -> None:
+    """Raise :class:`BadReferenceError` when ``processor`` puts no item of any modality into the prompt.
+
+    A processor with an audio or video sub-processor but no token for it
+    (Whisper's: the audio goes to an encoder-decoder model's encoder, the
+    decoder's prompt holds none of it) expands nothing a vLLM
+    ``MultiModalProcessor`` could place; every probe would compare text alone.
+    """
+    from mmport.hf.modalities import SUB_PROCESSORS, handled_modalities
+
+    if handled_modalities(processor):
+        return
+    attributes = set(processor.get_attributes())
+    subs = [a for subs in SUB_PROCESSORS.values() for a in subs if a in attributes]
+    has = (
+        f"has {', '.join(subs)} but"
+        if subs
+        else "has no image, video or audio sub-processor and"
+    )
+    raise BadReferenceError(
+        f"{snapshot.path}: {type(processor).__name__} {has} names no image, video or audio "
+        "placeholder token: it puts no item into the prompt (an encoder-decoder model's "
+        "encoder may take the media instead), and mmport ports processors that expand an "
+        "item's placeholder in the prompt"
     )
 
 

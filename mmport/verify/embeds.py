@@ -13,6 +13,11 @@ the item's tokens. verify offers each item in every form it knows:
 - ``outputs``: the rows and HF's own integer outputs for the item (a grid
   such as ``image_grid_thw``: vLLM's own Qwen-style ports).
 
+In the dict forms the rows come as a list of one item's tensor (mmport's
+ports); where the port refuses that, as the one tensor itself, the form
+vLLM's documentation gives for one item (vLLM's Qwen-VL parsers take
+nothing else).
+
 A form the port refuses is named, not failed; every form it takes must give
 HF's tokens and hold the rows given. A form that raises because the snapshot
 lacks what real checkpoints carry cannot be judged (:mod:`mmport.verify.lacking`).
@@ -21,7 +26,7 @@ lacks what real checkpoints carry cannot be judged (:mod:`mmport.verify.lacking`
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -112,14 +117,12 @@ def check_embeddings(session: Session, result: CheckResult, hidden_size: int) ->
                 if data is None:
                     continue
                 name = f"{modality} embeddings ({form}, {item.describe()})"
-                try:
-                    actual = session.runner.process(expected.prompt, {modality: data})
-                except FOREIGN_ERRORS as exc:
-                    # A form raising for what the snapshot lacks is not refused: it cannot be judged.
-                    if not session.cannot_judge(result, name, exc):
-                        refused.setdefault(modality, []).append(
-                            f"{form}: {one_line(exc)}"
-                        )
+                actual, why = _offer(
+                    session, result, name, expected.prompt, modality, data
+                )
+                if actual is None:
+                    if why:
+                        refused.setdefault(modality, []).append(f"{form}: {why}")
                     continue
                 result.runs += 1
                 taken.add(modality)
@@ -139,7 +142,7 @@ def check_embeddings(session: Session, result: CheckResult, hidden_size: int) ->
                         )
                     )
     untaken = [
-        f"{modality} ({reasons[0]})"
+        f"{modality} ({'; '.join(dict.fromkeys(reasons))})"
         for modality, reasons in refused.items()
         if modality not in taken
     ]
@@ -147,3 +150,33 @@ def check_embeddings(session: Session, result: CheckResult, hidden_size: int) ->
         result.summary = "the port does not take embeddings of: " + "; ".join(untaken)
         if not result.runs:
             result.skipped = result.summary
+
+
+def _offer(
+    session: Session,
+    result: CheckResult,
+    name: str,
+    prompt: str,
+    modality: str,
+    data: object,
+) -> tuple[Any, str]:
+    """The port's processing of ``prompt`` with ``data`` for ``modality``, or (None, why it
+    refused; "" where the snapshot lacks what the form needs, so it cannot be judged).
+
+    A dict form whose rows the port refuses as a list is offered again with the
+    one tensor (see the module doc).
+    """
+    key = f"{modality}_embeds"
+    offers = [data]
+    if isinstance(data, dict) and isinstance(data.get(key), list):
+        offers.append({**data, key: data[key][0]})
+    why = ""
+    for offer in offers:
+        try:
+            return session.runner.process(prompt, {modality: offer}), ""
+        except FOREIGN_ERRORS as exc:
+            # A form raising for what the snapshot lacks is not refused: it cannot be judged.
+            if session.cannot_judge(result, name, exc):
+                return None, ""
+            why = why or one_line(exc)
+    return None, why
