@@ -61,7 +61,9 @@ def test_vllms_qwen2_vl_dummy_video_length_is_its_profile_not_a_failure():
     # offered both, the port's images and videos given as embeddings are compared with HF.
     embeds = report.checks["embeds"]
     assert embeds.runs and not embeds.failures, (embeds.summary, embeds.failures)
-    assert "image" not in embeds.summary and "video" not in embeds.summary, embeds.summary
+    assert "image" not in embeds.summary and "video" not in embeds.summary, (
+        embeds.summary
+    )
 
 
 @pytest.mark.vllm
