@@ -29,6 +29,18 @@ RAN = "patching the collections module"
 # The sentence tokens of the checkpoint's special_tokens_map.json (PROVENANCE.md),
 # DeepSeek's own spelling, fullwidth bars and all, held by the stand-in tokenizer.
 BOS, EOS = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"  # noqa: RUF001
+# The real ids of the tokens the processor adds, where public sources show them
+# (PROVENANCE.md): pad and image from deepseek-vl2's processor's own prints, the
+# grounding tokens from DeepSeek-OCR, which shares the vocabulary.
+REAL_IDS = {
+    "<｜▁pad▁｜>": 2,  # noqa: RUF001
+    "<image>": 128815,
+    "<|ref|>": 128816,
+    "<|/ref|>": 128817,
+    "<|det|>": 128818,
+    "<|/det|>": 128819,
+    "<|grounding|>": 128820,
+}
 
 
 def _published(tmp_path: Path) -> tuple[Path, Path]:
@@ -75,15 +87,30 @@ def _stand_in_tokenizer(snapshot: Path) -> list[str]:
     Not the checkpoint's (no public copy was found, PROVENANCE.md): a byte-level
     BPE with no merges, saved as the ``LlamaTokenizerFast`` DeepSeek's
     tokenizer_config.json names, holding the tokens the processor's ``__init__``
-    reads or adds, taken from its own signature and source.
+    reads or adds, taken from its own signature and source. The special tokens
+    whose real ids public sources show sit at those ids (:data:`REAL_IDS`, and
+    the sentence tokens at the ids config.json gives); unused entries fill the
+    vocabulary up to them. The two chat tokens, whose ids were not found, get
+    the next ones, as the processor's ``__init__`` adds them.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaTokenizerFast
 
+    language = json.loads((snapshot / "config.json").read_text())["language_config"]
+    real = {
+        BOS: language["bos_token_id"],
+        EOS: language["eos_token_id"],
+        **REAL_IDS,
+    }
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    backend = Tokenizer(
-        models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[])
+    free = (
+        i
+        for i in range(len(real) + len(alphabet) + max(real.values()))
+        if i not in real.values()
     )
+    vocab = {**real, **{c: next(free) for c in alphabet}}
+    vocab.update({f"<stand-in {i}>": i for i in free if i < max(real.values())})
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     module = _module(snapshot.parent / "processor_code" / "deepseek_vl2")
@@ -119,6 +146,7 @@ def _stand_in_tokenizer(snapshot: Path) -> list[str]:
         tokenizer_object=backend,
         bos_token=BOS,
         eos_token=EOS,
+        unk_token=None,  # DeepSeek's special_tokens_map.json names none
         pad_token=defaults["pad_token"],
         additional_special_tokens=[defaults["image_token"], *added],
     )
