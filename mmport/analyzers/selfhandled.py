@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.sourcefile import find_method
 from mmport.errors import FOREIGN_ERRORS, AnalysisError
 from mmport.hf.entry import own_call_text
@@ -140,3 +141,41 @@ def observed_text_prefix(processor: Any, source: Source) -> TextPrefix | None:
             f"not its tokens {text} after at most one special token"
         )
     return TextPrefix((named[0],), source)
+
+
+# DeepSeek-VL2's __call__, cut to what the rule reads: it takes len(images).
+_DEEPSEEK_VL2 = """
+class DeepseekVLV2Processor:
+    def __call__(self, *, prompt=None, conversations=None, images=None, **kwargs):
+        return {"input_ids": [[0] * (1 + len(images))]}
+"""
+
+EXAMPLES = [
+    valid(
+        "deepseek_vl2_takes_the_empty_list_without_images",
+        _DEEPSEEK_VL2,
+        lambda snippet: _no_images(snippet.DeepseekVLV2Processor(), "prompt"),
+        "[]",
+    ),
+    valid(
+        "a_call_that_takes_none_without_images",
+        """
+        class AcmeProcessor:
+            def __call__(self, *, prompt=None, images=None):
+                return {"input_ids": [[0] * (1 + len(images or []))]}
+        """,
+        lambda snippet: _no_images(snippet.AcmeProcessor(), "prompt"),
+        "None",
+    ),
+    invalid(
+        "a_processor_without_a_call_of_its_own_is_not_ported_here",
+        """
+        class LlavaProcessor:
+            def replace_image_token(self, image_inputs, image_idx, **kwargs):
+                return self.image_token * self.image_seq_length
+        """,
+        lambda snippet: analyze_self_handled(snippet.LlavaProcessor(), "<image>"),
+        refusal=AnalysisError,
+        match="no __call__ of its own taking a prompt and images",
+    ),
+]
