@@ -32,6 +32,7 @@ import inspect
 import weakref
 from typing import Any
 
+from mmport.errors import FOREIGN_ERRORS
 from mmport.hf.code import defining_class, transformers_classes
 
 __all__ = [
@@ -146,8 +147,13 @@ def call_entry(
         else:
             try:
                 out = method(images=None, **arguments)
-            except TypeError:
-                out = method(images=[], **arguments)
+            except TypeError as refused:
+                try:
+                    out = method(images=[], **arguments)
+                except (
+                    FOREIGN_ERRORS
+                ):  # the empty list fails too (Molmo's): None's refusal stands
+                    raise refused from None
     except AssertionError as exc:
         # Such code checks its input with asserts (DeepSeek-VL2: as many placeholders
         # as images): a refusal of the input, as transformers' ValueError is.
@@ -162,15 +168,16 @@ def _normalized(out: Any, has_images: bool) -> Any:
     import torch
     from transformers import BatchFeature
 
-    tensors = {k: v for k, v in dict(out).items() if isinstance(v, torch.Tensor)}
-    ids = tensors.get("input_ids")
-    if ids is None:
-        return BatchFeature({k: v for k, v in dict(out).items() if v is not None})
-    if ids.ndim == 1:  # one unbatched sample (Molmo's process)
+    data = dict(out)
+    ids = data.get("input_ids")
+    if not isinstance(ids, torch.Tensor) or ids.ndim == 1:
+        # One unbatched sample (Molmo's process): its sequences gain the batch axis.
         for key in ("input_ids", "attention_mask"):
-            if key in tensors and tensors[key].ndim == 1:
-                tensors[key] = tensors[key].unsqueeze(0)
-        return BatchFeature(tensors)
+            value = data.get(key)
+            if value is not None and getattr(value, "ndim", None) == 1:
+                data[key] = value.unsqueeze(0)
+        return BatchFeature(data)
+    tensors = {k: v for k, v in data.items() if isinstance(v, torch.Tensor)}
     items = {k: v for k, v in tensors.items() if v.shape != ids.shape}
     if not isinstance(out, BatchFeature) and ids.shape[0] == 1:
         # A collated batch of one: the item tensors' rows are this sample's.
