@@ -7,6 +7,7 @@ importing this module at all.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -627,23 +628,26 @@ def _verify_one(
             _progress(f"verifying ({message})")
             status.update(message)
 
-        report = _run(
-            lambda: verify_port(
-                ref,
-                port,
-                probes=probes,
-                seed=seed,
-                backend=backend,
-                progress=progress,
-                model=options,
-                processor_kwargs=pinned,
-                settings_per_modality=settings,
-                curves=reports["html"] is not None,
-                trust_remote_code=trust_remote_code,
-                serve=serve,
-                processor_code=processor_code,
+        # What the port and the model code print as they run (DeepSeek-VL2's processor
+        # prints each token it adds, whenever it is built) goes to stderr: stdout is the report.
+        with contextlib.redirect_stdout(sys.stderr):
+            report = _run(
+                lambda: verify_port(
+                    ref,
+                    port,
+                    probes=probes,
+                    seed=seed,
+                    backend=backend,
+                    progress=progress,
+                    model=options,
+                    processor_kwargs=pinned,
+                    settings_per_modality=settings,
+                    curves=reports["html"] is not None,
+                    trust_remote_code=trust_remote_code,
+                    serve=serve,
+                    processor_code=processor_code,
+                )
             )
-        )
     console.print(report_table(report))
     writers = {
         "json": report.to_json,

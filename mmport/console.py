@@ -160,9 +160,31 @@ def _image_rows(m) -> list[tuple[str, str, str]]:
             else "the user's",
             str(m.own_prompt_source or ""),
         ),
+        *_self_handled_rows(m.self_handled),
         *_setting_rows(m),
         ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
         ("worst-case size (h, w)", str(m.worst_case_size), ""),
+    ]
+
+
+def _self_handled_rows(handled) -> list[tuple[str, str, str]]:
+    """A processor that handles images itself: how it is called, and up to how many images it processes each as alone."""
+    if handled is None:
+        return []
+    alone = (
+        "any number probed"
+        if handled.alone_up_to is None
+        else f"at most {handled.alone_up_to} a prompt (observed); the port skips vLLM's "
+        "processor cache past it and hashes such images apart"
+    )
+    return [
+        (
+            "images handled by",
+            f"its own __call__({handled.text_parameter}=..., images=...), no image processor; "
+            f"images={handled.no_images} without images",
+            str(handled.source),
+        ),
+        ("images processed as alone", alone, str(handled.items_source or "")),
     ]
 
 
@@ -252,6 +274,7 @@ def _media_rows(m) -> list[tuple[str, str, str]]:
             "",
         ),
         *_media_call_rows(m),
+        *_self_handled_rows(m.self_handled),
         *_setting_rows(m),
         ("mm limit", "unlimited" if m.limit is None else str(m.limit), ""),
     ]

@@ -33,6 +33,7 @@ __all__ = [
     "OutputRule",
     "PortSpec",
     "PromptUpdateSpec",
+    "SelfHandledSpec",
     "Source",
     "SwitchSpec",
     "TextPrefix",
@@ -264,6 +265,27 @@ class PromptUpdateSpec:
 
 
 @dataclass(frozen=True)
+class SelfHandledSpec:
+    """A processor that handles images itself, called by a ``__call__`` of its own (DeepSeek-VL2).
+
+    ``text_parameter`` is the name that ``__call__`` takes the prompt by
+    (``prompt``), ``no_images`` what it takes for a sample without images
+    (``"None"``, or ``"[]"`` where None fails: DeepSeek-VL2 takes
+    ``len(images)``). ``alone_up_to`` is the number of items a prompt may hold
+    with each item's tokens and outputs still those it has alone (DeepSeek-VL2
+    tiles an image only in prompts of at most two): above it vLLM's per-item
+    processor cache cannot hold the prompt's items. None when no item count
+    probed changed them.
+    """
+
+    text_parameter: str
+    no_images: str
+    source: Source
+    alone_up_to: int | None = None
+    items_source: Source | None = None
+
+
+@dataclass(frozen=True)
 class EdgeMerges:
     """Tokens the tokenizer merges across an item's edges in HF's expanded text (Gemma 3's newlines).
 
@@ -409,6 +431,8 @@ class ModalitySpec:
     edge_merges: EdgeMerges | None = None
     # The switches a request may flip (tiling, cropping, splitting), each followed or refused.
     switches: tuple[SwitchSpec, ...] = ()
+    # Images: the processor handles them itself, through a __call__ of its own (DeepSeek-VL2).
+    self_handled: SelfHandledSpec | None = None
 
     @property
     def embedding_fields(self) -> tuple[tuple[str, str], ...]:
@@ -795,6 +819,9 @@ class PortSpec:
     config_module: str = ""
     # vLLM reads this model_type with a config class of its own (mmport.analyzers.vllmsource).
     vllm_substitutes_config: bool = False
+    # The processor class comes from outside transformers and the snapshot (--processor-code):
+    # the port asks for it as registered with AutoProcessor, not by its name alone.
+    processor_outside: bool = False
 
     @property
     def rereads_config(self) -> bool:

@@ -5,10 +5,13 @@ see its PROVENANCE.md). Without consent inspect reads its processor statically
 and nothing runs (the package's ``__init__`` prints a line when it runs); with
 consent, only the processor's module and the sibling module it imports run
 (the package's ``__init__`` files, which import the model code, do not). The
-published snapshot holds no tokenizer, which stops it there; with a stand-in
-tokenizer built here the processor loads, and mmport stops at
-what it cannot port: a processor that handles images itself, with no image
-sub-processor to probe.
+published snapshot holds no tokenizer, which stops it there. With a stand-in
+tokenizer built here the processor loads, and mmport ports it: a processor
+that handles images itself (no image processor), called by a ``__call__`` of
+its own that takes the prompt as ``prompt`` and answers a collated batch, and
+that tiles an image only in a prompt of at most two. Scaffold and verify pass
+with zero edits (``-m slow``), wrong ports fail, and inside real vLLM 0.33 the
+port gives HF's ids (``-m vllm``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import ast
 import json
 from pathlib import Path
 
+import pytest
 from conftest import run_cli
 from published import published_snapshot
 
@@ -25,6 +29,18 @@ RAN = "patching the collections module"
 # The sentence tokens of the checkpoint's special_tokens_map.json (PROVENANCE.md),
 # DeepSeek's own spelling, fullwidth bars and all, held by the stand-in tokenizer.
 BOS, EOS = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"  # noqa: RUF001
+# The real ids of the tokens the processor adds, where public sources show them
+# (PROVENANCE.md): pad and image from deepseek-vl2's processor's own prints, the
+# grounding tokens from DeepSeek-OCR, which shares the vocabulary.
+REAL_IDS = {
+    "<｜▁pad▁｜>": 2,  # noqa: RUF001
+    "<image>": 128815,
+    "<|ref|>": 128816,
+    "<|/ref|>": 128817,
+    "<|det|>": 128818,
+    "<|/det|>": 128819,
+    "<|grounding|>": 128820,
+}
 
 
 def _published(tmp_path: Path) -> tuple[Path, Path]:
@@ -71,15 +87,30 @@ def _stand_in_tokenizer(snapshot: Path) -> list[str]:
     Not the checkpoint's (no public copy was found, PROVENANCE.md): a byte-level
     BPE with no merges, saved as the ``LlamaTokenizerFast`` DeepSeek's
     tokenizer_config.json names, holding the tokens the processor's ``__init__``
-    reads or adds, taken from its own signature and source.
+    reads or adds, taken from its own signature and source. The special tokens
+    whose real ids public sources show sit at those ids (:data:`REAL_IDS`, and
+    the sentence tokens at the ids config.json gives); unused entries fill the
+    vocabulary up to them. The two chat tokens, whose ids were not found, get
+    the next ones, as the processor's ``__init__`` adds them.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaTokenizerFast
 
+    language = json.loads((snapshot / "config.json").read_text())["language_config"]
+    real = {
+        BOS: language["bos_token_id"],
+        EOS: language["eos_token_id"],
+        **REAL_IDS,
+    }
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    backend = Tokenizer(
-        models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[])
+    free = (
+        i
+        for i in range(len(real) + len(alphabet) + max(real.values()))
+        if i not in real.values()
     )
+    vocab = {**real, **{c: next(free) for c in alphabet}}
+    vocab.update({f"<stand-in {i}>": i for i in free if i < max(real.values())})
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     module = _module(snapshot.parent / "processor_code" / "deepseek_vl2")
@@ -115,6 +146,7 @@ def _stand_in_tokenizer(snapshot: Path) -> list[str]:
         tokenizer_object=backend,
         bos_token=BOS,
         eos_token=EOS,
+        unk_token=None,  # DeepSeek's special_tokens_map.json names none
         pad_token=defaults["pad_token"],
         additional_special_tokens=[defaults["image_token"], *added],
     )
@@ -145,23 +177,171 @@ def test_with_consent_only_the_processors_module_is_imported(tmp_path):
     assert not out.exists()
 
 
-def test_with_a_stand_in_tokenizer_it_stops_at_the_missing_image_processor(tmp_path):
-    # The processor loads and builds (its __init__ adds and prints its tokens, kept off
-    # stdout); it handles images itself (attributes = ["tokenizer"]), which mmport cannot probe.
-    snapshot, package = _published(tmp_path)
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    """The published processor, with the stand-in tokenizer, resolved as mmport resolves it (with consent).
+
+    One copy per test process: Python imports the package's modules once, from one place.
+    """
+    from mmport.sources import resolve
+
+    snapshot, package = _published(tmp_path_factory.mktemp("stand-in"))
     _stand_in_tokenizer(snapshot)
-    out = tmp_path / "out"
-    result = _scaffold(snapshot, package, out)
-    said = result.stderr.strip()
-    assert result.returncode == 2, result.stdout + said
-    assert len(said.splitlines()) == 1 and "Traceback" not in said, said
-    assert "Add pad token" not in result.stdout + said  # the processor's own prints
-    start = _line_of(_module(package), "class DeepseekVLV2Processor(")
-    assert (
-        f"its processor DeepseekVLV2Processor (models/processing_deepseek_vl_v2.py:{start}) "
-        "has no image, video or audio sub-processor (attributes ['tokenizer'])" in said
-    ), said
-    assert not out.exists()
+    return resolve(str(snapshot), trust_remote_code=True, processor_code=package)
+
+
+def test_mmport_calls_the_processor_through_its_own_call(loaded):
+    # No image processor, and a __call__ taking `prompt`, not `text`: mmport calls it there
+    # and reads its collated batch of one as a BatchFeature of that prompt.
+    from mmport.hf.modalities import handled_modalities, handles_images_itself
+    from mmport.hf.processor import call_processor, probe_media
+
+    processor = loaded.load_processor()
+    assert processor.get_attributes() == ["tokenizer"]
+    assert handles_images_itself(processor) and handled_modalities(processor) == [
+        "image"
+    ]
+    images = [probe_media("image", 0), probe_media("image", 1)]
+    prompt = f"a{processor.image_token}b{processor.image_token}"
+    raw = processor(prompt=prompt, images=images)
+    got = call_processor(processor, prompt, images)
+    assert type(raw).__name__ != "BatchFeature" and type(got).__name__ == "BatchFeature"
+    assert got["input_ids"].tolist() == raw["input_ids"].tolist()
+    # The item tensors lose the batch-of-one axis: the images' rows, as vLLM splits them.
+    for key in ("images", "images_spatial_crop"):
+        assert got[key].shape == raw[key].shape[1:] and bool(
+            (got[key] == raw[key][0]).all()
+        )
+    assert "sft_format" not in got  # not a tensor
+    rows = int((got["images_spatial_crop"].prod(-1) + 1).sum())
+    assert got["images"].shape[0] == rows
+
+
+def test_a_prompt_without_images_gets_the_empty_list(loaded):
+    # It takes len(images): None fails, the empty list does, and its zero filler
+    # in place of images is not an output of any image.
+    from mmport.hf.processor import call_processor
+
+    processor = loaded.load_processor()
+    with pytest.raises(TypeError):
+        processor(prompt="a cat", images=None)
+    raw = processor(prompt="a cat", images=[])
+    got = call_processor(processor, "a cat", [])
+    assert got["input_ids"].tolist() == raw["input_ids"].tolist()
+    assert not bool(raw["images"].any()) and "images" not in got
+
+
+def _alone_up_to(processor) -> int | None:
+    """The most copies of one large image a prompt holds with the image's ids as alone, by HF itself."""
+    from mmport.media import make_image
+
+    image = make_image(1600, 600, 0)
+    ids = [
+        processor(prompt=processor.image_token * n, images=[image] * n)["input_ids"][0]
+        for n in range(1, 5)
+    ]
+    per_image = [len(i) - 1 for i in ids]  # HF puts one BOS first
+    alone = per_image[0]
+    return next((n for n in range(1, 4) if per_image[n] != (n + 1) * alone), None)
+
+
+@pytest.mark.slow
+def test_deepseek_vl2_scaffolds_and_verifies_with_zero_edits(loaded, tmp_path):
+    from conftest import verify_report
+
+    out = tmp_path / "port"
+    result = _scaffold(loaded.path, loaded.processor_code.root, out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Add pad token" not in result.stdout
+    port = out / "deepseek_vl_v2_processing.py"
+    source = port.read_text()
+    limit = _alone_up_to(loaded.load_processor())
+    assert limit is not None and f"ALONE_UP_TO = {limit}\n" in source
+    assert "_cached_apply_hf_processor" in source and "_get_mm_hashes" in source
+    code, report = verify_report(
+        str(loaded.path),
+        port,
+        probes=6,
+        backend="bundled",
+        trust_remote_code=True,
+        processor_code=loaded.processor_code.root,
+    )
+    assert code == 0, json.dumps(
+        {n: c["failures"][:2] for n, c in report["checks"].items() if c["failures"]},
+        indent=1,
+    )
+    # A probe of more images than ALONE_UP_TO was judged, and said so.
+    assert f"at most {limit} images" in report["checks"]["tokens"]["summary"]
+
+
+def _without(source: str, start: str, end: str) -> str:
+    return source[: source.index(start)] + source[source.index(end) :]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "edit, check",
+    [
+        # Hashes an image of a prompt of three as alone: vLLM's caches would mix the two.
+        (
+            lambda s: _without(
+                s, "    def _get_mm_hashes", "    def _cached_apply_hf_processor"
+            ),
+            "cache",
+        ),
+        # Forgets the BOS HF puts first.
+        (
+            lambda s: s.replace(
+                "return [\n            *prompt[:start],\n            self.info.get_tokenizer().bos_token_id,\n",
+                "return [\n            *prompt[:start],\n",
+            ),
+            "tokens",
+        ),
+    ],
+    ids=["hashed-as-alone", "no-bos"],
+)
+def test_a_wrong_deepseek_vl2_port_fails(edit, check, loaded, tmp_path):
+    from conftest import failed_checks, verify_report
+
+    out = tmp_path / "port"
+    assert _scaffold(loaded.path, loaded.processor_code.root, out).returncode == 0
+    port = out / "deepseek_vl_v2_processing.py"
+    source = port.read_text()
+    edited = edit(source)
+    assert edited != source
+    port.write_text(edited)
+    code, report = verify_report(
+        str(loaded.path),
+        port,
+        probes=6,
+        backend="bundled",
+        trust_remote_code=True,
+        processor_code=loaded.processor_code.root,
+    )
+    assert code == 1 and check in failed_checks(report), failed_checks(report)
+
+
+@pytest.mark.vllm
+def test_the_deepseek_vl2_port_gives_hf_ids_inside_real_vllm(loaded, tmp_path):
+    # vLLM 0.33 carries a DeepseekVLV2Processor of its own (another __call__, other output
+    # names); the port asks for the checkpoint's, registered with AutoProcessor.
+    from conftest import verify_report
+
+    out = tmp_path / "port"
+    assert _scaffold(loaded.path, loaded.processor_code.root, out).returncode == 0
+    code, report = verify_report(
+        str(loaded.path),
+        out / "deepseek_vl_v2_processing.py",
+        probes=6,
+        backend="vllm",
+        trust_remote_code=True,
+        processor_code=loaded.processor_code.root,
+    )
+    assert report["backend"].startswith("vllm")
+    assert code == 0, json.dumps(
+        {n: c["failures"][:2] for n, c in report["checks"].items() if c["failures"]},
+        indent=1,
+    )
 
 
 def test_the_stand_in_tokenizer_holds_what_the_processor_reads(tmp_path):

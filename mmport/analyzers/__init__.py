@@ -41,6 +41,7 @@ from mmport.analyzers.media import media_spec
 from mmport.analyzers.modeling import analyze_encoder
 from mmport.analyzers.owncall import own_call_reason
 from mmport.analyzers.replacement import analyze_replacement_text, merged_image_kwargs
+from mmport.analyzers.selfhandled import analyze_self_handled, observed_text_prefix
 from mmport.analyzers.settings import (
     count_settings,
     unfollowed_switches,
@@ -59,7 +60,11 @@ from mmport.analyzers.vllmsource import (
 from mmport.analyzers.wrappers import PlaceholderWrappers, analyze_placeholder_wrappers
 from mmport.errors import AnalysisError, SideInputsRefusal
 from mmport.hf.entry import entry_point
-from mmport.hf.modalities import handled_modalities, refused_modalities
+from mmport.hf.modalities import (
+    handled_modalities,
+    handles_images_itself,
+    refused_modalities,
+)
 from mmport.hf.ownprompt import writes_own_prompt
 from mmport.hf.processor import token_id_of
 from mmport.hf.wrappers import wrapped_placeholder
@@ -286,6 +291,60 @@ def _image_fields(
         "per_item",
         reason,
     )
+
+
+def _self_handled_image_spec(processor) -> ModalitySpec:
+    """The image side of a processor that handles images itself: HF's own ``__call__`` counts them.
+
+    See :mod:`mmport.analyzers.selfhandled`.
+    """
+    processor_cls = type(processor)
+    placeholder_source = _attribute_source(processor_cls, "image_token")
+    placeholder = str(processor.image_token)
+    handled = analyze_self_handled(processor, placeholder)
+    reason = (
+        f"{processor_cls.__name__} handles images itself, with no image processor, and its "
+        "__call__ writes each image's tokens inline, in no hook a port can carry over"
+    )
+    token_id_from_text = not hasattr(processor, "image_token_id")
+    # HF tokenizes the text without special tokens and puts its own first (observed).
+    update = dataclasses.replace(
+        _image_update(processor_cls, "image_token", placeholder_source, None),
+        add_special_tokens=False,
+        special_tokens_source=handled.source,
+        prefix=observed_text_prefix(processor, handled.source),
+    )
+    layout = _image_fields(processor, placeholder, {}, (), None)
+    return ModalitySpec(
+        modality="image",
+        placeholder=placeholder,
+        placeholder_source=placeholder_source,
+        token_attr="image_token_id",
+        token_id=token_id_of(processor, "image_token"),
+        token_source=placeholder_source
+        if token_id_from_text
+        else _attribute_source(processor_cls, "image_token_id"),
+        token_id_from_text=token_id_from_text,
+        count=CountRule(
+            (), "", False, "delegated", handled.source, reason, via_call=True
+        ),
+        geometry=GeometryRule("none"),
+        update=update,
+        fields=layout.fields,
+        limit=None,
+        worst_case_size=None,
+        fields_strategy=layout.strategy,
+        fields_reason=layout.reason,
+        needs_text=refuses_images_alone(processor),
+        self_handled=handled,
+    )
+
+
+def _image_side(snapshot: Snapshot, processor) -> ModalitySpec:
+    """The image side: through HF's own ``__call__`` for a processor that handles images itself."""
+    if handles_images_itself(processor):
+        return _self_handled_image_spec(processor)
+    return _image_spec(snapshot, processor)
 
 
 def _image_spec(snapshot: Snapshot, processor) -> ModalitySpec:
@@ -565,7 +624,7 @@ def _modalities(
             continue
         taken = {f.key for spec in specs for f in spec.fields}
         spec = (
-            _image_spec(snapshot, processor)
+            _image_side(snapshot, processor)
             if modality == "image"
             else media_spec(snapshot, processor, modality, taken)
         )
@@ -647,4 +706,5 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         embeddings_refused=embeddings_refused,
         language=_language(config, encoder, architecture or ""),
         trust_remote_code=snapshot.trust_remote_code,
+        processor_outside=snapshot.processor_code is not None,
     )

@@ -49,8 +49,10 @@ class FieldLayout:
     reason: str = ""
 
 
-# Candidate size expressions over a batched integer key K, tried in order.
-SIZE_EXPRESSIONS = ("{k}.prod(-1)", "{k}", "{k}.sum(-1)")
+# Candidate size expressions over a batched integer key K, tried in order. The last:
+# a grid's tiles and one view of the whole item beside them (DeepSeek-VL2's
+# ``images_spatial_crop`` [w, h] gives w * h tiles, after its global view).
+SIZE_EXPRESSIONS = ("{k}.prod(-1)", "{k}", "{k}.sum(-1)", "{k}.prod(-1) + 1")
 
 
 def _size_expression(together: dict[str, Any], rows: list[int]) -> str | None:

@@ -14,6 +14,16 @@ takes both ``text`` and ``images``. :func:`call_entry` calls it the way
 :func:`mmport.hf.processor.call_processor` calls ``__call__``, and gives the
 answer a batch of one (``input_ids`` gains a leading axis), so every stage
 reads it as it reads ``__call__``'s.
+
+Others define ``__call__`` but not transformers' protocol. DeepSeek-VL2's is
+``__call__(self, *, prompt=None, conversations=None, images=None, **kwargs)``:
+``text=`` vanishes into ``**kwargs``, so :func:`text_parameter` reads the
+text's name from the signature (``prompt``). It answers a collated batch (a
+``BatchCollateOutput``, not a ``BatchFeature``): :func:`call_entry` keeps its
+tensors, drops the batch-of-one axis from the item tensors (``images``
+``[1, tiles, 3, H, W]`` becomes ``[tiles, 3, H, W]``: rows of the items, as a
+``BatchFeature``'s are) and, for a sample without images, the zero filler it
+writes in their place (``torch.zeros((1, 3, H, W))``).
 """
 
 from __future__ import annotations
@@ -22,14 +32,24 @@ import inspect
 import weakref
 from typing import Any
 
+from mmport.errors import FOREIGN_ERRORS
 from mmport.hf.code import defining_class, transformers_classes
 
-__all__ = ["base_methods", "call_entry", "entry_point", "most_written_image_id"]
+__all__ = [
+    "TEXT_PARAMETERS",
+    "base_methods",
+    "call_entry",
+    "entry_point",
+    "most_written_image_id",
+    "own_call_text",
+]
 
 # Per processor class, its entry point (None: __call__), read once.
 _ENTRY_POINTS: weakref.WeakKeyDictionary[type, str | None] = weakref.WeakKeyDictionary()
 # The parameters a method must take to be a processor's entry point.
 ENTRY_PARAMETERS = frozenset({"text", "images"})
+# Names an entry point's text parameter goes by, in the order they are looked for.
+TEXT_PARAMETERS = ("text", "prompt", "prompts", "texts")
 
 
 def _takes_text_and_images(function: Any) -> bool:
@@ -70,6 +90,31 @@ def _entry_point(processor_cls: type[Any]) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+def text_parameter(function: Any) -> str | None:
+    """The name ``function`` takes a prompt's text by (``text``, DeepSeek-VL2's ``prompt``), else None."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # not introspectable: a builtin, say
+        return None
+    return next((name for name in TEXT_PARAMETERS if name in parameters), None)
+
+
+def own_call_text(processor_cls: type[Any]) -> str | None:
+    """The text parameter of a ``__call__`` of the model code's own that does not take ``text``, else None.
+
+    DeepSeek-VL2's ``__call__(self, *, prompt=None, conversations=None,
+    images=None, **kwargs)`` gives ``"prompt"``; a ``__call__`` taking
+    ``text`` (transformers' protocol, or an older processor's own) gives None.
+    """
+    owner = defining_class(processor_cls, "__call__", models_only=True)
+    if owner is None:
+        return None
+    call = vars(owner)["__call__"]
+    name = text_parameter(call)
+    takes_images = "images" in inspect.signature(call).parameters
+    return name if takes_images and name not in (None, "text") else None
+
+
 def base_methods() -> frozenset[str]:
     """Names ``ProcessorMixin`` defines: a model's override of one is a hook its ``__call__`` runs, not an entry point.
 
@@ -84,24 +129,66 @@ def base_methods() -> frozenset[str]:
 def call_entry(
     processor: Any, name: str, prompt: str | None, images: list, **settings: Any
 ) -> Any:
-    """``processor.<name>(text=prompt, images=images, **settings)`` as a batch of one.
+    """``processor.<name>(<text>=prompt, images=images, **settings)`` as a batch of one.
 
-    The entry point takes one sample: the prompt as a string and its images
-    as a flat list (None when there are none). Sequence-shaped outputs gain a
-    leading batch axis; per-item tensors (crops, masks) stay as HF returns
-    them for the sample.
+    The entry point takes one sample: the prompt as a string (under the name
+    its signature gives, see :func:`text_parameter`) and its images as a flat
+    list. Without images it gets None, or, where None fails as a list would
+    not (DeepSeek-VL2 takes ``len(images)``: a TypeError), the empty list.
+    The answer is normalized (see the module docstring): sequence-shaped
+    outputs have a leading batch axis, per-item tensors are the items' rows.
     """
+    method = getattr(processor, name)
+    text = text_parameter(method) or "text"
+    arguments = {text: prompt, **settings}
+    try:
+        if images:
+            out = method(images=list(images), **arguments)
+        else:
+            try:
+                out = method(images=None, **arguments)
+            except TypeError as refused:
+                try:
+                    out = method(images=[], **arguments)
+                except (
+                    FOREIGN_ERRORS
+                ):  # the empty list fails too (Molmo's): None's refusal stands
+                    raise refused from None
+    except AssertionError as exc:
+        # Such code checks its input with asserts (DeepSeek-VL2: as many placeholders
+        # as images): a refusal of the input, as transformers' ValueError is.
+        raise ValueError(
+            f"{type(processor).__name__}.{name} refuses the input (an assert: {exc or 'no message'})"
+        ) from exc
+    return _normalized(out, bool(images))
+
+
+def _normalized(out: Any, has_images: bool) -> Any:
+    """An entry point's answer as a ``BatchFeature`` of one sample (see the module docstring)."""
+    import torch
     from transformers import BatchFeature
 
-    out = getattr(processor, name)(
-        text=prompt, images=list(images) if images else None, **settings
-    )
-    batched = dict(out)
-    for key in ("input_ids", "attention_mask"):
-        value = batched.get(key)
-        if value is not None and getattr(value, "ndim", None) == 1:
-            batched[key] = value.unsqueeze(0)
-    return BatchFeature(batched)
+    data = dict(out)
+    ids = data.get("input_ids")
+    if not isinstance(ids, torch.Tensor) or ids.ndim == 1:
+        # One unbatched sample (Molmo's process): its sequences gain the batch axis.
+        for key in ("input_ids", "attention_mask"):
+            value = data.get(key)
+            if value is not None and getattr(value, "ndim", None) == 1:
+                data[key] = value.unsqueeze(0)
+        return BatchFeature(data)
+    tensors = {k: v for k, v in data.items() if isinstance(v, torch.Tensor)}
+    items = {k: v for k, v in tensors.items() if v.shape != ids.shape}
+    if not isinstance(out, BatchFeature) and ids.shape[0] == 1:
+        # A collated batch of one: the item tensors' rows are this sample's.
+        items = {
+            k: v[0] if v.ndim > 1 and v.shape[0] == 1 else v for k, v in items.items()
+        }
+    if not has_images:
+        # What the sample holds in place of images it has none of: zeros.
+        items = {k: v for k, v in items.items() if bool(v.any())}
+    text = {k: v for k, v in tensors.items() if v.shape == ids.shape}
+    return BatchFeature({**text, **items})
 
 
 def most_written_image_id(processor: Any) -> int:

@@ -3,7 +3,9 @@
 A processor handles a modality when it holds a sub-processor for it (and,
 but for images, names a placeholder token); it may still refuse every
 ordinary item of it with a checkpoint's defaults, which only calling it
-shows.
+shows. A processor holding no sub-processor at all may handle images itself
+(DeepSeek-VL2's pads, crops and normalizes them in its own code): it does when
+its entry point takes ``images`` (:func:`handles_images_itself`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from mmport.errors import FOREIGN_ERRORS, AnalysisError, one_line
 __all__ = [
     "SUB_PROCESSORS",
     "handled_modalities",
+    "handles_images_itself",
     "most_written",
     "refused_modalities",
     "sub_processor",
@@ -34,6 +37,8 @@ def handled_modalities(processor: Any) -> list[str]:
     from mmport.media import MODALITIES
 
     attributes = set(processor.get_attributes())
+    if handles_images_itself(processor):
+        return ["image"]
     found = []
     for modality in MODALITIES:
         has_sub = any(
@@ -47,6 +52,20 @@ def handled_modalities(processor: Any) -> list[str]:
         ):
             found.append(modality)
     return found
+
+
+def handles_images_itself(processor: Any) -> bool:
+    """Whether ``processor`` holds no media sub-processor and its own ``__call__`` takes ``images``.
+
+    DeepSeek-VL2's (``attributes = ["tokenizer"]``) tiles and normalizes
+    images in ``tokenize_with_images``: mmport probes them through its entry
+    point (:func:`mmport.hf.entry.own_call_text`), never through a sub-processor.
+    """
+    from mmport.hf.entry import own_call_text
+
+    attributes = processor.get_attributes()
+    holds_sub = any(a in attributes for subs in SUB_PROCESSORS.values() for a in subs)
+    return not holds_sub and own_call_text(type(processor)) is not None
 
 
 def refused_modalities(processor: Any) -> dict[str, str]:

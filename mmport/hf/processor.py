@@ -72,14 +72,16 @@ def call_processor(
     A processor whose entry point is another method gets its one sample
     there (see :mod:`mmport.hf.entry`).
     """
-    from mmport.hf.entry import call_entry, entry_point
+    from mmport.hf.entry import call_entry, entry_point, own_call_text
     from mmport.hf.ownprompt import writes_own_prompt
     from mmport.hf.quiet import quiet_transformers
 
-    entry = entry_point(type(processor))
-    if (
-        entry is not None
-    ):  # an older processor called by a method of its own (Molmo's ``process``)
+    # An older processor called by a method of its own (Molmo's ``process``), or by a
+    # ``__call__`` of its own that takes the text under another name (DeepSeek-VL2's).
+    entry = entry_point(type(processor)) or (
+        "__call__" if own_call_text(type(processor)) else None
+    )
+    if entry is not None:
         with quiet_transformers():
             return call_entry(processor, entry, prompt, images, **settings)
     media: dict[str, Any] = dict(settings)

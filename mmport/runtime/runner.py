@@ -8,7 +8,7 @@ compare without knowing which backend ran.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +85,8 @@ class PortOutput:
     prompt_token_ids: list[int]
     placeholders: dict[str, list[PortPlaceholder]]
     items: dict[str, list[dict[str, object]]]
+    # Each item's hash, what vLLM keys its processor and encoder caches by.
+    hashes: dict[str, list[str]] = field(default_factory=dict)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PortOutput):
@@ -193,4 +195,5 @@ class PortRunner:
             modality: [dict(item.get_data()) for item in modality_items]
             for modality, modality_items in result["mm_kwargs"].items()
         }
-        return PortOutput(list(result["prompt_token_ids"]), placeholders, items)
+        hashes = {m: list(h) for m, h in (result.get("mm_hashes") or {}).items()}
+        return PortOutput(list(result["prompt_token_ids"]), placeholders, items, hashes)

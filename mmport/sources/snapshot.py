@@ -83,11 +83,20 @@ class Snapshot:
         """The model's ``PretrainedConfig``, loaded with ``AutoConfig``.
 
         A config transformers cannot load is the snapshot's fault: a
-        :class:`BadReferenceError` saying so.
+        :class:`BadReferenceError` saying so. One whose class lives outside
+        transformers and the snapshot, beside a processor from
+        ``--processor-code`` (DeepSeek-VL2's ``deepseek_vl_v2``, defined in its
+        package's model code), is read as a plain ``PretrainedConfig``: the
+        processor reads none of it, mmport only its values.
         """
         if "config" not in self._cache:
             from transformers import AutoConfig
 
+            if self._config_outside():
+                from transformers import PretrainedConfig
+
+                self._cache["config"] = PretrainedConfig.from_dict(self.config_dict)
+                return self._cache["config"]
             try:
                 self._cache["config"] = AutoConfig.from_pretrained(
                     self.path, trust_remote_code=self.trust_remote_code
@@ -98,6 +107,18 @@ class Snapshot:
                     f"{self.path}: transformers cannot load config.json ({one_line(exc)})"
                 ) from exc
         return self._cache["config"]
+
+    def _config_outside(self) -> bool:
+        """Whether config.json names a model type neither transformers nor the snapshot defines, beside --processor-code."""
+        from transformers import CONFIG_MAPPING
+
+        model_type = self.config_dict.get("model_type")
+        return (
+            self.processor_code is not None
+            and "auto_map" not in self.config_dict
+            and model_type is not None
+            and model_type not in CONFIG_MAPPING
+        )
 
     def load_processor(self) -> Any:
         """The HF processor (``AutoProcessor``, or ``--processor-code``'s class) of this snapshot, built once.
@@ -152,10 +173,13 @@ class Snapshot:
         """Refuse a processor mmport cannot probe: not a ``ProcessorMixin``, or one with no media sub-processor.
 
         mmport reads an item's geometry, and builds its probes, from the
-        sub-processor of its modality (``image_processor``, ...): a processor
-        that handles images itself (``attributes = ["tokenizer"]``) offers none.
+        sub-processor of its modality (``image_processor``, ...), or through
+        the processor's own ``__call__`` where it handles images itself and
+        that call takes them (DeepSeek-VL2, see :mod:`mmport.hf.modalities`).
         """
         from transformers import ProcessorMixin
+
+        from mmport.hf.modalities import handles_images_itself
 
         name = type(processor).__name__
         if not isinstance(processor, ProcessorMixin):
@@ -164,13 +188,16 @@ class Snapshot:
                 "a snapshot needs a processor config naming its processor class"
             )
         attributes = list(processor.get_attributes())
-        if not [a for a in attributes if "tokenizer" not in a]:
+        if not [a for a in attributes if "tokenizer" not in a] and not (
+            handles_images_itself(processor)
+        ):
             where = self.processor_code
             defined = f" ({where.module_file}:{where.line})" if where else ""
             raise BadReferenceError(
                 f"{self.path}: its processor {name}{defined} has no image, video or audio sub-processor "
                 f"(attributes {attributes}); mmport probes and counts an item through its modality's "
-                "sub-processor, so it cannot port a processor that handles media itself"
+                "sub-processor, or through a __call__ of the processor's own taking `images`, "
+                "and it has neither"
             )
 
     def _chat_reference(self) -> Any:

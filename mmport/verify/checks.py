@@ -19,6 +19,7 @@ from mmport.verify.report import CheckResult, Failure, TokenWindow
 
 __all__ = [
     "check_cache",
+    "check_company_hash",
     "check_fields",
     "check_placeholders",
     "check_tokens",
@@ -489,5 +490,45 @@ def check_cache(
             message = f"{item.modality} {position} field '{key}' alone differs from the same item beside others"
             result.failures.append(
                 Failure(probe, message, None, want, got, loudness="silent")
+            )
+            return
+
+
+def check_company_hash(
+    result: CheckResult,
+    probe: str,
+    items: Sequence[Any],
+    together,
+    alone: list,
+    beyond: set[int],
+) -> None:
+    """Items HF processes otherwise beside the probe's others (``beyond``) hash apart from themselves alone.
+
+    vLLM's processor and encoder caches serve an item by its hash: one that
+    hashes as it does alone would be served as processed alone.
+    """
+    for index in sorted(beyond):
+        item = items[index]
+        position = _index_in_modality(items, index)
+        hashes = together.hashes.get(item.modality, [])
+        alone_hashes = alone[index].hashes.get(item.modality, [])
+        if (
+            position < len(hashes)
+            and alone_hashes
+            and hashes[position] == alone_hashes[0]
+        ):
+            message = (
+                f"{item.modality} {position}: HF processes it otherwise beside the probe's other items "
+                "than alone, and the port hashes it as alone (vLLM's caches would serve one for the other)"
+            )
+            result.failures.append(
+                Failure(
+                    probe,
+                    message,
+                    None,
+                    "a hash of its own",
+                    "its hash alone",
+                    loudness="silent",
+                )
             )
             return

@@ -88,6 +88,8 @@ class HFReference:
         self.writes_own_prompt = writes_own_prompt(self.processor)
         self.sampling_rate = sampling_rate_of(self.processor)
         self._counts: dict[tuple, int] = {}
+        # Per modality, the most items a prompt holds with HF processing each as alone (company.py).
+        self._alone_up_to: dict[str, int | None] = {}
         self.modalities: dict[str, ModalityRef] = {}
         # Sides HF cannot take even one ordinary item of are not judged (inspect says why).
         self.refused = refused_modalities(self.processor)
@@ -277,6 +279,22 @@ class HFReference:
         return self.run(
             self.modalities[item.modality].placeholder or "", [item], setting
         )
+
+    def example(self, modality: str) -> Item:
+        """An ordinary item of ``modality``, as the reference learns its conventions on."""
+        return _example(modality)
+
+    def alone_up_to(self, modality: str) -> int | None:
+        """The most items of ``modality`` a prompt holds with HF processing each as alone (None: no count probed changes it).
+
+        Run once per modality, when a probe first shows HF counting items
+        otherwise together (see :mod:`mmport.verify.company`).
+        """
+        from mmport.verify.company import alone_up_to
+
+        if modality not in self._alone_up_to:
+            self._alone_up_to[modality] = alone_up_to(self, modality)
+        return self._alone_up_to[modality]
 
     def item_count(self, item: Any, setting: Setting | None = None) -> int:
         """Embedding positions HF gives this item alone (cached per count-deciding key: never the pixels)."""

@@ -19,12 +19,14 @@ from typing import Literal
 from mmport.errors import FOREIGN_ERRORS, one_line
 from mmport.verify.checks import (
     check_cache,
+    check_company_hash,
     check_fields,
     check_placeholders,
     check_tokens,
     embed_positions,
     token_window,
 )
+from mmport.verify.company import among_copies, company_note
 from mmport.verify.lacking import (
     SnapshotFacts,
     snapshot_lacks,
@@ -129,6 +131,9 @@ class Session:
         self.rejected: list[str] = []  # probes HF rejects, with HF's reason
         # Items or probes HF answers in a way vLLM cannot hold.
         self.outside_contract: list[str] = []
+        # Modality -> the most items HF processes as alone, where a probe held more and the
+        # port followed HF's prompt (see mmport.verify.company).
+        self.company: dict[str, int] = {}
         # Probes with items within the port's limits, and those HF answered and the checks
         # compared: under the default settings, and under a request's settings.
         self.defaults = {"media": 0, "compared": 0}
@@ -321,8 +326,10 @@ class Session:
         tally["media"] += bool(probe.items)
         if setting is not None:
             self.settings_of[probe.name] = setting.describe()
-        for item in probe.items:
-            self.drawn[item.modality] = self.drawn.get(item.modality, 0) + 1
+        self.drawn.update(
+            (m, self.drawn.get(m, 0) + len(probe.of(m)))
+            for m in dict.fromkeys(i.modality for i in probe.items)
+        )
         answered = self._answer(probe, setting)
         if answered is None:
             return
@@ -331,39 +338,27 @@ class Session:
         for item in probe.items:
             self.judged[item.modality] = self.judged.get(item.modality, 0) + 1
         if setting is None:
-            for item, count in zip(probe.items, counts, strict=False):
-                if count > self.max_count.get(item.modality, 0):
-                    self.max_count[item.modality] = count
-                    self.largest_item[item.modality] = item
-        in_company = self._in_company(probe, expected, counts)
-        try:
-            actual = self.port(expected.prompt, list(probe.items), setting)
-        except NotImplementedError as exc:
-            if setting is None:
-                checks["tokens"].runs += 1
-                checks["tokens"].failures.append(
-                    Failure(
-                        probe.name, f"the port raised {one_line(exc)}", loudness="loud"
-                    )
-                )
-                return
-            # Said outright, a request fails rather than getting wrong tokens: named, not judged.
-            self.refused_settings.setdefault(setting.describe(), one_line(exc))
-            tally["compared"] -= bool(probe.items)
-            tally["media"] -= bool(probe.items)
+            self._note_largest(probe, counts)
+        unheld = self._in_company(probe, expected, counts)
+        actual = self._port_answer(probe, expected, checks, tally, setting)
+        if actual is None:
             return
-        except FOREIGN_ERRORS as exc:
-            if self._raised(
-                checks["tokens"], probe.name, exc, f"the port raised {one_line(exc)}"
-            ):
-                checks["tokens"].runs += 1
-            return
+        unheld, singles, counts, beyond = self._held(
+            probe, expected, actual, unheld, singles, counts, setting
+        )
         self._compare(
-            probe, checks, expected, singles, counts, actual, in_company, setting
+            probe,
+            checks,
+            expected,
+            singles,
+            counts,
+            actual,
+            unheld is not None,
+            setting,
         )
         if probe.items:
             # The port alone, whatever HF does: vLLM's cache needs its items independent.
-            self._check_cache(probe, checks["cache"], actual, setting)
+            self._check_cache(probe, checks["cache"], actual, setting, beyond)
 
     def _answer(
         self, probe: Probe, setting: Setting | None = None
@@ -405,8 +400,11 @@ class Session:
         tally = self.under_settings if setting else self.defaults
         tally["lacking"] = tally.get("lacking", 0) + bool(probe.items)
 
-    def _in_company(self, probe: Probe, expected: HFOutput, counts: list[int]) -> bool:
-        """True when HF counts some item differently beside the probe's others than alone (LLaVA-OneVision)."""
+    def _in_company(
+        self, probe: Probe, expected: HFOutput, counts: list[int]
+    ) -> str | None:
+        """What to say when HF counts some item differently beside the probe's others than alone
+        (LLaVA-OneVision), else None."""
         for embed_id in dict.fromkeys(
             self.hf.modalities[i.modality].embed_id for i in probe.items
         ):
@@ -417,13 +415,104 @@ class Session:
             ]
             together = expected.input_ids.count(embed_id)
             if len(alone) > 1 and together != sum(alone):
-                # vLLM processes (and caches) each item alone, so no port can match HF's prompt here.
-                self.outside_contract.append(
+                # vLLM processes (and caches) each item alone: unless the port processes such
+                # prompts whole (see _company), it cannot match HF's prompt here.
+                return (
                     f"{probe.name} (HF gives its {len(alone)} items {together} embedding positions together, "
                     f"{'+'.join(map(str, alone))} alone; compared item by item)"
                 )
-                return True
-        return False
+        return None
+
+    def _port_answer(
+        self,
+        probe: Probe,
+        expected: HFOutput,
+        checks: dict[str, CheckResult],
+        tally: dict[str, int],
+        setting: Setting | None,
+    ):
+        """The port's answer for the probe, or None (the raise noted) when it raises."""
+        try:
+            return self.port(expected.prompt, list(probe.items), setting)
+        except NotImplementedError as exc:
+            if setting is None:
+                checks["tokens"].runs += 1
+                checks["tokens"].failures.append(
+                    Failure(
+                        probe.name, f"the port raised {one_line(exc)}", loudness="loud"
+                    )
+                )
+                return None
+            # Said outright, a request fails rather than getting wrong tokens: named, not judged.
+            self.refused_settings.setdefault(setting.describe(), one_line(exc))
+            tally["compared"] -= bool(probe.items)
+            tally["media"] -= bool(probe.items)
+            return None
+        except FOREIGN_ERRORS as exc:
+            if self._raised(
+                checks["tokens"], probe.name, exc, f"the port raised {one_line(exc)}"
+            ):
+                checks["tokens"].runs += 1
+            return None
+
+    def _note_largest(self, probe: Probe, counts: list[int]) -> None:
+        """Keep, per modality, the largest count HF gave an item alone, and that item."""
+        for item, count in zip(probe.items, counts, strict=False):
+            if count > self.max_count.get(item.modality, 0):
+                self.max_count[item.modality] = count
+                self.largest_item[item.modality] = item
+
+    def _held(
+        self,
+        probe: Probe,
+        expected: HFOutput,
+        actual,
+        unheld: str | None,
+        singles: list[HFOutput],
+        counts: list[int],
+        setting: Setting | None,
+    ) -> tuple[str | None, list[HFOutput], list[int], set[int]]:
+        """Where HF counts items otherwise together (``unheld`` says how), the references the port
+        is held to in company (see :meth:`_company`), else ``unheld`` noted as outside the contract."""
+        if unheld is None:
+            return None, singles, counts, set()
+        company = self._company(probe, expected, actual, setting)
+        if company is None:
+            self.outside_contract.append(unheld)
+            return unheld, singles, counts, set()
+        return None, *company
+
+    def _company(
+        self, probe: Probe, expected: HFOutput, actual, setting: Setting | None
+    ) -> tuple[list[HFOutput], list[int], set[int]] | None:
+        """Each item's reference in company, where the port follows HF's prompt and HF processes
+        items as alone only in prompts of fewer than the probe holds (DeepSeek-VL2); else None.
+
+        An item beyond that number is compared with its share of HF's answer for
+        as many copies of it (see :mod:`mmport.verify.company`); its index is
+        returned among the third value's, for the cache check.
+        """
+        if actual.prompt_token_ids != expected.input_ids:
+            return None
+        singles, beyond = [], set()
+        for index, item in enumerate(probe.items):
+            held = len(probe.of(item.modality))
+            limit = self.hf.alone_up_to(item.modality)
+            if limit is None or held <= limit:
+                singles.append(self.hf.single(item, setting))
+                continue
+            singles.append(among_copies(self.hf, item, held, setting))
+            beyond.add(index)
+        counts = [
+            s.input_ids.count(self.hf.modalities[i.modality].embed_id)
+            for s, i in zip(singles, probe.items, strict=True)
+        ]
+        if not beyond or self._in_company(probe, expected, counts) is not None:
+            return None
+        for index in beyond:
+            modality = probe.items[index].modality
+            self.company[modality] = self.hf.alone_up_to(modality) or 0
+        return singles, counts, beyond
 
     def _overwritten(
         self, hf_ids: list[int], placeholders: Mapping[str, list]
@@ -502,12 +591,27 @@ class Session:
         )
 
     def _check_cache(
-        self, probe: Probe, result: CheckResult, actual, setting: Setting | None = None
+        self,
+        probe: Probe,
+        result: CheckResult,
+        actual,
+        setting: Setting | None = None,
+        beyond: set[int] = frozenset(),  # type: ignore[assignment]  # read only
     ) -> None:
+        """The port's items together equal each processed alone; an item HF processes otherwise in
+        company (``beyond``) equals it among as many copies, and hashes apart from itself alone."""
         try:
             alone = [
                 self.port(self.hf.single(item, setting).prompt, [item], setting)
                 for item in probe.items
+            ]
+            among = [
+                self._port_among_copies(probe, item, setting)
+                if index in beyond
+                else solo
+                for index, (item, solo) in enumerate(
+                    zip(probe.items, alone, strict=True)
+                )
             ]
         except FOREIGN_ERRORS as exc:
             if self._raised(
@@ -518,7 +622,14 @@ class Session:
             ):
                 result.runs += 1
             return
-        check_cache(result, probe.name, probe.items, actual, alone)
+        check_cache(result, probe.name, probe.items, actual, among)
+        check_company_hash(result, probe.name, probe.items, actual, alone, beyond)
+
+    def _port_among_copies(self, probe: Probe, item, setting: Setting | None):
+        """The port on as many copies of ``item`` as the probe holds of its modality."""
+        held = len(probe.of(item.modality))
+        placeholder = self.hf.modalities[item.modality].placeholder or ""
+        return self.port(placeholder * held, [item] * held, setting)
 
     def finish(self, checks: dict[str, CheckResult]) -> None:
         """Name what was not compared, and fail closed: a check that compared nothing fails."""
@@ -547,6 +658,7 @@ class Session:
             notes.append(
                 f"the port refuses requests with these settings, so they were not compared: {refused}"
             )
+        notes += [company_note(m, limit) for m, limit in self.company.items()]
         if self.outside_contract:
             notes.append(
                 "not compared as HF answers them, vLLM cannot hold them: "

@@ -76,12 +76,9 @@ class ModelConfig:
     ) -> ModelConfig:
         """Load ``config.json`` (via ``AutoConfig``) and derive the context length."""
         import torch
-        from transformers import AutoConfig
 
         directory = Path(path)
-        hf_config = AutoConfig.from_pretrained(
-            directory, trust_remote_code=trust_remote_code
-        )
+        hf_config = _load_hf_config(directory, trust_remote_code)
         return cls(
             trust_remote_code=trust_remote_code,
             model=str(directory),
@@ -119,3 +116,17 @@ class ModelConfig:
         if self.multimodal_config is None:
             raise ValueError("The model is not multimodal.")
         return self.multimodal_config
+
+
+def _load_hf_config(directory: Path, trust_remote_code: bool) -> Any:
+    """The snapshot's config: ``AutoConfig``'s, or its plain values for a model type
+    transformers does not define and the snapshot names no code for (vLLM brings its own
+    config classes for some, DeepSeek-VL2's ``deepseek_vl_v2``; the processing path reads values)."""
+    import json
+
+    from transformers import CONFIG_MAPPING, AutoConfig, PretrainedConfig
+
+    values = json.loads((directory / "config.json").read_text())
+    if "auto_map" not in values and values.get("model_type") not in CONFIG_MAPPING:
+        return PretrainedConfig.from_dict(values)
+    return AutoConfig.from_pretrained(directory, trust_remote_code=trust_remote_code)

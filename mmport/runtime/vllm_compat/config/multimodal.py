@@ -92,6 +92,8 @@ class MultiModalConfig:
     enable_mm_embeds: bool = False
     language_model_only: bool = False
     allow_missing_mm_embeddings: bool = False
+    # How items are hashed for vLLM's caches (vLLM's default; see multimodal/hasher.py).
+    mm_hasher_algorithm: str = "blake3"
 
     def get_limit_per_prompt(self, modality: str) -> int:
         """How many items of ``modality`` one prompt may carry."""
