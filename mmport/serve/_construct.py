@@ -129,11 +129,11 @@ def _construct(job: dict, index: int) -> dict:
                 raise _Environment(
                     f"vLLM's own {job['architecture']} fails here too: {why}"
                 ) from exc
-            why = _language_fails(job.get("language"))
-            if why is not None and why.startswith(f"{type(exc).__name__}:"):
+            control = _language_fails(job.get("language"))
+            if type(control) is type(exc):
                 raise _Environment(
                     f"vLLM's {job['language'][0]} fails here alone too, on a tiny "
-                    f"config of its own family: {why}"
+                    f"config of its own family: {_why(control)}"
                 ) from exc
             raise
     towers = sorted(getattr(model, "_tower_model_names", ()) or ())
@@ -145,6 +145,17 @@ def _construct(job: dict, index: int) -> dict:
         # Those built as vLLM's own modules (a class of vLLM's among their bases).
         "vllm_towers": [name for name in towers if _vllms(model, name)],
     }
+
+
+def _why(exc: BaseException) -> str:
+    """``Type: message``; for an error with no message (a bare ``assert``), where it was raised."""
+    if str(exc):
+        return f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return type(exc).__name__
+    last = frames[-1]
+    return f"{type(exc).__name__} at {Path(last.filename).name}:{last.lineno}: {(last.line or '').strip()}"
 
 
 def _raised_by_port(exc: BaseException) -> bool:
@@ -196,7 +207,7 @@ def _hf_model_fails(job: dict) -> str | None:
     try:
         cls(AutoConfig.from_pretrained(job["config_dir"]))
     except FOREIGN_ERRORS as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return _why(exc)
     return None
 
 
@@ -215,14 +226,14 @@ def _own_class_fails(job: dict, own) -> str | None:
                 vllm_config=vllm_config, prefix=""
             )
     except FOREIGN_ERRORS as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return _why(exc)
     finally:
         ModelRegistry.models[architecture] = ported
     return None
 
 
-def _language_fails(language: list[str] | None) -> str | None:
-    """Why vLLM's text architecture fails alone on a tiny config of its own family
+def _language_fails(language: list[str] | None) -> BaseException | None:
+    """What vLLM's text architecture raises alone on a tiny config of its own family
     (``[architecture, config_dir]``), or None when it builds or there is none to try.
 
     A text model this environment cannot build at all (kernels vLLM's CPU build
@@ -244,7 +255,7 @@ def _language_fails(language: list[str] | None) -> str | None:
     except _Environment:
         return None  # this vLLM cannot read the config alone: no judgement either way
     except FOREIGN_ERRORS as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return exc
     return None
 
 
