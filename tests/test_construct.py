@@ -97,6 +97,19 @@ def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
     ), spec
 
 
+def _after_config(*lines: str):
+    """An edit of the model file putting ``lines`` in the class's ``__init__``, right after
+    it keeps its config."""
+    kept = "        self.config = config\n"
+
+    def edit(text: str) -> str:
+        return text.replace(
+            kept, kept + "".join(f"        {line}\n" for line in lines), 1
+        )
+
+    return edit
+
+
 @pytest.fixture(scope="module")
 def constructed(tmp_path_factory):
     """Every family's job, spec and outcome, all built in one serve-environment process."""
@@ -172,13 +185,7 @@ def test_a_class_that_breaks_at_construction_is_reported_where_it_breaks(
     tmp_path,
 ) -> None:
     # The bug this check exists for: a class reading a sub-config its config lacks.
-    def read_a_missing_sub_config(text: str) -> str:
-        return text.replace(
-            "        self.config = config\n",
-            "        self.config = config\n        config.vision_config.hidden_size\n",
-            1,
-        )
-
+    read_a_missing_sub_config = _after_config("config.vision_config.hidden_size")
     job, _ = _job("qwen2_audio", tmp_path, read_a_missing_sub_config)
     outcome = construct_ports([job])["qwen2_audio"]
     assert not outcome.ok
@@ -200,13 +207,7 @@ def test_a_text_model_this_vllm_cannot_build_alone_judges_no_port(constructed) -
 def test_a_port_error_before_its_text_model_stays_the_ports(tmp_path) -> None:
     """The text model cannot be built here, but the class fails earlier, another way: its fault."""
 
-    def read_a_missing_attribute(text: str) -> str:
-        return text.replace(
-            "        self.config = config\n",
-            "        self.config = config\n        config.not_a_setting\n",
-            1,
-        )
-
+    read_a_missing_attribute = _after_config("config.not_a_setting")
     job, _ = _job("hy_v4_vl", tmp_path, read_a_missing_attribute)
     outcome = construct_ports([job])["hy_v4_vl"]
     assert not outcome.environment
@@ -216,13 +217,7 @@ def test_a_port_error_before_its_text_model_stays_the_ports(tmp_path) -> None:
 def test_a_class_that_ends_the_process_fails_alone(tmp_path) -> None:
     """A class that takes the process down (as one using all memory is killed) fails; the next still builds."""
 
-    def end_the_process(text: str) -> str:
-        return text.replace(
-            "        self.config = config\n",
-            "        self.config = config\n        import os\n        os._exit(9)\n",
-            1,
-        )
-
+    end_the_process = _after_config("import os", "os._exit(9)")
     killer, _ = _job("qwen2_audio", tmp_path, end_the_process)
     fine, _ = _job("llava", tmp_path)
     built = construct_ports([killer, fine])

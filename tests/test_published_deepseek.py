@@ -231,6 +231,21 @@ def test_a_prompt_without_images_gets_the_empty_list(loaded):
     assert not bool(raw["images"].any()) and "images" not in got
 
 
+def _verify(loaded, port: Path, backend: str):
+    """``verify``'s exit code and report for ``port`` on the loaded snapshot, with consent
+    to run its package."""
+    from conftest import verify_report
+
+    return verify_report(
+        str(loaded.path),
+        port,
+        probes=6,
+        backend=backend,
+        trust_remote_code=True,
+        processor_code=loaded.processor_code.root,
+    )
+
+
 def _alone_up_to(processor) -> int | None:
     """The most copies of one large image a prompt holds with the image's ids as alone, by HF itself."""
     from mmport.media import make_image
@@ -247,7 +262,6 @@ def _alone_up_to(processor) -> int | None:
 
 @pytest.mark.slow
 def test_deepseek_vl2_scaffolds_and_verifies_with_zero_edits(loaded, tmp_path):
-    from conftest import verify_report
 
     out = tmp_path / "port"
     result = _scaffold(loaded.path, loaded.processor_code.root, out)
@@ -258,14 +272,7 @@ def test_deepseek_vl2_scaffolds_and_verifies_with_zero_edits(loaded, tmp_path):
     limit = _alone_up_to(loaded.load_processor())
     assert limit is not None and f"ALONE_UP_TO = {limit}\n" in source
     assert "_cached_apply_hf_processor" in source and "_get_mm_hashes" in source
-    code, report = verify_report(
-        str(loaded.path),
-        port,
-        probes=6,
-        backend="bundled",
-        trust_remote_code=True,
-        processor_code=loaded.processor_code.root,
-    )
+    code, report = _verify(loaded, port, "bundled")
     assert code == 0, json.dumps(
         {n: c["failures"][:2] for n, c in report["checks"].items() if c["failures"]},
         indent=1,
@@ -301,7 +308,7 @@ def _without(source: str, start: str, end: str) -> str:
     ids=["hashed-as-alone", "no-bos"],
 )
 def test_a_wrong_deepseek_vl2_port_fails(edit, check, loaded, tmp_path):
-    from conftest import failed_checks, verify_report
+    from conftest import failed_checks
 
     out = tmp_path / "port"
     assert _scaffold(loaded.path, loaded.processor_code.root, out).returncode == 0
@@ -310,14 +317,7 @@ def test_a_wrong_deepseek_vl2_port_fails(edit, check, loaded, tmp_path):
     edited = edit(source)
     assert edited != source
     port.write_text(edited)
-    code, report = verify_report(
-        str(loaded.path),
-        port,
-        probes=6,
-        backend="bundled",
-        trust_remote_code=True,
-        processor_code=loaded.processor_code.root,
-    )
+    code, report = _verify(loaded, port, "bundled")
     assert code == 1 and check in failed_checks(report), failed_checks(report)
 
 
@@ -325,18 +325,10 @@ def test_a_wrong_deepseek_vl2_port_fails(edit, check, loaded, tmp_path):
 def test_the_deepseek_vl2_port_gives_hf_ids_inside_real_vllm(loaded, tmp_path):
     # vLLM 0.33 carries a DeepseekVLV2Processor of its own (another __call__, other output
     # names); the port asks for the checkpoint's, registered with AutoProcessor.
-    from conftest import verify_report
 
     out = tmp_path / "port"
     assert _scaffold(loaded.path, loaded.processor_code.root, out).returncode == 0
-    code, report = verify_report(
-        str(loaded.path),
-        out / "deepseek_vl_v2_processing.py",
-        probes=6,
-        backend="vllm",
-        trust_remote_code=True,
-        processor_code=loaded.processor_code.root,
-    )
+    code, report = _verify(loaded, out / "deepseek_vl_v2_processing.py", "vllm")
     assert report["backend"].startswith("vllm")
     assert code == 0, json.dumps(
         {n: c["failures"][:2] for n, c in report["checks"].items() if c["failures"]},
