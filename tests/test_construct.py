@@ -77,23 +77,30 @@ NESTED_FAMILIES = ("qwen2_5_omni",)
 # A text model vLLM's CPU build cannot build at all (Hunyuan V4's sparse MLA attention has
 # no CPU backend): the environment's limit, not the port's fault.
 UNBUILDABLE_HERE_FAMILIES = ("hy_v4_vl",)
+# The job name of that family's class, broken before its text model is built.
+BROKEN_BEFORE_TEXT = "hy_v4_vl_broken"
 NEWER_FAMILIES = ("mistral_large4",)
 
 
-def _job(model_type: str, root: Path, edit=None) -> tuple[ConstructJob, object]:
+def _job(
+    model_type: str, root: Path, edit=None, name: str = ""
+) -> tuple[ConstructJob, object]:
+    """The job building ``model_type``'s generated class (its model file changed by ``edit``),
+    named ``name`` (default: the model_type), and the port's spec."""
+    name = name or model_type
     snapshot = resolve(model_type)
     spec = analyze(snapshot)
-    port_dir = root / model_type
+    port_dir = root / name
     write_files(render_port(spec), port_dir)
     if edit is not None:
         model_file = port_dir / f"{spec.module_name}.py"
         model_file.write_text(edit(model_file.read_text()))
-    config_dir = twin_config_dir(snapshot, root / f"{model_type}.config")
+    config_dir = twin_config_dir(snapshot, root / f"{name}.config")
     language = language_control_dir(
-        snapshot.load_config(), spec.language, root / f"{model_type}.text"
+        snapshot.load_config(), spec.language, root / f"{name}.text"
     )
     return ConstructJob(
-        model_type, port_dir, spec.module_name, spec.architecture, config_dir, language
+        name, port_dir, spec.module_name, spec.architecture, config_dir, language
     ), spec
 
 
@@ -130,6 +137,11 @@ def constructed(tmp_path_factory):
             ]
         )
     }
+    # A port failing before its text model, another way, where that text model cannot
+    # be built here (built in the same process: an engine process starts slowly).
+    jobs[BROKEN_BEFORE_TEXT] = _job(
+        "hy_v4_vl", root, _after_config("config.not_a_setting"), BROKEN_BEFORE_TEXT
+    )
     built = construct_ports([job for job, _ in jobs.values()])
     return {m: (job, spec, built[m]) for m, (job, spec) in jobs.items()}
 
@@ -204,12 +216,9 @@ def test_a_text_model_this_vllm_cannot_build_alone_judges_no_port(constructed) -
     )
 
 
-def test_a_port_error_before_its_text_model_stays_the_ports(tmp_path) -> None:
+def test_a_port_error_before_its_text_model_stays_the_ports(constructed) -> None:
     """The text model cannot be built here, but the class fails earlier, another way: its fault."""
-
-    read_a_missing_attribute = _after_config("config.not_a_setting")
-    job, _ = _job("hy_v4_vl", tmp_path, read_a_missing_attribute)
-    outcome = construct_ports([job])["hy_v4_vl"]
+    outcome = constructed[BROKEN_BEFORE_TEXT][2]
     assert not outcome.environment
     assert "not_a_setting" in outcome.error
 

@@ -107,8 +107,8 @@ def _construct(job: dict, index: int) -> dict:
             raise _Environment(f"this transformers has no {exc.name}") from exc
         raise
     # vLLM's own class for the architecture, if it ships one: the judge of whether this
-    # environment can build the family at all.
-    own = ModelRegistry.models.get(job["architecture"])
+    # environment can build the family at all (never a port an earlier job registered).
+    own = _shipped_models().get(job["architecture"])
     ModelRegistry.register_model(job["architecture"], cls)
     vllm_config = _vllm_config(job["config_dir"])
     with set_current_vllm_config(vllm_config):
@@ -145,6 +145,18 @@ def _construct(job: dict, index: int) -> dict:
         # Those built as vLLM's own modules (a class of vLLM's among their bases).
         "vllm_towers": [name for name in towers if _vllms(model, name)],
     }
+
+
+_SHIPPED: dict = {}
+
+
+def _shipped_models() -> dict:
+    """vLLM's model registry as vLLM ships it, read before this process registers any port."""
+    if not _SHIPPED:
+        from vllm import ModelRegistry
+
+        _SHIPPED.update(ModelRegistry.models)
+    return _SHIPPED
 
 
 def _why(exc: BaseException) -> str:
