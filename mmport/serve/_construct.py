@@ -226,22 +226,15 @@ def _hf_model_fails(job: dict) -> str | None:
 def _own_class_fails(job: dict, own) -> str | None:
     """Why vLLM's own class for the job's architecture fails on the same twin, or None when it builds."""
     from vllm import ModelRegistry
-    from vllm.config import set_current_vllm_config
 
     architecture = job["architecture"]
     ported = ModelRegistry.models[architecture]
     ModelRegistry.models[architecture] = own
     try:
-        vllm_config = _vllm_config(job["config_dir"])
-        with set_current_vllm_config(vllm_config):
-            ModelRegistry._try_load_model_cls(architecture)(
-                vllm_config=vllm_config, prefix=""
-            )
-    except FOREIGN_ERRORS as exc:
-        return _why(exc)
+        failed = _registered_fails(architecture, job["config_dir"])
     finally:
         ModelRegistry.models[architecture] = ported
-    return None
+    return None if failed is None else _why(failed)
 
 
 def _language_fails(language: list[str] | None) -> BaseException | None:
@@ -250,22 +243,26 @@ def _language_fails(language: list[str] | None) -> BaseException | None:
 
     A text model this environment cannot build at all (kernels vLLM's CPU build
     lacks, a config spelling this vLLM does not read yet) judges no port that
-    has vLLM build it.
+    has vLLM build it. A config this vLLM cannot read alone judges nothing either way.
     """
     if not language:
         return None
+    failed = _registered_fails(*language)
+    return None if isinstance(failed, _Environment) else failed
+
+
+def _registered_fails(architecture: str, config_dir: str) -> BaseException | None:
+    """What the class vLLM's registry holds for ``architecture`` raises when built from the
+    config in ``config_dir`` (an :class:`_Environment` where vLLM cannot read it), or None."""
     from vllm import ModelRegistry
     from vllm.config import set_current_vllm_config
 
-    architecture, config_dir = language
     try:
         vllm_config = _vllm_config(config_dir)
         with set_current_vllm_config(vllm_config):
             ModelRegistry._try_load_model_cls(architecture)(
                 vllm_config=vllm_config, prefix=""
             )
-    except _Environment:
-        return None  # this vLLM cannot read the config alone: no judgement either way
     except FOREIGN_ERRORS as exc:
         return exc
     return None
