@@ -463,7 +463,44 @@ def _encoder_rows(spec) -> list[tuple[str, str, str]]:
         ),
         ("weights prefix", f"{e.outer_attr}." if e.outer_attr else "(top level)", ""),
         *language_rows,
+        *_vllm_code_rows(spec),
     ]
+
+
+def _vllm_code_rows(spec) -> list[tuple[str, str, str]]:
+    """Whether the model class is written as vLLM code, each substitution with its HF line, or why not."""
+    plan = spec.vllm_model
+    if plan is None:
+        return [
+            ("model class", f"HF's feature paths run ({spec.vllm_model_reason})", "")
+        ]
+    rows = []
+    for path in plan.paths:
+        tower = plan.tower(path.tower)
+        reads = f"layers {path.layers}" if path.layers else "its output"
+        cls = (
+            "drops CLS" if path.strategy == '"default"' else f"strategy {path.strategy}"
+        )
+        rows.append(
+            (
+                f"{path.modality} path as vLLM code",
+                f"vLLM's {tower.class_name}({path.tower_input}), {reads}"
+                + (f", {cls}" if path.strategy else "")
+                + "".join(f" -> {step}" for step in path.steps),
+                ", ".join(str(line) for line in path.lines),
+            )
+        )
+    rows += [
+        (
+            f"projector {p.attr}",
+            f"{p.hf_class} on vLLM's layers: "
+            + ", ".join(f"{layer.attr} ({layer.kind})" for layer in p.layers),
+            str(p.source),
+        )
+        for p in plan.projectors
+    ]
+    rows.append(("weights by name", f"{len(plan.mapper)} prefixes, every layout", ""))
+    return rows
 
 
 def _module_built(module) -> str:

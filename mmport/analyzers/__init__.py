@@ -52,6 +52,7 @@ from mmport.analyzers.sourcefile import (
     find_method,
     init_assignment_source,
 )
+from mmport.analyzers.vllmclass import vllm_model_plan
 from mmport.analyzers.vllmsource import (
     own_config_class,
     shipped_architectures,
@@ -82,6 +83,7 @@ from mmport.spec import (
     SettingSpec,
     Source,
     SwitchSpec,
+    VllmModelPlan,
 )
 
 __all__ = ["analyze"]
@@ -554,6 +556,34 @@ def _encoder(
     return _through_other_paths(encoder, modalities), "", encoder.side_refused
 
 
+def _vllm_model(
+    architecture: str,
+    encoder: EncoderSpec | None,
+    modalities: tuple[ModalitySpec, ...],
+    config: Any,
+    language: LanguageModelSpec,
+    model_type: str,
+) -> tuple[VllmModelPlan | None, str]:
+    """The class's encoders as vLLM code (mmport.analyzers.vllmclass), or None and why not."""
+    import transformers
+
+    if encoder is None:
+        return None, "no encoder path is derived"
+    if language.registers or language.unbuildable:
+        return None, "vLLM builds the language model from a class the port registers"
+    try:
+        plan = vllm_model_plan(
+            getattr(transformers, architecture),
+            encoder,
+            modalities,
+            config,
+            substitutes_config=model_type in substituted_model_types(),
+        )
+    except AnalysisError as exc:
+        return None, str(exc)
+    return plan, ""
+
+
 def _through_other_paths(
     encoder: EncoderSpec, modalities: tuple[ModalitySpec, ...]
 ) -> EncoderSpec:
@@ -686,6 +716,10 @@ def analyze(snapshot: Snapshot) -> PortSpec:
     encoder, encoder_reason, embeddings_refused = _encoder(
         architecture, modalities, config
     )
+    language = _language(config, encoder, architecture or "")
+    vllm_model, vllm_model_reason = _vllm_model(
+        architecture, encoder, modalities, config, language, snapshot.model_type
+    )
     return PortSpec(
         model_type=snapshot.model_type,
         ref=snapshot.ref,
@@ -704,7 +738,9 @@ def analyze(snapshot: Snapshot) -> PortSpec:
         encoder=encoder,
         encoder_reason=encoder_reason,
         embeddings_refused=embeddings_refused,
-        language=_language(config, encoder, architecture or ""),
+        language=language,
         trust_remote_code=snapshot.trust_remote_code,
         processor_outside=snapshot.processor_code is not None,
+        vllm_model=vllm_model,
+        vllm_model_reason=vllm_model_reason,
     )

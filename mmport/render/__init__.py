@@ -122,6 +122,10 @@ SUPPORT_TEMPLATE = "support.py.jinja"
 SUPPORT_MODULE = "mm_request_support.py"
 
 # A checkpoint with no processor class: one module, the vLLM port with the HF processor it ships.
+# The model class: HF's feature paths run on the modules it builds, or, where the
+# analysis wrote a plan for it (PortSpec.vllm_model), vLLM's modules through their own API.
+MODEL_TEMPLATE = "model.py.jinja"
+VLLM_MODEL_TEMPLATE = "vllm_model.py.jinja"
 CHAT_OUTPUTS = {"chat_processing.py.jinja": "{model}_processing.py"}
 
 
@@ -133,6 +137,8 @@ def render_port(spec: PortSpec | ChatPortSpec) -> list[RenderedFile]:
     else:
         outputs = ENTRY_OUTPUTS if spec.entry else OUTPUTS
     for template, pattern in outputs.items():
+        if template == MODEL_TEMPLATE and spec.vllm_model is not None:  # type: ignore[union-attr]
+            template = VLLM_MODEL_TEMPLATE
         files.append(_rendered(template, pattern.format(model=spec.module_name), spec))
     if outputs is OUTPUTS:
         files.append(_support_module(spec.mmport_version))

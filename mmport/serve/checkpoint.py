@@ -6,18 +6,9 @@ sizes (64, 128, ...), so the language model's head size is set to 64 when the
 twin's is not one of them. Weights are a seeded random init, saved with HF's
 ``save_pretrained`` beside the snapshot's processor and tokenizer files.
 
-Two layouts, both derived from transformers' own key-renaming table for the
-model class (``transformers.conversion_mapping.get_model_conversion_mapping``,
-the renamings transformers applies when it loads a hub checkpoint):
-
-- ``saved``: what this transformers' ``save_pretrained`` writes;
-- ``hub``: the names real hub repos of the family carry, i.e. each of the
-  table's renamings undone, last first. For LLaVA,
-  ``model.vision_tower.embeddings.patch_embedding.weight`` (a 5.x name)
-  becomes ``vision_tower.vision_model.embeddings.patch_embedding.weight``
-  and ``model.language_model.layers.0...`` becomes
-  ``language_model.model.layers.0...``. The legacy renamings (old spellings
-  transformers still accepts) are left out: no hub repo is written in them.
+Two layouts (:mod:`mmport.hf.weights`): ``saved``, what this transformers'
+``save_pretrained`` writes, and ``hub``, the names real hub repos of the family
+carry.
 """
 
 from __future__ import annotations
@@ -27,6 +18,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from mmport.hf.weights import hub_names, renamings
 
 __all__ = [
     "SERVABLE_HEAD_DIMS",
@@ -159,34 +152,13 @@ def _interleaves(rotary: Any) -> bool:
     return bool(turned) and turned != list(range(sections[0]))[: len(turned)]
 
 
-def _renamings(model: Any, *, legacy: bool) -> list:
-    from transformers.conversion_mapping import (
-        WeightRenaming,
-        get_model_conversion_mapping,
-    )
-
-    return [
-        w
-        for w in get_model_conversion_mapping(model, add_legacy=legacy)
-        if isinstance(w, WeightRenaming)
-    ]
-
-
-def hub_names(model: Any, names: list[str]) -> dict[str, str]:
-    """Each of the model's state-dict ``names`` in the hub layout (see the module docstring)."""
-    from transformers.core_model_loading import rename_source_key
-
-    undo = [w.reverse_transform() for w in reversed(_renamings(model, legacy=False))]
-    return {name: rename_source_key(name, undo, [])[0] for name in names}
-
-
 def _rekey_to_hub(model: Any, path: Path) -> None:
     """Rewrite the saved weights under their hub names: saved name → runtime name → hub name."""
     from safetensors.torch import load_file, save_file
     from transformers.core_model_loading import rename_source_key
 
     saved = load_file(path / _WEIGHTS)
-    loading = _renamings(model, legacy=True)
+    loading = renamings(model, legacy=True)
     runtime = {name: rename_source_key(name, loading, [])[0] for name in saved}
     hub = hub_names(model, list(runtime.values()))
     rekeyed = {

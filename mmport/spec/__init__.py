@@ -14,6 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mmport.media import EMBEDDING_FIELDS
+from mmport.spec.native import (
+    ProjectorLayer,
+    VllmFeaturePath,
+    VllmModelPlan,
+    VllmProjector,
+    VllmTowerBuild,
+)
+from mmport.spec.source import Source
 
 __all__ = [
     "CallParameter",
@@ -32,11 +40,16 @@ __all__ = [
     "ModalitySpec",
     "OutputRule",
     "PortSpec",
+    "ProjectorLayer",
     "PromptUpdateSpec",
     "SelfHandledSpec",
     "Source",
     "SwitchSpec",
     "TextPrefix",
+    "VllmFeaturePath",
+    "VllmModelPlan",
+    "VllmProjector",
+    "VllmTowerBuild",
     "to_json",
 ]
 
@@ -46,18 +59,6 @@ CountStrategy = Literal["derived", "delegated"]
 # How a port splits HF's outputs into items: as observed across items (``derived``),
 # or by calling HF on each item alone (``per_item``: HF's batch does not split).
 FieldsStrategy = Literal["derived", "per_item"]
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a fact came from: ``models/llava/processing_llava.py:64``."""
-
-    file: str
-    line: int
-    code: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}"
 
 
 @dataclass(frozen=True)
@@ -822,6 +823,10 @@ class PortSpec:
     # The processor class comes from outside transformers and the snapshot (--processor-code):
     # the port asks for it as registered with AutoProcessor, not by its name alone.
     processor_outside: bool = False
+    # The model class's encoders written as vLLM code (mmport.analyzers.vllmclass), or
+    # None and why the class runs HF's feature paths on the modules it builds.
+    vllm_model: VllmModelPlan | None = None
+    vllm_model_reason: str = ""
 
     @property
     def rereads_config(self) -> bool:

@@ -1,0 +1,609 @@
+"""What HF's feature method does, step by step, so that a port writes it as vLLM code.
+
+vLLM's own ports do not call HF's ``get_image_features``: they call vLLM's
+tower through its own API (``select_layers``, ``feature_select_strategy``)
+and then their projector. This rule reads HF's method and says, for each
+statement, which of those steps it is:
+
+    image_outputs = self.vision_tower(pixel_values, return_dict=True, **kwargs)
+    if isinstance(vision_feature_layer, int):
+        selected = image_outputs.hidden_states[vision_feature_layer]
+        if vision_feature_select_strategy == "default":
+            selected = selected[:, 1:]
+    else:
+        pool = [image_outputs.hidden_states[i] for i in vision_feature_layer]
+        if vision_feature_select_strategy == "default":
+            pool = [hs[:, 1:] for hs in pool]
+        selected = torch.cat(pool, dim=-1)
+    image_features = self.multi_modal_projector(selected)
+
+is the tower on ``pixel_values``; the hidden states of the layer or layers
+``config.vision_feature_layer`` names, side by side; the CLS token dropped
+when ``config.vision_feature_select_strategy`` is "default"; then
+``multi_modal_projector``. A parameter HF leaves None and fills from the
+config (``@merge_with_config_defaults``) is read from the config; a branch on
+a parameter the port leaves None (``if image_sizes is not None:``) never
+runs. The method is walked as a small interpreter over these values; any
+statement it cannot name as one of the steps refuses, with the line, and the
+port keeps the path it has (HF's method run on the class's modules).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+
+from mmport.analyzers.examples import invalid, valid
+from mmport.analyzers.sourcefile import ParsedClass, find_method, self_call
+from mmport.errors import AnalysisError
+from mmport.spec import Source, VllmFeaturePath
+
+__all__ = ["EXAMPLES", "native_feature_path"]
+
+# Keywords of a tower call that change nothing the path reads (HF's output is an object
+# either way; every layer's output is kept when asked for by the layer selection).
+_INERT_KEYWORDS = frozenset({"return_dict", "output_hidden_states"})
+# The decorator that fills a parameter left None from the config attribute of its name.
+_CONFIG_DEFAULTS = "merge_with_config_defaults"
+# HF's slice that drops the CLS token, and the strategy value it stands for in vLLM.
+_DROP_CLS = "[:, 1:]"
+_DEFAULT_STRATEGY = '"default"'
+
+
+class _Refused(Exception):
+    """A statement the rule cannot name as a step (the reason, with the line)."""
+
+
+@dataclass(frozen=True)
+class _Tower:
+    """The tower's output object."""
+
+
+@dataclass(frozen=True)
+class _Hidden:
+    """Hidden states of the tower: ``layers`` (code; "" for the last layer's output),
+    several side by side (``several``), the CLS token dropped under ``strategy``."""
+
+    layers: str
+    several: bool = False
+    strategy: str = ""
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """A list of hidden states, one per layer of ``layers``."""
+
+    layers: str
+    strategy: str = ""
+
+
+@dataclass(frozen=True)
+class _Features:
+    """Hidden states after HF's modules ``steps``, in order."""
+
+    hidden: _Hidden
+    steps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Config:
+    """A parameter HF fills from the config: its code on the generated class's config."""
+
+    code: str
+
+
+_Value = _Tower | _Hidden | _Pool | _Features | _Config | str | None
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node).strip()
+
+
+class _Walk:
+    """The interpreter over one feature method's statements (see the module docstring)."""
+
+    def __init__(
+        self,
+        parsed: ParsedClass,
+        tower: str,
+        tower_input: str,
+        modules: Sequence[str],
+        env: dict[str, _Value],
+    ) -> None:
+        self.parsed = parsed
+        self.tower = tower
+        self.tower_input = tower_input
+        self.modules = modules
+        self.env = env
+        self.result: _Value = None
+        self.output: _Value = None  # what HF writes into the output's pooler_output
+        self.tower_line: Source | None = None
+        self.selection: list[Source] = []
+        self.steps: list[Source] = []
+
+    def refuse(self, node: cst.CSTNode, why: str) -> _Refused:
+        """A refusal naming ``node``'s line."""
+        return _Refused(f"{why} ({self.parsed.source(node)})")
+
+    # Statements.
+    def block(self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement]) -> None:
+        """Run ``body``, statement by statement."""
+        for stmt in body:
+            if self.result is not None:
+                break
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    self.small(small)
+            elif isinstance(stmt, cst.BaseSmallStatement):
+                self.small(stmt)
+            elif isinstance(stmt, cst.If):
+                self.branch(stmt)
+            else:
+                raise self.refuse(stmt, "a statement that is no step of a feature path")
+
+    def small(self, node: cst.BaseSmallStatement) -> None:
+        """One simple statement: an assignment, a return, a docstring."""
+        if isinstance(node, cst.Expr) and isinstance(node.value, cst.SimpleString):
+            return
+        if isinstance(node, cst.Return) and node.value is not None:
+            value = self.expr(node.value)
+            self.result = self.output if isinstance(value, _Tower) else value
+            return
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, cst.Name):
+                self.env[target.value] = self.expr(node.value)
+                return
+            if (
+                isinstance(target, cst.Attribute)
+                and isinstance(self.expr(target.value), _Tower)
+                and target.attr.value == "pooler_output"
+            ):
+                self.output = self.expr(node.value)
+                return
+        raise self.refuse(node, "a statement that is no step of a feature path")
+
+    def branch(self, node: cst.If) -> None:
+        """An ``if``: on a parameter the port leaves None, on the layers' kind, or on the strategy."""
+        test = node.test
+        if self._unset_test(test):
+            if node.orelse is not None:
+                self._orelse(node.orelse)
+            return
+        kind = self._isinstance_int(test)
+        if kind is not None:
+            self._layer_kinds(node, kind)
+            return
+        strategy = self._strategy_test(test)
+        if strategy is not None and node.orelse is None:
+            self._strategy(node, strategy)
+            return
+        raise self.refuse(node, "a branch that is no step of a feature path")
+
+    def _orelse(self, orelse: cst.If | cst.Else) -> None:
+        if isinstance(orelse, cst.Else):
+            self.block(orelse.body.body)
+        else:
+            self.branch(orelse)
+
+    def _unset_test(self, test: cst.BaseExpression) -> bool:
+        """``x is not None`` on a name the port leaves None."""
+        return (
+            isinstance(test, cst.Comparison)
+            and isinstance(test.left, cst.Name)
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.IsNot)
+            and _code(test.comparisons[0].comparator) == "None"
+            and self.env.get(test.left.value, "") is None
+        )
+
+    def _isinstance_int(self, test: cst.BaseExpression) -> _Config | None:
+        """The config value tested by ``isinstance(layers, int)``."""
+        if (
+            isinstance(test, cst.Call)
+            and _code(test.func) == "isinstance"
+            and len(test.args) == 2
+            and _code(test.args[1].value) == "int"
+            and isinstance(test.args[0].value, cst.Name)
+        ):
+            value = self.env.get(test.args[0].value.value)
+            return value if isinstance(value, _Config) else None
+        return None
+
+    def _strategy_test(self, test: cst.BaseExpression) -> _Config | None:
+        """The config value tested by ``strategy == "default"``."""
+        if (
+            isinstance(test, cst.Comparison)
+            and isinstance(test.left, cst.Name)
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)
+            and _code(test.comparisons[0].comparator) == _DEFAULT_STRATEGY
+        ):
+            value = self.env.get(test.left.value)
+            return value if isinstance(value, _Config) else None
+        return None
+
+    def _fork(
+        self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement]
+    ) -> dict[str, _Value]:
+        """The names ``body`` binds differently, run on a copy of the state."""
+        walk = _Walk(
+            self.parsed, self.tower, self.tower_input, self.modules, dict(self.env)
+        )
+        walk.block(body)
+        if walk.result is not None or walk.output is not None:
+            raise _Refused("a feature path that returns from inside a branch")
+        self.selection += walk.selection
+        self.steps += walk.steps
+        self.tower_line = self.tower_line or walk.tower_line
+        return {k: v for k, v in walk.env.items() if self.env.get(k, ...) != v}
+
+    def _layer_kinds(self, node: cst.If, layers: _Config) -> None:
+        """One layer (an int) or several (a list), which vLLM's ``select_layers`` takes alike."""
+        if not isinstance(node.orelse, cst.Else):
+            raise self.refuse(node, "a branch on one layer with no branch on several")
+        one = self._fork(node.body.body)
+        several = self._fork(node.orelse.body.body)
+        merged = {}
+        for name in one.keys() | several.keys():
+            a, b = one.get(name), several.get(name)
+            alike = (
+                isinstance(a, _Hidden)
+                and isinstance(b, _Hidden)
+                and a.strategy == b.strategy
+            )
+            if alike and a.layers == b.layers == layers.code:  # type: ignore[union-attr]
+                merged[name] = _Hidden(layers.code, True, a.strategy)  # type: ignore[union-attr]
+                continue
+            if isinstance(a, _Pool) or isinstance(b, _Pool):
+                continue  # a local of one branch only
+            raise self.refuse(
+                node, "branches on the layers' kind that select unlike features"
+            )
+        self.env.update(merged)
+
+    def _strategy(self, node: cst.If, strategy: _Config) -> None:
+        """The CLS token dropped when the strategy is "default": vLLM's ``feature_select_strategy``."""
+        changed = self._fork(node.body.body)
+        for name, value in changed.items():
+            before = self.env.get(name)
+            if isinstance(value, (_Hidden, _Pool)) and isinstance(before, type(value)):
+                cropped = dataclasses.replace(before, strategy=_DEFAULT_STRATEGY)
+                if value == cropped:
+                    self.env[name] = dataclasses.replace(before, strategy=strategy.code)
+                    continue
+            raise self.refuse(
+                node, "a branch on the strategy that does more than drop the CLS token"
+            )
+
+    # Expressions.
+    def expr(self, node: cst.BaseExpression) -> _Value:
+        """The value of ``node``."""
+        if isinstance(node, cst.Name):
+            if node.value not in self.env:
+                raise self.refuse(node, f"`{node.value}` is not a value of the path")
+            return self.env[node.value]
+        if isinstance(node, cst.Integer) or (
+            isinstance(node, cst.UnaryOperation)
+            and isinstance(node.expression, cst.Integer)
+        ):
+            return _Config(_code(node))
+        if isinstance(node, cst.Call):
+            return self.call(node)
+        if (
+            isinstance(node, cst.Attribute)
+            and node.attr.value == "last_hidden_state"
+            and isinstance(self.expr(node.value), _Tower)
+        ):
+            self.selection.append(self.parsed.source(node))
+            return _Hidden("")
+        if isinstance(node, cst.Subscript):
+            return self.subscript(node)
+        if isinstance(node, cst.ListComp):
+            return self.pool(node)
+        raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
+
+    def subscript(self, node: cst.Subscript) -> _Value:
+        """A layer's hidden states (``out.hidden_states[layer]``), or the CLS token dropped."""
+        index = _code(node)[len(_code(node.value)) :]
+        if (
+            isinstance(node.value, cst.Attribute)
+            and node.value.attr.value == "hidden_states"
+            and isinstance(self.expr(node.value.value), _Tower)
+            and len(node.slice) == 1
+            and isinstance(node.slice[0].slice, cst.Index)
+        ):
+            layer = self.expr(node.slice[0].slice.value)
+            if isinstance(layer, _Config):
+                self.selection.append(self.parsed.source(node))
+                return _Hidden(layer.code)
+        value = self.expr(node.value)
+        if index == _DROP_CLS and isinstance(value, _Hidden) and not value.strategy:
+            return dataclasses.replace(value, strategy=_DEFAULT_STRATEGY)
+        raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
+
+    def pool(self, node: cst.ListComp) -> _Pool:
+        """``[<hidden states of layer i> for i in layers]``, or a pool with the CLS token dropped."""
+        if len(node.for_in.ifs) or node.for_in.inner_for_in is not None:
+            raise self.refuse(node, "a comprehension that is no list of layers")
+        if not isinstance(node.for_in.target, cst.Name):
+            raise self.refuse(node, "a comprehension that is no list of layers")
+        name = node.for_in.target.value
+        over = self.expr(node.for_in.iter)
+        if isinstance(over, _Config):
+            saved = dict(self.env)
+            self.env[name] = over
+            element = self.expr(node.elt)
+            self.env = saved
+            if isinstance(element, _Hidden) and element.layers == over.code:
+                return _Pool(over.code, element.strategy)
+        if isinstance(over, _Pool):
+            saved = dict(self.env)
+            self.env[name] = _Hidden(over.layers, strategy=over.strategy)
+            element = self.expr(node.elt)
+            self.env = saved
+            if isinstance(element, _Hidden) and element.layers == over.layers:
+                return _Pool(over.layers, element.strategy)
+        raise self.refuse(node, "a comprehension that is no list of layers")
+
+    def call(self, node: cst.Call) -> _Value:
+        """The tower, a module of the class, ``torch.cat`` of a pool, or ``list`` of the items."""
+        attr = self_call(node)
+        if attr == self.tower:
+            return self.tower_call(node)
+        if attr in self.modules and len(node.args) == 1 and not node.args[0].keyword:
+            value = self.expr(node.args[0].value)
+            if isinstance(value, _Hidden):
+                value = _Features(value)
+            if isinstance(value, _Features):
+                self.steps.append(self.parsed.source(node))
+                return _Features(value.hidden, (*value.steps, attr))
+        func = _code(node.func)
+        if func == "torch.cat" and node.args:
+            pool = self.expr(node.args[0].value)
+            dims = [_code(a.value) for a in node.args[1:]]
+            if isinstance(pool, _Pool) and dims == ["-1"]:
+                return _Hidden(pool.layers, True, pool.strategy)
+        if func == "list" and len(node.args) == 1:
+            value = self.expr(node.args[0].value)
+            if isinstance(value, (_Hidden, _Features)):
+                return value  # one tensor per item: the batch's first axis
+        raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
+
+    def tower_call(self, node: cst.Call) -> _Tower:
+        """``self.<tower>(<input>, ...)`` with keywords that change nothing read."""
+        if not node.args:
+            raise self.refuse(node, "the tower called on nothing")
+        first, *rest = node.args
+        if first.keyword or _code(first.value) != self.tower_input:
+            raise self.refuse(
+                node, f"the tower called on another input than `{self.tower_input}`"
+            )
+        for arg in rest:
+            handed_on = arg.star == "**" and self.env.get(_code(arg.value), "") is None
+            inert = arg.keyword is not None and arg.keyword.value in _INERT_KEYWORDS
+            if not (handed_on or inert):
+                raise self.refuse(node, f"the tower called with `{_code(arg)}`")
+        self.tower_line = self.parsed.source(node)
+        return _Tower()
+
+
+def _parameters(
+    method: cst.FunctionDef, tower_input: str, config: Any
+) -> dict[str, _Value]:
+    """Each parameter's value as the port calls the method: the tower's input, a
+    config attribute HF fills a None default from, or None (left unset)."""
+    decorators = {
+        _code(d.decorator).split("(")[0].rsplit(".", 1)[-1] for d in method.decorators
+    }
+    fills = _CONFIG_DEFAULTS in decorators
+    env: dict[str, _Value] = {}
+    params = method.params
+    for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
+        name = param.name.value
+        if name == "self":
+            continue
+        if name == tower_input:
+            env[name] = name
+        elif param.default is not None and _code(param.default) == "None":
+            env[name] = (
+                _Config(f"config.{name}") if fills and hasattr(config, name) else None
+            )
+        elif param.default is not None:
+            env[name] = _Config(_code(param.default))
+        else:
+            raise AnalysisError(
+                f"{method.name.value} takes `{name}`, which no item gives"
+            )
+    if isinstance(params.star_kwarg, cst.Param):
+        env[params.star_kwarg.name.value] = None  # HF's TransformersKwargs: none handed
+    return env
+
+
+def native_feature_path(
+    cls: type[Any],
+    method: str,
+    modality: str,
+    tower: str,
+    tower_input: str,
+    modules: Sequence[str],
+    config: Any,
+) -> VllmFeaturePath:
+    """HF's ``cls.<method>`` as the steps a vLLM port writes (see the module docstring).
+
+    ``tower`` is the attribute holding the tower, called on ``tower_input``;
+    ``modules`` the other modules the path may run on its features; ``config``
+    the config the class is built from, whose attributes fill parameters HF
+    leaves None. Raises :class:`AnalysisError` naming the line it cannot read.
+    """
+    found = find_method(cls, method)
+    if found is None:
+        raise AnalysisError(f"{cls.__name__}.{method} is not in transformers' sources")
+    parsed, node = found
+    walk = _Walk(
+        parsed, tower, tower_input, modules, _parameters(node, tower_input, config)
+    )
+    try:
+        walk.block(node.body.body)
+    except _Refused as exc:
+        raise AnalysisError(f"{cls.__name__}.{method}: {exc}") from None
+    result = walk.result
+    if isinstance(result, _Hidden):
+        result = _Features(result)
+    if not isinstance(result, _Features) or walk.tower_line is None:
+        raise AnalysisError(f"{cls.__name__}.{method} returns no features of the tower")
+    hidden = result.hidden
+    return VllmFeaturePath(
+        modality=modality,
+        method=method,
+        source=parsed.source(node),
+        tower=tower,
+        tower_input=tower_input,
+        layers=hidden.layers,
+        strategy=hidden.strategy,
+        steps=result.steps,
+        tower_line=walk.tower_line,
+        selection_lines=tuple(dict.fromkeys(walk.selection)),
+        step_lines=tuple(dict.fromkeys(walk.steps)),
+    )
+
+
+def _summary(path: VllmFeaturePath) -> tuple[str, str, tuple[str, ...]]:
+    return path.layers, path.strategy, path.steps
+
+
+_LLAVA = """
+import torch
+
+
+def merge_with_config_defaults(func):
+    return func
+
+
+class LlavaModel:
+    @merge_with_config_defaults
+    def get_image_features(self, pixel_values, vision_feature_layer=None,
+                           vision_feature_select_strategy=None, image_sizes=None, **kwargs):
+        if image_sizes is not None:
+            kwargs["image_sizes"] = image_sizes
+        image_outputs = self.vision_tower(pixel_values, return_dict=True, **kwargs)
+        if isinstance(vision_feature_layer, int):
+            selected = image_outputs.hidden_states[vision_feature_layer]
+            if vision_feature_select_strategy == "default":
+                selected = selected[:, 1:]
+        else:
+            hs_pool = [image_outputs.hidden_states[i] for i in vision_feature_layer]
+            if vision_feature_select_strategy == "default":
+                hs_pool = [hs[:, 1:] for hs in hs_pool]
+            selected = torch.cat(hs_pool, dim=-1)
+        image_features = self.multi_modal_projector(selected)
+        if image_sizes is not None:
+            image_features = torch.split(image_features, image_sizes)
+        else:
+            image_features = list(image_features)
+        image_outputs.pooler_output = image_features
+        return image_outputs
+"""
+
+_CONFIG = type(
+    "Config",
+    (),
+    {"vision_feature_layer": -2, "vision_feature_select_strategy": "default"},
+)()
+
+
+def _llava(snippet: Any, cls: str = "LlavaModel") -> tuple[str, str, tuple[str, ...]]:
+    return _summary(
+        native_feature_path(
+            getattr(snippet, cls),
+            "get_image_features",
+            "image",
+            "vision_tower",
+            "pixel_values",
+            ("multi_modal_projector",),
+            _CONFIG,
+        )
+    )
+
+
+EXAMPLES = [
+    valid(
+        "llava_selects_configured_layers_and_strategy_then_projects",
+        _LLAVA,
+        _llava,
+        (
+            "config.vision_feature_layer",
+            "config.vision_feature_select_strategy",
+            ("multi_modal_projector",),
+        ),
+    ),
+    valid(
+        "vipllava_always_drops_cls_from_each_layer",
+        """
+        import torch
+
+
+        def merge_with_config_defaults(func):
+            return func
+
+
+        class VipLlavaModel:
+            @merge_with_config_defaults
+            def get_image_features(self, pixel_values, vision_feature_layer=None, **kwargs):
+                image_outputs = self.vision_tower(pixel_values, **kwargs)
+                if isinstance(vision_feature_layer, int):
+                    image_features = image_outputs.hidden_states[vision_feature_layer][:, 1:]
+                else:
+                    image_features = [image_outputs.hidden_states[index][:, 1:] for index in vision_feature_layer]
+                    image_features = torch.cat(image_features, dim=-1)
+                image_features = self.multi_modal_projector(image_features)
+                image_outputs.pooler_output = image_features
+                return image_outputs
+        """,
+        lambda snippet: _llava(snippet, "VipLlavaModel"),
+        ("config.vision_feature_layer", '"default"', ("multi_modal_projector",)),
+    ),
+    valid(
+        "paligemma_projects_the_last_hidden_state",
+        """
+        class PaliGemmaModel:
+            def get_image_features(self, pixel_values, **kwargs):
+                image_outputs = self.vision_tower(pixel_values, **kwargs)
+                selected_image_feature = image_outputs.last_hidden_state
+                image_features = self.multi_modal_projector(selected_image_feature)
+                image_outputs.pooler_output = image_features
+                return image_outputs
+        """,
+        lambda snippet: _llava(snippet, "PaliGemmaModel"),
+        ("", "", ("multi_modal_projector",)),
+    ),
+    invalid(
+        "a_tower_read_for_its_patch_size_is_no_step",
+        """
+        class LlavaNextModel:
+            def get_image_features(self, pixel_values, **kwargs):
+                image_outputs = self.vision_tower(pixel_values, **kwargs)
+                features = self.multi_modal_projector(image_outputs.last_hidden_state)
+                return features.reshape(-1, self.vision_tower.patch_size)
+        """,
+        lambda snippet: _llava(snippet, "LlavaNextModel"),
+        refusal=AnalysisError,
+        match=r"is no step of a feature path \(example.py:5",
+    ),
+    invalid(
+        "a_tower_called_with_a_keyword_the_port_cannot_give",
+        """
+        class AyaVisionModel:
+            def get_image_features(self, pixel_values, **kwargs):
+                image_outputs = self.vision_tower(pixel_values, interpolate=True)
+                return self.multi_modal_projector(image_outputs.last_hidden_state)
+        """,
+        lambda snippet: _llava(snippet, "AyaVisionModel"),
+        refusal=AnalysisError,
+        match="the tower called with `interpolate=True",
+    ),
+]

@@ -1,0 +1,341 @@
+"""Whether the model class is written as vLLM code, and the plan it is written from.
+
+A port writes its encoders as vLLM's own ports do when every piece of HF's
+feature paths has a vLLM form:
+
+- each path's steps are a tower, its layer selection, and modules run on
+  the features (:mod:`mmport.analyzers.nativepath`);
+- the tower is one vLLM ships with its layer selection API (CLIP's, SigLIP's:
+  a ``layer_count`` in :data:`~mmport.analyzers.vllmencoders.VLLM_ENCODERS`),
+  and gives what HF's path reads: chosen layers' hidden states (built only
+  as deep as the deepest, without the post-layernorm HF's hidden states
+  lack), or HF's ``last_hidden_state``;
+- every other module is a chain of layers vLLM builds
+  (:mod:`mmport.analyzers.projector`);
+- the checkpoint's names in every layout transformers loads (the hub's and
+  transformers 5.x's saved names, :mod:`mmport.hf.weights`) reach the class's
+  by prefix alone, which is checked name by name, as vLLM's ``WeightsMapper``
+  applies the prefixes.
+
+Anything else is a reason, and the class keeps the path it has (HF's methods
+run on the modules it builds); ``mmport inspect`` shows the reason.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import libcst as cst
+
+from mmport.analyzers.examples import invalid, valid
+from mmport.analyzers.language import config_argument
+from mmport.analyzers.nativepath import native_feature_path
+from mmport.analyzers.projector import vllm_projector
+from mmport.analyzers.vllmencoders import VLLM_ENCODERS
+from mmport.errors import AnalysisError
+from mmport.hf.weights import Layouts, layouts
+from mmport.spec import (
+    EncoderModule,
+    EncoderSpec,
+    ModalitySpec,
+    VllmEncoder,
+    VllmFeaturePath,
+    VllmModelPlan,
+    VllmProjector,
+    VllmTowerBuild,
+)
+
+__all__ = ["EXAMPLES", "prefix_table", "vllm_model_plan"]
+
+
+def _envelope(encoder: EncoderSpec, substitutes_config: bool) -> str:
+    """Why the class as a whole is not written as vLLM code yet ("" where it may be)."""
+    if encoder.config_path or encoder.unbuilt_parts:
+        return f"HF builds {encoder.hf_class} from a sub-config beside other parts"
+    if encoder.rope_index_source is not None:
+        return "HF's rotary positions (get_rope_index) are HF's methods"
+    if substitutes_config:
+        return "vLLM reads this model_type with a config class of its own"
+    if encoder.borrowed_methods:
+        return (
+            f"the paths call HF's helper methods {', '.join(encoder.borrowed_methods)}"
+        )
+    if encoder.missing:
+        return "; ".join(why for _, why in encoder.missing)
+    for path in encoder.paths:
+        if path.inline is not None or path.through:
+            return f"HF computes the {path.modality} features in forward or through another path"
+    return ""
+
+
+def _encoder_for(module: EncoderModule) -> VllmEncoder | None:
+    """vLLM's module for ``module`` where it has the layer selection API."""
+    encoder = next(
+        (e for e in VLLM_ENCODERS.values() if e.path == module.vllm_equivalent), None
+    )
+    if (
+        encoder is None
+        or not encoder.layer_count
+        or encoder.unpads_by
+        or encoder.builds_with
+    ):
+        return None
+    return encoder
+
+
+def _tower_build(
+    module: EncoderModule, encoder: VllmEncoder, path: VllmFeaturePath
+) -> VllmTowerBuild:
+    """How vLLM's module is built to give what ``path`` reads of HF's."""
+    sub = config_argument(cst.parse_expression(module.code)) or ()
+    config_attr = "".join(f".{name}" for name in sub)
+    if path.layers:
+        if "hidden_states" not in encoder.layered:
+            raise AnalysisError(
+                f"vLLM's {encoder.name} gives no chosen layers' hidden states"
+            )
+        return VllmTowerBuild(
+            module.attr, encoder.path, config_attr, path.layers, False, module.source
+        )
+    if encoder.answers == "last_hidden_state":
+        return VllmTowerBuild(
+            module.attr, encoder.path, config_attr, "", True, module.source
+        )
+    if "last_hidden_state" in encoder.layered:
+        return VllmTowerBuild(
+            module.attr, encoder.path, config_attr, "", False, module.source
+        )
+    raise AnalysisError(f"vLLM's {encoder.name} gives no last_hidden_state as HF's")
+
+
+def _path(
+    inner: type[Any],
+    modality: ModalitySpec,
+    method: str,
+    modules: Sequence[EncoderModule],
+    config: Any,
+) -> tuple[VllmFeaturePath, VllmTowerBuild]:
+    """One modality's path as vLLM steps, on the tower of ``modules`` it calls."""
+    if len(modality.fields) != 1:
+        keys = ", ".join(f.key for f in modality.fields)
+        raise AnalysisError(
+            f"the {modality.modality} items carry {keys}; vLLM's tower takes the first alone"
+        )
+    tower_input = modality.fields[0].key
+    reasons = []
+    for module in modules:
+        encoder = _encoder_for(module)
+        if encoder is None:
+            continue
+        others = [m.attr for m in modules if m is not module]
+        try:
+            path = native_feature_path(
+                inner,
+                method,
+                modality.modality,
+                module.attr,
+                tower_input,
+                others,
+                config,
+            )
+            return path, _tower_build(module, encoder, path)
+        except AnalysisError as exc:
+            reasons.append(str(exc))
+    raise AnalysisError(
+        "; ".join(reasons) or "no tower of the path is one vLLM selects layers of"
+    )
+
+
+def _projector(inner: type[Any], module: EncoderModule) -> VllmProjector:
+    """The module at ``module.attr`` as vLLM's layers, where HF builds it as ``Class(argument)``."""
+    call = cst.parse_expression(module.code)
+    if not (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Name)
+        and len(call.args) == 1
+        and call.args[0].keyword is None
+    ):
+        raise AnalysisError(
+            f"HF builds {module.attr} as `{module.code}` ({module.source})"
+        )
+    cls = getattr(sys.modules[inner.__module__], call.func.value, None)
+    if not isinstance(cls, type):
+        raise AnalysisError(f"{call.func.value} is not a class of {inner.__module__}")
+    argument = cst.Module([]).code_for_node(call.args[0].value)
+    return replace(vllm_projector(cls, module.attr, argument), built_at=module.source)
+
+
+def _prefix_map(mapping: Mapping[str, str], name: str) -> str:
+    """``name`` through ``mapping`` as vLLM's WeightsMapper applies prefixes: each in turn."""
+    for prefix, new in mapping.items():
+        if name.startswith(prefix):
+            name = name.replace(prefix, new, 1)
+    return name
+
+
+def _mapper(
+    encoder: EncoderSpec,
+    weights_under: Mapping[str, str],
+    names: Sequence[Layouts],
+) -> tuple[tuple[str, str], ...]:
+    """Checkpoint prefixes → the class's, for every layout of ``names`` (:mod:`mmport.hf.weights`).
+
+    The state dict's module prefixes go where the class keeps each module (a
+    vLLM tower's weights one level down, ``vision_tower.vision_model.``). A layout whose names differ from the state dict's inside a module (the
+    saved CLIP tower's ``vision_tower.embeddings`` beside the hub's
+    ``vision_tower.vision_model.embeddings``) cannot share one prefix with it:
+    vLLM applies each prefix in turn, so the short one would match the other's
+    output. Those prefixes go one name deeper (``vision_tower.embeddings.``).
+    """
+    outer = f"{encoder.outer_attr}." if encoder.outer_attr else ""
+    own = [
+        (f"{outer}{m.attr}.", f"{m.attr}.{weights_under.get(m.attr, '')}")
+        for m in encoder.modules
+    ]
+    own.append((f"{outer}{encoder.language_attr}.", "language_model.model."))
+    if encoder.lm_head_attr:
+        own.append((f"{encoder.lm_head_attr}.", "language_model.lm_head."))
+    return prefix_table(own, names)
+
+
+def prefix_table(
+    own: Sequence[tuple[str, str]], names: Sequence[Layouts]
+) -> tuple[tuple[str, str], ...]:
+    """The prefix table that takes every layout of ``names`` to the class's names, where
+    ``own`` takes the state dict's (see :func:`_mapper`); refuses where none does."""
+    expected = {}
+    for name, *_ in names:
+        prefix, ours = next(((p, o) for p, o in own if name.startswith(p)), ("", ""))
+        if not prefix:
+            raise AnalysisError(
+                f"the parameter {name} is in no module the class builds"
+            )
+        expected[name] = ours + name[len(prefix) :]
+    reasons = []
+    for deeper in (False, True):
+        try:
+            mapping = _prefixes(own, names, expected, deeper)
+        except AnalysisError as exc:
+            reasons.append(str(exc))
+            continue
+        return tuple(mapping.items())
+    raise AnalysisError(reasons[-1])
+
+
+def _prefixes(
+    own: Sequence[tuple[str, str]],
+    names: Sequence[Layouts],
+    expected: Mapping[str, str],
+    deeper: bool,
+) -> dict[str, str]:
+    """The prefix table (see :func:`_mapper`), checked name by name as vLLM applies it."""
+    pairs = list(own)
+    for name, *others in names:
+        prefix, ours = next((p, o) for p, o in own if name.startswith(p))
+        rest = name[len(prefix) :]
+        step = rest.split(".", 1)[0] + "." if deeper and "." in rest else ""
+        for other in others:
+            if not other.endswith(rest):
+                raise AnalysisError(
+                    f"the checkpoint name {other} maps to no module the class builds"
+                )
+            pairs.append((other[: len(other) - len(rest)] + step, ours + step))
+    mapping: dict[str, str] = {}
+    for old, new in dict.fromkeys(pairs):
+        if old != new and mapping.setdefault(old, new) != new:
+            raise AnalysisError(f"the checkpoint prefix {old} stands for two modules")
+    for layout in names:
+        for given in layout:
+            if _prefix_map(mapping, given) != expected[layout[0]]:
+                raise AnalysisError(
+                    f"the checkpoint name {given} reaches no parameter by prefix alone"
+                )
+    return mapping
+
+
+def vllm_model_plan(
+    architecture_cls: type[Any],
+    encoder: EncoderSpec,
+    modalities: Sequence[ModalitySpec],
+    config: Any,
+    *,
+    substitutes_config: bool = False,
+) -> VllmModelPlan:
+    """The plan the class is written from as vLLM code (see the module docstring), or
+    :class:`AnalysisError` saying why it keeps HF's feature paths."""
+    why = _envelope(encoder, substitutes_config)
+    if why:
+        raise AnalysisError(why)
+    inner = getattr(sys.modules[encoder.hf_module], encoder.hf_class)
+    paths, towers = [], {}
+    for feature_path in encoder.paths:
+        modality = next(m for m in modalities if m.modality == feature_path.modality)
+        path, tower = _path(
+            inner, modality, feature_path.method, encoder.modules, config
+        )
+        paths.append(path)
+        towers[tower.attr] = tower
+    if len(towers) > 1:
+        raise AnalysisError(f"the paths run {len(towers)} towers; the class writes one")
+    stepped = {step for path in paths for step in path.steps}
+    projectors = []
+    for module in encoder.modules:
+        if module.attr in towers:
+            continue
+        if module.attr not in stepped:
+            raise AnalysisError(
+                f"HF builds {module.attr}, which no step of a path runs"
+            )
+        projectors.append(_projector(inner, module))
+    under = {
+        attr: next(
+            e.weights_under for e in VLLM_ENCODERS.values() if e.path == t.vllm_class
+        )
+        for attr, t in towers.items()
+    }
+    mapper = _mapper(encoder, under, layouts(architecture_cls, config))
+    return VllmModelPlan(
+        tuple(towers.values()), tuple(projectors), tuple(paths), mapper
+    )
+
+
+# LLaVA's names: the state dict's, transformers 5.x's saved ones, the hub's.
+_OWN = [
+    ("model.vision_tower.", "vision_tower.vision_model."),
+    ("lm_head.", "language_model.lm_head."),
+]
+_CLIP = (
+    "model.vision_tower.encoder.layers.0.mlp.fc1.weight",
+    "vision_tower.encoder.layers.0.mlp.fc1.weight",
+    "vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight",
+)
+_HEAD = (
+    "lm_head.weight",
+    "language_model.lm_head.weight",
+    "language_model.lm_head.weight",
+)
+
+EXAMPLES = [
+    valid(
+        "a_layout_that_differs_inside_a_module_goes_one_name_deeper",
+        "",
+        lambda _: prefix_table(_OWN, [_CLIP, _HEAD]),
+        (
+            ("model.vision_tower.", "vision_tower.vision_model."),
+            ("lm_head.", "language_model.lm_head."),
+            ("vision_tower.encoder.", "vision_tower.vision_model.encoder."),
+        ),
+    ),
+    invalid(
+        "a_name_that_keeps_no_suffix_of_the_state_dicts_refuses",
+        "",
+        lambda _: prefix_table(
+            _OWN, [("lm_head.weight", "output.w", "lm_head.weight")]
+        ),
+        refusal=AnalysisError,
+        match="the checkpoint name output.w maps to no module",
+    ),
+]

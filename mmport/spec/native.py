@@ -1,0 +1,207 @@
+"""The model class written as vLLM code: vLLM's towers through their own API, projectors on vLLM's layers.
+
+These facts are what a generated class needs where it does not run HF's
+feature methods (:mod:`mmport.analyzers.nativepath`,
+:mod:`mmport.analyzers.projector`, :mod:`mmport.analyzers.vllmclass`); each
+carries the HF line it was read from. Names as they appear in the output are
+properties here, so the template only lays them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from mmport.spec.source import Source
+
+__all__ = [
+    "ProjectorLayer",
+    "ProjectorLayerKind",
+    "VllmFeaturePath",
+    "VllmModelPlan",
+    "VllmProjector",
+    "VllmTowerBuild",
+]
+
+# How vLLM builds one layer of a projector: a linear layer sharded by its output
+# (``column``) or by its input (``row``), or whole on every rank (``replicated``);
+# an activation of HF's table by vLLM's (``act``); a norm or a torch activation
+# module as HF builds it (``module``): per token, which no sharding changes.
+ProjectorLayerKind = Literal["column", "row", "replicated", "act", "module"]
+
+# vLLM's class for each kind of linear layer, and the keyword each adds to HF's arguments.
+_LINEAR_CLASSES = {
+    "column": ("ColumnParallelLinear", "gather_output=False"),
+    "row": ("RowParallelLinear", "input_is_parallel=True"),
+    "replicated": ("ReplicatedLinear", ""),
+}
+_LAYERS_MODULE = "vllm.model_executor.layers.linear"
+_ACTIVATIONS_MODULE = "vllm.model_executor.layers.activation"
+
+
+@dataclass(frozen=True)
+class ProjectorLayer:
+    """One layer of a projector: HF's attribute, how vLLM builds it, and HF's arguments (code)."""
+
+    attr: str
+    kind: ProjectorLayerKind
+    arguments: tuple[str, ...]
+    source: Source
+
+    @property
+    def linear(self) -> bool:
+        """Whether vLLM's layer is a linear layer, which returns (output, bias)."""
+        return self.kind in _LINEAR_CLASSES
+
+    @property
+    def constructor(self) -> str:
+        """The constructor call as the port writes it, up to its quantization and prefix."""
+        if self.kind == "act":
+            return f"get_act_fn({self.arguments[0]})"
+        if self.kind == "module":
+            return self.arguments[0]
+        name, extra = _LINEAR_CLASSES[self.kind]
+        return f"{name}({', '.join([*self.arguments, *([extra] if extra else [])])}"
+
+
+@dataclass(frozen=True)
+class VllmProjector:
+    """HF's projector module (``hf_class``), written as a module of vLLM's layers.
+
+    ``argument`` is what HF builds it from (``config``), ``setup`` the local
+    statements of HF's constructor its layers read, ``layers`` in the order
+    HF's ``forward`` runs them; ``built_at`` the line of HF's model that builds it.
+    """
+
+    attr: str
+    hf_class: str
+    source: Source
+    parameter: str
+    argument: str
+    setup: tuple[str, ...]
+    layers: tuple[ProjectorLayer, ...]
+    forward_source: Source
+    built_at: Source | None = None
+
+    @property
+    def imports(self) -> tuple[tuple[str, str], ...]:
+        """The (module, name) imports its layers need."""
+        needs = []
+        for layer in self.layers:
+            if layer.linear:
+                needs.append((_LAYERS_MODULE, _LINEAR_CLASSES[layer.kind][0]))
+            elif layer.kind == "act":
+                needs.append((_ACTIVATIONS_MODULE, "get_act_fn"))
+        return tuple(dict.fromkeys(needs))
+
+
+@dataclass(frozen=True)
+class VllmFeaturePath:
+    """One modality's HF feature method as the steps vLLM code runs (:mod:`mmport.analyzers.nativepath`).
+
+    The tower ``tower`` on ``tower_input``; the hidden states of the layer or
+    layers ``layers`` names (code on the class's config; "" for the tower's
+    output), with the CLS token dropped by ``strategy`` (code: a config value
+    or ``"default"``; "" for none); then the modules ``steps``, in order.
+    ``tower_line``, ``selection_lines`` and ``step_lines`` are the HF lines of
+    the tower's call, of the hidden states' selection, and of each step.
+    """
+
+    modality: str
+    method: str
+    source: Source
+    tower: str
+    tower_input: str
+    layers: str
+    strategy: str
+    steps: tuple[str, ...]
+    tower_line: Source
+    selection_lines: tuple[Source, ...] = ()
+    step_lines: tuple[Source, ...] = ()
+
+    @property
+    def lines(self) -> tuple[Source, ...]:
+        """The HF lines of the tower's call and of its output's selection."""
+        return (self.tower_line, *self.selection_lines)
+
+    @property
+    def strategy_code(self) -> str:
+        """The strategy as the class's methods read it (``self.config...`` or a literal)."""
+        return (
+            f"self.{self.strategy}"
+            if self.strategy.startswith("config.")
+            else self.strategy
+        )
+
+    @property
+    def schema_stem(self) -> str:
+        """The modality as vLLM's input classes name it (``Image``)."""
+        return self.modality.capitalize()
+
+
+@dataclass(frozen=True)
+class VllmTowerBuild:
+    """vLLM's own tower module (``vllm_class``), built from ``config_attr``.
+
+    ``select_layers``: the path reads hidden states of chosen layers, which
+    vLLM's module gives by its layer selection, built only as deep as the
+    deepest of them and without the post-layernorm HF's hidden states lack;
+    ``post_norm``: the path reads the tower's output after its post-layernorm.
+    """
+
+    attr: str
+    vllm_class: str
+    config_attr: str
+    select_layers: str
+    post_norm: bool
+    source: Source
+
+    @property
+    def class_name(self) -> str:
+        """vLLM's class name (``CLIPVisionModel``)."""
+        return self.vllm_class.rpartition(".")[2]
+
+    @property
+    def module(self) -> str:
+        """vLLM's module defining the class."""
+        return self.vllm_class.rpartition(".")[0]
+
+
+@dataclass(frozen=True)
+class VllmModelPlan:
+    """The generated class's encoders, as vLLM code: towers, projectors, each path's steps,
+    and the checkpoint names it loads by (``mapper``: prefix to prefix, every layout)."""
+
+    towers: tuple[VllmTowerBuild, ...]
+    projectors: tuple[VllmProjector, ...]
+    paths: tuple[VllmFeaturePath, ...]
+    mapper: tuple[tuple[str, str], ...]
+
+    @property
+    def imports(self) -> tuple[tuple[str, str], ...]:
+        """The (module, name) imports the encoders need."""
+        needs = [(t.module, t.class_name) for t in self.towers]
+        needs += [need for p in self.projectors for need in p.imports]
+        if any(t.select_layers for t in self.towers):
+            needs.append(("vllm.model_executor.models.utils", "get_layer_index"))
+        return tuple(dict.fromkeys(needs))
+
+    @property
+    def tower_attrs(self) -> tuple[str, ...]:
+        """The attributes holding towers (vLLM's LoRA mapping names them)."""
+        return tuple(t.attr for t in self.towers)
+
+    @property
+    def connector_attrs(self) -> tuple[str, ...]:
+        """The attributes holding projectors."""
+        return tuple(p.attr for p in self.projectors)
+
+    @property
+    def marked_modalities(self) -> str:
+        """The modalities the towers encode, as ``_mark_tower_model`` takes them (code)."""
+        names = [f'"{p.modality}"' for p in self.paths]
+        return names[0] if len(names) == 1 else "{" + ", ".join(names) + "}"
+
+    def tower(self, attr: str) -> VllmTowerBuild:
+        """The tower built at ``attr``."""
+        return next(t for t in self.towers if t.attr == attr)
