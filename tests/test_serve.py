@@ -97,36 +97,38 @@ def test_llava_port_serves_hf_tokens_in_both_layouts(tmp_path) -> None:
 @pytest.mark.serve
 @needs_engine
 def test_a_wrong_weight_mapping_fails_naming_the_weight(tmp_path) -> None:
+    """The saved layout's tower names go one name deeper (vision_tower.embeddings. ->
+    vision_tower.vision_model.embeddings.); a table sending them elsewhere fails."""
     port = scaffold_port("llava", tmp_path / "port")
     model = port.with_name("llava.py")
-    mapped = '"model.multi_modal_projector.": "multi_modal_projector.",'
+    mapped = '"vision_tower.embeddings.": "vision_tower.vision_model.embeddings.",'
     assert mapped in model.read_text()
     model.write_text(
         model.read_text().replace(
-            mapped, '"model.multi_modal_projector.": "projector.",'
+            mapped, '"vision_tower.embeddings.": "vision_tower.patch.embeddings.",'
         )
     )
     result = _serve("llava", port)
     assert result.status == "fail"
     assert (
         "did not serve" in result.failures[0].message
-        and "'projector" in result.failures[0].message
+        and "'vision_tower.patch" in result.failures[0].message
     )
 
 
 @pytest.mark.serve
 @needs_engine
 def test_vllms_own_tower_answering_another_layer_fails(tmp_path) -> None:
-    """PaliGemma's tower is vLLM's SiglipVisionModel: served, it must give HF's
-    numbers (the port as generated does: SERVED_FAMILIES), so one that hands HF's
-    path an earlier layer fails."""
+    """PaliGemma's tower is vLLM's SiglipVisionModel, called through its own API:
+    served, it must give HF's numbers (the port as generated does:
+    SERVED_FAMILIES), so one that selects an earlier layer fails."""
     port = scaffold_port("paligemma", tmp_path / "port")
     model = port.with_name("paligemma.py")
-    call = "features = super().forward(pixel_values)"
-    assert call in model.read_text() and "(SiglipVisionModel):" in model.read_text()
+    call = "return self.vision_tower(pixel_values)"
+    assert call in model.read_text() and "= SiglipVisionModel(" in model.read_text()
     model.write_text(
         model.read_text().replace(
-            call, "features = super().forward(pixel_values, select_layers=[-2])"
+            call, "return self.vision_tower(pixel_values, select_layers=[-2])"
         )
     )
     result = _serve("paligemma", port)
