@@ -82,7 +82,10 @@ def test_a_substituted_config_is_read_again_with_hfs_class() -> None:
     assert spec.config_module.startswith("transformers.models.llava")
     plain = _model_file(dataclasses.replace(spec, vllm_substitutes_config=False))
     assert spec.config_class not in plain  # no branch nor import a family does not use
-    guarded = _model_file(dataclasses.replace(spec, vllm_substitutes_config=True))
+    # A substituted config keeps HF's feature paths (mmport.analyzers.vllmclass), so no plan.
+    guarded = _model_file(
+        dataclasses.replace(spec, vllm_substitutes_config=True, vllm_model=None)
+    )
     assert f"from {spec.config_module} import {spec.config_class}" in guarded
     assert f"if not isinstance(config, {spec.config_class}):" in guarded
     assert f"config = {spec.config_class}.from_pretrained(" in guarded

@@ -92,6 +92,24 @@ def _read(value: cst.BaseExpression) -> list[cst.CSTNode]:
     return [value]
 
 
+class _Calls(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.found = True
+
+
+def _is_state(
+    target: cst.BaseAssignTargetExpression, value: cst.BaseExpression
+) -> bool:
+    """``self.<name> = <value>`` that builds nothing (``self.config = config``)."""
+    calls = _Calls()
+    value.visit(calls)
+    is_self = isinstance(target, cst.Attribute) and _code(target.value) == "self"
+    return is_self and not calls.found and not isinstance(value, cst.Subscript)
+
+
 def _is_super_init(node: cst.BaseSmallStatement) -> bool:
     return isinstance(node, cst.Expr) and _code(node.value).startswith("super(")
 
@@ -147,6 +165,8 @@ def _constructor(
                     f"a constructor line that is no layer ({parsed.source(stmt)})"
                 )
             target = node.targets[0].target
+            if _is_state(target, node.value):
+                continue  # a value kept for later reads, which a chain's forward has none of
             if isinstance(target, cst.Attribute) and _code(target.value) == "self":
                 layers[target.attr.value] = _layer(
                     parsed, target.attr.value, node.value
@@ -323,6 +343,29 @@ EXAMPLES = [
         """,
         lambda snippet: _kinds(snippet, "PaliGemmaMultiModalProjector"),
         [("norm", "module"), ("linear", "replicated")],
+    ),
+    valid(
+        "deepseek_vl_keeps_its_config_and_shards_across_a_torch_activation",
+        """
+        from torch import nn
+
+
+        class DeepseekVLAligner(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.config = config
+                in_features = config.vision_config.hidden_size
+                self.linear1 = nn.Linear(in_features, config.text_config.hidden_size)
+                self.activation = nn.GELU()
+                self.linear2 = nn.Linear(config.text_config.hidden_size, config.text_config.hidden_size)
+
+            def forward(self, vision_encodings):
+                x = self.linear1(vision_encodings)
+                x = self.activation(x)
+                return self.linear2(x)
+        """,
+        lambda snippet: _kinds(snippet, "DeepseekVLAligner"),
+        [("linear1", "column"), ("activation", "module"), ("linear2", "row")],
     ),
     invalid(
         "a_pooling_reshape_in_forward_is_no_chain",

@@ -243,10 +243,12 @@ def _prefixes(
                     f"the checkpoint name {other} maps to no module the class builds"
                 )
             pairs.append((other[: len(other) - len(rest)] + step, ours + step))
-    mapping: dict[str, str] = {}
+    table: dict[str, str] = {}
     for old, new in dict.fromkeys(pairs):
-        if old != new and mapping.setdefault(old, new) != new:
+        if old != new and table.setdefault(old, new) != new:
             raise AnalysisError(f"the checkpoint prefix {old} stands for two modules")
+    # The longest first: a name one prefix maps is then past every shorter one's reach.
+    mapping = dict(sorted(table.items(), key=lambda item: -len(item[0])))
     for layout in names:
         for given in layout:
             if _prefix_map(mapping, given) != expected[layout[0]]:
@@ -324,9 +326,9 @@ EXAMPLES = [
         "",
         lambda _: prefix_table(_OWN, [_CLIP, _HEAD]),
         (
+            ("vision_tower.encoder.", "vision_tower.vision_model.encoder."),
             ("model.vision_tower.", "vision_tower.vision_model."),
             ("lm_head.", "language_model.lm_head."),
-            ("vision_tower.encoder.", "vision_tower.vision_model.encoder."),
         ),
     ),
     invalid(

@@ -105,17 +105,18 @@ class PaliGemmaMultiModalProjector(nn.Module):
     dummy_inputs=PaliGemmaDummyInputsBuilder,
 )
 class PaliGemmaForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsPP):
-    # Checkpoint names, in the hub's layout and in transformers 5.x's saved one, to this
-    # module's names.
+    # Checkpoint names in every layout transformers loads (its state dict, what
+    # save_pretrained writes, the hub's) to this module's; vLLM applies each prefix in
+    # turn, so the longest comes first.
     hf_to_vllm_mapper = WeightsMapper(
         orig_to_new_prefix={
-            "model.vision_tower.": "vision_tower.vision_model.",
             "model.multi_modal_projector.": "multi_modal_projector.",
-            "model.language_model.": "language_model.model.",
-            "lm_head.": "language_model.lm_head.",
-            "vision_tower.embeddings.": "vision_tower.vision_model.embeddings.",
-            "vision_tower.encoder.": "vision_tower.vision_model.encoder.",
             "vision_tower.post_layernorm.": "vision_tower.vision_model.post_layernorm.",
+            "vision_tower.embeddings.": "vision_tower.vision_model.embeddings.",
+            "model.language_model.": "language_model.model.",
+            "vision_tower.encoder.": "vision_tower.vision_model.encoder.",
+            "model.vision_tower.": "vision_tower.vision_model.",
+            "lm_head.": "language_model.lm_head.",
         }
     )
 
