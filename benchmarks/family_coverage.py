@@ -53,6 +53,8 @@ class Outcome:
         None  # modality -> "pass derived", "fail delegated", ...
     )
     model_class: str = ""  # "constructs", "fails: ...", or "" (not built)
+    # Which of the class's modules are vLLM's and which HF's (see _modules_cell).
+    modules: str = ""
     # vLLM's lint findings left in the generated files (mmport.render.lint), each "file:line: CODE msg".
     lint: tuple[str, ...] = ()
 
@@ -195,7 +197,25 @@ def run_one(
         time.perf_counter() - started,
         modalities,
         lint=lint,
+        modules=_modules_cell(spec),
     )
+
+
+def _modules_cell(spec) -> str:
+    """Which modules the generated class builds as vLLM's and which as HF's: the whole
+    class as vLLM code (mmport.analyzers.vllmclass), or HF's feature paths on the modules."""
+    plan = spec.vllm_model
+    if plan is not None:
+        towers = ", ".join(t.class_name for t in plan.towers)
+        layers = ", ".join(p.attr for p in plan.projectors)
+        return f"vLLM code: {towers}; {layers or 'no projector'} on vLLM's layers"
+    if spec.encoder is None:
+        return "no encoder"
+    built = [
+        f"vLLM's {m.native.encoder.name}" if m.native else f"HF's {m.attr}"
+        for m in spec.encoder.modules
+    ]
+    return f"HF's paths on {', '.join(built)} ({spec.vllm_model_reason[:80]})"
 
 
 def _warm_up() -> None:
@@ -383,6 +403,16 @@ def _lint_line(passed: list[Outcome]) -> list[str]:
     ]
 
 
+def _modules_line(passed: list[Outcome]) -> list[str]:
+    """How many passing families' classes are written as vLLM code."""
+    native = [o for o in passed if o.modules.startswith("vLLM code")]
+    return [
+        f"- **model class written as vLLM code: {len(native)} / {len(passed)} passing families** "
+        "(vLLM's tower through its own API, projectors on vLLM's layers, weights by prefix alone; "
+        "the others run HF's feature paths on the modules named, and say why; mmport.analyzers.vllmclass)"
+    ]
+
+
 def _lint_cell(o: Outcome) -> str:
     """The family's lint findings: none, or how many and the first (its rule and message)."""
     if o.stage in ("resolve", "analyze", "render"):
@@ -416,16 +446,18 @@ def render_markdown(
         *_modality_lines(outcomes),
         *_model_class_line(outcomes, build_seconds),
         *_lint_line(passed),
+        *_modules_line(passed),
         "",
-        "| model_type | verdict | stage | image | video | audio | model class | vLLM lint | time (s) | first failure or error |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model_type | verdict | stage | image | video | audio | model class | modules | vLLM lint | time (s) | first failure or error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         detail = o.detail.replace("|", "\\|").replace("\n", " ")
         model_class = o.model_class.replace("|", "\\|")
+        modules = o.modules.replace("|", "\\|")
         cells = [(o.modalities or {}).get(m, "") for m in MODALITIES]
         lines.append(
-            f"| {o.model_type} | {o.verdict} | {o.stage} | {' | '.join(cells)} | {model_class} | {_lint_cell(o)} | {o.seconds:.1f} | {detail} |"
+            f"| {o.model_type} | {o.verdict} | {o.stage} | {' | '.join(cells)} | {model_class} | {modules} | {_lint_cell(o)} | {o.seconds:.1f} | {detail} |"
         )
     return "\n".join(lines) + "\n"
 
