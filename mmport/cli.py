@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -150,8 +150,13 @@ def _run(action):
 
 
 def _analyze(
-    ref: str, trust_remote_code: bool = False, processor_code: Path | None = None
+    ref: str,
+    trust_remote_code: bool = False,
+    processor_code: Path | None = None,
+    before: Callable[[Any], None] | None = None,
 ):
+    """Resolve and analyse ``ref``; ``before`` sees the snapshot first (a check that
+    needs only its model_type fails there, before the analysis)."""
     from mmport.analyzers import analyze
     from mmport.console import err_console
     from mmport.sources import resolve
@@ -162,6 +167,8 @@ def _analyze(
         snapshot = resolve(
             ref, trust_remote_code=trust_remote_code, processor_code=processor_code
         )
+        if before is not None:
+            before(snapshot)
         _progress(f"analysing {snapshot.model_type}")
         status.update(f"analysing {snapshot.model_type}…")
         return analyze(snapshot)
@@ -257,21 +264,37 @@ def scaffold(
     """Render a complete vLLM port (processing, model, parity test) into DIR."""
     from mmport.render import render_port, write_files
 
-    if (output is None) == (vllm_tree is None):
+    if output is None and vllm_tree is None:
+        _fail(ValueError("name where the port goes: -o DIR, or --vllm-tree SRC"))
+    if output is not None and vllm_tree is not None:
         _fail(
             ValueError(
-                "name where the port goes: -o DIR or --vllm-tree DIR (one of them)"
+                "-o and --vllm-tree both name where the port goes; give one of them"
             )
         )
 
     findings: list[str] = []
+
+    def writable(snapshot) -> None:
+        # A directory that cannot be written, or a port already there, is said before the analysis.
+        from mmport.render import check_output, port_file_names
+        from mmport.spec import module_name
+
+        assert output is not None
+        names = [] if force else port_file_names(module_name(snapshot.model_type))
+        check_output(output, [output / name for name in names])
 
     def action():
         if vllm_tree is not None:
             from mmport.render.vllm_tree import check_tree
 
             check_tree(vllm_tree)  # a wrong directory is said before the analysis
-        spec = _analyze(ref, trust_remote_code, processor_code)
+        else:
+            from mmport.render import check_output
+
+            check_output(output)  # and an output that cannot be written, before all
+        before = writable if output is not None else None
+        spec = _analyze(ref, trust_remote_code, processor_code, before)
         _progress(f"rendering the port of {spec.model_type}")
         files = render_port(spec)
         findings.extend(f for file in files for f in file.findings)

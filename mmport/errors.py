@@ -120,6 +120,16 @@ def worst_exit_code(codes: Iterable[int]) -> int:
 
 
 def one_line(exc: BaseException) -> str:
-    """``"TypeName: first line of the message"``, for reports and error lines."""
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    """``"TypeName: first line of the message"``, for reports and error lines.
+
+    A first line that ends in a colon introduces what follows (transformers'
+    "Validation error for field 'x':" puts the reason on the next line), so the
+    next line is kept with it.
+    """
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:
+        first = f"{first} {lines[1]}"
+    return f"{type(exc).__name__}: {first}"

@@ -152,3 +152,75 @@ def test_verify_writes_junit_naming_each_check(tmp_path, scaffolded) -> None:
     # Without --model the model check is reported as skipped, and says how to run it.
     model = next(case for case in suite.iter("testcase") if case.get("name") == "model")
     assert "--model" in model.find("skipped").get("message")
+
+
+def test_scaffold_into_an_unwritable_place_is_a_user_error_before_any_work(
+    tmp_path,
+) -> None:
+    """A directory that cannot be made is the user's to change (exit 2, one line), said
+    before the snapshot is even resolved: the reference is one that does not exist."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = run_cli("scaffold", "no_such_model_type", "-o", str(blocker / "port"))
+    _assert_user_error(result, "is not a directory")
+    assert "no_such_model_type" not in result.stderr
+
+
+def test_scaffold_names_both_or_neither_destination_apart(tmp_path) -> None:
+    neither = invoke("scaffold", "llava")
+    both = invoke(
+        "scaffold", "llava", "-o", str(tmp_path), "--vllm-tree", str(tmp_path)
+    )
+    _assert_user_error(neither, "-o DIR, or --vllm-tree")
+    _assert_user_error(both, "give one of them")
+    assert neither.stderr != both.stderr
+
+
+def test_scaffold_refuses_an_existing_port_before_the_analysis(
+    tmp_path, monkeypatch
+) -> None:
+    """The port's files already there are refused once the snapshot names its model_type,
+    before the analysis runs (which would fail here: it is made to)."""
+    import mmport.analyzers
+
+    out = tmp_path / "port"
+    out.mkdir()
+    (out / "llava.py").write_text("# a port written by hand\n")
+
+    def analysis_must_not_run(snapshot):
+        raise AssertionError("the analysis ran")
+
+    monkeypatch.setattr(mmport.analyzers, "analyze", analysis_must_not_run)
+    result = invoke("scaffold", "llava", "-o", str(out))
+    _assert_user_error(result, "llava.py already exists; pass --force")
+
+
+def test_verify_given_the_model_class_module_names_the_processing_module(
+    scaffolded,
+) -> None:
+    out = scaffolded("llava")
+    result = invoke("verify", "llava", "--port", str(out / "llava.py"))
+    _assert_user_error(result, "model class module")
+    assert f"--port {out / 'llava_processing.py'}" in result.stderr.replace("\n", "")
+
+
+def test_verify_a_port_generated_for_another_family_says_which(scaffolded) -> None:
+    out = scaffolded("paligemma")
+    result = invoke("verify", "llava", "--port", str(out / "paligemma_processing.py"))
+    _assert_user_error(result, "was generated for `paligemma`")
+
+
+def test_a_rejected_processor_kwarg_is_named_with_hfs_reason(scaffolded) -> None:
+    """transformers' validation message puts its reason on a second line; the one
+    line a user reads carries it."""
+    out = scaffolded("llava")
+    result = invoke(
+        "verify",
+        "llava",
+        "--port",
+        str(out / "llava_processing.py"),
+        "--processor-kwargs",
+        '{"do_center_crop": "yes"}',
+    )
+    _assert_user_error(result, "Validation error for field 'do_center_crop'")
+    assert "got str" in result.stderr.replace("\n", "")

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -27,7 +28,13 @@ from mmport.render.reflow import reflow
 from mmport.render.tidy import tidy
 from mmport.spec import ChatPortSpec, PortSpec
 
-__all__ = ["RenderedFile", "render_port", "write_files"]
+__all__ = [
+    "RenderedFile",
+    "check_output",
+    "port_file_names",
+    "render_port",
+    "write_files",
+]
 
 
 # template → output name, with {model} standing for the model_type as a module name.
@@ -192,32 +199,65 @@ def _finished(text: str, name: str) -> RenderedFile:
     return RenderedFile(name, finished, findings(finished, name))
 
 
-def write_files(
-    files: list[RenderedFile], directory: Path, *, force: bool = False
-) -> list[Path]:
-    """Write ``files`` into ``directory``; refuse to overwrite unless ``force``."""
+def port_file_names(module: str) -> list[str]:
+    """The files a port of ``module`` (a model_type as a module name) owns in its directory."""
+    return [pattern.format(model=module) for pattern in OUTPUTS.values()]
+
+
+def check_output(directory: Path, existing: list[Path] | None = None) -> None:
+    """Refuse, before any work, an output ``directory`` that cannot be written, or
+    ``existing`` files in it that would be replaced (``--force`` passes none).
+
+    Where the directory does not exist yet, a directory is made and removed in
+    its nearest existing ancestor: what a later write would meet, found now.
+    """
     if directory.exists() and not directory.is_dir():
         raise OutputExistsError(
             f"'{directory}' exists and is not a directory; choose another -o"
         )
-    existing = [
-        directory / f.name for f in files if f.conflicts_with(directory / f.name)
-    ]
-    if existing and not force:
-        names = ", ".join(str(p) for p in existing)
-        verb, them = ("exists", "it") if len(existing) == 1 else ("exist", "them")
+    ancestor = next(p for p in [directory, *directory.parents] if p.exists())
+    try:
+        if not ancestor.is_dir():
+            raise NotADirectoryError(f"'{ancestor}' is not a directory")
+        tempfile.TemporaryDirectory(dir=ancestor, prefix=".mmport-").cleanup()
+    except OSError as exc:
+        raise OutputExistsError(
+            f"cannot write the port into '{directory}': {exc.strerror or exc}; choose another -o"
+        ) from None
+    conflicts = [path for path in existing or [] if path.exists()]
+    if conflicts:
+        names = ", ".join(str(p) for p in conflicts)
+        verb, them = ("exists", "it") if len(conflicts) == 1 else ("exist", "them")
         raise OutputExistsError(
             f"{names} already {verb}; pass --force to overwrite {them}"
         )
-    directory.mkdir(parents=True, exist_ok=True)
+
+
+def write_files(
+    files: list[RenderedFile], directory: Path, *, force: bool = False
+) -> list[Path]:
+    """Write ``files`` into ``directory``; refuse to overwrite unless ``force``."""
+    check_output(
+        directory,
+        []
+        if force
+        else [
+            directory / f.name for f in files if f.conflicts_with(directory / f.name)
+        ],
+    )
     staged = []
     try:
+        directory.mkdir(parents=True, exist_ok=True)
         for f in files:
             tmp = directory / f".{f.name}.mmport-tmp"
             tmp.write_text(f.text)
             staged.append((tmp, directory / f.name))
         for tmp, final in staged:
             os.replace(tmp, final)
+    except OSError as exc:
+        raise OutputExistsError(
+            f"cannot write the port into '{directory}': {exc.strerror or exc}"
+        ) from None
     finally:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)

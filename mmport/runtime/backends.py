@@ -17,6 +17,7 @@ transformers at import time.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.machinery
 import importlib.util
@@ -102,6 +103,32 @@ def _import_failure(path: Path, package: str, exc: BaseException, backend: str) 
     return f"{path}: the port does not import under {backend}: {one_line(exc)}"
 
 
+def _processing_sibling(path: Path) -> Path | None:
+    """The processing module a model class module at ``path`` imports its processor
+    from (``from .llava_processing import LlavaMultiModalProcessor``), where the file
+    defines no processor of its own: the file a user meant to pass."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    defines = any(
+        isinstance(node, ast.ClassDef)
+        and any(ast.unparse(b).endswith("MultiModalProcessor") for b in node.bases)
+        for node in tree.body
+    )
+    for node in tree.body:
+        if defines or not isinstance(node, ast.ImportFrom):
+            continue
+        names = [alias.name for alias in node.names]
+        if (
+            node.level == 1
+            and node.module
+            and any(name.endswith("MultiModalProcessor") for name in names)
+        ):
+            return path.with_name(f"{node.module}.py")
+    return None
+
+
 class Backend(ABC):
     """A vLLM to run ports under; see :class:`RealVllmBackend` and :class:`BundledBackend`."""
 
@@ -133,6 +160,12 @@ class Backend(ABC):
         if not path.is_file():
             raise PortLoadError(
                 f"{path}: no such port file; pass the path of the port's processing module"
+            )
+        sibling = _processing_sibling(path)
+        if sibling is not None:
+            raise PortLoadError(
+                f"{path} is the port's model class module, which imports its processor "
+                f"from {sibling.name}; pass that processing module: --port {sibling}"
             )
         package = _port_package(path.parent)
         name = f"{package}.{_NOT_IDENT.sub('_', path.stem)}"

@@ -50,6 +50,7 @@ __all__ = [
     "VllmModelPlan",
     "VllmProjector",
     "VllmTowerBuild",
+    "module_name",
     "to_json",
 ]
 
@@ -896,7 +897,7 @@ class PortSpec:
     @property
     def module_name(self) -> str:
         """The model_type as a Python module name (``blip-2`` → ``blip_2``)."""
-        return re.sub(r"\W", "_", self.model_type)
+        return module_name(self.model_type)
 
     @property
     def hf_model_name(self) -> str:
@@ -963,7 +964,12 @@ class ChatPortSpec:
     @property
     def module_name(self) -> str:
         """The model_type as a Python module name."""
-        return re.sub(r"\W", "_", self.model_type)
+        return module_name(self.model_type)
+
+
+def module_name(model_type: str) -> str:
+    """A model_type as a Python module name (``blip-2`` → ``blip_2``)."""
+    return re.sub(r"\W", "_", model_type)
 
 
 def _plain(value: Any) -> Any:
