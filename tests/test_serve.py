@@ -309,6 +309,9 @@ TWO_RANKS = {
     # on two ranks prove the generated class reached the spawned ranks (as a
     # vLLM plugin) and ran there, its language model sharded by vLLM's layers.
     "llava": (Layout.SAVED, True, "vLLM's own LlavaForConditionalGeneration fails"),
+    # PaliGemma's class is written as vLLM code: vLLM's SigLIP tower and the projector's
+    # replicated linear layer on both ranks, beside vLLM's Gemma.
+    "paligemma": (Layout.HUB, False, "2 prompts"),
     # Qwen2-VL: vLLM's Qwen2 and vLLM's own vision transformer (the port builds it
     # in place of HF's tower) sharded over both ranks, and M-RoPE positions
     # computed per rank from HF's get_rope_index; HF's tokens on images and videos

@@ -30,6 +30,7 @@ port keeps the path it has (HF's method run on the class's modules).
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -158,6 +159,8 @@ class _Walk:
             if isinstance(target, cst.Name):
                 self.env[target.value] = self.expr(node.value)
                 return
+            if self._keyword_into_unset(target):
+                return
             if (
                 isinstance(target, cst.Attribute)
                 and isinstance(self.expr(target.value), _Tower)
@@ -166,6 +169,23 @@ class _Walk:
                 self.output = self.expr(node.value)
                 return
         raise self.refuse(node, "a statement that is no step of a feature path")
+
+    def _keyword_into_unset(self, target: cst.BaseAssignTargetExpression) -> bool:
+        """``kwargs["output_hidden_states"] = True``: a keyword that changes nothing the
+        path reads, put into keywords the port leaves unset (transformers 5.20's LLaVA)."""
+        if not (
+            isinstance(target, cst.Subscript)
+            and isinstance(target.value, cst.Name)
+            and self.env.get(target.value.value, "") is None
+            and len(target.slice) == 1
+            and isinstance(target.slice[0].slice, cst.Index)
+            and isinstance(target.slice[0].slice.value, cst.SimpleString)
+        ):
+            return False
+        key = target.slice[0].slice.value.evaluated_value
+        if key not in _INERT_KEYWORDS:
+            raise self.refuse(target, f"the tower handed `{key!r}`")
+        return True
 
     def branch(self, node: cst.If) -> None:
         """An ``if``: on a parameter the port leaves None, on the layers' kind, or on the strategy."""
@@ -282,7 +302,11 @@ class _Walk:
 
     # Expressions.
     def expr(self, node: cst.BaseExpression) -> _Value:
-        """The value of ``node``."""
+        """The value of ``node``; one that reads nothing but values the port leaves
+        unset is unset too (``{k: v for k, v in kwargs.items() if v is not None}``)."""
+        read = _read_names(node)
+        if read and all(self.env.get(name, "") is None for name in read):
+            return None
         if isinstance(node, cst.Name):
             if node.value not in self.env:
                 raise self.refuse(node, f"`{node.value}` is not a value of the path")
@@ -390,6 +414,41 @@ class _Walk:
                 raise self.refuse(node, f"the tower called with `{_code(arg)}`")
         self.tower_line = self.parsed.source(node)
         return _Tower()
+
+
+class _ReadNames(cst.CSTVisitor):
+    """The names an expression reads, less those its comprehensions bind and builtins."""
+
+    def __init__(self) -> None:
+        self.read: set[str] = set()
+        self.bound: set[str] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self.bound |= {n.value for n in _names(node.target)}
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.read.add(node.value)
+
+
+def _names(node: cst.CSTNode) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.append(name)
+
+    node.visit(_Collect())
+    return found
+
+
+def _read_names(node: cst.BaseExpression) -> set[str]:
+    visitor = _ReadNames()
+    node.visit(visitor)
+    return visitor.read - visitor.bound - set(dir(builtins))
 
 
 def _parameters(
@@ -540,6 +599,38 @@ EXAMPLES = [
             "config.vision_feature_select_strategy",
             ("multi_modal_projector",),
         ),
+    ),
+    valid(
+        "llava_of_transformers_5_20_puts_inert_keywords_into_unset_kwargs",
+        """
+        def merge_with_config_defaults(func):
+            return func
+
+
+        class LlavaModel:
+            @merge_with_config_defaults
+            def get_image_features(self, pixel_values, vision_feature_layer=None, **kwargs):
+                kwargs = {k: v for k, v in kwargs.items() if v is not None}
+                kwargs["output_hidden_states"] = True  # Ignore arg on purpose
+                image_outputs = self.vision_tower(pixel_values, return_dict=True, **kwargs)
+                selected = image_outputs.hidden_states[vision_feature_layer]
+                return self.multi_modal_projector(selected)
+        """,
+        _llava,
+        ("config.vision_feature_layer", "", ("multi_modal_projector",)),
+    ),
+    invalid(
+        "a_keyword_put_into_the_towers_kwargs_that_changes_what_it_gives",
+        """
+        class LlavaModel:
+            def get_image_features(self, pixel_values, **kwargs):
+                kwargs["interpolate_pos_encoding"] = True
+                image_outputs = self.vision_tower(pixel_values, **kwargs)
+                return self.multi_modal_projector(image_outputs.last_hidden_state)
+        """,
+        _llava,
+        refusal=AnalysisError,
+        match="the tower handed `'interpolate_pos_encoding'`",
     ),
     valid(
         "vipllava_always_drops_cls_from_each_layer",
