@@ -264,41 +264,17 @@ def scaffold(
     """Render a complete vLLM port (processing, model, parity test) into DIR."""
     from mmport.render import render_port, write_files
 
-    if output is None and vllm_tree is None:
-        _fail(ValueError("name where the port goes: -o DIR, or --vllm-tree SRC"))
-    if output is not None and vllm_tree is not None:
-        _fail(
-            ValueError(
-                "-o and --vllm-tree both name where the port goes; give one of them"
-            )
-        )
-
+    _check_destination(output, vllm_tree)
     findings: list[str] = []
 
-    def writable(snapshot) -> None:
-        # A directory that cannot be written, or a port already there, is said before the analysis.
-        from mmport.render import check_output, port_file_names
-        from mmport.spec import module_name
-
-        assert output is not None
-        names = [] if force else port_file_names(module_name(snapshot.model_type))
-        check_output(output, [output / name for name in names])
-
     def action():
-        if vllm_tree is not None:
-            from mmport.render.vllm_tree import check_tree
-
-            check_tree(vllm_tree)  # a wrong directory is said before the analysis
-        else:
-            from mmport.render import check_output
-
-            check_output(output)  # and an output that cannot be written, before all
-        before = writable if output is not None else None
+        before = _destination_checked(output, vllm_tree, force)
         spec = _analyze(ref, trust_remote_code, processor_code, before)
         _progress(f"rendering the port of {spec.model_type}")
         files = render_port(spec)
         findings.extend(f for file in files for f in file.findings)
         if vllm_tree is None:
+            assert output is not None  # _check_destination: one of them
             return [
                 ("wrote", path, "") for path in write_files(files, output, force=force)
             ]
@@ -315,6 +291,42 @@ def scaffold(
         return [(e.action, e.path, e.detail) for e in edits]
 
     _print_written(_run(action), findings)
+
+
+def _check_destination(output: Path | None, vllm_tree: Path | None) -> None:
+    """Exactly one place for the port: ``-o DIR`` or ``--vllm-tree SRC``."""
+    if output is None and vllm_tree is None:
+        _fail(ValueError("name where the port goes: -o DIR, or --vllm-tree SRC"))
+    if output is not None and vllm_tree is not None:
+        _fail(
+            ValueError(
+                "-o and --vllm-tree both name where the port goes; give one of them"
+            )
+        )
+
+
+def _destination_checked(
+    output: Path | None, vllm_tree: Path | None, force: bool
+) -> Callable[[Any], None] | None:
+    """Check where the port goes before anything is resolved (a wrong vLLM tree, an
+    output that cannot be written), and return the check that needs the snapshot's
+    model_type: the port's files already there, before the analysis."""
+    if vllm_tree is not None:
+        from mmport.render.vllm_tree import check_tree
+
+        check_tree(vllm_tree)
+        return None
+    from mmport.render import check_output, port_file_names
+    from mmport.spec import module_name
+
+    assert output is not None
+    check_output(output)
+
+    def not_there_yet(snapshot: Any) -> None:
+        names = [] if force else port_file_names(module_name(snapshot.model_type))
+        check_output(output, [output / name for name in names])
+
+    return not_there_yet
 
 
 def _print_written(done: list[tuple[str, Path, str]], findings: list[str]) -> None:

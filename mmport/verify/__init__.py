@@ -89,6 +89,8 @@ def verify_port(
         checks = {name: CheckResult(name) for name in CHECKS}
         port = _load_port(chosen, snapshot, port_path, notify)
         hf = _reference(snapshot, chosen, notify)
+        if str(port_path) != VLLM_PORT:
+            _check_generated_for(Path(port_path), snapshot)
         model_check = _model_check(hf, model, target, checks["model"], seed, notify)
         session = _session(hf, chosen, port, trust_remote_code, model_check, notify)
         probed = _run_probes(
@@ -182,7 +184,6 @@ def _load_port(
     notify("loading the port")
     if str(port_path) == VLLM_PORT:
         return chosen.load_registered(snapshot.path)
-    _check_generated_for(Path(port_path), snapshot)
     return chosen.load_port(Path(port_path))
 
 
@@ -194,7 +195,8 @@ _ARCHITECTURE = re.compile(r"\b[A-Z]\w*For[A-Z]\w*\b")
 
 def _check_generated_for(path: Path, snapshot: Snapshot) -> None:
     """A port mmport generated for another architecture than the snapshot's says so,
-    before HF's processor is asked to load this snapshot for it."""
+    once the snapshot is known to be a reference, before the port is asked to
+    process anything for it."""
     try:
         head = " ".join(
             line.lstrip("# ").strip() for line in path.read_text().splitlines()[:5]
