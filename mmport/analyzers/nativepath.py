@@ -416,11 +416,21 @@ class _Walk:
         return _Tower()
 
 
-class _ReadNames(cst.CSTVisitor):
-    """The names an expression reads, less those its comprehensions bind and builtins."""
+class _Names(cst.CSTVisitor):
+    """Every name under a node (a comprehension's targets)."""
 
     def __init__(self) -> None:
-        self.read: set[str] = set()
+        self.found: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found.add(node.value)
+
+
+class _ReadNames(_Names):
+    """The names an expression reads, less those its comprehensions bind."""
+
+    def __init__(self) -> None:
+        super().__init__()
         self.bound: set[str] = set()
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
@@ -428,27 +438,15 @@ class _ReadNames(cst.CSTVisitor):
         return False
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
-        self.bound |= {n.value for n in _names(node.target)}
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.read.add(node.value)
-
-
-def _names(node: cst.CSTNode) -> list[cst.Name]:
-    found: list[cst.Name] = []
-
-    class _Collect(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            found.append(name)
-
-    node.visit(_Collect())
-    return found
+        targets = _Names()
+        node.target.visit(targets)
+        self.bound |= targets.found
 
 
 def _read_names(node: cst.BaseExpression) -> set[str]:
     visitor = _ReadNames()
     node.visit(visitor)
-    return visitor.read - visitor.bound - set(dir(builtins))
+    return visitor.found - visitor.bound - set(dir(builtins))
 
 
 def _parameters(
