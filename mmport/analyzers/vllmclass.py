@@ -98,15 +98,33 @@ def _tower_build(
                 f"vLLM's {encoder.name} gives no chosen layers' hidden states"
             )
         return VllmTowerBuild(
-            module.attr, encoder.path, config_attr, path.layers, False, module.source
+            module.attr,
+            encoder.path,
+            config_attr,
+            path.layers,
+            False,
+            module.source,
+            encoder.weights_under,
         )
     if encoder.answers == "last_hidden_state":
         return VllmTowerBuild(
-            module.attr, encoder.path, config_attr, "", True, module.source
+            module.attr,
+            encoder.path,
+            config_attr,
+            "",
+            True,
+            module.source,
+            encoder.weights_under,
         )
     if "last_hidden_state" in encoder.layered:
         return VllmTowerBuild(
-            module.attr, encoder.path, config_attr, "", False, module.source
+            module.attr,
+            encoder.path,
+            config_attr,
+            "",
+            False,
+            module.source,
+            encoder.weights_under,
         )
     raise AnalysisError(f"vLLM's {encoder.name} gives no last_hidden_state as HF's")
 
@@ -190,15 +208,7 @@ def _mapper(
     vLLM applies each prefix in turn, so the short one would match the other's
     output. Those prefixes go one name deeper (``vision_tower.embeddings.``).
     """
-    outer = f"{encoder.outer_attr}." if encoder.outer_attr else ""
-    own = [
-        (f"{outer}{m.attr}.", f"{m.attr}.{weights_under.get(m.attr, '')}")
-        for m in encoder.modules
-    ]
-    own.append((f"{outer}{encoder.language_attr}.", "language_model.model."))
-    if encoder.lm_head_attr:
-        own.append((f"{encoder.lm_head_attr}.", "language_model.lm_head."))
-    return prefix_table(own, names)
+    return prefix_table(encoder.prefixes(weights_under), names)
 
 
 def prefix_table(
@@ -292,12 +302,7 @@ def vllm_model_plan(
                 f"HF builds {module.attr}, which no step of a path runs"
             )
         projectors.append(_projector(inner, module))
-    under = {
-        attr: next(
-            e.weights_under for e in VLLM_ENCODERS.values() if e.path == t.vllm_class
-        )
-        for attr, t in towers.items()
-    }
+    under = {attr: t.weights_under for attr, t in towers.items()}
     mapper = _mapper(encoder, under, layouts(architecture_cls, config))
     return VllmModelPlan(
         tuple(towers.values()), tuple(projectors), tuple(paths), mapper

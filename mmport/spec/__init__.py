@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -679,20 +680,25 @@ class EncoderSpec:
     def weight_renames(self) -> tuple[tuple[str, str], ...]:
         """Checkpoint name prefixes to the generated class's, where they differ: the
         modules move out of ``outer_attr``; the text model goes under vLLM's CausalLM."""
+        under = {m.attr: m.native.encoder.weights_under for m in self.native_towers}  # type: ignore[union-attr]
+        return tuple((old, new) for old, new in self.prefixes(under) if old != new)
+
+    def prefixes(self, weights_under: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+        """Each state-dict prefix of the checkpoint class (a module's, the text model's,
+        the vocabulary projection's) and the generated class's for it; a module vLLM
+        builds keeps its weights one level down (``weights_under``: SigLIP's
+        ``vision_model.``)."""
         outer = f"{self.outer_attr}." if self.outer_attr else ""
-        renames = [
-            (
-                f"{outer}{m.attr}{dot}",
-                f"{m.attr}{dot}{m.native.encoder.weights_under if m.native else ''}",
-            )
+        pairs = [
+            (f"{outer}{m.attr}{dot}", f"{m.attr}{dot}{weights_under.get(m.attr, '')}")
             for m in self.modules
             for dot in ["" if "Parameter(" in m.code else "."]
         ]
         text = "language_model." if self.language_with_head else "language_model.model."
-        renames.append((f"{outer}{self.language_attr}.", text))
+        pairs.append((f"{outer}{self.language_attr}.", text))
         if self.lm_head_attr:
-            renames.append((f"{self.lm_head_attr}.", "language_model.lm_head."))
-        return tuple((old, new) for old, new in renames if old != new)
+            pairs.append((f"{self.lm_head_attr}.", "language_model.lm_head."))
+        return tuple(pairs)
 
     def path(self, modality: str) -> FeaturePath | None:
         """The encoder path of ``modality``, if HF's class has one."""

@@ -155,6 +155,8 @@ class VllmTowerBuild:
     select_layers: str
     post_norm: bool
     source: Source
+    # The prefix vLLM's module keeps the tower's weights under (``vision_model.``).
+    weights_under: str = ""
 
     @property
     def class_name(self) -> str:
