@@ -493,8 +493,7 @@ def _vllm_code_rows(spec) -> list[tuple[str, str, str]]:
     rows += [
         (
             f"projector {p.attr}",
-            f"{p.hf_class} on vLLM's layers: "
-            + ", ".join(f"{layer.attr} ({layer.kind})" for layer in p.layers),
+            p.summary,
             str(p.source),
         )
         for p in plan.projectors

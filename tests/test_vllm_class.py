@@ -16,8 +16,9 @@ from mmport.analyzers import analyze
 from mmport.render import render_port
 from mmport.sources import resolve
 
-# Families whose HF feature path is a CLIP or SigLIP tower, its layers, and a projector.
-WRITTEN_AS_VLLM_CODE = ["llava", "paligemma"]
+# Families whose HF feature path is a CLIP or SigLIP tower, its layers, and a projector
+# (Gemma 3's copied onto vLLM's layers: it pools).
+WRITTEN_AS_VLLM_CODE = ["gemma3", "llava", "paligemma"]
 
 
 def _model_file(spec) -> str:
@@ -103,11 +104,26 @@ def test_saved_and_hub_checkpoints_load_into_the_same_names(family, tmp_path) ->
 
 
 def test_a_path_vllm_code_cannot_write_keeps_hfs_methods_and_says_why() -> None:
-    """Gemma 3's tower is called with a keyword and its projector pools: the class runs
-    HF's feature method on the modules it builds, and inspect's reason names the line."""
-    spec = analyze(resolve("gemma3"))
+    """LLaVA-NeXT's path calls a helper method of HF's model (pack_image_features): the
+    class runs HF's feature method on the modules it builds, and inspect says why."""
+    spec = analyze(resolve("llava_next"))
     assert spec.vllm_model is None
-    assert "modeling_gemma3.py:" in spec.vllm_model_reason
+    assert "pack_image_features" in spec.vllm_model_reason
     assert f"get_image_features = {spec.encoder.hf_class}.get_image_features" in (
         _model_file(spec)
     )
+
+
+def test_a_pooling_projector_is_hfs_code_copied_without_importing_it() -> None:
+    """Gemma 3's projector pools and owns a norm class: the port holds both classes,
+    copied, and imports nothing of HF's modeling module."""
+    spec = analyze(resolve("gemma3"))
+    projector = spec.vllm_model.projectors[0]
+    assert projector.copied
+    hf = getattr(transformers, spec.encoder.hf_class).__module__
+    module = __import__(hf, fromlist=["_"])
+    text = _model_file(spec)
+    for copied in projector.classes:
+        assert getattr(module, copied.name).__module__ == hf  # HF's own class
+        assert f"class {copied.name}(nn.Module):" in text
+    assert len(projector.classes) > 1  # the norm class it builds came along

@@ -47,7 +47,7 @@ def _generated_class(model_type: str, tmp_path):
 def test_a_class_written_as_vllm_code_is_not_built_here() -> None:
     """This file builds a class's encoder from HF's constructor lines; a class written
     as vLLM code has none to build from, and is proven in the serve stage."""
-    for family in ("llava", "paligemma"):
+    for family in ("gemma3", "llava", "paligemma"):
         assert analyze(resolve(family)).vllm_model is not None
 
 

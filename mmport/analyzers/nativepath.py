@@ -402,12 +402,16 @@ class _Walk:
         """``self.<tower>(<input>, ...)`` with keywords that change nothing read."""
         if not node.args:
             raise self.refuse(node, "the tower called on nothing")
-        first, *rest = node.args
-        if first.keyword or _code(first.value) != self.tower_input:
+        first = next(
+            (a for a in node.args if a.keyword and a.keyword.value == self.tower_input),
+            node.args[0],
+        )
+        keyword_ok = first.keyword is None or first.keyword.value == self.tower_input
+        if first.star or not keyword_ok or _code(first.value) != self.tower_input:
             raise self.refuse(
                 node, f"the tower called on another input than `{self.tower_input}`"
             )
-        for arg in rest:
+        for arg in (a for a in node.args if a is not first):
             handed_on = arg.star == "**" and self.env.get(_code(arg.value), "") is None
             inert = arg.keyword is not None and arg.keyword.value in _INERT_KEYWORDS
             if not (handed_on or inert):

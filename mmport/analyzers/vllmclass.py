@@ -33,6 +33,7 @@ import libcst as cst
 from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.language import config_argument
 from mmport.analyzers.nativepath import native_feature_path
+from mmport.analyzers.ownmodule import own_module
 from mmport.analyzers.projector import vllm_projector
 from mmport.analyzers.vllmencoders import VLLM_ENCODERS
 from mmport.errors import AnalysisError
@@ -41,6 +42,7 @@ from mmport.spec import (
     EncoderModule,
     EncoderSpec,
     ModalitySpec,
+    OwnModule,
     VllmEncoder,
     VllmFeaturePath,
     VllmModelPlan,
@@ -159,6 +161,7 @@ def _path(
                 others,
                 config,
             )
+            path = replace(path, item_rows=modality.fields[0].rows)
             return path, _tower_build(module, encoder, path)
         except AnalysisError as exc:
             reasons.append(str(exc))
@@ -167,7 +170,7 @@ def _path(
     )
 
 
-def _projector(inner: type[Any], module: EncoderModule) -> VllmProjector:
+def _projector(inner: type[Any], module: EncoderModule) -> VllmProjector | OwnModule:
     """The module at ``module.attr`` as vLLM's layers, where HF builds it as ``Class(argument)``."""
     call = cst.parse_expression(module.code)
     if not (
@@ -183,7 +186,17 @@ def _projector(inner: type[Any], module: EncoderModule) -> VllmProjector:
     if not isinstance(cls, type):
         raise AnalysisError(f"{call.func.value} is not a class of {inner.__module__}")
     argument = cst.Module([]).code_for_node(call.args[0].value)
-    return replace(vllm_projector(cls, module.attr, argument), built_at=module.source)
+    try:
+        projector: VllmProjector | OwnModule = vllm_projector(
+            cls, module.attr, argument
+        )
+    except AnalysisError as chain:
+        # More than a chain of layers: HF's class, copied onto vLLM's layers.
+        try:
+            projector = own_module(cls, module.attr, argument)
+        except AnalysisError as copy:
+            raise AnalysisError(f"{chain}; {copy}") from None
+    return replace(projector, built_at=module.source)
 
 
 def _prefix_map(mapping: Mapping[str, str], name: str) -> str:

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from mmport.media import EMBEDDING_FIELDS
 from mmport.spec.native import (
+    CopiedClass,
+    OwnModule,
     ProjectorLayer,
     VllmFeaturePath,
     VllmModelPlan,
@@ -27,6 +29,7 @@ from mmport.spec.source import Source
 __all__ = [
     "CallParameter",
     "ChatPortSpec",
+    "CopiedClass",
     "CountRule",
     "CountStrategy",
     "EdgeMerges",
@@ -40,6 +43,7 @@ __all__ = [
     "LanguageModelSpec",
     "ModalitySpec",
     "OutputRule",
+    "OwnModule",
     "PortSpec",
     "ProjectorLayer",
     "PromptUpdateSpec",

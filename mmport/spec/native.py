@@ -15,6 +15,8 @@ from typing import Literal
 from mmport.spec.source import Source
 
 __all__ = [
+    "CopiedClass",
+    "OwnModule",
     "ProjectorLayer",
     "ProjectorLayerKind",
     "VllmFeaturePath",
@@ -94,6 +96,72 @@ class VllmProjector:
                 needs.append((_ACTIVATIONS_MODULE, "get_act_fn"))
         return tuple(dict.fromkeys(needs))
 
+    @property
+    def summary(self) -> str:
+        """One line for ``inspect``: each layer and how vLLM builds it."""
+        layers = ", ".join(f"{layer.attr} ({layer.kind})" for layer in self.layers)
+        return f"{self.hf_class} on vLLM's layers: {layers}"
+
+    @property
+    def copied(self) -> bool:
+        """Whether the port holds HF's code copied (no: a chain laid out anew)."""
+        return False
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the module takes vLLM's ``quant_config`` and ``prefix`` (always)."""
+        return True
+
+    @property
+    def import_lines(self) -> tuple[str, ...]:
+        """Import lines beyond :attr:`imports` (none)."""
+        return ()
+
+
+@dataclass(frozen=True)
+class CopiedClass:
+    """One HF class as the port holds it: its name, HF's line, and the rewritten code."""
+
+    name: str
+    source: Source
+    code: str
+
+
+@dataclass(frozen=True)
+class OwnModule:
+    """HF's module class ``hf_class``, copied into the port onto vLLM's layers
+    (:mod:`mmport.analyzers.ownmodule`).
+
+    ``classes``: the copied classes, those it builds first; ``import_lines`` what
+    they read; ``quantized``: the class takes vLLM's ``quant_config`` and ``prefix``.
+    """
+
+    attr: str
+    hf_class: str
+    source: Source
+    argument: str
+    classes: tuple[CopiedClass, ...]
+    import_lines: tuple[str, ...]
+    quantized: bool
+    built_at: Source | None = None
+
+    @property
+    def imports(self) -> tuple[tuple[str, str], ...]:
+        """``from`` imports as (module, name) pairs: none, all are :attr:`import_lines`."""
+        return ()
+
+    @property
+    def summary(self) -> str:
+        """One line for ``inspect``: the classes copied, and what vLLM builds in them."""
+        names = [c.name for c in self.classes]
+        linear = " with vLLM's linear layers" if self.quantized else ""
+        return f"HF's code copied{linear}: {', '.join(names)}"
+
+    @property
+    def copied(self) -> bool:
+        """Whether the port holds HF's code copied (yes)."""
+        return True
+
 
 @dataclass(frozen=True)
 class VllmFeaturePath:
@@ -118,6 +186,9 @@ class VllmFeaturePath:
     tower_line: Source
     selection_lines: tuple[Source, ...] = ()
     step_lines: tuple[Source, ...] = ()
+    # Each item's input comes with rows of its own (HF's crops or tiles, one item's
+    # output kept whole), not as one row of a batch.
+    item_rows: bool = False
 
     @property
     def lines(self) -> tuple[Source, ...]:
@@ -175,7 +246,7 @@ class VllmModelPlan:
     and the checkpoint names it loads by (``mapper``: prefix to prefix, every layout)."""
 
     towers: tuple[VllmTowerBuild, ...]
-    projectors: tuple[VllmProjector, ...]
+    projectors: tuple[VllmProjector | OwnModule, ...]
     paths: tuple[VllmFeaturePath, ...]
     mapper: tuple[tuple[str, str], ...]
 
@@ -187,6 +258,27 @@ class VllmModelPlan:
         if any(t.select_layers for t in self.towers):
             needs.append(("vllm.model_executor.models.utils", "get_layer_index"))
         return tuple(dict.fromkeys(needs))
+
+    @property
+    def import_lines(self) -> tuple[str, ...]:
+        """Whole import lines the copied modules need (``import math``)."""
+        return tuple(dict.fromkeys(x for p in self.projectors for x in p.import_lines))
+
+    @property
+    def connector_phrase(self) -> str:
+        """What the module docstring says of the projectors (``""`` for none)."""
+        if not self.projectors:
+            return ""
+        phrases = [
+            "on vLLM's tensor-parallel layers"
+            if not p.copied
+            else "as HF's code, copied onto vLLM's linear layers"
+            if p.quantized
+            else "as HF's code, copied"
+            for p in self.projectors
+        ]
+        noun = "projectors" if len(self.projectors) > 1 else "projector"
+        return f"the {noun} {' and '.join(dict.fromkeys(phrases))}"
 
     @property
     def tower_attrs(self) -> tuple[str, ...]:
