@@ -88,6 +88,8 @@ class _Features:
 
     hidden: _Hidden
     steps: tuple[str, ...] = ()
+    # HF's last reshape of the features into (items, rows, <this>): code on the class.
+    regroup: str = ""
 
 
 @dataclass(frozen=True)
@@ -386,6 +388,8 @@ class _Walk:
             if isinstance(value, _Features):
                 self.steps.append(self.parsed.source(node))
                 return _Features(value.hidden, (*value.steps, attr))
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "reshape":
+            return self.regroup(node, node.func.value)
         func = _code(node.func)
         if func == "torch.cat" and node.args:
             pool = self.expr(node.args[0].value)
@@ -396,6 +400,31 @@ class _Walk:
             value = self.expr(node.args[0].value)
             if isinstance(value, (_Hidden, _Features)):
                 return value  # one tensor per item: the batch's first axis
+        raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
+
+    def regroup(self, node: cst.Call, reshaped: cst.BaseExpression) -> _Features:
+        """``features.reshape(<features>.shape[0], -1, self.config...)``: rows kept per item,
+        each of the width the config names (Aya Vision's pooler output)."""
+        value = self.expr(reshaped)
+        if isinstance(value, _Hidden):
+            value = _Features(value)
+        args = [_code(a.value) for a in node.args if not a.keyword and not a.star]
+        if isinstance(value, _Features) and not value.regroup and len(args) == 3:
+            batch, rows, width = node.args[0].value, args[1], node.args[2].value
+            per_item = (
+                isinstance(batch, cst.Subscript)
+                and isinstance(batch.value, cst.Attribute)
+                and batch.value.attr.value == "shape"
+                and _code(batch)[len(_code(batch.value)) :] == "[0]"
+                and isinstance(self.expr(batch.value.value), (_Hidden, _Features))
+            )
+            width_code = _code(width)
+            configured = width_code.startswith("self.config.") and not (
+                _read_names(width) - {"self"}
+            )
+            if per_item and rows == "-1" and (configured or width_code.isdigit()):
+                self.steps.append(self.parsed.source(node))
+                return dataclasses.replace(value, regroup=width_code)
         raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
 
     def tower_call(self, node: cst.Call) -> _Tower:
@@ -527,6 +556,7 @@ def native_feature_path(
         layers=hidden.layers,
         strategy=hidden.strategy,
         steps=result.steps,
+        regroup=result.regroup,
         tower_line=walk.tower_line,
         selection_lines=tuple(dict.fromkeys(walk.selection)),
         step_lines=tuple(dict.fromkeys(walk.steps)),
@@ -577,18 +607,20 @@ _CONFIG = type(
 )()
 
 
-def _llava(snippet: Any, cls: str = "LlavaModel") -> tuple[str, str, tuple[str, ...]]:
-    return _summary(
-        native_feature_path(
-            getattr(snippet, cls),
-            "get_image_features",
-            "image",
-            "vision_tower",
-            "pixel_values",
-            ("multi_modal_projector",),
-            _CONFIG,
-        )
+def _path(snippet: Any, cls: str) -> VllmFeaturePath:
+    return native_feature_path(
+        getattr(snippet, cls),
+        "get_image_features",
+        "image",
+        "vision_tower",
+        "pixel_values",
+        ("multi_modal_projector",),
+        _CONFIG,
     )
+
+
+def _llava(snippet: Any, cls: str = "LlavaModel") -> tuple[str, str, tuple[str, ...]]:
+    return _summary(_path(snippet, cls))
 
 
 EXAMPLES = [
@@ -673,6 +705,36 @@ EXAMPLES = [
         """,
         lambda snippet: _llava(snippet, "PaliGemmaModel"),
         ("", "", ("multi_modal_projector",)),
+    ),
+    valid(
+        "aya_vision_regroups_the_projected_rows_per_item_to_the_text_width",
+        """
+        class AyaVisionModel:
+            def get_image_features(self, pixel_values, **kwargs):
+                image_outputs = self.vision_tower(pixel_values=pixel_values, return_dict=True)
+                selected = image_outputs.last_hidden_state
+                pooled = self.multi_modal_projector(selected)
+                image_outputs.pooler_output = pooled.reshape(
+                    selected.shape[0], -1, self.config.text_config.hidden_size
+                )
+                return image_outputs
+        """,
+        lambda snippet: _path(snippet, "AyaVisionModel").regroup,
+        "self.config.text_config.hidden_size",
+    ),
+    invalid(
+        "a_reshape_reading_a_local_width_is_no_step",
+        """
+        class AyaVisionModel:
+            def get_image_features(self, pixel_values, **kwargs):
+                image_outputs = self.vision_tower(pixel_values)
+                selected = image_outputs.last_hidden_state
+                width = 7
+                return self.multi_modal_projector(selected).reshape(selected.shape[0], -1, width)
+        """,
+        lambda snippet: _llava(snippet, "AyaVisionModel"),
+        refusal=AnalysisError,
+        match=r"is no step of a feature path \(example.py:6",
     ),
     invalid(
         "a_tower_read_for_its_patch_size_is_no_step",

@@ -316,7 +316,15 @@ def vllm_model_plan(
             )
         projectors.append(_projector(inner, module))
     under = {attr: t.weights_under for attr, t in towers.items()}
-    mapper = _mapper(encoder, under, layouts(architecture_cls, config))
+    try:
+        names = layouts(architecture_cls, config)
+    except (ValueError, TypeError, AttributeError, RuntimeError) as exc:
+        # The names come from HF's model built on this config, which may not build.
+        raise AnalysisError(
+            f"HF's {architecture_cls.__name__} does not build from this config "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    mapper = _mapper(encoder, under, names)
     return VllmModelPlan(
         tuple(towers.values()), tuple(projectors), tuple(paths), mapper
     )

@@ -186,6 +186,9 @@ class VllmFeaturePath:
     tower_line: Source
     selection_lines: tuple[Source, ...] = ()
     step_lines: tuple[Source, ...] = ()
+    # HF's last reshape of the features to (items, rows, <this>) (code on the class's
+    # ``self.config``; "" for none); its line is the last of ``step_lines``.
+    regroup: str = ""
     # Each item's input comes with rows of its own (HF's crops or tiles, one item's
     # output kept whole), not as one row of a batch.
     item_rows: bool = False
