@@ -481,12 +481,19 @@ def _vllm_code_rows(spec) -> list[tuple[str, str, str]]:
         cls = (
             "drops CLS" if path.strategy == '"default"' else f"strategy {path.strategy}"
         )
+        call = f"vLLM's {tower.class_name}({path.tower_input}), {reads}" + (
+            f", {cls}" if path.strategy else ""
+        )
+        if path.copied is not None:
+            copied = path.copied
+            kept = [m.name for m in copied.methods] + [h.name for h in copied.helpers]
+            call = f"HF's {path.method} copied with its tower block as {call}" + (
+                f"; with {', '.join(kept)}" if kept else ""
+            )
         rows.append(
             (
                 f"{path.modality} path as vLLM code",
-                f"vLLM's {tower.class_name}({path.tower_input}), {reads}"
-                + (f", {cls}" if path.strategy else "")
-                + "".join(f" -> {step}" for step in path.steps),
+                call + "".join(f" -> {step}" for step in path.steps),
                 ", ".join(str(line) for line in path.lines),
             )
         )

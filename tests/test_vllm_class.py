@@ -18,7 +18,7 @@ from mmport.sources import resolve
 
 # Families whose HF feature path is a CLIP or SigLIP tower, its layers, and a projector
 # (Gemma 3's copied onto vLLM's layers: it pools).
-WRITTEN_AS_VLLM_CODE = ["gemma3", "llava", "paligemma"]
+WRITTEN_AS_VLLM_CODE = ["gemma3", "llava", "llava_next", "paligemma"]
 
 
 def _model_file(spec) -> str:
@@ -87,6 +87,7 @@ def test_saved_and_hub_checkpoints_load_into_the_same_names(family, tmp_path) ->
     built = (
         *(f"{t.attr}." for t in plan.towers),
         *(f"{p.attr}." for p in plan.projectors),
+        *(p.attr for p in plan.parameters),
         "language_model.model.",
         "language_model.lm_head.",
     )
@@ -104,14 +105,36 @@ def test_saved_and_hub_checkpoints_load_into_the_same_names(family, tmp_path) ->
 
 
 def test_a_path_vllm_code_cannot_write_keeps_hfs_methods_and_says_why() -> None:
-    """LLaVA-NeXT's path calls a helper method of HF's model (pack_image_features): the
-    class runs HF's feature method on the modules it builds, and inspect says why."""
-    spec = analyze(resolve("llava_next"))
+    """Mistral 3's tower is vLLM's Pixtral, which has no layer selection API: the class
+    runs HF's feature method on the modules it builds, and inspect says why."""
+    spec = analyze(resolve("mistral3"))
     assert spec.vllm_model is None
-    assert "pack_image_features" in spec.vllm_model_reason
+    assert "no tower of the path is one vLLM selects layers of" in (
+        spec.vllm_model_reason
+    )
     assert f"get_image_features = {spec.encoder.hf_class}.get_image_features" in (
         _model_file(spec)
     )
+
+
+def test_a_path_of_more_than_modules_is_hfs_method_copied_around_vllms_tower() -> None:
+    """LLaVA-NeXT's path cuts each image's tiles apart and packs them through a helper
+    method: the class holds that code, copied, and calls vLLM's tower where HF called
+    its own and selected the layers."""
+    spec = analyze(resolve("llava_next"))
+    path = spec.vllm_model.paths[0]
+    copied = path.copied
+    assert copied is not None
+    text = _model_file(spec)
+    assert copied.params == tuple(f.key for f in spec.modalities[0].fields)
+    assert f"= self._image_pixels_to_features({path.tower_input})" in text
+    assert "self.vision_tower(" not in copied.code  # vLLM's call stands for HF's
+    borrowed = spec.encoder.borrowed_methods
+    assert borrowed and {m.name for m in copied.methods} == set(borrowed)
+    for method in borrowed:
+        assert f"    def {method}(" in text
+    assert "image_newline" in copied.reads
+    assert "self.image_newline = nn.Parameter(" in text
 
 
 def test_a_pooling_projector_is_hfs_code_copied_without_importing_it() -> None:

@@ -47,7 +47,7 @@ def _generated_class(model_type: str, tmp_path):
 def test_a_class_written_as_vllm_code_is_not_built_here() -> None:
     """This file builds a class's encoder from HF's constructor lines; a class written
     as vLLM code has none to build from, and is proven in the serve stage."""
-    for family in ("gemma3", "llava", "paligemma"):
+    for family in ("gemma3", "llava", "llava_next", "llava_next_video", "paligemma"):
         assert analyze(resolve(family)).vllm_model is not None
 
 
@@ -142,11 +142,11 @@ def _placed_embeds(hf, spec) -> dict:
 
 # blip-2: HF's class is its own inner model and holds a whole CausalLM as its text model.
 # colpali: HF's retrieval class builds PaliGemma's model through an auto class, from a
-# sub-config of its own. LLaVA's and PaliGemma's classes are written as vLLM code
+# sub-config of its own. LLaVA's, LLaVA-NeXT's and PaliGemma's classes are written as vLLM code
 # (mmport.analyzers.vllmclass), whose layers need vLLM's platform: the serve stage
 # serves them (test_serve.py), and test_a_class_written_as_vllm_code_is_not_built_here
 # keeps them out of this file's builder.
-@pytest.mark.parametrize("model_type", ["qwen2_vl", "llava_next", "blip-2", "colpali"])
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "mistral3", "blip-2", "colpali"])
 def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
     import torch
 
@@ -278,7 +278,7 @@ def _one_item_alone(processor, spec, modality: str, index: int):
     ("model_type", "modality"),
     [
         ("qwen2_vl", "video"),
-        ("llava_next_video", "video"),
+        ("video_llava", "video"),
         ("glmasr", "audio"),
         ("fun_asr_nano", "audio"),  # its path needs the frames' mask, an item field
         # HF keeps the feature methods' class inside its thinker, built from

@@ -43,7 +43,20 @@ from mmport.analyzers.sourcefile import ParsedClass, find_method, self_call
 from mmport.errors import AnalysisError
 from mmport.spec import Source, VllmFeaturePath
 
-__all__ = ["EXAMPLES", "native_feature_path"]
+__all__ = [
+    "EXAMPLES",
+    "ConfigValue",
+    "Features",
+    "HiddenStates",
+    "LayerPool",
+    "PathValue",
+    "PathWalk",
+    "Refused",
+    "TowerOutput",
+    "native_feature_path",
+    "path_parameters",
+    "read_names",
+]
 
 # Keywords of a tower call that change nothing the path reads (HF's output is an object
 # either way; every layer's output is kept when asked for by the layer selection).
@@ -55,17 +68,17 @@ _DROP_CLS = "[:, 1:]"
 _DEFAULT_STRATEGY = '"default"'
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """A statement the rule cannot name as a step (the reason, with the line)."""
 
 
 @dataclass(frozen=True)
-class _Tower:
+class TowerOutput:
     """The tower's output object."""
 
 
 @dataclass(frozen=True)
-class _Hidden:
+class HiddenStates:
     """Hidden states of the tower: ``layers`` (code; "" for the last layer's output),
     several side by side (``several``), the CLS token dropped under ``strategy``."""
 
@@ -75,7 +88,7 @@ class _Hidden:
 
 
 @dataclass(frozen=True)
-class _Pool:
+class LayerPool:
     """A list of hidden states, one per layer of ``layers``."""
 
     layers: str
@@ -83,30 +96,30 @@ class _Pool:
 
 
 @dataclass(frozen=True)
-class _Features:
+class Features:
     """Hidden states after HF's modules ``steps``, in order."""
 
-    hidden: _Hidden
+    hidden: HiddenStates
     steps: tuple[str, ...] = ()
     # HF's last reshape of the features into (items, rows, <this>): code on the class.
     regroup: str = ""
 
 
 @dataclass(frozen=True)
-class _Config:
+class ConfigValue:
     """A parameter HF fills from the config: its code on the generated class's config."""
 
     code: str
 
 
-_Value = _Tower | _Hidden | _Pool | _Features | _Config | str | None
+PathValue = TowerOutput | HiddenStates | LayerPool | Features | ConfigValue | str | None
 
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node).strip()
 
 
-class _Walk:
+class PathWalk:
     """The interpreter over one feature method's statements (see the module docstring)."""
 
     def __init__(
@@ -115,22 +128,22 @@ class _Walk:
         tower: str,
         tower_input: str,
         modules: Sequence[str],
-        env: dict[str, _Value],
+        env: dict[str, PathValue],
     ) -> None:
         self.parsed = parsed
         self.tower = tower
         self.tower_input = tower_input
         self.modules = modules
         self.env = env
-        self.result: _Value = None
-        self.output: _Value = None  # what HF writes into the output's pooler_output
+        self.result: PathValue = None
+        self.output: PathValue = None  # what HF writes into the output's pooler_output
         self.tower_line: Source | None = None
         self.selection: list[Source] = []
         self.steps: list[Source] = []
 
-    def refuse(self, node: cst.CSTNode, why: str) -> _Refused:
+    def refuse(self, node: cst.CSTNode, why: str) -> Refused:
         """A refusal naming ``node``'s line."""
-        return _Refused(f"{why} ({self.parsed.source(node)})")
+        return Refused(f"{why} ({self.parsed.source(node)})")
 
     # Statements.
     def block(self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement]) -> None:
@@ -154,7 +167,7 @@ class _Walk:
             return
         if isinstance(node, cst.Return) and node.value is not None:
             value = self.expr(node.value)
-            self.result = self.output if isinstance(value, _Tower) else value
+            self.result = self.output if isinstance(value, TowerOutput) else value
             return
         if isinstance(node, cst.Assign) and len(node.targets) == 1:
             target = node.targets[0].target
@@ -165,7 +178,7 @@ class _Walk:
                 return
             if (
                 isinstance(target, cst.Attribute)
-                and isinstance(self.expr(target.value), _Tower)
+                and isinstance(self.expr(target.value), TowerOutput)
                 and target.attr.value == "pooler_output"
             ):
                 self.output = self.expr(node.value)
@@ -223,7 +236,7 @@ class _Walk:
             and self.env.get(test.left.value, "") is None
         )
 
-    def _isinstance_int(self, test: cst.BaseExpression) -> _Config | None:
+    def _isinstance_int(self, test: cst.BaseExpression) -> ConfigValue | None:
         """The config value tested by ``isinstance(layers, int)``."""
         if (
             isinstance(test, cst.Call)
@@ -233,10 +246,10 @@ class _Walk:
             and isinstance(test.args[0].value, cst.Name)
         ):
             value = self.env.get(test.args[0].value.value)
-            return value if isinstance(value, _Config) else None
+            return value if isinstance(value, ConfigValue) else None
         return None
 
-    def _strategy_test(self, test: cst.BaseExpression) -> _Config | None:
+    def _strategy_test(self, test: cst.BaseExpression) -> ConfigValue | None:
         """The config value tested by ``strategy == "default"``."""
         if (
             isinstance(test, cst.Comparison)
@@ -246,25 +259,25 @@ class _Walk:
             and _code(test.comparisons[0].comparator) == _DEFAULT_STRATEGY
         ):
             value = self.env.get(test.left.value)
-            return value if isinstance(value, _Config) else None
+            return value if isinstance(value, ConfigValue) else None
         return None
 
     def _fork(
         self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement]
-    ) -> dict[str, _Value]:
+    ) -> dict[str, PathValue]:
         """The names ``body`` binds differently, run on a copy of the state."""
-        walk = _Walk(
+        walk = PathWalk(
             self.parsed, self.tower, self.tower_input, self.modules, dict(self.env)
         )
         walk.block(body)
         if walk.result is not None or walk.output is not None:
-            raise _Refused("a feature path that returns from inside a branch")
+            raise Refused("a feature path that returns from inside a branch")
         self.selection += walk.selection
         self.steps += walk.steps
         self.tower_line = self.tower_line or walk.tower_line
         return {k: v for k, v in walk.env.items() if self.env.get(k, ...) != v}
 
-    def _layer_kinds(self, node: cst.If, layers: _Config) -> None:
+    def _layer_kinds(self, node: cst.If, layers: ConfigValue) -> None:
         """One layer (an int) or several (a list), which vLLM's ``select_layers`` takes alike."""
         if not isinstance(node.orelse, cst.Else):
             raise self.refuse(node, "a branch on one layer with no branch on several")
@@ -274,26 +287,28 @@ class _Walk:
         for name in one.keys() | several.keys():
             a, b = one.get(name), several.get(name)
             alike = (
-                isinstance(a, _Hidden)
-                and isinstance(b, _Hidden)
+                isinstance(a, HiddenStates)
+                and isinstance(b, HiddenStates)
                 and a.strategy == b.strategy
             )
             if alike and a.layers == b.layers == layers.code:  # type: ignore[union-attr]
-                merged[name] = _Hidden(layers.code, True, a.strategy)  # type: ignore[union-attr]
+                merged[name] = HiddenStates(layers.code, True, a.strategy)  # type: ignore[union-attr]
                 continue
-            if isinstance(a, _Pool) or isinstance(b, _Pool):
+            if isinstance(a, LayerPool) or isinstance(b, LayerPool):
                 continue  # a local of one branch only
             raise self.refuse(
                 node, "branches on the layers' kind that select unlike features"
             )
         self.env.update(merged)
 
-    def _strategy(self, node: cst.If, strategy: _Config) -> None:
+    def _strategy(self, node: cst.If, strategy: ConfigValue) -> None:
         """The CLS token dropped when the strategy is "default": vLLM's ``feature_select_strategy``."""
         changed = self._fork(node.body.body)
         for name, value in changed.items():
             before = self.env.get(name)
-            if isinstance(value, (_Hidden, _Pool)) and isinstance(before, type(value)):
+            if isinstance(value, (HiddenStates, LayerPool)) and isinstance(
+                before, type(value)
+            ):
                 cropped = dataclasses.replace(before, strategy=_DEFAULT_STRATEGY)
                 if value == cropped:
                     self.env[name] = dataclasses.replace(before, strategy=strategy.code)
@@ -303,10 +318,10 @@ class _Walk:
             )
 
     # Expressions.
-    def expr(self, node: cst.BaseExpression) -> _Value:
+    def expr(self, node: cst.BaseExpression) -> PathValue:
         """The value of ``node``; one that reads nothing but values the port leaves
         unset is unset too (``{k: v for k, v in kwargs.items() if v is not None}``)."""
-        read = _read_names(node)
+        read = read_names(node)
         if read and all(self.env.get(name, "") is None for name in read):
             return None
         if isinstance(node, cst.Name):
@@ -317,42 +332,46 @@ class _Walk:
             isinstance(node, cst.UnaryOperation)
             and isinstance(node.expression, cst.Integer)
         ):
-            return _Config(_code(node))
+            return ConfigValue(_code(node))
         if isinstance(node, cst.Call):
             return self.call(node)
         if (
             isinstance(node, cst.Attribute)
             and node.attr.value == "last_hidden_state"
-            and isinstance(self.expr(node.value), _Tower)
+            and isinstance(self.expr(node.value), TowerOutput)
         ):
             self.selection.append(self.parsed.source(node))
-            return _Hidden("")
+            return HiddenStates("")
         if isinstance(node, cst.Subscript):
             return self.subscript(node)
         if isinstance(node, cst.ListComp):
             return self.pool(node)
         raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
 
-    def subscript(self, node: cst.Subscript) -> _Value:
+    def subscript(self, node: cst.Subscript) -> PathValue:
         """A layer's hidden states (``out.hidden_states[layer]``), or the CLS token dropped."""
         index = _code(node)[len(_code(node.value)) :]
         if (
             isinstance(node.value, cst.Attribute)
             and node.value.attr.value == "hidden_states"
-            and isinstance(self.expr(node.value.value), _Tower)
+            and isinstance(self.expr(node.value.value), TowerOutput)
             and len(node.slice) == 1
             and isinstance(node.slice[0].slice, cst.Index)
         ):
             layer = self.expr(node.slice[0].slice.value)
-            if isinstance(layer, _Config):
+            if isinstance(layer, ConfigValue):
                 self.selection.append(self.parsed.source(node))
-                return _Hidden(layer.code)
+                return HiddenStates(layer.code)
         value = self.expr(node.value)
-        if index == _DROP_CLS and isinstance(value, _Hidden) and not value.strategy:
+        if (
+            index == _DROP_CLS
+            and isinstance(value, HiddenStates)
+            and not value.strategy
+        ):
             return dataclasses.replace(value, strategy=_DEFAULT_STRATEGY)
         raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
 
-    def pool(self, node: cst.ListComp) -> _Pool:
+    def pool(self, node: cst.ListComp) -> LayerPool:
         """``[<hidden states of layer i> for i in layers]``, or a pool with the CLS token dropped."""
         if len(node.for_in.ifs) or node.for_in.inner_for_in is not None:
             raise self.refuse(node, "a comprehension that is no list of layers")
@@ -360,74 +379,74 @@ class _Walk:
             raise self.refuse(node, "a comprehension that is no list of layers")
         name = node.for_in.target.value
         over = self.expr(node.for_in.iter)
-        if isinstance(over, _Config):
+        if isinstance(over, ConfigValue):
             saved = dict(self.env)
             self.env[name] = over
             element = self.expr(node.elt)
             self.env = saved
-            if isinstance(element, _Hidden) and element.layers == over.code:
-                return _Pool(over.code, element.strategy)
-        if isinstance(over, _Pool):
+            if isinstance(element, HiddenStates) and element.layers == over.code:
+                return LayerPool(over.code, element.strategy)
+        if isinstance(over, LayerPool):
             saved = dict(self.env)
-            self.env[name] = _Hidden(over.layers, strategy=over.strategy)
+            self.env[name] = HiddenStates(over.layers, strategy=over.strategy)
             element = self.expr(node.elt)
             self.env = saved
-            if isinstance(element, _Hidden) and element.layers == over.layers:
-                return _Pool(over.layers, element.strategy)
+            if isinstance(element, HiddenStates) and element.layers == over.layers:
+                return LayerPool(over.layers, element.strategy)
         raise self.refuse(node, "a comprehension that is no list of layers")
 
-    def call(self, node: cst.Call) -> _Value:
+    def call(self, node: cst.Call) -> PathValue:
         """The tower, a module of the class, ``torch.cat`` of a pool, or ``list`` of the items."""
         attr = self_call(node)
         if attr == self.tower:
             return self.tower_call(node)
         if attr in self.modules and len(node.args) == 1 and not node.args[0].keyword:
             value = self.expr(node.args[0].value)
-            if isinstance(value, _Hidden):
-                value = _Features(value)
-            if isinstance(value, _Features):
+            if isinstance(value, HiddenStates):
+                value = Features(value)
+            if isinstance(value, Features):
                 self.steps.append(self.parsed.source(node))
-                return _Features(value.hidden, (*value.steps, attr))
+                return Features(value.hidden, (*value.steps, attr))
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "reshape":
             return self.regroup(node, node.func.value)
         func = _code(node.func)
         if func == "torch.cat" and node.args:
             pool = self.expr(node.args[0].value)
             dims = [_code(a.value) for a in node.args[1:]]
-            if isinstance(pool, _Pool) and dims == ["-1"]:
-                return _Hidden(pool.layers, True, pool.strategy)
+            if isinstance(pool, LayerPool) and dims == ["-1"]:
+                return HiddenStates(pool.layers, True, pool.strategy)
         if func == "list" and len(node.args) == 1:
             value = self.expr(node.args[0].value)
-            if isinstance(value, (_Hidden, _Features)):
+            if isinstance(value, (HiddenStates, Features)):
                 return value  # one tensor per item: the batch's first axis
         raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
 
-    def regroup(self, node: cst.Call, reshaped: cst.BaseExpression) -> _Features:
+    def regroup(self, node: cst.Call, reshaped: cst.BaseExpression) -> Features:
         """``features.reshape(<features>.shape[0], -1, self.config...)``: rows kept per item,
         each of the width the config names (Aya Vision's pooler output)."""
         value = self.expr(reshaped)
-        if isinstance(value, _Hidden):
-            value = _Features(value)
+        if isinstance(value, HiddenStates):
+            value = Features(value)
         args = [_code(a.value) for a in node.args if not a.keyword and not a.star]
-        if isinstance(value, _Features) and not value.regroup and len(args) == 3:
+        if isinstance(value, Features) and not value.regroup and len(args) == 3:
             batch, rows, width = node.args[0].value, args[1], node.args[2].value
             per_item = (
                 isinstance(batch, cst.Subscript)
                 and isinstance(batch.value, cst.Attribute)
                 and batch.value.attr.value == "shape"
                 and _code(batch)[len(_code(batch.value)) :] == "[0]"
-                and isinstance(self.expr(batch.value.value), (_Hidden, _Features))
+                and isinstance(self.expr(batch.value.value), (HiddenStates, Features))
             )
             width_code = _code(width)
             configured = width_code.startswith("self.config.") and not (
-                _read_names(width) - {"self"}
+                read_names(width) - {"self"}
             )
             if per_item and rows == "-1" and (configured or width_code.isdigit()):
                 self.steps.append(self.parsed.source(node))
                 return dataclasses.replace(value, regroup=width_code)
         raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
 
-    def tower_call(self, node: cst.Call) -> _Tower:
+    def tower_call(self, node: cst.Call) -> TowerOutput:
         """``self.<tower>(<input>, ...)`` with keywords that change nothing read."""
         if not node.args:
             raise self.refuse(node, "the tower called on nothing")
@@ -446,7 +465,7 @@ class _Walk:
             if not (handed_on or inert):
                 raise self.refuse(node, f"the tower called with `{_code(arg)}`")
         self.tower_line = self.parsed.source(node)
-        return _Tower()
+        return TowerOutput()
 
 
 class _Names(cst.CSTVisitor):
@@ -476,35 +495,41 @@ class _ReadNames(_Names):
         self.bound |= targets.found
 
 
-def _read_names(node: cst.BaseExpression) -> set[str]:
+def read_names(node: cst.BaseExpression) -> set[str]:
     visitor = _ReadNames()
     node.visit(visitor)
     return visitor.found - visitor.bound - set(dir(builtins))
 
 
-def _parameters(
-    method: cst.FunctionDef, tower_input: str, config: Any
-) -> dict[str, _Value]:
-    """Each parameter's value as the port calls the method: the tower's input, a
-    config attribute HF fills a None default from, or None (left unset)."""
+def path_parameters(
+    method: cst.FunctionDef,
+    tower_input: str,
+    config: Any,
+    fields: Sequence[str] = (),
+) -> dict[str, PathValue]:
+    """Each parameter's value as the port calls the method: the tower's input or
+    another of the item's ``fields`` (its own name), a config attribute HF fills a
+    None default from, or None (left unset)."""
     decorators = {
         _code(d.decorator).split("(")[0].rsplit(".", 1)[-1] for d in method.decorators
     }
     fills = _CONFIG_DEFAULTS in decorators
-    env: dict[str, _Value] = {}
+    env: dict[str, PathValue] = {}
     params = method.params
     for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
         name = param.name.value
         if name == "self":
             continue
-        if name == tower_input:
+        if name == tower_input or name in fields:
             env[name] = name
         elif param.default is not None and _code(param.default) == "None":
             env[name] = (
-                _Config(f"config.{name}") if fills and hasattr(config, name) else None
+                ConfigValue(f"config.{name}")
+                if fills and hasattr(config, name)
+                else None
             )
         elif param.default is not None:
-            env[name] = _Config(_code(param.default))
+            env[name] = ConfigValue(_code(param.default))
         else:
             raise AnalysisError(
                 f"{method.name.value} takes `{name}`, which no item gives"
@@ -534,17 +559,17 @@ def native_feature_path(
     if found is None:
         raise AnalysisError(f"{cls.__name__}.{method} is not in transformers' sources")
     parsed, node = found
-    walk = _Walk(
-        parsed, tower, tower_input, modules, _parameters(node, tower_input, config)
+    walk = PathWalk(
+        parsed, tower, tower_input, modules, path_parameters(node, tower_input, config)
     )
     try:
         walk.block(node.body.body)
-    except _Refused as exc:
+    except Refused as exc:
         raise AnalysisError(f"{cls.__name__}.{method}: {exc}") from None
     result = walk.result
-    if isinstance(result, _Hidden):
-        result = _Features(result)
-    if not isinstance(result, _Features) or walk.tower_line is None:
+    if isinstance(result, HiddenStates):
+        result = Features(result)
+    if not isinstance(result, Features) or walk.tower_line is None:
         raise AnalysisError(f"{cls.__name__}.{method} returns no features of the tower")
     hidden = result.hidden
     return VllmFeaturePath(

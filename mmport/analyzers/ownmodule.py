@@ -52,7 +52,7 @@ from mmport.analyzers.sourcefile import parse_class
 from mmport.analyzers.transplant import free_names
 from mmport.errors import AnalysisError
 from mmport.hf.syntax import rewritten
-from mmport.spec import CopiedClass, OwnModule
+from mmport.spec import CopiedCode, OwnModule
 
 __all__ = ["EXAMPLES", "own_module"]
 
@@ -260,7 +260,7 @@ def _import_line(name: str, module: types.ModuleType) -> str:
 def _copied(
     cls: type,
     quantized: bool,
-    seen: dict[str, CopiedClass],
+    seen: dict[str, CopiedCode],
     imports: dict[str, None],
 ) -> None:
     """``cls`` rewritten into ``seen`` (by name, the classes it names first)."""
@@ -299,7 +299,7 @@ def _copied(
                 f"{cls.__name__} reads `{name}`, which is neither torch nor a module "
                 f"class of {cls.__module__}"
             )
-    seen[cls.__name__] = CopiedClass(cls.__name__, parsed.source(parsed.classdef), code)
+    seen[cls.__name__] = CopiedCode(cls.__name__, parsed.source(parsed.classdef), code)
 
 
 def own_module(cls: type[Any], attr: str, argument: str) -> OwnModule:
@@ -307,7 +307,7 @@ def own_module(cls: type[Any], attr: str, argument: str) -> OwnModule:
 
     Raises :class:`AnalysisError` naming what the copy cannot carry.
     """
-    seen: dict[str, CopiedClass] = {}
+    seen: dict[str, CopiedCode] = {}
     imports: dict[str, None] = {}
     _copied(cls, True, seen, imports)
     top = seen[cls.__name__]

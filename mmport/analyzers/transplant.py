@@ -328,6 +328,11 @@ class Transplanter:
                 self.imports.add(f"import {name}")
             elif isinstance(value, types.ModuleType) and "." not in value.__name__:
                 self.imports.add(f"import {value.__name__} as {name}")  # ``np``
+            elif isinstance(value, types.ModuleType) and (
+                value.__name__.rpartition(".")[2] == name
+            ):
+                parent = value.__name__.rpartition(".")[0]
+                self.imports.add(f"from {parent} import {name}")  # ``nn``
             elif _from_stdlib(value, name):
                 self.imports.add(f"from {value.__module__} import {name}")
             elif (

@@ -30,6 +30,7 @@ from typing import Any
 
 import libcst as cst
 
+from mmport.analyzers.copiedpath import copied_feature_path
 from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.language import config_argument
 from mmport.analyzers.nativepath import native_feature_path
@@ -52,6 +53,9 @@ from mmport.spec import (
 
 __all__ = ["EXAMPLES", "prefix_table", "vllm_model_plan"]
 
+# How HF builds a weight that is a tensor of the model's own (LLaVA-NeXT's image_newline).
+_PARAMETER = "nn.Parameter("
+
 
 def _envelope(encoder: EncoderSpec, substitutes_config: bool) -> str:
     """Why the class as a whole is not written as vLLM code yet ("" where it may be)."""
@@ -61,10 +65,6 @@ def _envelope(encoder: EncoderSpec, substitutes_config: bool) -> str:
         return "HF's rotary positions (get_rope_index) are HF's methods"
     if substitutes_config:
         return "vLLM reads this model_type with a config class of its own"
-    if encoder.borrowed_methods:
-        return (
-            f"the paths call HF's helper methods {', '.join(encoder.borrowed_methods)}"
-        )
     if encoder.missing:
         return "; ".join(why for _, why in encoder.missing)
     for path in encoder.paths:
@@ -135,34 +135,43 @@ def _path(
     inner: type[Any],
     modality: ModalitySpec,
     method: str,
-    modules: Sequence[EncoderModule],
+    encoder: EncoderSpec,
     config: Any,
 ) -> tuple[VllmFeaturePath, VllmTowerBuild]:
-    """One modality's path as vLLM steps, on the tower of ``modules`` it calls."""
-    if len(modality.fields) != 1:
-        keys = ", ".join(f.key for f in modality.fields)
-        raise AnalysisError(
-            f"the {modality.modality} items carry {keys}; vLLM's tower takes the first alone"
-        )
-    tower_input = modality.fields[0].key
+    """One modality's path as vLLM steps, on the tower of ``modules`` it calls: read as
+    steps (:mod:`~mmport.analyzers.nativepath`), else HF's method copied with vLLM's
+    tower call in it (:mod:`~mmport.analyzers.copiedpath`)."""
+    fields = [f.key for f in modality.fields]
     reasons = []
-    for module in modules:
-        encoder = _encoder_for(module)
-        if encoder is None:
+    for module in encoder.modules:
+        vllm_encoder = _encoder_for(module)
+        if vllm_encoder is None:
             continue
-        others = [m.attr for m in modules if m is not module]
+        others = [m.attr for m in encoder.modules if m is not module]
         try:
-            path = native_feature_path(
-                inner,
-                method,
-                modality.modality,
-                module.attr,
-                tower_input,
-                others,
-                config,
-            )
+            if len(fields) == 1 and not encoder.borrowed_methods:
+                path = native_feature_path(
+                    inner,
+                    method,
+                    modality.modality,
+                    module.attr,
+                    fields[0],
+                    others,
+                    config,
+                )
+            else:
+                path, copied = copied_feature_path(
+                    inner,
+                    method,
+                    modality.modality,
+                    module.attr,
+                    fields,
+                    others,
+                    config,
+                )
+                path = replace(path, copied=copied)
             path = replace(path, item_rows=modality.fields[0].rows)
-            return path, _tower_build(module, encoder, path)
+            return path, _tower_build(module, vllm_encoder, path)
         except AnalysisError as exc:
             reasons.append(str(exc))
     raise AnalysisError(
@@ -298,15 +307,14 @@ def vllm_model_plan(
     paths, towers = [], {}
     for feature_path in encoder.paths:
         modality = next(m for m in modalities if m.modality == feature_path.modality)
-        path, tower = _path(
-            inner, modality, feature_path.method, encoder.modules, config
-        )
+        path, tower = _path(inner, modality, feature_path.method, encoder, config)
         paths.append(path)
         towers[tower.attr] = tower
     if len(towers) > 1:
         raise AnalysisError(f"the paths run {len(towers)} towers; the class writes one")
     stepped = {step for path in paths for step in path.steps}
-    projectors = []
+    stepped |= {attr for path in paths if path.copied for attr in path.copied.reads}
+    projectors, parameters = [], []
     for module in encoder.modules:
         if module.attr in towers:
             continue
@@ -314,6 +322,9 @@ def vllm_model_plan(
             raise AnalysisError(
                 f"HF builds {module.attr}, which no step of a path runs"
             )
+        if module.code.startswith(_PARAMETER):
+            parameters.append(module)  # a tensor of its own: built by HF's line
+            continue
         projectors.append(_projector(inner, module))
     under = {attr: t.weights_under for attr, t in towers.items()}
     try:
@@ -326,7 +337,12 @@ def vllm_model_plan(
         ) from None
     mapper = _mapper(encoder, under, names)
     return VllmModelPlan(
-        tuple(towers.values()), tuple(projectors), tuple(paths), mapper
+        tuple(towers.values()),
+        tuple(projectors),
+        tuple(paths),
+        mapper,
+        tuple(parameters),
+        encoder.reads_dtype,
     )
 
 

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from mmport.media import EMBEDDING_FIELDS
 from mmport.spec.native import (
-    CopiedClass,
+    CopiedCode,
+    CopiedMethod,
     OwnModule,
     ProjectorLayer,
     VllmFeaturePath,
@@ -24,12 +25,13 @@ from mmport.spec.native import (
     VllmProjector,
     VllmTowerBuild,
 )
-from mmport.spec.source import Source
+from mmport.spec.source import HelperFunction, Source
 
 __all__ = [
     "CallParameter",
     "ChatPortSpec",
-    "CopiedClass",
+    "CopiedCode",
+    "CopiedMethod",
     "CountRule",
     "CountStrategy",
     "EdgeMerges",
@@ -79,22 +81,6 @@ class GeometryRule:
     kind: str
     size_expr: str = ""
     source: Source | None = None
-
-
-@dataclass(frozen=True)
-class HelperFunction:
-    """An HF function or method transplanted whole into the port.
-
-    ``code`` is the ``def`` as the port holds it: a method of the HF processor
-    (or its image processor) becomes a module-level function whose first
-    parameter, named ``owner``, takes the place of ``self``.
-    """
-
-    name: str
-    code: str
-    source: Source
-    owner: str = ""
-    takes_self: bool = False
 
 
 @dataclass(frozen=True)

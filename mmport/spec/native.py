@@ -10,12 +10,16 @@ properties here, so the template only lays them out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from mmport.spec.source import Source
+from mmport.spec.source import HelperFunction, Source
+
+if TYPE_CHECKING:
+    from mmport.spec import EncoderModule
 
 __all__ = [
-    "CopiedClass",
+    "CopiedCode",
+    "CopiedMethod",
     "OwnModule",
     "ProjectorLayer",
     "ProjectorLayerKind",
@@ -119,8 +123,8 @@ class VllmProjector:
 
 
 @dataclass(frozen=True)
-class CopiedClass:
-    """One HF class as the port holds it: its name, HF's line, and the rewritten code."""
+class CopiedCode:
+    """One HF class or method as the port holds it: its name, HF's line, and the code."""
 
     name: str
     source: Source
@@ -140,7 +144,7 @@ class OwnModule:
     hf_class: str
     source: Source
     argument: str
-    classes: tuple[CopiedClass, ...]
+    classes: tuple[CopiedCode, ...]
     import_lines: tuple[str, ...]
     quantized: bool
     built_at: Source | None = None
@@ -161,6 +165,27 @@ class OwnModule:
     def copied(self) -> bool:
         """Whether the port holds HF's code copied (yes)."""
         return True
+
+
+@dataclass(frozen=True)
+class CopiedMethod:
+    """HF's feature method as the class's own method ``name`` (:mod:`mmport.analyzers.copiedpath`).
+
+    ``code`` is the ``def`` (at class level), its tower block replaced by
+    vLLM's tower call; ``params`` the item fields it takes, the tower's input
+    first; ``methods`` HF's methods it calls, copied as the class's;
+    ``helpers`` the functions they call, transplanted to module level.
+    """
+
+    name: str
+    params: tuple[str, ...]
+    code: str
+    source: Source
+    methods: tuple[CopiedCode, ...] = ()
+    helpers: tuple[HelperFunction, ...] = ()
+    import_lines: tuple[str, ...] = ()
+    # The attributes of ``self`` the copied code reads (modules, parameters, config).
+    reads: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -189,6 +214,8 @@ class VllmFeaturePath:
     # HF's last reshape of the features to (items, rows, <this>) (code on the class's
     # ``self.config``; "" for none); its line is the last of ``step_lines``.
     regroup: str = ""
+    # HF's method copied as the class's own, where the steps are more than modules.
+    copied: CopiedMethod | None = None
     # Each item's input comes with rows of its own (HF's crops or tiles, one item's
     # output kept whole), not as one row of a batch.
     item_rows: bool = False
@@ -252,6 +279,10 @@ class VllmModelPlan:
     projectors: tuple[VllmProjector | OwnModule, ...]
     paths: tuple[VllmFeaturePath, ...]
     mapper: tuple[tuple[str, str], ...]
+    # Weights of the model's own the copied paths read (``nn.Parameter``), built by HF's lines.
+    parameters: tuple[EncoderModule, ...] = ()
+    # The copied code reads the model's dtype or device (``self.dtype``).
+    reads_dtype: bool = False
 
     @property
     def imports(self) -> tuple[tuple[str, str], ...]:
@@ -264,8 +295,21 @@ class VllmModelPlan:
 
     @property
     def import_lines(self) -> tuple[str, ...]:
-        """Whole import lines the copied modules need (``import math``)."""
-        return tuple(dict.fromkeys(x for p in self.projectors for x in p.import_lines))
+        """Whole import lines the copied modules and methods need (``import math``)."""
+        lines = [x for p in self.projectors for x in p.import_lines]
+        lines += [x for p in self.paths if p.copied for x in p.copied.import_lines]
+        lines += [
+            f"from {m} import {n}" if m else f"import {n}"
+            for p in self.parameters
+            for m, n in p.needs
+        ]
+        return tuple(dict.fromkeys(lines))
+
+    @property
+    def helpers(self) -> tuple[HelperFunction, ...]:
+        """Module-level functions the copied methods call, each once."""
+        found = {h.name: h for p in self.paths if p.copied for h in p.copied.helpers}
+        return tuple(found.values())
 
     @property
     def connector_phrase(self) -> str:

@@ -238,9 +238,9 @@ class LlavaForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsPP):
 
     def embed_multimodal(self, **kwargs: object) -> MultiModalEmbeddings:
         image_input = self._parse_and_validate_image_input(**kwargs)
-        if image_input is not None:
-            return self._process_image_input(image_input)
-        return []
+        if image_input is None:
+            return []
+        return self._process_image_input(image_input)
 
     def forward(
         self,
