@@ -223,6 +223,43 @@ def llava_tower_mismatch_snapshot(directory: Path) -> Path:
     return _variant("llava", directory, config=config)
 
 
+def vipllava_default_snapshot(directory: Path) -> Path:
+    """VipLLaVA as llava-hf publishes it: the processor drops the CLS token as HF's
+    model does (``default``), where the synthetic snapshot counts it."""
+
+    def processor(data):
+        data["vision_feature_select_strategy"] = "default"
+
+    return _variant("vipllava", directory, processor=processor)
+
+
+def deepseek_vl_384_snapshot(directory: Path) -> Path:
+    """DeepSeek-VL (1.3B, 7B's low-resolution tower): SigLIP at 384 px / patch 16, the
+    576 image tokens the processor writes; the synthetic tower sees 224 px."""
+
+    def processor(data):
+        data["image_processor"]["size"] = {"height": 384, "width": 384}
+
+    def config(data):
+        data["vision_config"].update(image_size=384, patch_size=16)
+
+    return _variant("deepseek_vl", directory, processor=processor, config=config)
+
+
+def aya_vision_364_snapshot(directory: Path) -> Path:
+    """Aya Vision 8B: SigLIP2 at 364 px / patch 14 with 16 heads, pixel-shuffled by 2
+    to 169 tokens per tile; the synthetic tower's 14 heads do not divide its width."""
+
+    def processor(data):
+        data["image_processor"]["size"] = {"height": 364, "width": 364}
+        data["downsample_factor"] = 2
+
+    def config(data):
+        data["vision_config"].update(image_size=364, num_attention_heads=16)
+
+    return _variant("aya_vision", directory, processor=processor, config=config)
+
+
 # Per family, the snapshot built with its published checkpoints' geometry: the
 # audit re-runs a failing vLLM port on it, to tell a real failure from the
 # synthetic snapshot's.
@@ -234,4 +271,7 @@ CHECKPOINT_GEOMETRY = {
     "idefics3": idefics3_364_snapshot,
     "qwen2_vl": qwen2_vl_pixels_snapshot,
     "colpali": colpali_bos_snapshot,
+    "vipllava": vipllava_default_snapshot,
+    "deepseek_vl": deepseek_vl_384_snapshot,
+    "aya_vision": aya_vision_364_snapshot,
 }

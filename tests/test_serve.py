@@ -212,6 +212,12 @@ SERVED_FAMILIES = {
     "llava_onevision": (None, None),
     "glmasr": (None, None),
     "audioflamingo3": (None, None),
+    # Families vLLM 0.33 does not ship, written as vLLM code: Aya Vision's projector is
+    # HF's code copied onto vLLM's layers (it pixel-shuffles); DeepSeek-VL's and
+    # VipLLaVA's towers are vLLM's SigLIP and CLIP through their own API.
+    "aya_vision": (snapshots.aya_vision_364_snapshot, None),
+    "deepseek_vl": (snapshots.deepseek_vl_384_snapshot, None),
+    "vipllava": (snapshots.vipllava_default_snapshot, None),
 }
 
 
