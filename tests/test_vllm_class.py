@@ -18,7 +18,7 @@ from mmport.sources import resolve
 
 # Families whose HF feature path is a CLIP or SigLIP tower, its layers, and a projector
 # (Gemma 3's copied onto vLLM's layers: it pools).
-WRITTEN_AS_VLLM_CODE = ["gemma3", "llava", "llava_next", "paligemma"]
+WRITTEN_AS_VLLM_CODE = ["gemma3", "idefics3", "llava", "llava_next", "paligemma"]
 
 
 def _model_file(spec) -> str:
@@ -101,7 +101,9 @@ def test_saved_and_hub_checkpoints_load_into_the_same_names(family, tmp_path) ->
     strays = [n for n in names[Layout.SAVED] if not n.startswith(built)]
     assert not strays, strays
     tower = plan.towers[0]
-    assert any(n.startswith(f"{tower.attr}.vision_model.") for n in names[Layout.SAVED])
+    assert any(
+        n.startswith(f"{tower.attr}.{tower.weights_under}") for n in names[Layout.SAVED]
+    )
 
 
 def test_a_path_vllm_code_cannot_write_keeps_hfs_methods_and_says_why() -> None:

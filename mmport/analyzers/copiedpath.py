@@ -222,10 +222,14 @@ class _Copy:
         if len(values) != 1:
             raise Refused("the tower's output is selected in two ways")
         self.flushed = values.pop()
+        arguments = [
+            self.walk.tower_input,
+            *(f"{k}={v}" for k, v in self.walk.tower_keywords.items()),
+        ]
         for name in sorted(hidden):
             self.body.append(
                 cst.parse_statement(
-                    f"{name} = self.{self.pixels_method}({self.walk.tower_input})\n"
+                    f"{name} = self.{self.pixels_method}({', '.join(arguments)})\n"
                 )
             )
             self.walk.env[name] = name
@@ -291,12 +295,14 @@ def copied_feature_path(
     fields: Sequence[str],
     modules: Sequence[str],
     config: Any,
+    keywords: Sequence[str] = (),
 ) -> tuple[VllmFeaturePath, CopiedMethod]:
     """HF's ``cls.<method>`` as the class's own method (see the module docstring).
 
     ``fields`` are the item's fields (the tower's input first); ``modules``
-    the class's other modules the code may read. HF's methods it calls are
-    copied too.
+    the class's other modules the code may read; ``keywords`` those of the
+    tower's call vLLM's module takes with HF's meaning, handed on. HF's methods
+    it calls are copied too.
     """
     found = find_method(cls, method)
     if found is None:
@@ -305,6 +311,7 @@ def copied_feature_path(
     tower_input, *others = fields
     env = path_parameters(node, tower_input, config, others)
     walk = PathWalk(parsed, tower, tower_input, modules, env)
+    walk.handed_on = frozenset(keywords)
     pixels = f"_{modality}_pixels_to_features"
     copy = _Copy(walk, parsed, pixels)
     try:
@@ -364,6 +371,7 @@ def _assembled(
         steps=(),
         tower_line=copy.walk.tower_line,  # type: ignore[arg-type]
         selection_lines=tuple(dict.fromkeys(copy.walk.selection)),
+        tower_keywords=tuple(copy.walk.tower_keywords),
     )
     return path, _with_helpers(cls, name, text, fields, parsed.source(node))
 

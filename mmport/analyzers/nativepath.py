@@ -140,6 +140,10 @@ class PathWalk:
         self.tower_line: Source | None = None
         self.selection: list[Source] = []
         self.steps: list[Source] = []
+        # Keywords of the tower call handed on to vLLM's module, which takes them with
+        # HF's meaning (Idefics3's ``patch_attention_mask``): allowed, then found.
+        self.handed_on: frozenset[str] = frozenset()
+        self.tower_keywords: dict[str, str] = {}
 
     def refuse(self, node: cst.CSTNode, why: str) -> Refused:
         """A refusal naming ``node``'s line."""
@@ -462,7 +466,9 @@ class PathWalk:
         for arg in (a for a in node.args if a is not first):
             handed_on = arg.star == "**" and self.env.get(_code(arg.value), "") is None
             inert = arg.keyword is not None and arg.keyword.value in _INERT_KEYWORDS
-            if not (handed_on or inert):
+            if arg.keyword is not None and arg.keyword.value in self.handed_on:
+                self.tower_keywords[arg.keyword.value] = _code(arg.value)
+            elif not (handed_on or inert):
                 raise self.refuse(node, f"the tower called with `{_code(arg)}`")
         self.tower_line = self.parsed.source(node)
         return TowerOutput()

@@ -23,9 +23,10 @@ checkpoint's weights load by name), with the parts vLLM builds put in:
   ``prefix`` parameters;
 - ``ACT2FN[...]`` becomes vLLM's ``get_act_fn(...)``;
 - a class its code names that is defined beside it in HF's modeling module
-  (``Gemma3RMSNorm``) and is plain torch is copied too, before it; one that
-  builds linear layers of its own refuses (its quantization would need a
-  prefix the copy cannot be given);
+  (``Gemma3RMSNorm``, Idefics3's ``Idefics3SimpleMLP``) is copied too, before
+  it, in the same way; where it builds linear layers, the line that builds it
+  (``self.<attr> = Class(...)``) hands on the quantization and the prefix. A
+  linear layer built anywhere else (in a list) has no prefix and refuses;
 - transformers' kernel-hub decorators go (they swap the forward for a
   downloaded kernel where one is installed; the code is the reference);
 - an annotation naming HF's types becomes ``PretrainedConfig`` for a config
@@ -57,6 +58,7 @@ from mmport.spec import CopiedCode, OwnModule
 __all__ = ["EXAMPLES", "own_module"]
 
 _LINEAR = "ReplicatedLinear"
+_LINEAR_NAMES = frozenset({"nn.Linear", "torch.nn.Linear", "Linear"})
 _ACTIVATION_TABLE = "ACT2FN"
 # Names the rewritten code reads, and the import each takes.
 _VLLM_NAMES = {
@@ -67,6 +69,8 @@ _VLLM_NAMES = {
     ),
     "PretrainedConfig": "from transformers import PretrainedConfig",
 }
+# What a copied class's constructor says when it takes vLLM's quantization.
+_QUANTIZED = "quant_config: QuantizationConfig"
 # transformers' decorators that change where a forward runs, never what it computes.
 _KERNEL_DECORATORS = frozenset({"use_kernel_forward_from_hub", "use_kernelized_func"})
 
@@ -80,16 +84,21 @@ class _Copy:
     """What one class's rewrite found: the linear layers it builds, the HF classes it names."""
 
     namespace: dict[str, Any]
+    # Copied module classes that take vLLM's quant_config (they build linear layers).
+    quantized_classes: set[str] = field(default_factory=set)
     linears: set[str] = field(default_factory=set)
+    # Whether the class builds a linear layer, itself or through a class it builds.
+    quantizes: bool = False
     refusals: list[str] = field(default_factory=list)
+    # The calls of quantized classes at ``self.<attr> = Class(...)``, which get a prefix.
+    prefixed: set[int] = field(default_factory=set)
 
 
 class _OnVllmLayers(cst.CSTTransformer):
     """One HF class rewritten onto vLLM's layers (see the module docstring)."""
 
-    def __init__(self, copy: _Copy, quantized: bool) -> None:
+    def __init__(self, copy: _Copy) -> None:
         self.copy = copy
-        self.quantized = quantized
 
     def leave_ClassDef(
         self, original_node: cst.ClassDef, updated_node: cst.ClassDef
@@ -104,7 +113,7 @@ class _OnVllmLayers(cst.CSTTransformer):
         )
         if updated_node.returns is not None and self._foreign(updated_node.returns):
             updated_node = updated_node.with_changes(returns=None)
-        if updated_node.name.value != "__init__" or not self.copy.linears:
+        if updated_node.name.value != "__init__" or not self.copy.quantizes:
             return updated_node
         extra = [
             cst.Param(
@@ -136,32 +145,55 @@ class _OnVllmLayers(cst.CSTTransformer):
             )
         return updated_node.with_changes(annotation=None)
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self._built_at(node) and isinstance(node.value, cst.Call):
+            self.copy.prefixed.add(id(node.value))
+
+    def leave_Call(
+        self, original_node: cst.Call, updated_node: cst.Call
+    ) -> cst.BaseExpression:
+        name = _code(updated_node.func)
+        quantized = name in _LINEAR_NAMES or name in self.copy.quantized_classes
+        if quantized and id(original_node) not in self.copy.prefixed:
+            self.copy.refusals.append(
+                f"`{_code(original_node)}` builds linear layers where no prefix names them"
+            )
+        return updated_node
+
+    @staticmethod
+    def _built_at(node: cst.Assign) -> str:
+        """``attr`` of ``self.<attr> = Class(...)`` ("" for any other line)."""
+        target = node.targets[0].target
+        if (
+            len(node.targets) == 1
+            and isinstance(target, cst.Attribute)
+            and _code(target.value) == "self"
+            and isinstance(node.value, cst.Call)
+        ):
+            return target.attr.value
+        return ""
+
     def leave_Assign(
         self, original_node: cst.Assign, updated_node: cst.Assign
     ) -> cst.Assign:
-        target = updated_node.targets[0].target
+        attr = self._built_at(original_node)
         value = updated_node.value
-        if not (
-            isinstance(target, cst.Attribute)
-            and _code(target.value) == "self"
-            and isinstance(value, cst.Call)
-            and _code(value.func) in {"nn.Linear", "torch.nn.Linear", "Linear"}
-        ):
+        if not attr or not isinstance(value, cst.Call):
             return updated_node
-        attr = target.attr.value
-        self.copy.linears.add(attr)
-        if not self.quantized:
-            self.copy.refusals.append(f"it builds a linear layer at self.{attr}")
+        name = _code(value.func)
+        if name not in _LINEAR_NAMES and name not in self.copy.quantized_classes:
             return updated_node
+        self.copy.quantizes = True
+        if name in _LINEAR_NAMES:
+            self.copy.linears.add(attr)
+            value = value.with_changes(func=cst.Name(_LINEAR))
         comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
         args = [*value.args[:-1], value.args[-1].with_changes(comma=comma)]
         args += [
             _keyword("quant_config", cst.Name("quant_config"), comma),
             _keyword("prefix", cst.parse_expression(f'f"{{prefix}}.{attr}"')),
         ]
-        return updated_node.with_changes(
-            value=value.with_changes(func=cst.Name(_LINEAR), args=args)
-        )
+        return updated_node.with_changes(value=value.with_changes(args=args))
 
     def leave_Subscript(
         self, original_node: cst.Subscript, updated_node: cst.Subscript
@@ -257,13 +289,21 @@ def _import_line(name: str, module: types.ModuleType) -> str:
     return f"import {dotted} as {name}"
 
 
-def _copied(
-    cls: type,
-    quantized: bool,
-    seen: dict[str, CopiedCode],
-    imports: dict[str, None],
-) -> None:
-    """``cls`` rewritten into ``seen`` (by name, the classes it names first)."""
+def _module_classes(cls: type, code: str, namespace: dict[str, Any]) -> list[type]:
+    """The module classes defined beside ``cls`` that ``code`` names."""
+    from torch import nn
+
+    return [
+        value
+        for name in sorted(free_names(code) - {cls.__name__})
+        if isinstance(value := namespace.get(name), type)
+        and value.__module__ == cls.__module__
+        and issubclass(value, nn.Module)
+    ]
+
+
+def _copied(cls: type, seen: dict[str, CopiedCode], imports: dict[str, None]) -> None:
+    """``cls`` rewritten into ``seen`` (by name, the classes it builds first)."""
     from torch import nn
 
     parsed = parse_class(cls)
@@ -275,25 +315,26 @@ def _copied(
             "not torch's Module alone"
         )
     copy = _Copy(vars(sys.modules[cls.__module__]))
-    node = rewritten(parsed.classdef, _OnVllmLayers(copy, quantized))
+    built = _module_classes(
+        cls, cst.Module([]).code_for_node(parsed.classdef), copy.namespace
+    )
+    for child in built:
+        if child.__name__ not in seen:
+            _copied(child, seen, imports)
+        if _QUANTIZED in seen[child.__name__].code:
+            copy.quantized_classes.add(child.__name__)
+    node = rewritten(parsed.classdef, _OnVllmLayers(copy))
     if copy.refusals:
-        raise AnalysisError(f"{cls.__name__} is copied as built: {copy.refusals[0]}")
+        raise AnalysisError(f"{cls.__name__} is not copied: {copy.refusals[0]}")
     node = rewritten(node, _LinearCalls(copy.linears))
     code = cst.Module([]).code_for_node(node)
-    for name in sorted(free_names(code) - {cls.__name__}):
+    names = {c.__name__ for c in built}
+    for name in sorted(free_names(code) - names - {cls.__name__}):
+        value = copy.namespace.get(name)
         if name in _VLLM_NAMES:
             imports[_VLLM_NAMES[name]] = None
-            continue
-        value = copy.namespace.get(name)
-        if isinstance(value, types.ModuleType):
+        elif isinstance(value, types.ModuleType):
             imports[_import_line(name, value)] = None
-        elif (
-            isinstance(value, type)
-            and value.__module__ == cls.__module__
-            and issubclass(value, nn.Module)
-        ):
-            if name not in seen:
-                _copied(value, False, seen, imports)
         else:
             raise AnalysisError(
                 f"{cls.__name__} reads `{name}`, which is neither torch nor a module "
@@ -309,7 +350,7 @@ def own_module(cls: type[Any], attr: str, argument: str) -> OwnModule:
     """
     seen: dict[str, CopiedCode] = {}
     imports: dict[str, None] = {}
-    _copied(cls, True, seen, imports)
+    _copied(cls, seen, imports)
     top = seen[cls.__name__]
     return OwnModule(
         attr=attr,
@@ -318,7 +359,7 @@ def own_module(cls: type[Any], attr: str, argument: str) -> OwnModule:
         argument=argument,
         classes=tuple(seen.values()),
         import_lines=tuple(imports),
-        quantized="quant_config: QuantizationConfig" in top.code,
+        quantized=_QUANTIZED in top.code,
     )
 
 
@@ -394,8 +435,8 @@ EXAMPLES = [
         refusal=AnalysisError,
         match="reads `pixel_shuffle`",
     ),
-    invalid(
-        "a_copied_class_with_linear_layers_of_its_own_refuses",
+    valid(
+        "a_class_it_builds_with_a_linear_layer_gets_the_quantization_and_a_prefix",
         """
         from torch import nn
 
@@ -417,8 +458,38 @@ EXAMPLES = [
             def forward(self, x):
                 return self.block(x)
         """,
+        lambda snippet: [
+            line.strip()
+            for line in _copy_of(snippet, "Projector").splitlines()
+            if "= Block(" in line or "self.fc =" in line or "def __init__" in line
+        ],
+        [
+            "def __init__(self, size, quant_config: QuantizationConfig | None = None, "
+            'prefix: str = ""):',
+            "self.fc = ReplicatedLinear(size, size, quant_config=quant_config, "
+            'prefix=f"{prefix}.fc")',
+            "def __init__(self, config, quant_config: QuantizationConfig | None = None, "
+            'prefix: str = ""):',
+            "self.block = Block(config.hidden_size, quant_config=quant_config, "
+            'prefix=f"{prefix}.block")',
+        ],
+    ),
+    invalid(
+        "linear_layers_built_in_a_list_have_no_prefix_to_quantize_by",
+        """
+        from torch import nn
+
+
+        class Projector(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+            def forward(self, x):
+                return self.layers[1](self.layers[0](x))
+        """,
         lambda snippet: own_module(snippet.Projector, "proj", "config"),
         refusal=AnalysisError,
-        match="Block is copied as built: it builds a linear layer at self.fc",
+        match="builds linear layers where no prefix names them",
     ),
 ]

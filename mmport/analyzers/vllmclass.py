@@ -78,12 +78,8 @@ def _encoder_for(module: EncoderModule) -> VllmEncoder | None:
     encoder = next(
         (e for e in VLLM_ENCODERS.values() if e.path == module.vllm_equivalent), None
     )
-    if (
-        encoder is None
-        or not encoder.layer_count
-        or encoder.unpads_by
-        or encoder.builds_with
-    ):
+    # A module that takes the images unpadded, as a list, is called otherwise than HF's.
+    if encoder is None or encoder.unpads_by:
         return None
     return encoder
 
@@ -99,36 +95,23 @@ def _tower_build(
             raise AnalysisError(
                 f"vLLM's {encoder.name} gives no chosen layers' hidden states"
             )
-        return VllmTowerBuild(
-            module.attr,
-            encoder.path,
-            config_attr,
-            path.layers,
-            False,
-            module.source,
-            encoder.weights_under,
-        )
-    if encoder.answers == "last_hidden_state":
-        return VllmTowerBuild(
-            module.attr,
-            encoder.path,
-            config_attr,
-            "",
-            True,
-            module.source,
-            encoder.weights_under,
-        )
-    if "last_hidden_state" in encoder.layered:
-        return VllmTowerBuild(
-            module.attr,
-            encoder.path,
-            config_attr,
-            "",
-            False,
-            module.source,
-            encoder.weights_under,
-        )
-    raise AnalysisError(f"vLLM's {encoder.name} gives no last_hidden_state as HF's")
+        post_norm = False
+    elif encoder.answers == "last_hidden_state":
+        post_norm = True
+    elif "last_hidden_state" in encoder.layered:
+        post_norm = False
+    else:
+        raise AnalysisError(f"vLLM's {encoder.name} gives no last_hidden_state as HF's")
+    return VllmTowerBuild(
+        module.attr,
+        encoder.path,
+        config_attr,
+        path.layers,
+        post_norm,
+        module.source,
+        encoder.weights_under,
+        encoder.builds_with,
+    )
 
 
 def _path(
@@ -168,6 +151,7 @@ def _path(
                     fields,
                     others,
                     config,
+                    vllm_encoder.keywords,
                 )
                 path = replace(path, copied=copied)
             path = replace(path, item_rows=modality.fields[0].rows)

@@ -214,6 +214,8 @@ class VllmFeaturePath:
     # HF's last reshape of the features to (items, rows, <this>) (code on the class's
     # ``self.config``; "" for none); its line is the last of ``step_lines``.
     regroup: str = ""
+    # Keywords of HF's tower call handed on to vLLM's module (``patch_attention_mask``).
+    tower_keywords: tuple[str, ...] = ()
     # HF's method copied as the class's own, where the steps are more than modules.
     copied: CopiedMethod | None = None
     # Each item's input comes with rows of its own (HF's crops or tiles, one item's
@@ -258,6 +260,8 @@ class VllmTowerBuild:
     source: Source
     # The prefix vLLM's module keeps the tower's weights under (``vision_model.``).
     weights_under: str = ""
+    # Constructor keywords that make vLLM's module compute what HF's does, (name, code).
+    builds_with: tuple[tuple[str, str], ...] = ()
 
     @property
     def class_name(self) -> str:
