@@ -137,7 +137,11 @@ def _construct(job: dict, index: int) -> dict:
                 ) from exc
             raise
     towers = sorted(getattr(model, "_tower_model_names", ()) or ())
+    with set_current_vllm_config(vllm_config):
+        schema = _schema_checks(model, vllm_config)
     return {
+        # Per modality the class validates its inputs for: the sizes checked, or the error.
+        "schema": schema,
         "parameters": sum(p.numel() for p in model.parameters()),
         "class_file": str(sys.modules[cls.__module__].__file__),
         # What vLLM's _mark_tower_model recorded as the encoder modules.
@@ -145,6 +149,78 @@ def _construct(job: dict, index: int) -> dict:
         # Those built as vLLM's own modules (a class of vLLM's among their bases).
         "vllm_towers": [name for name in towers if _vllms(model, name)],
     }
+
+
+# The sizes vLLM's own tests/models/multimodal/processing/test_tensor_schema.py feeds
+# each class: the worst case the dummy inputs builder gives, and two smaller ones.
+SCHEMA_FACTORS = (1.0, 0.5, 0.25)
+_PARSE = "_parse_and_validate_"
+
+
+def _scaled(data, factor: float):
+    """A dummy item (an image, a video's frames, an audio) made ``factor`` as large."""
+    from PIL import Image
+
+    if isinstance(data, Image.Image):
+        width, height = data.size
+        return data.resize((max(1, int(width * factor)), max(1, int(height * factor))))
+    if isinstance(data, list):
+        return [_scaled(item, factor) for item in data]
+    if isinstance(data, tuple):  # (video, metadata)
+        return (_scaled(data[0], factor), *data[1:])
+    shape = getattr(data, "shape", ())
+    if len(shape) == 4:  # video frames (frames, height, width, channels)
+        frames = [Image.fromarray(frame) for frame in data]
+        import numpy as np
+
+        return np.stack([np.asarray(_scaled(f, factor)) for f in frames])
+    if len(shape) == 1:  # audio samples
+        return data[: max(1, int(len(data) * factor))]
+    return data
+
+
+def _schema_checks(model, vllm_config) -> dict[str, object]:
+    """Each ``_parse_and_validate_<modality>_input`` of ``model`` fed vLLM's processor's
+    outputs for two items at each of :data:`SCHEMA_FACTORS` of the worst case, batched as
+    vLLM's runner batches them: per modality, the factors that validated, or the error."""
+    parsers = {
+        name[len(_PARSE) : -len("_input")]: getattr(model, name)
+        for name in dir(type(model))
+        if name.startswith(_PARSE) and name.endswith("_input")
+    }
+    if not parsers:
+        return {}
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+    from vllm.multimodal.utils import group_and_batch_mm_kwargs
+
+    model_config = vllm_config.model_config
+    processor = MULTIMODAL_REGISTRY.create_processor(model_config)
+    limits = processor.info.get_supported_mm_limits()
+    counts = {m: min(2, limits.get(m) or 2) for m in parsers if m in limits}
+    builder = processor.dummy_inputs
+    options = model_config.get_multimodal_config().limit_per_prompt
+    data = builder.get_dummy_mm_data(model_config.max_model_len, counts, options)
+    text = builder.get_dummy_text(counts)
+    results: dict[str, object] = {m: [] for m in counts}
+    for factor in SCHEMA_FACTORS:
+        scaled = {m: _scaled(items, factor) for m, items in data.items()}
+        try:
+            out = processor(text, processor.info.parse_mm_data(scaled))
+        except FOREIGN_ERRORS:
+            continue  # the processor's own refusal of a size: no input to validate
+        items = [(m, item) for m, its in out["mm_kwargs"].items() for item in its]
+        for modality, _, kwargs in group_and_batch_mm_kwargs(items):
+            done = results.get(modality)
+            if not isinstance(done, list):
+                continue
+            try:
+                if parsers[modality](**kwargs) is None:
+                    raise ValueError("no inputs parsed from vLLM's batched kwargs")
+            except FOREIGN_ERRORS as exc:
+                results[modality] = f"at {factor} of the worst case: {_why(exc)}"
+                continue
+            done.append(factor)
+    return results
 
 
 _SHIPPED: dict = {}

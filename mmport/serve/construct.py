@@ -62,6 +62,9 @@ class Constructed:
     parameters: int = 0
     towers: tuple[str, ...] = ()
     vllm_towers: tuple[str, ...] = ()  # the towers built as vLLM's own modules
+    # Per modality the class parses and validates inputs for (``_parse_and_validate_``),
+    # the fractions of the worst case its input classes validated, or the error.
+    schema: tuple[tuple[str, tuple[float, ...] | str], ...] = ()
     error: str = ""
     port_frame: str = ""
     environment: str = ""
@@ -227,6 +230,10 @@ def _construct_all(
             parameters=int(got.get("parameters", 0)),
             towers=tuple(got.get("towers", ())),
             vllm_towers=tuple(got.get("vllm_towers", ())),
+            schema=tuple(
+                (m, tuple(v) if isinstance(v, list) else str(v))
+                for m, v in (got.get("schema") or {}).items()
+            ),
             error=error,
             port_frame=got.get("port_frame") or "",
             environment=environment,
