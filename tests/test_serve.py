@@ -302,8 +302,13 @@ def test_a_class_dropping_a_rope_index_input_fails_on_videos(tmp_path) -> None:
     # other than 1, so a class that leaves it out gives other positions than HF.
     port = scaffold_port("qwen2_5_vl", tmp_path / "port")
     model = port.with_name("qwen2_5_vl.py")
-    assert '"second_per_grid_ts",' in model.read_text()
-    model.write_text(model.read_text().replace('"second_per_grid_ts",', ""))
+    text = model.read_text()
+    fields = text[text.index("_ROPE_FIELDS") :]
+    fields = fields[: fields.index("}")]
+    assert '"second_per_grid_ts",' in fields  # the video's rope inputs, and no other
+    model.write_text(
+        text.replace(fields, fields.replace('"second_per_grid_ts",', ""), 1)
+    )
     result = _serve("qwen2_5_vl", port)
     assert result.status == "fail"
     assert all(f.probe.startswith("serve-video") for f in result.failures)

@@ -16,9 +16,18 @@ from mmport.analyzers import analyze
 from mmport.render import render_port
 from mmport.sources import resolve
 
-# Families whose HF feature path is a CLIP or SigLIP tower, its layers, and a projector
-# (Gemma 3's copied onto vLLM's layers: it pools).
-WRITTEN_AS_VLLM_CODE = ["gemma3", "idefics3", "llava", "llava_next", "paligemma"]
+# Families whose class is written as vLLM code: towers with layers chosen (llava),
+# a pooling projector copied onto vLLM's layers (gemma3), HF's feature method copied
+# around vLLM's tower (llava_next, idefics3), and M-RoPE positions from HF's
+# get_rope_index copied (qwen2_vl).
+WRITTEN_AS_VLLM_CODE = [
+    "gemma3",
+    "idefics3",
+    "llava",
+    "llava_next",
+    "paligemma",
+    "qwen2_vl",
+]
 
 
 def _model_file(spec) -> str:

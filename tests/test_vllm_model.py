@@ -47,7 +47,14 @@ def _generated_class(model_type: str, tmp_path):
 def test_a_class_written_as_vllm_code_is_not_built_here() -> None:
     """This file builds a class's encoder from HF's constructor lines; a class written
     as vLLM code has none to build from, and is proven in the serve stage."""
-    for family in ("gemma3", "llava", "llava_next", "llava_next_video", "paligemma"):
+    for family in (
+        "gemma3",
+        "llava",
+        "llava_next",
+        "llava_next_video",
+        "paligemma",
+        "qwen2_vl",
+    ):
         assert analyze(resolve(family)).vllm_model is not None
 
 
@@ -146,7 +153,7 @@ def _placed_embeds(hf, spec) -> dict:
 # (mmport.analyzers.vllmclass), whose layers need vLLM's platform: the serve stage
 # serves them (test_serve.py), and test_a_class_written_as_vllm_code_is_not_built_here
 # keeps them out of this file's builder.
-@pytest.mark.parametrize("model_type", ["qwen2_vl", "mistral3", "blip-2", "colpali"])
+@pytest.mark.parametrize("model_type", ["glm4v", "mistral3", "blip-2", "colpali"])
 def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
     import torch
 
@@ -277,7 +284,7 @@ def _one_item_alone(processor, spec, modality: str, index: int):
 @pytest.mark.parametrize(
     ("model_type", "modality"),
     [
-        ("qwen2_vl", "video"),
+        ("glm4v", "video"),
         ("video_llava", "video"),
         ("glmasr", "audio"),
         ("fun_asr_nano", "audio"),  # its path needs the frames' mask, an item field

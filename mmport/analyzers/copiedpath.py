@@ -32,6 +32,7 @@ where the method takes a parameter no item field gives.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -40,6 +41,7 @@ import libcst as cst
 
 from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.nativepath import (
+    OUTPUT_FIELDS,
     ConfigValue,
     HiddenStates,
     LayerPool,
@@ -55,7 +57,7 @@ from mmport.errors import AnalysisError
 from mmport.hf.syntax import rewritten, statements
 from mmport.spec import CopiedCode, CopiedMethod, Source, VllmFeaturePath
 
-__all__ = ["EXAMPLES", "copied_feature_path"]
+__all__ = ["EXAMPLES", "copied_feature_path", "copied_methods"]
 
 # The output attribute HF's feature methods put their features into.
 _OUTPUT = "pooler_output"
@@ -104,6 +106,36 @@ class _TowerCalls(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self_call(node) == self.tower:
             self.found.append(node)
+
+
+class _FieldReads(cst.CSTTransformer):
+    """``<tower output>.<field>`` read (not written) → ``<field>``, for HF's whole fields."""
+
+    def __init__(self, towers: set[str]) -> None:
+        self.towers = towers
+        self.found: dict[str, cst.Attribute] = {}
+        self._targets = 0
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets += 1
+
+    def leave_AssignTarget(
+        self, original_node: cst.AssignTarget, updated_node: cst.AssignTarget
+    ) -> cst.AssignTarget:
+        self._targets -= 1
+        return updated_node
+
+    def leave_Attribute(
+        self, original_node: cst.Attribute, updated_node: cst.Attribute
+    ) -> cst.BaseExpression:
+        if (
+            not self._targets
+            and _code(original_node.value) in self.towers
+            and original_node.attr.value in OUTPUT_FIELDS
+        ):
+            self.found[original_node.attr.value] = original_node
+            return cst.Name(original_node.attr.value)
+        return updated_node
 
 
 class _Output(cst.CSTTransformer):
@@ -163,15 +195,30 @@ class _Copy:
             self._tower_input(stmt)
         if touches and self._consume(stmt, bool(read.names & unset)):
             return
+        original, stmt = stmt, self._fields_read(stmt)
+        read = _read(stmt)
         self._flush()
         towers = {k for k, v in self.walk.env.items() if isinstance(v, TowerOutput)}
         if read.names & towers and not self._is_output(stmt, towers):
             raise Refused(
-                f"the tower's output is read past its selection ({self._line(stmt)})"
+                f"the tower's output is read past its selection ({self._line(original)})"
             )
         self.body.append(stmt)
         for name in _bound(stmt):
             self.walk.env[name] = name  # a local of the copied code from here on
+
+    def _fields_read(self, stmt: cst.BaseStatement) -> cst.BaseStatement:
+        """A copied statement's reads of a field of the tower's output
+        (``vision_outputs.pooler_output``) become a local of the field's name, which
+        vLLM's tower call binds (Qwen2-VL splits its tower's output per image in the
+        statement that writes HF's output)."""
+        towers = {k for k, v in self.walk.env.items() if isinstance(v, TowerOutput)}
+        fields = _FieldReads(towers)
+        stmt = rewritten(stmt, fields)
+        for field, node in fields.found.items():
+            self.walk.selection.append(self.parsed.source(node))
+            self.walk.env[field] = HiddenStates("", field=field)
+        return stmt
 
     def _tower_input(self, stmt: cst.BaseStatement) -> None:
         """The tower's input may be a local the copied code made of a field
@@ -372,6 +419,7 @@ def _assembled(
         tower_line=copy.walk.tower_line,  # type: ignore[arg-type]
         selection_lines=tuple(dict.fromkeys(copy.walk.selection)),
         tower_keywords=tuple(copy.walk.tower_keywords),
+        tower_output=hidden.field,
     )
     return path, _with_helpers(cls, name, text, fields, parsed.source(node))
 
@@ -386,24 +434,7 @@ def _with_helpers(
     """The method, the HF methods it calls (copied) and the functions they call (transplanted)."""
     transplanter = Transplanter()
     namespace = vars(sys.modules[cls.__module__])
-    methods: dict[str, CopiedCode] = {}
-    pending = sorted(_read(cst.parse_module(text)).calls)
-    while pending:
-        called = pending.pop()
-        if called in methods:
-            continue
-        found = find_method(cls, called, models_only=True)
-        if found is None:
-            continue  # a module of the class, or nn.Module's own
-        owner, funcdef = found
-        clean = funcdef.with_changes(decorators=(), leading_lines=())
-        body = funcdef.body
-        if body.body and _is_docstring(body.body[0]):  # type: ignore[arg-type]
-            clean = clean.with_changes(body=body.with_changes(body=list(body.body)[1:]))
-        helper_code = cst.Module([]).code_for_node(clean)
-        methods[called] = CopiedCode(called, owner.source(funcdef), helper_code)
-        pending += sorted(_read(clean).calls - set(methods))
-        transplanter.resolve(helper_code, namespace, f"{cls.__name__}.{called}")
+    methods = _copy_methods(cls, _read(cst.parse_module(text)).calls, transplanter)
     transplanter.resolve(text, namespace, f"{cls.__name__}.{name}")
     reads = _read(cst.parse_module(text)).attrs
     for copied in methods.values():
@@ -413,6 +444,60 @@ def _with_helpers(
         params=tuple(fields),
         code=text,
         source=source,
+        methods=tuple(methods.values()),
+        helpers=tuple(transplanter.helpers.values()),
+        import_lines=tuple(sorted(transplanter.imports)),
+        reads=tuple(sorted(reads - set(methods))),
+    )
+
+
+def _copy_methods(
+    cls: type[Any], calls: set[str], transplanter: Transplanter
+) -> dict[str, CopiedCode]:
+    """HF's methods of ``cls`` named in ``calls``, and those they call in turn, copied
+    as the class's own (without docstrings or HF's decorators); their free names go to
+    ``transplanter``."""
+    namespace = vars(sys.modules[cls.__module__])
+    methods: dict[str, CopiedCode] = {}
+    pending = sorted(calls)
+    while pending:
+        called = pending.pop()
+        if called in methods:
+            continue
+        found = find_method(cls, called, models_only=True)
+        if found is None:
+            continue  # a module of the class, or nn.Module's own
+        owner, funcdef = found
+        static = isinstance(inspect.getattr_static(cls, called), staticmethod)
+        kept = [cst.Decorator(cst.Name("staticmethod"))] if static else []
+        clean = funcdef.with_changes(decorators=kept, leading_lines=())
+        body = funcdef.body
+        if body.body and _is_docstring(body.body[0]):  # type: ignore[arg-type]
+            clean = clean.with_changes(body=body.with_changes(body=list(body.body)[1:]))
+        helper_code = cst.Module([]).code_for_node(clean)
+        methods[called] = CopiedCode(called, owner.source(funcdef), helper_code)
+        pending += sorted(_read(clean).calls - set(methods))
+        transplanter.resolve(helper_code, namespace, f"{cls.__name__}.{called}")
+    return methods
+
+
+def copied_methods(cls: type[Any], names: Sequence[str]) -> CopiedMethod:
+    """HF's methods ``names`` of ``cls`` (M-RoPE's ``get_rope_index``), copied as the
+    class's own with what they call, as :func:`copied_feature_path` copies a path's."""
+    transplanter = Transplanter()
+    methods = _copy_methods(cls, set(names), transplanter)
+    missing = [name for name in names if name not in methods]
+    if missing:
+        raise AnalysisError(f"{cls.__name__}.{missing[0]} is not in HF's sources")
+    reads: set[str] = set()
+    for copied in methods.values():
+        reads |= _read(cst.parse_module(copied.code)).attrs
+    first = methods[names[0]]
+    return CopiedMethod(
+        name=names[0],
+        params=(),
+        code="",
+        source=first.source,
         methods=tuple(methods.values()),
         helpers=tuple(transplanter.helpers.values()),
         import_lines=tuple(sorted(transplanter.imports)),

@@ -45,6 +45,7 @@ from mmport.spec import Source, VllmFeaturePath
 
 __all__ = [
     "EXAMPLES",
+    "OUTPUT_FIELDS",
     "ConfigValue",
     "Features",
     "HiddenStates",
@@ -63,6 +64,8 @@ __all__ = [
 _INERT_KEYWORDS = frozenset({"return_dict", "output_hidden_states"})
 # The decorator that fills a parameter left None from the config attribute of its name.
 _CONFIG_DEFAULTS = "merge_with_config_defaults"
+# The fields of HF's tower output a path may read whole (a vLLM module answers one).
+OUTPUT_FIELDS = ("last_hidden_state", "pooler_output")
 # HF's slice that drops the CLS token, and the strategy value it stands for in vLLM.
 _DROP_CLS = "[:, 1:]"
 _DEFAULT_STRATEGY = '"default"'
@@ -85,6 +88,9 @@ class HiddenStates:
     layers: str
     several: bool = False
     strategy: str = ""
+    # The field of HF's output read, where no layer is chosen (``pooler_output``: the
+    # merged patches Qwen2-VL's tower gives).
+    field: str = "last_hidden_state"
 
 
 @dataclass(frozen=True)
@@ -341,11 +347,11 @@ class PathWalk:
             return self.call(node)
         if (
             isinstance(node, cst.Attribute)
-            and node.attr.value == "last_hidden_state"
+            and node.attr.value in OUTPUT_FIELDS
             and isinstance(self.expr(node.value), TowerOutput)
         ):
             self.selection.append(self.parsed.source(node))
-            return HiddenStates("")
+            return HiddenStates("", field=node.attr.value)
         if isinstance(node, cst.Subscript):
             return self.subscript(node)
         if isinstance(node, cst.ListComp):
@@ -588,6 +594,7 @@ def native_feature_path(
         strategy=hidden.strategy,
         steps=result.steps,
         regroup=result.regroup,
+        tower_output=hidden.field,
         tower_line=walk.tower_line,
         selection_lines=tuple(dict.fromkeys(walk.selection)),
         step_lines=tuple(dict.fromkeys(walk.steps)),

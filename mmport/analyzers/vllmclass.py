@@ -30,9 +30,10 @@ from typing import Any
 
 import libcst as cst
 
-from mmport.analyzers.copiedpath import copied_feature_path
+from mmport.analyzers.copiedpath import copied_feature_path, copied_methods
 from mmport.analyzers.examples import invalid, valid
 from mmport.analyzers.language import config_argument
+from mmport.analyzers.modeling import ROPE_INDEX_METHOD
 from mmport.analyzers.nativepath import native_feature_path
 from mmport.analyzers.ownmodule import own_module
 from mmport.analyzers.projector import vllm_projector
@@ -61,8 +62,6 @@ def _envelope(encoder: EncoderSpec, substitutes_config: bool) -> str:
     """Why the class as a whole is not written as vLLM code yet ("" where it may be)."""
     if encoder.config_path or encoder.unbuilt_parts:
         return f"HF builds {encoder.hf_class} from a sub-config beside other parts"
-    if encoder.rope_index_source is not None:
-        return "HF's rotary positions (get_rope_index) are HF's methods"
     if substitutes_config:
         return "vLLM reads this model_type with a config class of its own"
     if encoder.missing:
@@ -96,12 +95,14 @@ def _tower_build(
                 f"vLLM's {encoder.name} gives no chosen layers' hidden states"
             )
         post_norm = False
-    elif encoder.answers == "last_hidden_state":
+    elif encoder.answers == path.tower_output:
         post_norm = True
-    elif "last_hidden_state" in encoder.layered:
+    elif path.tower_output in encoder.layered:
         post_norm = False
     else:
-        raise AnalysisError(f"vLLM's {encoder.name} gives no last_hidden_state as HF's")
+        raise AnalysisError(
+            f"vLLM's {encoder.name} gives no {path.tower_output} as HF's"
+        )
     return VllmTowerBuild(
         module.attr,
         encoder.path,
@@ -111,6 +112,7 @@ def _tower_build(
         module.source,
         encoder.weights_under,
         encoder.builds_with,
+        encoder.converts,
     )
 
 
@@ -153,7 +155,8 @@ def _path(
                     config,
                     vllm_encoder.keywords,
                 )
-                path = replace(path, copied=copied)
+                flat = any(f.layout.startswith("flat") for f in modality.fields)
+                path = replace(path, copied=copied, batched_call=flat)
             path = replace(path, item_rows=modality.fields[0].rows)
             return path, _tower_build(module, vllm_encoder, path)
         except AnalysisError as exc:
@@ -296,7 +299,12 @@ def vllm_model_plan(
         towers[tower.attr] = tower
     if len(towers) > 1:
         raise AnalysisError(f"the paths run {len(towers)} towers; the class writes one")
+    rope = None
+    if encoder.rope_index_source is not None:
+        # vLLM asks the class for M-RoPE positions: HF's get_rope_index, the class's own.
+        rope = copied_methods(inner, [ROPE_INDEX_METHOD])
     stepped = {step for path in paths for step in path.steps}
+    stepped |= set(rope.reads if rope else ())
     stepped |= {attr for path in paths if path.copied for attr in path.copied.reads}
     projectors, parameters = [], []
     for module in encoder.modules:
@@ -327,6 +335,7 @@ def vllm_model_plan(
         mapper,
         tuple(parameters),
         encoder.reads_dtype,
+        rope,
     )
 
 

@@ -216,6 +216,11 @@ class VllmFeaturePath:
     regroup: str = ""
     # Keywords of HF's tower call handed on to vLLM's module (``patch_attention_mask``).
     tower_keywords: tuple[str, ...] = ()
+    # The field of HF's tower output read where no layer is chosen.
+    tower_output: str = "last_hidden_state"
+    # HF's method takes the whole batch (flat fields, every item's rows end to end),
+    # as vLLM hands it over: called once, not per item.
+    batched_call: bool = False
     # HF's method copied as the class's own, where the steps are more than modules.
     copied: CopiedMethod | None = None
     # Each item's input comes with rows of its own (HF's crops or tiles, one item's
@@ -262,6 +267,12 @@ class VllmTowerBuild:
     weights_under: str = ""
     # Constructor keywords that make vLLM's module compute what HF's does, (name, code).
     builds_with: tuple[tuple[str, str], ...] = ()
+    # HF's keywords handed on in the form vLLM's forward takes, (name, code on HF's value).
+    converts: tuple[tuple[str, str], ...] = ()
+
+    def handed(self, name: str) -> str:
+        """The code handing HF's keyword ``name`` on to vLLM's module."""
+        return dict(self.converts).get(name, name)
 
     @property
     def class_name(self) -> str:
@@ -287,6 +298,8 @@ class VllmModelPlan:
     parameters: tuple[EncoderModule, ...] = ()
     # The copied code reads the model's dtype or device (``self.dtype``).
     reads_dtype: bool = False
+    # HF's get_rope_index, copied: the class's M-RoPE positions (vLLM's SupportsMRoPE).
+    rope: CopiedMethod | None = None
 
     @property
     def imports(self) -> tuple[tuple[str, str], ...]:
@@ -302,6 +315,7 @@ class VllmModelPlan:
         """Whole import lines the copied modules and methods need (``import math``)."""
         lines = [x for p in self.projectors for x in p.import_lines]
         lines += [x for p in self.paths if p.copied for x in p.copied.import_lines]
+        lines += list(self.rope.import_lines if self.rope else ())
         lines += [
             f"from {m} import {n}" if m else f"import {n}"
             for p in self.parameters
@@ -312,7 +326,8 @@ class VllmModelPlan:
     @property
     def helpers(self) -> tuple[HelperFunction, ...]:
         """Module-level functions the copied methods call, each once."""
-        found = {h.name: h for p in self.paths if p.copied for h in p.copied.helpers}
+        copies = [p.copied for p in self.paths if p.copied] + [self.rope]
+        found = {h.name: h for c in copies if c for h in c.helpers}
         return tuple(found.values())
 
     @property
