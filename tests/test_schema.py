@@ -41,6 +41,8 @@ SCHEMA_FAMILIES = {
     "llava_next_video": None,
     "llava_onevision": None,
     "cohere2_vision": None,
+    "qwen2_vl": None,
+    "qwen2_5_vl": None,
     "idefics3": snapshots.idefics3_364_snapshot,
     "gemma3": snapshots.gemma3_896_snapshot,
     "aya_vision": snapshots.aya_vision_364_snapshot,
