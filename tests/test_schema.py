@@ -44,6 +44,8 @@ SCHEMA_FAMILIES = {
     "qwen2_vl": None,
     "qwen2_5_vl": None,
     "idefics3": snapshots.idefics3_364_snapshot,
+    "mistral3": snapshots.mistral3_small31_snapshot,
+    "lighton_ocr": None,
     "gemma3": snapshots.gemma3_896_snapshot,
     "aya_vision": snapshots.aya_vision_364_snapshot,
     "deepseek_vl": snapshots.deepseek_vl_384_snapshot,

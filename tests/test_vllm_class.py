@@ -116,9 +116,9 @@ def test_saved_and_hub_checkpoints_load_into_the_same_names(family, tmp_path) ->
 
 
 def test_a_path_vllm_code_cannot_write_keeps_hfs_methods_and_says_why() -> None:
-    """Mistral 3's tower is vLLM's Pixtral, which has no layer selection API: the class
-    runs HF's feature method on the modules it builds, and inspect says why."""
-    spec = analyze(resolve("mistral3"))
+    """GLM-4V's tower is one vLLM ships no module for: the class runs HF's feature
+    method on the modules it builds, and inspect says why."""
+    spec = analyze(resolve("glm4v"))
     assert spec.vllm_model is None
     assert "no tower of the path is one vLLM selects layers of" in (
         spec.vllm_model_reason

@@ -52,6 +52,7 @@ def test_a_class_written_as_vllm_code_is_not_built_here() -> None:
         "llava",
         "llava_next",
         "llava_next_video",
+        "mistral3",
         "paligemma",
         "qwen2_vl",
     ):
@@ -147,13 +148,14 @@ def _placed_embeds(hf, spec) -> dict:
     return placed
 
 
+# glm4v: HF's tower (vLLM's has no layer selection) and HF's rotary positions.
 # blip-2: HF's class is its own inner model and holds a whole CausalLM as its text model.
 # colpali: HF's retrieval class builds PaliGemma's model through an auto class, from a
-# sub-config of its own. LLaVA's, LLaVA-NeXT's and PaliGemma's classes are written as vLLM code
-# (mmport.analyzers.vllmclass), whose layers need vLLM's platform: the serve stage
-# serves them (test_serve.py), and test_a_class_written_as_vllm_code_is_not_built_here
-# keeps them out of this file's builder.
-@pytest.mark.parametrize("model_type", ["glm4v", "mistral3", "blip-2", "colpali"])
+# sub-config of its own. Classes written as vLLM code (mmport.analyzers.vllmclass)
+# need vLLM's platform for their layers: the serve stage serves them (test_serve.py,
+# test_schema.py), and test_a_class_written_as_vllm_code_is_not_built_here keeps them
+# out of this file's builder.
+@pytest.mark.parametrize("model_type", ["glm4v", "blip-2", "colpali"])
 def test_generated_encoder_embeds_like_hf(model_type, tmp_path) -> None:
     import torch
 

@@ -32,7 +32,9 @@ where the method takes a parameter no item field gives.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -55,7 +57,13 @@ from mmport.analyzers.sourcefile import ParsedClass, find_method, self_call
 from mmport.analyzers.transplant import Transplanter
 from mmport.errors import AnalysisError
 from mmport.hf.syntax import rewritten, statements
-from mmport.spec import CopiedCode, CopiedMethod, Source, VllmFeaturePath
+from mmport.spec import (
+    CopiedCode,
+    CopiedMethod,
+    Source,
+    VllmEncoder,
+    VllmFeaturePath,
+)
 
 __all__ = ["EXAMPLES", "copied_feature_path", "copied_methods"]
 
@@ -342,14 +350,15 @@ def copied_feature_path(
     fields: Sequence[str],
     modules: Sequence[str],
     config: Any,
-    keywords: Sequence[str] = (),
+    encoder: VllmEncoder | None = None,
 ) -> tuple[VllmFeaturePath, CopiedMethod]:
     """HF's ``cls.<method>`` as the class's own method (see the module docstring).
 
     ``fields`` are the item's fields (the tower's input first); ``modules``
-    the class's other modules the code may read; ``keywords`` those of the
-    tower's call vLLM's module takes with HF's meaning, handed on. HF's methods
-    it calls are copied too.
+    the class's other modules the code may read; ``encoder`` vLLM's module
+    for the tower: the keywords of HF's call it takes with HF's meaning are
+    handed on, and the copied code may read the tower's attributes it has
+    (or provides, rewritten to vLLM's). HF's methods it calls are copied too.
     """
     found = find_method(cls, method)
     if found is None:
@@ -358,7 +367,7 @@ def copied_feature_path(
     tower_input, *others = fields
     env = path_parameters(node, tower_input, config, others)
     walk = PathWalk(parsed, tower, tower_input, modules, env)
-    walk.handed_on = frozenset(keywords)
+    walk.handed_on = frozenset(encoder.keywords if encoder else ())
     pixels = f"_{modality}_pixels_to_features"
     copy = _Copy(walk, parsed, pixels)
     try:
@@ -370,7 +379,30 @@ def copied_feature_path(
         raise AnalysisError(f"{cls.__name__}.{method}: {exc}") from None
     if copy.flushed is None or walk.tower_line is None:
         raise AnalysisError(f"{cls.__name__}.{method} selects no output of the tower")
-    return _assembled(cls, method, modality, node, parsed, copy, env, fields)
+    path, copied = _assembled(cls, method, modality, node, parsed, copy, env, fields)
+    if encoder is not None:
+        copied = _tower_attributes(copied, tower, encoder)
+    return path, copied
+
+
+def _tower_attributes(
+    copied: CopiedMethod, tower: str, encoder: VllmEncoder
+) -> CopiedMethod:
+    """The copied code's reads of the tower's attributes, as vLLM's module answers them:
+    its own, or one the class computes from vLLM's (Pixtral's ``patch_size``, in its
+    config); any other refuses."""
+    provided = {name: code for name, _, code in encoder.provides}
+    code = copied.code
+    for attr in sorted(set(re.findall(rf"self\.{tower}\.(\w+)", code))):
+        if attr in provided:
+            vllms = provided[attr].removeprefix("self.")
+            code = re.sub(rf"self\.{tower}\.{attr}\b", f"self.{tower}.{vllms}", code)
+        elif attr not in encoder.attributes:
+            raise AnalysisError(
+                f"HF's feature method reads the tower's `{attr}`, which vLLM's "
+                f"{encoder.name} has not"
+            )
+    return dataclasses.replace(copied, code=code)
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:

@@ -77,9 +77,6 @@ def _encoder_for(module: EncoderModule) -> VllmEncoder | None:
     encoder = next(
         (e for e in VLLM_ENCODERS.values() if e.path == module.vllm_equivalent), None
     )
-    # A module that takes the images unpadded, as a list, is called otherwise than HF's.
-    if encoder is None or encoder.unpads_by:
-        return None
     return encoder
 
 
@@ -113,6 +110,10 @@ def _tower_build(
         encoder.weights_under,
         encoder.builds_with,
         encoder.converts,
+        encoder.unpads_by,
+        dict((n, c) for n, _, c in encoder.provides).get(
+            "patch_size", "self.patch_size"
+        ),
     )
 
 
@@ -153,7 +154,7 @@ def _path(
                     fields,
                     others,
                     config,
-                    vllm_encoder.keywords,
+                    vllm_encoder,
                 )
                 flat = any(f.layout.startswith("flat") for f in modality.fields)
                 path = replace(path, copied=copied, batched_call=flat)

@@ -269,6 +269,16 @@ class VllmTowerBuild:
     builds_with: tuple[tuple[str, str], ...] = ()
     # HF's keywords handed on in the form vLLM's forward takes, (name, code on HF's value).
     converts: tuple[tuple[str, str], ...] = ()
+    # HF's keyword holding each image's (height, width), where vLLM's module takes the
+    # images unpadded, as a list, and gives each one's features (Pixtral's).
+    unpads_by: str = ""
+    # The patch size on vLLM's module (code on it: ``self.config.patch_size``).
+    patch_size: str = "self.patch_size"
+
+    @property
+    def patch_size_code(self) -> str:
+        """The patch size as the class reads it off its tower."""
+        return f"self.{self.attr}.{self.patch_size.removeprefix('self.')}"
 
     def handed(self, name: str) -> str:
         """The code handing HF's keyword ``name`` on to vLLM's module."""
