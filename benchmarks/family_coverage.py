@@ -206,9 +206,16 @@ def _modules_cell(spec) -> str:
     class as vLLM code (mmport.analyzers.vllmclass), or HF's feature paths on the modules."""
     plan = spec.vllm_model
     if plan is not None:
-        towers = ", ".join(t.class_name for t in plan.towers)
-        layers = ", ".join(p.attr for p in plan.projectors)
-        return f"vLLM code: {towers}; {layers or 'no projector'} on vLLM's layers"
+        parts = [f"vLLM code: {', '.join(t.class_name for t in plan.towers)}"]
+        for p in plan.projectors:
+            how = "on vLLM's layers" if not p.copied else "HF's code copied"
+            parts.append(f"{p.attr} {how}")
+        copied = [p.method for p in plan.paths if p.copied]
+        if copied:
+            parts.append(f"HF's {', '.join(copied)} copied around vLLM's tower")
+        if plan.rope:
+            parts.append("HF's get_rope_index copied")
+        return "; ".join(parts)
     if spec.encoder is None:
         return "no encoder"
     built = [

@@ -155,3 +155,39 @@ def scaffolded(tmp_path_factory):
         return cache[ref]
 
     return make
+
+
+def construct_job(
+    name: str, root: Path, ref: str = "", edit=None, language: bool = True
+):
+    """The job building the generated class of ``ref`` (default: ``name`` as a
+    model_type; its model file changed by ``edit``) for ``construct_ports``, and the
+    port's spec; with ``language``, a tiny config of its text model's own family too."""
+    from mmport.analyzers import analyze
+    from mmport.render import render_port, write_files
+    from mmport.serve.construct import (
+        ConstructJob,
+        language_control_dir,
+        twin_config_dir,
+    )
+    from mmport.sources import resolve
+
+    snapshot = resolve(ref or name)
+    spec = analyze(snapshot)
+    port_dir = root / name
+    write_files(render_port(spec), port_dir)
+    if edit is not None:
+        model_file = port_dir / f"{spec.module_name}.py"
+        model_file.write_text(edit(model_file.read_text()))
+    config_dir = twin_config_dir(snapshot, root / f"{name}.config")
+    control = (
+        language_control_dir(
+            snapshot.load_config(), spec.language, root / f"{name}.text"
+        )
+        if language
+        else None
+    )
+    job = ConstructJob(
+        name, port_dir, spec.module_name, spec.architecture, config_dir, control
+    )
+    return job, spec

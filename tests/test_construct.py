@@ -13,16 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import construct_job
 
 from mmport.analyzers import analyze
-from mmport.render import render_port, write_files
 from mmport.serve import serve_python
-from mmport.serve.construct import (
-    ConstructJob,
-    construct_ports,
-    language_control_dir,
-    twin_config_dir,
-)
+from mmport.serve.construct import ConstructJob, construct_ports
 from mmport.sources import resolve
 
 pytestmark = [
@@ -87,21 +82,7 @@ def _job(
 ) -> tuple[ConstructJob, object]:
     """The job building ``model_type``'s generated class (its model file changed by ``edit``),
     named ``name`` (default: the model_type), and the port's spec."""
-    name = name or model_type
-    snapshot = resolve(model_type)
-    spec = analyze(snapshot)
-    port_dir = root / name
-    write_files(render_port(spec), port_dir)
-    if edit is not None:
-        model_file = port_dir / f"{spec.module_name}.py"
-        model_file.write_text(edit(model_file.read_text()))
-    config_dir = twin_config_dir(snapshot, root / f"{name}.config")
-    language = language_control_dir(
-        snapshot.load_config(), spec.language, root / f"{name}.text"
-    )
-    return ConstructJob(
-        name, port_dir, spec.module_name, spec.architecture, config_dir, language
-    ), spec
+    return construct_job(name or model_type, root, model_type, edit)
 
 
 def _after_config(*lines: str):

@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pytest
 import snapshots
+from conftest import construct_job
 
-from mmport.analyzers import analyze
-from mmport.render import render_port, write_files
 from mmport.serve import serve_python
 from mmport.serve._construct import SCHEMA_FACTORS
-from mmport.serve.construct import ConstructJob, construct_ports, twin_config_dir
-from mmport.sources import resolve
+from mmport.serve.construct import ConstructJob, construct_ports
 
 pytestmark = [
     pytest.mark.serve,
@@ -56,17 +54,9 @@ WRONG_SHAPE = "llava_wrong_shape"
 
 
 def _job(name: str, root: Path, build=None, edit=None) -> tuple[ConstructJob, object]:
+    ref = str(build(root / f"{name}.snapshot")) if build else ""
     model_type = name.removesuffix("_wrong_shape")
-    snapshot = resolve(str(build(root / f"{name}.snapshot")) if build else model_type)
-    spec = analyze(snapshot)
-    port_dir = root / name
-    write_files(render_port(spec), port_dir)
-    if edit is not None:
-        model_file = port_dir / f"{spec.module_name}.py"
-        model_file.write_text(edit(model_file.read_text()))
-    config_dir = twin_config_dir(snapshot, root / f"{name}.config")
-    job = ConstructJob(name, port_dir, spec.module_name, spec.architecture, config_dir)
-    return job, spec
+    return construct_job(name, root, ref or model_type, edit, language=False)
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,20 @@
 A port writes its encoders as vLLM's own ports do when every piece of HF's
 feature paths has a vLLM form:
 
-- each path's steps are a tower, its layer selection, and modules run on
-  the features (:mod:`mmport.analyzers.nativepath`);
-- the tower is one vLLM ships with its layer selection API (CLIP's, SigLIP's:
-  a ``layer_count`` in :data:`~mmport.analyzers.vllmencoders.VLLM_ENCODERS`),
-  and gives what HF's path reads: chosen layers' hidden states (built only
-  as deep as the deepest, without the post-layernorm HF's hidden states
-  lack), or HF's ``last_hidden_state``;
+- the tower is one vLLM ships (:data:`~mmport.analyzers.vllmencoders.VLLM_ENCODERS`)
+  and gives what HF's path reads: chosen layers' hidden states through its
+  layer selection (built only as deep as the deepest, without the
+  post-layernorm HF's hidden states lack), or the field of HF's output its
+  plain call answers (``last_hidden_state``, Qwen2-VL's ``pooler_output``);
+- each path's steps are that tower, its layer selection, and modules run on
+  the features (:mod:`mmport.analyzers.nativepath`); where a path does more
+  (a second field, helper methods, reshapes between the steps), HF's method
+  is copied as the class's own with one call of vLLM's tower in place of
+  HF's tower block (:mod:`mmport.analyzers.copiedpath`);
 - every other module is a chain of layers vLLM builds
-  (:mod:`mmport.analyzers.projector`);
+  (:mod:`mmport.analyzers.projector`), HF's class copied onto vLLM's layers
+  (:mod:`mmport.analyzers.ownmodule`), or a weight of the model's own built by
+  HF's line; M-RoPE positions come from HF's ``get_rope_index``, copied;
 - the checkpoint's names in every layout transformers loads (the hub's and
   transformers 5.x's saved names, :mod:`mmport.hf.weights`) reach the class's
   by prefix alone, which is checked name by name, as vLLM's ``WeightsMapper``
