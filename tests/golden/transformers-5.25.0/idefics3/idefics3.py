@@ -272,6 +272,19 @@ class Idefics3ForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsPP
     ) -> torch.Tensor | list[torch.Tensor]:
         if image_input["type"] == "image_embeds":
             return image_input["data"]
+        count = len(image_input["pixel_values"])
+        if all(
+            isinstance(image_input[name], torch.Tensor)
+            for name in ["pixel_values", "pixel_attention_mask"]
+        ):
+            # Images of one shape come stacked and go in one call, as HF's
+            # processor batches them; HF's output holds each one's features in turn.
+            output = self._image_features(
+                image_input["pixel_values"],
+                image_input["pixel_attention_mask"],
+            )
+            if len(output) == count:
+                return [rows.reshape(-1, rows.shape[-1]) for rows in output]
         # HF's feature method runs on each image alone, as a batch of one; its
         # output holds that image's features, which become one row per embedding.
         features = []

@@ -538,6 +538,19 @@ class LlavaNextVideoForConditionalGeneration(nn.Module, SupportsMultiModal, Supp
     ) -> torch.Tensor | list[torch.Tensor]:
         if image_input["type"] == "image_embeds":
             return image_input["data"]
+        count = len(image_input["pixel_values"])
+        if all(
+            isinstance(image_input[name], torch.Tensor)
+            for name in ["pixel_values", "image_sizes"]
+        ):
+            # Images of one shape come stacked and go in one call, as HF's
+            # processor batches them; HF's output holds each one's features in turn.
+            output = self._image_features(
+                image_input["pixel_values"],
+                image_input["image_sizes"],
+            )
+            if len(output) == count:
+                return [rows.reshape(-1, rows.shape[-1]) for rows in output]
         # HF's feature method runs on each image alone, as a batch of one; its
         # output holds that image's features, which become one row per embedding.
         features = []
@@ -601,6 +614,18 @@ class LlavaNextVideoForConditionalGeneration(nn.Module, SupportsMultiModal, Supp
     ) -> torch.Tensor | list[torch.Tensor]:
         if video_input["type"] == "video_embeds":
             return video_input["data"]
+        count = len(video_input["pixel_values_videos"])
+        if all(
+            isinstance(video_input[name], torch.Tensor)
+            for name in ["pixel_values_videos"]
+        ):
+            # Videos of one shape come stacked and go in one call, as HF's
+            # processor batches them; HF's output holds each one's features in turn.
+            output = self._video_features(
+                video_input["pixel_values_videos"],
+            )
+            if len(output) == count:
+                return [rows.reshape(-1, rows.shape[-1]) for rows in output]
         # HF's feature method runs on each video alone, as a batch of one; its
         # output holds that video's features, which become one row per embedding.
         features = []
