@@ -505,6 +505,11 @@ def _vllm_code_rows(spec) -> list[tuple[str, str, str]]:
         )
         for p in plan.projectors
     ]
+    if plan.rope is not None:
+        names = ", ".join(m.name for m in plan.rope.methods)
+        rows.append(
+            ("M-RoPE positions", f"HF's code copied: {names}", str(plan.rope.source))
+        )
     rows.append(("weights by name", f"{len(plan.mapper)} prefixes, every layout", ""))
     return rows
 
