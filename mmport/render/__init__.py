@@ -26,7 +26,7 @@ from mmport.errors import OutputExistsError, RenderError
 from mmport.render.lint import LINE_LENGTH, findings, fix, format_code
 from mmport.render.reflow import reflow
 from mmport.render.tidy import tidy
-from mmport.spec import ChatPortSpec, PortSpec
+from mmport.spec import ChatPortSpec, PortSpec, VllmModelPlan
 
 __all__ = [
     "RenderedFile",
@@ -144,12 +144,33 @@ def render_port(spec: PortSpec | ChatPortSpec) -> list[RenderedFile]:
     else:
         outputs = ENTRY_OUTPUTS if spec.entry else OUTPUTS
     for template, pattern in outputs.items():
-        if template == MODEL_TEMPLATE and spec.vllm_model is not None:  # type: ignore[union-attr]
-            template = VLLM_MODEL_TEMPLATE
-        files.append(_rendered(template, pattern.format(model=spec.module_name), spec))
+        name = pattern.format(model=spec.module_name)
+        plan = getattr(spec, "vllm_model", None)
+        if template == MODEL_TEMPLATE and plan is not None:
+            files.append(_as_hf_wrote(_rendered(VLLM_MODEL_TEMPLATE, name, spec), plan))
+            continue
+        files.append(_rendered(template, name, spec))
     if outputs is OUTPUTS:
         files.append(_support_module(spec.mmport_version))
     return files
+
+
+def _as_hf_wrote(rendered: RenderedFile, plan: VllmModelPlan) -> RenderedFile:
+    """``rendered`` with each lint finding on a line of HF's copied code marked
+    ``# noqa`` for its rule: HF's line, kept as HF wrote it (``.strip("anyres_max_")``
+    in LLaVA-OneVision's helper); findings on mmport's own lines stay."""
+    if not rendered.findings:
+        return rendered
+    copied = {line.strip() for code in plan.copied_code for line in code.splitlines()}
+    lines = rendered.text.splitlines(keepends=True)
+    for finding in rendered.findings:
+        _, row, _, rule = finding.split(":", 3)
+        index, code = int(row) - 1, rule.split()[0]
+        body = lines[index].rstrip("\n")
+        if body.strip() in copied and "noqa" not in body:
+            lines[index] = f"{body}  # noqa: {code}\n"
+    text = "".join(lines)
+    return RenderedFile(rendered.name, text, findings(text, rendered.name))
 
 
 @lru_cache(maxsize=4)

@@ -334,6 +334,15 @@ class VllmModelPlan:
         return tuple(dict.fromkeys(lines))
 
     @property
+    def copied_code(self) -> tuple[str, ...]:
+        """Every piece of HF's code the class holds copied (classes, methods, functions)."""
+        copies = [p.copied for p in self.paths if p.copied] + [self.rope]
+        code = [c.code for c in copies if c] + [h.code for h in self.helpers]
+        code += [m.code for c in copies if c for m in c.methods]
+        code += [k.code for p in self.projectors if p.copied for k in p.classes]  # type: ignore[union-attr]
+        return tuple(code)
+
+    @property
     def helpers(self) -> tuple[HelperFunction, ...]:
         """Module-level functions the copied methods call, each once."""
         copies = [p.copied for p in self.paths if p.copied] + [self.rope]
