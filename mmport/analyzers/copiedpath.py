@@ -51,6 +51,7 @@ from mmport.analyzers.nativepath import (
     PathWalk,
     Refused,
     TowerOutput,
+    node_code,
     path_parameters,
 )
 from mmport.analyzers.sourcefile import ParsedClass, find_method, self_call
@@ -73,10 +74,6 @@ _OUTPUT = "pooler_output"
 _SELECTION = (TowerOutput, HiddenStates, LayerPool)
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node).strip()
-
-
 class _StatementNames(cst.CSTVisitor):
     """The names a statement reads (attribute bases included), the ``self.<m>(`` it
     calls, and the attributes of ``self`` it reads."""
@@ -90,7 +87,7 @@ class _StatementNames(cst.CSTVisitor):
         self.names.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if _code(node.value) == "self":
+        if node_code(node.value) == "self":
             self.attrs.add(node.attr.value)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -138,7 +135,7 @@ class _FieldReads(cst.CSTTransformer):
     ) -> cst.BaseExpression:
         if (
             not self._targets
-            and _code(original_node.value) in self.towers
+            and node_code(original_node.value) in self.towers
             and original_node.attr.value in OUTPUT_FIELDS
         ):
             self.found[original_node.attr.value] = original_node
@@ -158,7 +155,7 @@ class _Output(cst.CSTTransformer):
         target = updated_node.target
         if (
             isinstance(target, cst.Attribute)
-            and _code(target.value) in self.outputs
+            and node_code(target.value) in self.outputs
             and target.attr.value == _OUTPUT
         ):
             return updated_node.with_changes(target=cst.Name(_OUTPUT))
@@ -167,7 +164,10 @@ class _Output(cst.CSTTransformer):
     def leave_Return(
         self, original_node: cst.Return, updated_node: cst.Return
     ) -> cst.Return:
-        if updated_node.value is not None and _code(updated_node.value) in self.outputs:
+        if (
+            updated_node.value is not None
+            and node_code(updated_node.value) in self.outputs
+        ):
             return updated_node.with_changes(value=cst.Name(_OUTPUT))
         return updated_node
 
@@ -296,12 +296,12 @@ class _Copy:
             return False
         small = stmt.body[0]
         if isinstance(small, cst.Return):
-            return small.value is not None and _code(small.value) in towers
+            return small.value is not None and node_code(small.value) in towers
         if isinstance(small, cst.Assign) and len(small.targets) == 1:
             target = small.targets[0].target
             return (
                 isinstance(target, cst.Attribute)
-                and _code(target.value) in towers
+                and node_code(target.value) in towers
                 and target.attr.value == _OUTPUT
                 and not (_read(small.value).names & towers)
             )

@@ -55,6 +55,7 @@ __all__ = [
     "Refused",
     "TowerOutput",
     "native_feature_path",
+    "node_code",
     "path_parameters",
     "read_names",
 ]
@@ -121,7 +122,8 @@ class ConfigValue:
 PathValue = TowerOutput | HiddenStates | LayerPool | Features | ConfigValue | str | None
 
 
-def _code(node: cst.CSTNode) -> str:
+def node_code(node: cst.CSTNode) -> str:
+    """A node's code as HF wrote it, without surrounding whitespace."""
     return cst.Module([]).code_for_node(node).strip()
 
 
@@ -242,7 +244,7 @@ class PathWalk:
             and isinstance(test.left, cst.Name)
             and len(test.comparisons) == 1
             and isinstance(test.comparisons[0].operator, cst.IsNot)
-            and _code(test.comparisons[0].comparator) == "None"
+            and node_code(test.comparisons[0].comparator) == "None"
             and self.env.get(test.left.value, "") is None
         )
 
@@ -250,9 +252,9 @@ class PathWalk:
         """The config value tested by ``isinstance(layers, int)``."""
         if (
             isinstance(test, cst.Call)
-            and _code(test.func) == "isinstance"
+            and node_code(test.func) == "isinstance"
             and len(test.args) == 2
-            and _code(test.args[1].value) == "int"
+            and node_code(test.args[1].value) == "int"
             and isinstance(test.args[0].value, cst.Name)
         ):
             value = self.env.get(test.args[0].value.value)
@@ -266,7 +268,7 @@ class PathWalk:
             and isinstance(test.left, cst.Name)
             and len(test.comparisons) == 1
             and isinstance(test.comparisons[0].operator, cst.Equal)
-            and _code(test.comparisons[0].comparator) == _DEFAULT_STRATEGY
+            and node_code(test.comparisons[0].comparator) == _DEFAULT_STRATEGY
         ):
             value = self.env.get(test.left.value)
             return value if isinstance(value, ConfigValue) else None
@@ -342,7 +344,7 @@ class PathWalk:
             isinstance(node, cst.UnaryOperation)
             and isinstance(node.expression, cst.Integer)
         ):
-            return ConfigValue(_code(node))
+            return ConfigValue(node_code(node))
         if isinstance(node, cst.Call):
             return self.call(node)
         if (
@@ -356,11 +358,11 @@ class PathWalk:
             return self.subscript(node)
         if isinstance(node, cst.ListComp):
             return self.pool(node)
-        raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
+        raise self.refuse(node, f"`{node_code(node)}` is no step of a feature path")
 
     def subscript(self, node: cst.Subscript) -> PathValue:
         """A layer's hidden states (``out.hidden_states[layer]``), or the CLS token dropped."""
-        index = _code(node)[len(_code(node.value)) :]
+        index = node_code(node)[len(node_code(node.value)) :]
         if (
             isinstance(node.value, cst.Attribute)
             and node.value.attr.value == "hidden_states"
@@ -379,7 +381,7 @@ class PathWalk:
             and not value.strategy
         ):
             return dataclasses.replace(value, strategy=_DEFAULT_STRATEGY)
-        raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
+        raise self.refuse(node, f"`{node_code(node)}` is no step of a feature path")
 
     def pool(self, node: cst.ListComp) -> LayerPool:
         """``[<hidden states of layer i> for i in layers]``, or a pool with the CLS token dropped."""
@@ -419,17 +421,17 @@ class PathWalk:
                 return Features(value.hidden, (*value.steps, attr))
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "reshape":
             return self.regroup(node, node.func.value)
-        func = _code(node.func)
+        func = node_code(node.func)
         if func == "torch.cat" and node.args:
             pool = self.expr(node.args[0].value)
-            dims = [_code(a.value) for a in node.args[1:]]
+            dims = [node_code(a.value) for a in node.args[1:]]
             if isinstance(pool, LayerPool) and dims == ["-1"]:
                 return HiddenStates(pool.layers, True, pool.strategy)
         if func == "list" and len(node.args) == 1:
             value = self.expr(node.args[0].value)
             if isinstance(value, (HiddenStates, Features)):
                 return value  # one tensor per item: the batch's first axis
-        raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
+        raise self.refuse(node, f"`{node_code(node)}` is no step of a feature path")
 
     def regroup(self, node: cst.Call, reshaped: cst.BaseExpression) -> Features:
         """``features.reshape(<features>.shape[0], -1, self.config...)``: rows kept per item,
@@ -437,24 +439,24 @@ class PathWalk:
         value = self.expr(reshaped)
         if isinstance(value, HiddenStates):
             value = Features(value)
-        args = [_code(a.value) for a in node.args if not a.keyword and not a.star]
+        args = [node_code(a.value) for a in node.args if not a.keyword and not a.star]
         if isinstance(value, Features) and not value.regroup and len(args) == 3:
             batch, rows, width = node.args[0].value, args[1], node.args[2].value
             per_item = (
                 isinstance(batch, cst.Subscript)
                 and isinstance(batch.value, cst.Attribute)
                 and batch.value.attr.value == "shape"
-                and _code(batch)[len(_code(batch.value)) :] == "[0]"
+                and node_code(batch)[len(node_code(batch.value)) :] == "[0]"
                 and isinstance(self.expr(batch.value.value), (HiddenStates, Features))
             )
-            width_code = _code(width)
+            width_code = node_code(width)
             configured = width_code.startswith("self.config.") and not (
                 read_names(width) - {"self"}
             )
             if per_item and rows == "-1" and (configured or width_code.isdigit()):
                 self.steps.append(self.parsed.source(node))
                 return dataclasses.replace(value, regroup=width_code)
-        raise self.refuse(node, f"`{_code(node)}` is no step of a feature path")
+        raise self.refuse(node, f"`{node_code(node)}` is no step of a feature path")
 
     def tower_call(self, node: cst.Call) -> TowerOutput:
         """``self.<tower>(<input>, ...)`` with keywords that change nothing read."""
@@ -465,17 +467,19 @@ class PathWalk:
             node.args[0],
         )
         keyword_ok = first.keyword is None or first.keyword.value == self.tower_input
-        if first.star or not keyword_ok or _code(first.value) != self.tower_input:
+        if first.star or not keyword_ok or node_code(first.value) != self.tower_input:
             raise self.refuse(
                 node, f"the tower called on another input than `{self.tower_input}`"
             )
         for arg in (a for a in node.args if a is not first):
-            handed_on = arg.star == "**" and self.env.get(_code(arg.value), "") is None
+            handed_on = (
+                arg.star == "**" and self.env.get(node_code(arg.value), "") is None
+            )
             inert = arg.keyword is not None and arg.keyword.value in _INERT_KEYWORDS
             if arg.keyword is not None and arg.keyword.value in self.handed_on:
-                self.tower_keywords[arg.keyword.value] = _code(arg.value)
+                self.tower_keywords[arg.keyword.value] = node_code(arg.value)
             elif not (handed_on or inert):
-                raise self.refuse(node, f"the tower called with `{_code(arg)}`")
+                raise self.refuse(node, f"the tower called with `{node_code(arg)}`")
         self.tower_line = self.parsed.source(node)
         return TowerOutput()
 
@@ -523,7 +527,8 @@ def path_parameters(
     another of the item's ``fields`` (its own name), a config attribute HF fills a
     None default from, or None (left unset)."""
     decorators = {
-        _code(d.decorator).split("(")[0].rsplit(".", 1)[-1] for d in method.decorators
+        node_code(d.decorator).split("(")[0].rsplit(".", 1)[-1]
+        for d in method.decorators
     }
     fills = _CONFIG_DEFAULTS in decorators
     env: dict[str, PathValue] = {}
@@ -534,14 +539,14 @@ def path_parameters(
             continue
         if name == tower_input or name in fields:
             env[name] = name
-        elif param.default is not None and _code(param.default) == "None":
+        elif param.default is not None and node_code(param.default) == "None":
             env[name] = (
                 ConfigValue(f"config.{name}")
                 if fills and hasattr(config, name)
                 else None
             )
         elif param.default is not None:
-            env[name] = ConfigValue(_code(param.default))
+            env[name] = ConfigValue(node_code(param.default))
         else:
             raise AnalysisError(
                 f"{method.name.value} takes `{name}`, which no item gives"

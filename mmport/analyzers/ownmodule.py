@@ -49,6 +49,7 @@ from typing import Any
 import libcst as cst
 
 from mmport.analyzers.examples import invalid, valid
+from mmport.analyzers.nativepath import node_code
 from mmport.analyzers.sourcefile import parse_class
 from mmport.analyzers.transplant import free_names
 from mmport.errors import AnalysisError
@@ -73,10 +74,6 @@ _VLLM_NAMES = {
 _QUANTIZED = "quant_config: QuantizationConfig"
 # transformers' decorators that change where a forward runs, never what it computes.
 _KERNEL_DECORATORS = frozenset({"use_kernel_forward_from_hub", "use_kernelized_func"})
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node).strip()
 
 
 @dataclass
@@ -138,7 +135,7 @@ class _OnVllmLayers(cst.CSTTransformer):
         annotation = updated_node.annotation
         if annotation is None or not self._foreign(annotation):
             return updated_node
-        value = self.copy.namespace.get(_code(annotation.annotation))
+        value = self.copy.namespace.get(node_code(annotation.annotation))
         if isinstance(value, type) and _is_config_class(value):
             return updated_node.with_changes(
                 annotation=cst.Annotation(cst.Name("PretrainedConfig"))
@@ -152,11 +149,11 @@ class _OnVllmLayers(cst.CSTTransformer):
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
-        name = _code(updated_node.func)
+        name = node_code(updated_node.func)
         quantized = name in _LINEAR_NAMES or name in self.copy.quantized_classes
         if quantized and id(original_node) not in self.copy.prefixed:
             self.copy.refusals.append(
-                f"`{_code(original_node)}` builds linear layers where no prefix names them"
+                f"`{node_code(original_node)}` builds linear layers where no prefix names them"
             )
         return updated_node
 
@@ -167,7 +164,7 @@ class _OnVllmLayers(cst.CSTTransformer):
         if (
             len(node.targets) == 1
             and isinstance(target, cst.Attribute)
-            and _code(target.value) == "self"
+            and node_code(target.value) == "self"
             and isinstance(node.value, cst.Call)
         ):
             return target.attr.value
@@ -180,7 +177,7 @@ class _OnVllmLayers(cst.CSTTransformer):
         value = updated_node.value
         if not attr or not isinstance(value, cst.Call):
             return updated_node
-        name = _code(value.func)
+        name = node_code(value.func)
         if name not in _LINEAR_NAMES and name not in self.copy.quantized_classes:
             return updated_node
         self.copy.quantizes = True
@@ -198,7 +195,7 @@ class _OnVllmLayers(cst.CSTTransformer):
     def leave_Subscript(
         self, original_node: cst.Subscript, updated_node: cst.Subscript
     ) -> cst.BaseExpression:
-        if _code(updated_node.value) != _ACTIVATION_TABLE:
+        if node_code(updated_node.value) != _ACTIVATION_TABLE:
             return updated_node
         index = updated_node.slice[0].slice
         if not isinstance(index, cst.Index):
@@ -209,7 +206,7 @@ class _OnVllmLayers(cst.CSTTransformer):
         kept = []
         for decorator in node.decorators:
             head = decorator.decorator
-            name = _code(head.func if isinstance(head, cst.Call) else head)
+            name = node_code(head.func if isinstance(head, cst.Call) else head)
             if name in _KERNEL_DECORATORS:
                 continue
             kept.append(decorator)
@@ -252,7 +249,7 @@ class _LinearCalls(cst.CSTTransformer):
         func = updated_node.func
         if (
             isinstance(func, cst.Attribute)
-            and _code(func.value) == "self"
+            and node_code(func.value) == "self"
             and func.attr.value in self.linears
         ):
             return cst.Subscript(
