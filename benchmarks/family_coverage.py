@@ -206,13 +206,22 @@ def _modules_cell(spec) -> str:
     class as vLLM code (mmport.analyzers.vllmclass), or HF's feature paths on the modules."""
     plan = spec.vllm_model
     if plan is not None:
-        parts = [f"vLLM code: {', '.join(t.class_name for t in plan.towers)}"]
+        towers = ", ".join(
+            f"{t.owner} {t.class_name}" + (" kept: vLLM ships none" if t.kept else "")
+            for t in plan.towers
+        )
+        parts = [f"vLLM code: {towers}"]
         for p in plan.projectors:
             how = "on vLLM's layers" if not p.copied else "HF's code copied"
             parts.append(f"{p.attr} {how}")
         copied = [p.method for p in plan.paths if p.copied]
         if copied:
-            parts.append(f"HF's {', '.join(copied)} copied around vLLM's tower")
+            around = (
+                "on HF's tower"
+                if any(t.kept for t in plan.towers)
+                else "around vLLM's tower"
+            )
+            parts.append(f"HF's {', '.join(copied)} copied {around}")
         if plan.rope:
             parts.append("HF's get_rope_index copied")
         return "; ".join(parts)

@@ -463,11 +463,11 @@ def _encoder_rows(spec) -> list[tuple[str, str, str]]:
         ),
         ("weights prefix", f"{e.outer_attr}." if e.outer_attr else "(top level)", ""),
         *language_rows,
-        *_vllm_code_rows(spec),
+        *vllm_code_rows(spec),
     ]
 
 
-def _vllm_code_rows(spec) -> list[tuple[str, str, str]]:
+def vllm_code_rows(spec) -> list[tuple[str, str, str]]:
     """Whether the model class is written as vLLM code, each substitution with its HF line, or why not."""
     plan = spec.vllm_model
     if plan is None:
@@ -481,10 +481,12 @@ def _vllm_code_rows(spec) -> list[tuple[str, str, str]]:
         cls = (
             "drops CLS" if path.strategy == '"default"' else f"strategy {path.strategy}"
         )
-        call = f"vLLM's {tower.class_name}({path.tower_input}), {reads}" + (
+        call = f"{tower.owner} {tower.class_name}({path.tower_input}), {reads}" + (
             f", {cls}" if path.strategy else ""
         )
-        if path.copied is not None:
+        if tower.kept:
+            call = f"HF's lines of {path.method} copied, on {tower.owner} {tower.class_name} ({tower.kept})"
+        elif path.copied is not None:
             copied = path.copied
             kept = [m.name for m in copied.methods] + [h.name for h in copied.helpers]
             call = f"HF's {path.method} copied with its tower block as {call}" + (

@@ -48,6 +48,8 @@ SCHEMA_FAMILIES = {
     "aya_vision": snapshots.aya_vision_364_snapshot,
     "deepseek_vl": snapshots.deepseek_vl_384_snapshot,
     "vipllava": snapshots.vipllava_default_snapshot,
+    # HF's audio tower kept (vLLM ships none), HF's lines of forward copied.
+    "qwen2_audio": None,
 }
 # LLaVA's class with its pixel input class declaring one dimension too few.
 WRONG_SHAPE = "llava_wrong_shape"

@@ -218,6 +218,9 @@ SERVED_FAMILIES = {
     "aya_vision": (snapshots.aya_vision_364_snapshot, None),
     "deepseek_vl": (snapshots.deepseek_vl_384_snapshot, None),
     "vipllava": (snapshots.vipllava_default_snapshot, None),
+    # HF's audio encoder kept as a module (vLLM ships none, as vLLM's own port keeps
+    # it), the lines of HF's forward that compute the features copied.
+    "qwen2_audio": (None, True),
 }
 
 

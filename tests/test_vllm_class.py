@@ -13,6 +13,7 @@ import pytest
 import transformers
 
 from mmport.analyzers import analyze
+from mmport.console import vllm_code_rows
 from mmport.render import render_port
 from mmport.sources import resolve
 
@@ -21,11 +22,14 @@ from mmport.sources import resolve
 # around vLLM's tower (llava_next, idefics3), and M-RoPE positions from HF's
 # get_rope_index copied (qwen2_vl).
 WRITTEN_AS_VLLM_CODE = [
+    "audioflamingo3",
     "gemma3",
+    "glm4v",
     "idefics3",
     "llava",
     "llava_next",
     "paligemma",
+    "qwen2_audio",
     "qwen2_vl",
 ]
 
@@ -41,17 +45,28 @@ def test_the_class_calls_vllms_modules_and_no_hf_method(family) -> None:
     text = _model_file(spec)
     hf_model = spec.encoder.hf_class
     for hf_only in (
-        "transformers.models.",
+        ".modeling_",
         "conversion_mapping",
         "core_model_loading",
         f"= {hf_model}.",
-        "get_image_features",
+        *(f"{path.method}(" for path in spec.encoder.paths),
     ):
         assert hf_only not in text, hf_only
     tower = spec.vllm_model.towers[0]
     assert f"self.{tower.attr} = {tower.class_name}(" in text
-    assert "class " + spec.class_prefix + "ImagePixelInputs(TensorSchema)" in text
-    assert "def _parse_and_validate_image_input(" in text
+    # HF's module only where vLLM ships none, and the file says so where it builds it.
+    imported = "transformers.models." in text
+    assert imported == bool(tower.kept)
+    comments = " ".join(
+        line.strip().removeprefix("# ")
+        for line in text.splitlines()
+        if line.strip().startswith("#")
+    )
+    assert not tower.kept or tower.kept in comments
+    for path in spec.vllm_model.paths:
+        stem = path.schema_name(spec.class_prefix)
+        assert f"class {stem}{path.input_noun}Inputs(TensorSchema)" in text
+        assert f"def _parse_and_validate_{path.modality}_input(" in text
     assert "def get_mm_mapping(self)" in text
 
 
@@ -116,16 +131,39 @@ def test_saved_and_hub_checkpoints_load_into_the_same_names(family, tmp_path) ->
 
 
 def test_a_path_vllm_code_cannot_write_keeps_hfs_methods_and_says_why() -> None:
-    """GLM-4V's tower is one vLLM ships no module for: the class runs HF's feature
-    method on the modules it builds, and inspect says why."""
-    spec = analyze(resolve("glm4v"))
+    """Aria's path reads layers of a tower vLLM ships, but vLLM's module gives no
+    chosen layers' hidden states: the class runs HF's feature method on the modules
+    it builds, and inspect says why."""
+    spec = analyze(resolve("aria"))
     assert spec.vllm_model is None
-    assert "no tower of the path is one vLLM selects layers of" in (
-        spec.vllm_model_reason
-    )
+    assert "gives no chosen layers' hidden states" in spec.vllm_model_reason
     assert f"get_image_features = {spec.encoder.hf_class}.get_image_features" in (
         _model_file(spec)
     )
+
+
+@pytest.mark.parametrize("family", ["glm4v", "qwen2_audio"])
+def test_a_tower_vllm_has_no_module_for_is_hfs_kept_and_its_lines_copied(
+    family,
+) -> None:
+    """GLM-4V's vision model and Qwen2-Audio's encoder have no vLLM module mmport
+    knows: each is HF's class, built from its sub-config and called by HF's lines,
+    which the class holds as its own method (GLM-4V's get_image_features; the lines
+    of Qwen2-Audio's forward), and inspect says why."""
+    spec = analyze(resolve(family))
+    plan = spec.vllm_model
+    assert plan is not None, spec.vllm_model_reason
+    tower = plan.towers[0]
+    module = next(m for m in spec.encoder.modules if m.attr == tower.attr)
+    assert tower.kept and not module.vllm_equivalent
+    text = _model_file(spec)
+    assert f"self.{tower.attr} = {tower.class_name}(config{tower.config_attr})" in text
+    for path in plan.paths:
+        assert path.copied is not None
+        assert f"    def {path.copied.name}(self, " in text
+        assert f"self.{tower.attr}(" in path.copied.code  # HF's own call of its tower
+    rows = [row for row in vllm_code_rows(spec) if "path as vLLM code" in row[0]]
+    assert len(rows) == len(plan.paths) and all(tower.kept in row[1] for row in rows)
 
 
 def test_a_path_of_more_than_modules_is_hfs_method_copied_around_vllms_tower() -> None:

@@ -66,7 +66,13 @@ from mmport.spec import (
     VllmFeaturePath,
 )
 
-__all__ = ["EXAMPLES", "copied_feature_path", "copied_methods"]
+__all__ = [
+    "EXAMPLES",
+    "copied_feature_path",
+    "copied_methods",
+    "is_docstring",
+    "with_helpers",
+]
 
 # The output attribute HF's feature methods put their features into.
 _OUTPUT = "pooler_output"
@@ -372,7 +378,7 @@ def copied_feature_path(
     copy = _Copy(walk, parsed, pixels)
     try:
         for stmt in statements(node.body):
-            if _is_docstring(stmt):
+            if is_docstring(stmt):
                 continue
             copy.statement(stmt)
     except Refused as exc:
@@ -405,7 +411,8 @@ def _tower_attributes(
     return dataclasses.replace(copied, code=code)
 
 
-def _is_docstring(stmt: cst.BaseStatement) -> bool:
+def is_docstring(stmt: cst.BaseStatement) -> bool:
+    """Whether ``stmt`` is a docstring (a string alone on its line)."""
     return (
         isinstance(stmt, cst.SimpleStatementLine)
         and isinstance(stmt.body[0], cst.Expr)
@@ -453,18 +460,25 @@ def _assembled(
         tower_keywords=tuple(copy.walk.tower_keywords),
         tower_output=hidden.field,
     )
-    return path, _with_helpers(cls, name, text, fields, parsed.source(node))
+    return path, with_helpers(cls, name, text, fields, parsed.source(node))
 
 
 def _tower_names(copy: _Copy) -> set[str]:
     return {k for k, v in copy.walk.env.items() if isinstance(v, TowerOutput)}
 
 
-def _with_helpers(
-    cls: type[Any], name: str, text: str, fields: Sequence[str], source: Source
+def with_helpers(
+    cls: type[Any],
+    name: str,
+    text: str,
+    fields: Sequence[str],
+    source: Source,
+    *,
+    import_shared: bool = False,
 ) -> CopiedMethod:
-    """The method, the HF methods it calls (copied) and the functions they call (transplanted)."""
-    transplanter = Transplanter()
+    """The method, the HF methods it calls (copied) and the functions they call
+    (transplanted; ``import_shared``: transformers' shared utilities imported)."""
+    transplanter = Transplanter(import_shared=import_shared)
     namespace = vars(sys.modules[cls.__module__])
     methods = _copy_methods(cls, _read(cst.parse_module(text)).calls, transplanter)
     transplanter.resolve(text, namespace, f"{cls.__name__}.{name}")
@@ -504,7 +518,7 @@ def _copy_methods(
         kept = [cst.Decorator(cst.Name("staticmethod"))] if static else []
         clean = funcdef.with_changes(decorators=kept, leading_lines=())
         body = funcdef.body
-        if body.body and _is_docstring(body.body[0]):  # type: ignore[arg-type]
+        if body.body and is_docstring(body.body[0]):  # type: ignore[arg-type]
             clean = clean.with_changes(body=body.with_changes(body=list(body.body)[1:]))
         helper_code = cst.Module([]).code_for_node(clean)
         methods[called] = CopiedCode(called, owner.source(funcdef), helper_code)

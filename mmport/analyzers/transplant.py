@@ -333,6 +333,8 @@ class Transplanter:
             ):
                 parent = value.__name__.rpartition(".")[0]
                 self.imports.add(f"from {parent} import {name}")  # ``nn``
+            elif isinstance(value, types.ModuleType):
+                self.imports.add(f"import {value.__name__} as {name}")  # ``F``
             elif _from_stdlib(value, name):
                 self.imports.add(f"from {value.__module__} import {name}")
             elif (

@@ -37,6 +37,7 @@ import libcst as cst
 
 from mmport.analyzers.copiedpath import copied_feature_path, copied_methods
 from mmport.analyzers.examples import invalid, valid
+from mmport.analyzers.keptpath import inline_path, kept_method_path, kept_tower
 from mmport.analyzers.language import config_argument
 from mmport.analyzers.modeling import ROPE_INDEX_METHOD
 from mmport.analyzers.nativepath import native_feature_path
@@ -48,6 +49,7 @@ from mmport.hf.weights import Layouts, layouts
 from mmport.spec import (
     EncoderModule,
     EncoderSpec,
+    FeaturePath,
     ModalitySpec,
     OwnModule,
     VllmEncoder,
@@ -72,8 +74,8 @@ def _envelope(encoder: EncoderSpec, substitutes_config: bool) -> str:
     if encoder.missing:
         return "; ".join(why for _, why in encoder.missing)
     for path in encoder.paths:
-        if path.inline is not None or path.through:
-            return f"HF computes the {path.modality} features in forward or through another path"
+        if path.through:
+            return f"HF computes the {path.modality} features through another path"
     return ""
 
 
@@ -128,11 +130,16 @@ def _path(
     method: str,
     encoder: EncoderSpec,
     config: Any,
+    output: str = "pooler_output",
 ) -> tuple[VllmFeaturePath, VllmTowerBuild]:
     """One modality's path as vLLM steps, on the tower of ``modules`` it calls: read as
     steps (:mod:`~mmport.analyzers.nativepath`), else HF's method copied with vLLM's
-    tower call in it (:mod:`~mmport.analyzers.copiedpath`)."""
+    tower call in it (:mod:`~mmport.analyzers.copiedpath`); where vLLM ships no module
+    for any of them, HF's method copied whole on HF's tower, kept
+    (:mod:`~mmport.analyzers.keptpath`), its ``output`` field read."""
     fields = [f.key for f in modality.fields]
+    # Every item's rows end to end (Qwen2-VL's patches): HF's method takes the batch.
+    flat = any(f.layout.startswith("flat") for f in modality.fields)
     reasons = []
     for module in encoder.modules:
         vllm_encoder = _encoder_for(module)
@@ -161,15 +168,20 @@ def _path(
                     config,
                     vllm_encoder,
                 )
-                flat = any(f.layout.startswith("flat") for f in modality.fields)
                 path = replace(path, copied=copied, batched_call=flat)
-            path = replace(path, item_rows=modality.fields[0].rows)
             return path, _tower_build(module, vllm_encoder, path)
         except AnalysisError as exc:
             reasons.append(str(exc))
-    raise AnalysisError(
-        "; ".join(reasons) or "no tower of the path is one vLLM selects layers of"
+    if reasons or any(m.vllm_equivalent for m in encoder.modules):
+        raise AnalysisError(
+            "; ".join(reasons) or "no tower of the path is one vLLM selects layers of"
+        )
+    # vLLM ships no module for the tower: HF's, kept, and HF's method copied whole.
+    path, attr = kept_method_path(
+        inner, method, modality.modality, fields, encoder.modules, config, output
     )
+    module = next(m for m in encoder.modules if m.attr == attr)
+    return replace(path, batched_call=flat), kept_tower(module, inner, config)
 
 
 def _projector(inner: type[Any], module: EncoderModule) -> VllmProjector | OwnModule:
@@ -283,6 +295,27 @@ def _prefixes(
     return mapping
 
 
+def _modality_path(
+    inner: type[Any],
+    feature_path: FeaturePath,
+    modality: ModalitySpec,
+    encoder: EncoderSpec,
+    config: Any,
+) -> tuple[VllmFeaturePath, VllmTowerBuild]:
+    """One modality's path and its tower, with the item fields that come in rows."""
+    if feature_path.inline is not None:
+        # HF's lines in forward, on HF's tower where vLLM ships none.
+        path, attr = inline_path(inner, feature_path, encoder.modules)
+        module = next(m for m in encoder.modules if m.attr == attr)
+        tower = kept_tower(module, inner, config)
+    else:
+        path, tower = _path(
+            inner, modality, feature_path.method, encoder, config, feature_path.output
+        )
+    whole = tuple(f.key for f in modality.fields if f.rows)
+    return replace(path, item_rows=modality.fields[0].rows, whole=whole), tower
+
+
 def vllm_model_plan(
     architecture_cls: type[Any],
     encoder: EncoderSpec,
@@ -300,7 +333,7 @@ def vllm_model_plan(
     paths, towers = [], {}
     for feature_path in encoder.paths:
         modality = next(m for m in modalities if m.modality == feature_path.modality)
-        path, tower = _path(inner, modality, feature_path.method, encoder, config)
+        path, tower = _modality_path(inner, feature_path, modality, encoder, config)
         paths.append(path)
         towers[tower.attr] = tower
     if len(towers) > 1:

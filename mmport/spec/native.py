@@ -226,6 +226,20 @@ class VllmFeaturePath:
     # Each item's input comes with rows of its own (HF's crops or tiles, one item's
     # output kept whole), not as one row of a batch.
     item_rows: bool = False
+    # The item fields that come with rows of their own (each item's crops, chunks and
+    # their masks): handed to HF's copied method whole, the others as a batch of one.
+    whole: tuple[str, ...] = ()
+    # HF's copied lines give every item's rows joined in one sequence (Qwen2-Audio's
+    # masked selection in forward): the class runs them on one item at a time.
+    joins_items: bool = False
+    # The field of what the copied method returns that holds the features, where it
+    # returns HF's output object whole (a method copied on HF's kept tower).
+    output_field: str = ""
+
+    @property
+    def read_output(self) -> str:
+        """What the class appends to the copied method's call to read its features."""
+        return f".{self.output_field}" if self.output_field else ""
 
     @property
     def lines(self) -> tuple[Source, ...]:
@@ -240,6 +254,19 @@ class VllmFeaturePath:
             if self.strategy.startswith("config.")
             else self.strategy
         )
+
+    def schema_name(self, prefix: str) -> str:
+        """The stem of the path's input classes for a class prefix (``LlavaImage``;
+        ``Qwen2Audio``, not ``Qwen2AudioAudio``)."""
+        return (
+            prefix if prefix.endswith(self.schema_stem) else prefix + self.schema_stem
+        )
+
+    @property
+    def input_noun(self) -> str:
+        """What vLLM's input classes call the item's raw input: ``Pixel`` values, or
+        audio ``Feature``s."""
+        return "Feature" if self.modality == "audio" else "Pixel"
 
     @property
     def schema_stem(self) -> str:
@@ -274,6 +301,9 @@ class VllmTowerBuild:
     unpads_by: str = ""
     # The patch size on vLLM's module (code on it: ``self.config.patch_size``).
     patch_size: str = "self.patch_size"
+    # Why HF's module is kept (vLLM ships none): ``vllm_class`` is then HF's class,
+    # built from ``config_attr`` and called by HF's lines (mmport.analyzers.keptpath).
+    kept: str = ""
 
     @property
     def patch_size_code(self) -> str:
@@ -285,8 +315,13 @@ class VllmTowerBuild:
         return dict(self.converts).get(name, name)
 
     @property
+    def owner(self) -> str:
+        """Whose module the class builds: ``vLLM's`` or ``HF's`` (kept)."""
+        return "HF's" if self.kept else "vLLM's"
+
+    @property
     def class_name(self) -> str:
-        """vLLM's class name (``CLIPVisionModel``)."""
+        """The class's name (vLLM's ``CLIPVisionModel``, or HF's where kept)."""
         return self.vllm_class.rpartition(".")[2]
 
     @property
@@ -364,6 +399,14 @@ class VllmModelPlan:
         ]
         noun = "projectors" if len(self.projectors) > 1 else "projector"
         return f"the {noun} {' and '.join(dict.fromkeys(phrases))}"
+
+    @property
+    def quantizes(self) -> bool:
+        """Whether any module the class builds takes vLLM's ``quant_config`` (a kept HF
+        tower does not)."""
+        return any(not t.kept for t in self.towers) or any(
+            p.quantized for p in self.projectors
+        )
 
     @property
     def tower_attrs(self) -> tuple[str, ...]:

@@ -73,7 +73,7 @@ LlavaNextVideoImageInputs = (
 )
 
 
-class LlavaNextVideoVideoPixelInputs(TensorSchema):
+class LlavaNextVideoPixelInputs(TensorSchema):
     """Video inputs as HF's processor gives them, per video: HF's feature
     method, copied below, reads them as they are.
     """
@@ -82,7 +82,7 @@ class LlavaNextVideoVideoPixelInputs(TensorSchema):
     pixel_values_videos: torch.Tensor | list[torch.Tensor]
 
 
-class LlavaNextVideoVideoEmbeddingInputs(TensorSchema):
+class LlavaNextVideoEmbeddingInputs(TensorSchema):
     """Dimensions:
     - bn: Batch size * number of videos
     - ifs: Video feature size
@@ -96,9 +96,7 @@ class LlavaNextVideoVideoEmbeddingInputs(TensorSchema):
     ]
 
 
-LlavaNextVideoVideoInputs = (
-    LlavaNextVideoVideoPixelInputs | LlavaNextVideoVideoEmbeddingInputs
-)
+LlavaNextVideoInputs = LlavaNextVideoPixelInputs | LlavaNextVideoEmbeddingInputs
 
 
 class LlavaNextVideoMultiModalProjector(nn.Module):
@@ -566,17 +564,15 @@ class LlavaNextVideoForConditionalGeneration(nn.Module, SupportsMultiModal, Supp
 
     def _parse_and_validate_video_input(
         self, **kwargs: object
-    ) -> LlavaNextVideoVideoInputs | None:
+    ) -> LlavaNextVideoInputs | None:
         pixel_values_videos = kwargs.pop("pixel_values_videos", None)
         video_embeds = kwargs.pop("video_embeds", None)
         if pixel_values_videos is not None:
-            return LlavaNextVideoVideoPixelInputs(
+            return LlavaNextVideoPixelInputs(
                 type="pixel_values_videos", pixel_values_videos=pixel_values_videos
             )
         if video_embeds is not None:
-            return LlavaNextVideoVideoEmbeddingInputs(
-                type="video_embeds", data=video_embeds
-            )
+            return LlavaNextVideoEmbeddingInputs(type="video_embeds", data=video_embeds)
         return None
 
     def _video_pixels_to_features(
@@ -610,7 +606,7 @@ class LlavaNextVideoForConditionalGeneration(nn.Module, SupportsMultiModal, Supp
         return pooler_output
 
     def _process_video_input(
-        self, video_input: LlavaNextVideoVideoInputs
+        self, video_input: LlavaNextVideoInputs
     ) -> torch.Tensor | list[torch.Tensor]:
         if video_input["type"] == "video_embeds":
             return video_input["data"]
