@@ -137,6 +137,28 @@ def test_vllms_own_tower_answering_another_layer_fails(tmp_path) -> None:
 
 @pytest.mark.serve
 @needs_engine
+def test_embeddings_a_percent_off_fail_on_the_items_features(tmp_path) -> None:
+    """A class whose embeddings are 1% off HF's features: each item's embeddings, as
+    the engine's embed_multimodal returned them, are compared with HF's
+    get_image_features, whatever the greedy tokens do."""
+    port = scaffold_port("llava", tmp_path / "port")
+    model = port.with_name("llava.py")
+    call = "return self._process_image_input(image_input)"
+    assert call in model.read_text()
+    model.write_text(
+        model.read_text().replace(
+            call, "return [f * 1.01 for f in self._process_image_input(image_input)]"
+        )
+    )
+    result = _serve("llava", port)
+    assert result.status == "fail", result.summary
+    assert any(
+        "embeddings differ from HF's features" in f.message for f in result.failures
+    )
+
+
+@pytest.mark.serve
+@needs_engine
 def test_a_wrong_placeholder_count_fails_on_the_prompt_ids(tmp_path) -> None:
     """One placeholder token too many: the engine runs, but its prompt is not HF's."""
     port = scaffold_port("llava", tmp_path / "port")
@@ -236,6 +258,10 @@ def test_port_serves_hf_tokens_on_the_hub_layout(family, tmp_path) -> None:
     assert result.status == "pass", "\n".join(f.describe() for f in result.failures)
     modalities = analyze(resolve(ref)).modalities
     assert result.runs == 1 and f"{2 * len(modalities)} prompts" in result.summary
+    spec = analyze(resolve(ref))
+    if spec.encoder is not None and all(p.inline is None for p in spec.encoder.paths):
+        # Every item's embeddings were compared with HF's get_<modality>_features.
+        assert f"{2 * len(modalities)} items' embeddings" in result.summary
     assert (
         not control
         or ("vLLM's own" in result.summary and "gives HF's tokens" in result.summary)

@@ -266,7 +266,61 @@ def _kept(snippet: Any, line: str) -> tuple[str, str, str]:
     return tower.class_name, tower.config_attr, tower.kept
 
 
+_METHOD = """
+def merge_with_config_defaults(func):
+    return func
+
+
+class VisionModel:
+    def __init__(self, config):
+        self.visual = VisionTower(config.vision_config)
+        self.projector = Projector(config)
+
+    @merge_with_config_defaults
+    def get_image_features(self, pixel_values, grid, vision_feature_layer=None, **kwargs):
+        \"\"\"HF's docstring.\"\"\"
+        outputs = self.visual(pixel_values, grid=grid, **kwargs)
+        outputs.pooler_output = self.projector(outputs.hidden_states[vision_feature_layer])
+        return outputs
+"""
+
+
+def _method(snippet: Any) -> tuple[str, tuple[str, ...], str]:
+    modules = (
+        EncoderModule("visual", "VisionTower(config.vision_config)", Source("x", 7)),
+        EncoderModule("projector", "Projector(config)", Source("x", 8)),
+    )
+    config = type("Config", (), {"vision_feature_layer": -2})()
+    path, tower = kept_method_path(
+        snippet.VisionModel,
+        "get_image_features",
+        "image",
+        ("pixel_values", "grid"),
+        modules,
+        config,
+        "pooler_output",
+    )
+    assert path.copied is not None
+    lines = tuple(line.strip() for line in path.copied.code.splitlines()[:4])
+    return tower, lines, path.read_output
+
+
 EXAMPLES = [
+    valid(
+        "hfs_method_on_its_kept_tower_is_copied_whole_its_defaults_read_first",
+        _METHOD,
+        _method,
+        (
+            "visual",
+            (
+                "def _image_features(self, pixel_values, grid):",
+                "vision_feature_layer = self.config.vision_feature_layer",
+                "kwargs = {}  # HF's keyword arguments: none handed on",
+                "outputs = self.visual(pixel_values, grid=grid, **kwargs)",
+            ),
+            ".pooler_output",
+        ),
+    ),
     valid(
         "a_tower_vllm_ships_no_module_for_is_hfs_class_from_its_sub_config",
         _SNIPPET,

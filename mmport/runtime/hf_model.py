@@ -110,6 +110,16 @@ def load_model(
     return HFModel(model.to(target.device).eval(), target)
 
 
+def _feature_method(model: Any, modality: str) -> Any:
+    """``get_<modality>_features`` of ``model``, else of the first module inside it
+    that has one; None where none does."""
+    name = f"get_{modality}_features"
+    for module in model.modules():
+        if callable(getattr(module, name, None)):
+            return getattr(module, name)
+    return None
+
+
 class HFModel:
     """An HF multimodal model with the two calls verify needs."""
 
@@ -118,13 +128,17 @@ class HFModel:
         self.target = target
         self.name = type(model).__name__
         self.num_parameters = sum(p.numel() for p in model.parameters())
-        # Per modality whose encoder the model exposes: the parameters that encoder takes.
-        self._feature_params = {
-            modality: set(
-                inspect.signature(getattr(model, f"get_{modality}_features")).parameters
-            )
+        # Per modality whose encoder the model exposes (itself, or the inner model it
+        # holds: DeepSeek-VL's checkpoint class has none of its own), the method.
+        self._feature_methods = {
+            modality: method
             for modality in ("image", "video", "audio")
-            if callable(getattr(model, f"get_{modality}_features", None))
+            if (method := _feature_method(model, modality)) is not None
+        }
+        # ... and the parameters that method takes.
+        self._feature_params = {
+            modality: set(inspect.signature(method).parameters)
+            for modality, method in self._feature_methods.items()
         }
         self._keeps_logits = (
             "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -142,6 +156,11 @@ class HFModel:
             moved[key] = value
         return moved
 
+    def features_source(self, modality: str) -> str:
+        """The method the features come from (``LlavaModel.get_image_features``)."""
+        method = self._feature_methods[modality]
+        return f"{type(method.__self__).__name__}.{method.__name__}"
+
     def has_features(self, modality: str) -> bool:
         """Whether the model exposes ``modality``'s encoder (``get_<modality>_features``)."""
         return modality in self._feature_params
@@ -155,9 +174,7 @@ class HFModel:
             k: v for k, v in mm_kwargs.items() if "kwargs" in params or k in params
         }
         with torch.inference_mode():
-            out = getattr(self.model, f"get_{modality}_features")(
-                **self._on_device(kwargs)
-            )
+            out = self._feature_methods[modality](**self._on_device(kwargs))
         features = getattr(out, "pooler_output", out)
         chunks = list(features) if isinstance(features, (list, tuple)) else [features]
         return [c.reshape(-1, c.shape[-1]).float().cpu() for c in chunks]

@@ -41,6 +41,11 @@ __all__ = ["Layout", "ServeOptions", "check_serve", "run_engine", "serve_python"
 
 # First-step logprobs of float32 HF vs vLLM's CPU kernels (measured: < 1e-5 apart).
 LOGPROB_ATOL = 1e-3
+# An item's embeddings in float32 against HF's features, relative to their largest
+# value: vLLM's fused layers and attention kernels reorder sums (measured on LLaVA's
+# twin: 3.7e-8 apart at a largest value of 0.06; 1% off is 6e-4).
+FEATURE_RTOL = 1e-3
+FEATURE_ATOL = 1e-6
 _ENGINE = Path(__file__).with_name("_engine.py")
 
 
@@ -190,6 +195,8 @@ def _engine_request(
         "max_tokens": options.max_tokens,
         "max_model_len": model_len,
         "tensor_parallel_size": options.tensor_parallel,
+        # The class's embeddings per item, compared with HF's features (_features).
+        "features": True,
         "prompts": [
             {
                 "prompt": p.prompt,
@@ -213,7 +220,7 @@ def _control(
     """vLLM's own class on the same checkpoint and prompts: (a note, whether it failed to start)."""
     control = run_engine(
         python,
-        {**request, "port_dir": None, "module": None},
+        {**request, "port_dir": None, "module": None, "features": False},
         Path(request["workdir"]),
         timeout_s,
     )
@@ -333,7 +340,70 @@ def _served(
         else ""
     )
     note = f"{label}: {len(probes)} prompts, {compared} greedy tokens compared (vLLM {answer['vllm_version']}{ranks})"
-    return failures, {f"{key}_max_logprob_gap": max(gaps, default=0.0)}, note
+    metrics = {f"{key}_max_logprob_gap": max(gaps, default=0.0)}
+    feature_failures, diff, said = _features(probes, reference, answer, label)
+    if diff is not None:
+        metrics[f"{key}_max_feature_diff"] = diff
+    return [*failures, *feature_failures], metrics, f"{note}; {said}"
+
+
+def _features(
+    probes: list, reference: list, answer: dict, label: str
+) -> tuple[list, float | None, str]:
+    """Each item's rows the class embedded against HF's ``get_<modality>_features``
+    on the same checkpoint: failures, the largest difference, and what was compared."""
+    import torch
+
+    from mmport.verify.report import Failure
+
+    if not answer.get("features_file"):
+        return [], None, "no embeddings kept by the engine"
+    served = torch.load(answer["features_file"])
+    items = [p.counts for p in probes]
+    if len(served) != sum(sum(c.values()) for c in items):
+        return [], None, f"the engine embedded {len(served)} items; not compared"
+    failures, diffs, at = [], [], 0
+    for probe, hf, counts in zip(probes, reference, items, strict=True):
+        mine, at = served[at : at + sum(counts.values())], at + sum(counts.values())
+        if hf.features is None:
+            continue
+        for index, (theirs, ours) in enumerate(zip(hf.features, mine, strict=True)):
+            if theirs.shape != ours.shape:
+                message = (
+                    f"{label}: item {index}'s embeddings vs HF's features (rows, width)"
+                )
+                failures.append(
+                    Failure(
+                        probe.name,
+                        message,
+                        None,
+                        str(tuple(theirs.shape)),
+                        str(tuple(ours.shape)),
+                        loudness="loud",
+                    )
+                )
+                continue
+            diff = float((theirs - ours).abs().max()) if theirs.numel() else 0.0
+            diffs.append(diff)
+            scale = float(theirs.abs().max()) if theirs.numel() else 0.0
+            if diff > FEATURE_RTOL * scale + FEATURE_ATOL:
+                failures.append(
+                    Failure(
+                        probe.name,
+                        f"{label}: item {index}'s embeddings differ from HF's features (max |Δ| {diff:.3g}, "
+                        f"tolerance {FEATURE_RTOL:g} × their largest {scale:.3g})",
+                        loudness="silent",
+                    )
+                )
+    if not diffs and not failures:
+        return [], None, "HF's model has no get_<modality>_features: tokens alone"
+    sources = ", ".join(dict.fromkeys(h.features_from for h in reference if h.features))
+    return (
+        failures,
+        max(diffs, default=None),
+        f"{len(diffs)} items' embeddings (the class's embed_multimodal) against HF's "
+        f"{sources}, max |Δ| {max(diffs, default=0.0):.2g}",
+    )
 
 
 def check_serve(

@@ -17,7 +17,10 @@ checkpoint with its own class (the control). The answer holds, per prompt,
 the prompt's token ids, the generated ids and the first step's logprob of the
 chosen token, and whether the engine attended causally where the model asks
 for bidirectional attention over media (``mm_prefix_dropped``), or
-``{"error": "..."}`` when the engine could not start or run.
+``{"error": "..."}`` when the engine could not start or run. With
+``"features": true`` the engine runs one request at a time and keeps what the
+model's ``embed_multimodal`` returned, each item's rows in the prompts' order,
+in ``features.pt`` beside the request (``features_file``).
 """
 
 from __future__ import annotations
@@ -134,10 +137,45 @@ def start_engine(request: dict, **settings) -> tuple:
     return llm, items
 
 
+def _keep_features(model) -> None:
+    """Wrap the model's ``embed_multimodal`` so it keeps each item's rows, in order."""
+    inner = model.embed_multimodal
+    model._mmport_features = []
+
+    def kept(**kwargs):
+        out = inner(**kwargs)
+        model._mmport_features += [
+            item.detach().reshape(-1, item.shape[-1]).float().cpu() for item in out
+        ]
+        return out
+
+    model.embed_multimodal = kept
+
+
+def _read_features(model) -> list:
+    """The rows :func:`_keep_features` kept (a top-level function: tensor-parallel
+    workers take it by name)."""
+    return model._mmport_features
+
+
+def _kept_features(llm, request: dict) -> str:
+    """Write the items' rows the model embedded (the first worker's) and say where."""
+    import torch
+
+    rows = llm.apply_model(_read_features)[0]
+    path = Path(request["workdir"]) / "features.pt"
+    torch.save(rows, path)
+    return str(path)
+
+
 def _generate(request: dict) -> tuple[list[dict], bool | None]:
     from vllm import SamplingParams
 
-    llm, items = start_engine(request)
+    features = bool(request.get("features"))
+    # One request at a time: the items reach the encoder in the prompts' order.
+    llm, items = start_engine(request, **({"max_num_seqs": 1} if features else {}))
+    if features:
+        llm.apply_model(_keep_features)
     params = SamplingParams(
         temperature=0.0, max_tokens=request["max_tokens"], logprobs=1
     )
@@ -162,6 +200,8 @@ def _generate(request: dict) -> tuple[list[dict], bool | None]:
                 "first_logprob": first,
             }
         )
+    if features:
+        request["features_file"] = _kept_features(llm, request)
     return answers, _mm_prefix_dropped(llm)
 
 
@@ -214,6 +254,7 @@ def main(request_path: str, answer_path: str) -> None:
                 request["port_dir"], request["module"]
             )
         answer["outputs"], answer["mm_prefix_dropped"] = _generate(request)
+        answer["features_file"] = request.get("features_file")
     except BaseException as exc:  # the answer says what broke; the caller reports it
         answer["error"] = f"{type(exc).__name__}: {exc}"
         answer["traceback"] = traceback.format_exc(limit=-8)

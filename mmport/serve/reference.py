@@ -13,6 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from mmport.hf.processor import mm_outputs
+from mmport.runtime.device import placement
+from mmport.runtime.hf_model import HFModel
 
 __all__ = [
     "Generation",
@@ -61,6 +66,12 @@ class Generation:
     prompt_ids: tuple[int, ...]
     tokens: tuple[int, ...]
     first_logprob: float | None
+    # Each item's feature rows from HF's ``get_<modality>_features`` (one tensor per
+    # item, in the prompt's order); None where HF's model has no such method.
+    features: tuple[Any, ...] | None = None
+    features_from: str = (
+        ""  # HF's method they come from (LlavaModel.get_image_features)
+    )
 
 
 def _prompt(placeholder: str | None, index: int) -> str:
@@ -178,9 +189,13 @@ def hf_generate(
         .from_pretrained(checkpoint, dtype=torch.float32)
         .eval()
     )
+    encoders = HFModel(model, placement("cpu", "float32"))
     out = []
     for probe in probes:
         inputs = probe_inputs(processor, probe)
+        features, source = _item_features(
+            encoders, probe, mm_outputs(processor, inputs)
+        )
         if causal:
             inputs.pop("token_type_ids", None)
         with torch.inference_mode():
@@ -198,5 +213,22 @@ def hf_generate(
             if tokens
             else None
         )
-        out.append(Generation(tuple(prompt_ids), tuple(tokens), first))
+        out.append(
+            Generation(tuple(prompt_ids), tuple(tokens), first, features, source)
+        )
     return out
+
+
+def _item_features(
+    encoders: HFModel, probe: ServeProbe, inputs: Any
+) -> tuple[tuple[Any, ...] | None, str]:
+    """HF's feature rows of the probe's one item (``get_<modality>_features`` on the
+    multimodal tensors of HF's processor output) and the method they come from, or
+    None where the probe holds other than one item or HF's model has no such method."""
+    import torch
+
+    modalities = [m for m, count in probe.counts.items() if count]
+    if sum(probe.counts.values()) != 1 or not encoders.has_features(modalities[0]):
+        return None, ""
+    rows = torch.cat(encoders.features(modalities[0], inputs))
+    return (rows,), encoders.features_source(modalities[0])
