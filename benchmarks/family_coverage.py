@@ -207,7 +207,8 @@ def _modules_cell(spec) -> str:
     plan = spec.vllm_model
     if plan is not None:
         towers = ", ".join(
-            f"{t.owner} {t.class_name}" + (" kept: vLLM ships none" if t.kept else "")
+            f"{t.owner} {t.class_name}"
+            + (" kept: mmport maps it to no vLLM module" if t.kept else "")
             for t in plan.towers
         )
         parts = [f"vLLM code: {towers}"]
