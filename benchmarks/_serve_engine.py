@@ -68,6 +68,8 @@ def run(request: dict) -> dict:
         _engine._register_port(request["port_dir"], request["module"])
     llm, items = _engine.start_engine(
         request,
+        # vLLM's own class, or its Transformers backend (HF's modeling code).
+        model_impl=request.get("model_impl", "auto"),
         disable_log_stats=False,
         # Every request is timed as the engine sees it, not served from the cache.
         mm_processor_cache_gb=0,

@@ -179,13 +179,20 @@ def copy_processing_files(snapshot: Any, directory: Path) -> None:
 
 
 def build_checkpoint(
-    snapshot: Any, directory: Path, *, layout: Layout = Layout.SAVED, seed: int = 0
+    snapshot: Any,
+    directory: Path,
+    *,
+    layout: Layout = Layout.SAVED,
+    seed: int = 0,
+    config: Any = None,
 ) -> TwinCheckpoint:
-    """Write a servable tiny twin of ``snapshot`` to ``directory`` (see the module docstring)."""
+    """Write a servable tiny twin of ``snapshot`` to ``directory`` (see the module
+    docstring), or HF's model on ``config`` where one is given (random weights)."""
     from mmport.runtime.device import seeded
     from mmport.runtime.hf_model import model_class
 
-    config = servable_twin(snapshot.load_config())
+    if config is None:
+        config = servable_twin(snapshot.load_config())
     cls = model_class(config)
     with seeded(seed):
         model = cls._from_config(config).eval()
