@@ -157,7 +157,7 @@ class FamilyResult:
         median = f"**{statistics.median(paired):.2f}**"
         if len(paired) < 2:
             return median
-        return f"{median} ({min(paired):.2f}–{max(paired):.2f})"
+        return f"{median} ({min(paired):.2f}-{max(paired):.2f})"
 
 
 def _requests(placeholders: dict, sampling_rate: int | None, directory: Path) -> list:
