@@ -141,11 +141,11 @@ def kept_method_path(
     modules: Sequence[EncoderModule],
     config: Any,
     output: str,
-) -> tuple[VllmFeaturePath, str]:
+) -> tuple[VllmFeaturePath, VllmTowerBuild]:
     """HF's ``inner.<method>`` whole as the class's ``_<modality>_features``, on HF's
     tower: a parameter HF fills from the config is read from ``self.config`` at the
-    top, and HF's keyword arguments are none. Returns the path and its tower's
-    attribute; the caller reads the field ``output`` of what it returns."""
+    top, and HF's keyword arguments are none. Returns the path, whose caller reads
+    the field ``output`` of what the method returns, and its tower, kept."""
     found = find_method(inner, method)
     if found is None:
         raise AnalysisError(
@@ -190,14 +190,14 @@ def kept_method_path(
         copied=copied,
         output_field=output,
     )
-    return path, tower.attr
+    return path, kept_tower(tower, inner, config)
 
 
 def inline_path(
-    inner: type[Any], path: FeaturePath, modules: Sequence[EncoderModule]
-) -> tuple[VllmFeaturePath, str]:
+    inner: type[Any], path: FeaturePath, modules: Sequence[EncoderModule], config: Any
+) -> tuple[VllmFeaturePath, VllmTowerBuild]:
     """HF's inline lines of ``path`` as the class's method ``_<modality>_features``,
-    and the attribute of the tower they call."""
+    and the tower they call, kept (:func:`kept_tower`)."""
     inline = path.inline
     if inline is None:
         raise AnalysisError(f"HF computes the {path.modality} features in a method")
@@ -228,7 +228,7 @@ def inline_path(
         # HF's forward places every item's features at once, its rows joined.
         joins_items=True,
     )
-    return feature_path, tower.attr
+    return feature_path, kept_tower(tower, inner, config)
 
 
 _SNIPPET = """
@@ -271,6 +271,10 @@ def merge_with_config_defaults(func):
     return func
 
 
+class VisionTower:
+    pass
+
+
 class VisionModel:
     def __init__(self, config):
         self.visual = VisionTower(config.vision_config)
@@ -287,8 +291,8 @@ class VisionModel:
 
 def _method(snippet: Any) -> tuple[str, tuple[str, ...], str]:
     modules = (
-        EncoderModule("visual", "VisionTower(config.vision_config)", Source("x", 7)),
-        EncoderModule("projector", "Projector(config)", Source("x", 8)),
+        EncoderModule("visual", "VisionTower(config.vision_config)", Source("x", 11)),
+        EncoderModule("projector", "Projector(config)", Source("x", 12)),
     )
     config = type("Config", (), {"vision_feature_layer": -2})()
     path, tower = kept_method_path(
@@ -302,7 +306,7 @@ def _method(snippet: Any) -> tuple[str, tuple[str, ...], str]:
     )
     assert path.copied is not None
     lines = tuple(line.strip() for line in path.copied.code.splitlines()[:4])
-    return tower, lines, path.read_output
+    return tower.attr, lines, path.read_output
 
 
 EXAMPLES = [

@@ -37,7 +37,7 @@ import libcst as cst
 
 from mmport.analyzers.copiedpath import copied_feature_path, copied_methods
 from mmport.analyzers.examples import invalid, valid
-from mmport.analyzers.keptpath import inline_path, kept_method_path, kept_tower
+from mmport.analyzers.keptpath import inline_path, kept_method_path
 from mmport.analyzers.language import config_argument
 from mmport.analyzers.modeling import ROPE_INDEX_METHOD
 from mmport.analyzers.nativepath import native_feature_path
@@ -177,11 +177,10 @@ def _path(
             "; ".join(reasons) or "no tower of the path is one vLLM selects layers of"
         )
     # vLLM ships no module for the tower: HF's, kept, and HF's method copied whole.
-    path, attr = kept_method_path(
+    path, tower = kept_method_path(
         inner, method, modality.modality, fields, encoder.modules, config, output
     )
-    module = next(m for m in encoder.modules if m.attr == attr)
-    return replace(path, batched_call=flat), kept_tower(module, inner, config)
+    return replace(path, batched_call=flat), tower
 
 
 def _projector(inner: type[Any], module: EncoderModule) -> VllmProjector | OwnModule:
@@ -305,9 +304,7 @@ def _modality_path(
     """One modality's path and its tower, with the item fields that come in rows."""
     if feature_path.inline is not None:
         # HF's lines in forward, on HF's tower where vLLM ships none.
-        path, attr = inline_path(inner, feature_path, encoder.modules)
-        module = next(m for m in encoder.modules if m.attr == attr)
-        tower = kept_tower(module, inner, config)
+        path, tower = inline_path(inner, feature_path, encoder.modules, config)
     else:
         path, tower = _path(
             inner, modality, feature_path.method, encoder, config, feature_path.output
